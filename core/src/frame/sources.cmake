@@ -1,0 +1,1 @@
+target_sources(dynamo_core PRIVATE ${CMAKE_CURRENT_LIST_DIR}/placeholder.cpp)

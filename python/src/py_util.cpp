@@ -1,0 +1,71 @@
+// Exception translation between C++ and Python for dynamo._C (see py_util.h).
+#include "py_util.h"
+
+#include <exception>
+#include <new>
+
+#include "dynamo/common/error.h"
+
+namespace dynamo::py {
+
+ExceptionTypes& exceptionTypes() {
+  static ExceptionTypes types;
+  return types;
+}
+
+std::string toString(PyObject* str) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(str, &size);  // borrowed buffer, owned by str
+  if (data == nullptr) throw PythonErrorAlreadySet{};
+  return std::string(data, static_cast<size_t>(size));
+}
+
+static PyObject* typeForUserError(const UserError& e) {
+  const ExceptionTypes& t = exceptionTypes();
+  switch (e.kind()) {
+    case UserErrorKind::kTraceStore: return t.traceStoreError;
+    case UserErrorKind::kUnsupported: return t.unsupported;
+    case UserErrorKind::kBackend: return t.backendError;
+    case UserErrorKind::kInvalidArgument:
+    case UserErrorKind::kConfig: return t.userError;
+  }
+  return t.userError;
+}
+
+void translateException() {
+  try {
+    throw;
+  } catch (const PythonErrorAlreadySet&) {
+    // The error is already set by the failing C API call.
+  } catch (const UserError& e) {
+    PyObject* type = typeForUserError(e);  // borrowed ref
+    PyRef args = PyRef::steal(Py_BuildValue("(s)", e.what()));
+    if (!args) return;
+    PyRef exc = PyRef::steal(PyObject_Call(type, args.get(), nullptr));
+    if (!exc) return;
+    // Structured fields, so Python code (explain, tests) need not parse the text.
+    PyRef summary = PyRef::steal(PyUnicode_FromString(e.summary().c_str()));
+    PyRef file = PyRef::steal(PyUnicode_FromString(e.where().file.c_str()));
+    PyRef line = PyRef::steal(PyLong_FromLong(e.where().line));
+    PyRef hint = PyRef::steal(PyUnicode_FromString(e.hint().c_str()));
+    if (summary) PyObject_SetAttrString(exc.get(), "summary", summary.get());
+    if (file) PyObject_SetAttrString(exc.get(), "user_file", file.get());
+    if (line) PyObject_SetAttrString(exc.get(), "user_line", line.get());
+    if (hint) PyObject_SetAttrString(exc.get(), "hint", hint.get());
+    PyErr_Clear();
+    PyErr_SetObject(type, exc.get());
+  } catch (const InternalError& e) {
+    PyErr_SetString(exceptionTypes().internalError, e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    std::string msg = std::string("internal error: unexpected C++ exception: ") + e.what() +
+                      "\nThis is a bug in Dynamo, not in your code. Please report it.";
+    PyErr_SetString(exceptionTypes().internalError, msg.c_str());
+  } catch (...) {
+    PyErr_SetString(exceptionTypes().internalError,
+                    "internal error: unknown C++ exception. This is a bug in Dynamo.");
+  }
+}
+
+}  // namespace dynamo::py

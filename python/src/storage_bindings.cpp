@@ -1,0 +1,5 @@
+// storage bindings: not written yet.
+#include "bindings.h"
+namespace dynamo::py {
+int initStorageBindings(PyObject*) { return 0; }
+}  // namespace dynamo::py
