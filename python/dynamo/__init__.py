@@ -1,5 +1,15 @@
-"""Dynamo: graph capture for PyTorch, with debugging tools."""
+"""Dynamo: graph capture for PyTorch, with debugging tools.
+
+    import dynamo
+    fast = dynamo.compile(model)                 # or @dynamo.optimize("eager")
+    out = fast(x)
+"""
 from dynamo._C import (  # noqa: F401
     __version__, DynamoError, UserError, InternalError, TraceStoreError, Unsupported,
     BackendCompilerFailed,
+)
+from dynamo import config  # noqa: F401
+from dynamo.backends import list_backends, register_backend  # noqa: F401
+from dynamo.eval_frame import (  # noqa: F401
+    optimize, compile, run, disable, reset, add_compile_listener, remove_compile_listener,
 )

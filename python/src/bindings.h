@@ -15,5 +15,9 @@ int initFrameBindings(PyObject* module);
 int initBytecodeBindings(PyObject* module);
 /// graph_bindings.cpp: the graph IR, its printer, serializer and runner.
 int initGraphBindings(PyObject* module);
+/// guard_bindings.cpp: sources and guards (test API).
+int initGuardBindings(PyObject* module);
+/// compiler_bindings.cpp: the frame compiler behind dynamo.optimize.
+int initCompilerBindings(PyObject* module);
 
 }  // namespace dynamo::py

@@ -70,7 +70,9 @@ PyMODINIT_FUNC PyInit__C(void) {
       dynamo::py::initStorageBindings(module) < 0 ||
       dynamo::py::initFrameBindings(module) < 0 ||
       dynamo::py::initBytecodeBindings(module) < 0 ||
-      dynamo::py::initGraphBindings(module) < 0) {
+      dynamo::py::initGraphBindings(module) < 0 ||
+      dynamo::py::initGuardBindings(module) < 0 ||
+      dynamo::py::initCompilerBindings(module) < 0) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -1,5 +1,890 @@
-// storage bindings: not written yet.
+// dynamo._C bindings of the trace store (dynamo::storage), written against the CPython C API.
+//
+//   dynamo._C.TraceWriter(path, *, argv=..., python_version=..., ...)   record_*(), flush(), close()
+//   dynamo._C.TraceReader(path)                                         runs(), frames(), ...
+//   dynamo._C.trace_report(path, name, mask=False) -> str                the dynamo-trace reports
+//   dynamo._C.upgrade_trace_store(path) -> int                           in-place schema upgrade
+//
+// Rows come back as dicts with snake_case keys mirroring records.h. python/dynamo/trace.py is the
+// Pythonic layer over this. Calls that wait on the disk release the GIL.
+#include <Python.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "bindings.h"
+#include "dynamo/common/error.h"
+#include "dynamo/storage/trace_reader.h"
+#include "dynamo/storage/trace_report.h"
+#include "dynamo/storage/trace_store.h"
+#include "dynamo/storage/trace_writer.h"
+#include "py_util.h"
+
 namespace dynamo::py {
-int initStorageBindings(PyObject*) { return 0; }
+
+namespace {
+
+using namespace dynamo::storage;
+
+// ---- conversions --------------------------------------------------------------------------
+
+// Runs fn with the GIL released; C++ exceptions propagate after the GIL is taken back.
+template <typename Fn>
+auto withoutGil(Fn&& fn) -> decltype(fn()) {
+  PyThreadState* state = PyEval_SaveThread();  // borrowed ref: restored below
+  try {
+    if constexpr (std::is_void_v<decltype(fn())>) {
+      fn();
+      PyEval_RestoreThread(state);
+    } else {
+      auto result = fn();
+      PyEval_RestoreThread(state);
+      return result;
+    }
+  } catch (...) {
+    PyEval_RestoreThread(state);
+    throw;
+  }
+}
+
+// str -> UTF-8, bytes / bytearray -> raw bytes. `o` is a borrowed ref.
+std::string toBytes(PyObject* o, const char* what) {
+  if (PyBytes_Check(o)) {
+    return std::string(PyBytes_AS_STRING(o), static_cast<size_t>(PyBytes_GET_SIZE(o)));
+  }
+  if (PyByteArray_Check(o)) {
+    return std::string(PyByteArray_AS_STRING(o), static_cast<size_t>(PyByteArray_GET_SIZE(o)));
+  }
+  if (PyUnicode_Check(o)) return toString(o);
+  throw UserError(UserErrorKind::kInvalidArgument,
+                  detail::concat(what, " must be str or bytes, not ", Py_TYPE(o)->tp_name));
+}
+
+// Any iterable of str -> vector. `o` is a borrowed ref (None: empty).
+std::vector<std::string> toStringList(PyObject* o, const char* what) {
+  std::vector<std::string> out;
+  if (o == nullptr || o == Py_None) return out;
+  if (PyUnicode_Check(o))
+    throw UserError(UserErrorKind::kInvalidArgument,
+                    detail::concat(what, " must be a list of str, not a single str"));
+  PyRef iter = PyRef::steal(check(PyObject_GetIter(o)));
+  while (PyRef item = PyRef::steal(PyIter_Next(iter.get()))) {
+    if (!PyUnicode_Check(item.get()))
+      throw UserError(UserErrorKind::kInvalidArgument,
+                      detail::concat(what, " must hold str items, not ",
+                                     Py_TYPE(item.get())->tp_name));
+    out.push_back(toString(item.get()));
+  }
+  if (PyErr_Occurred()) throw PythonErrorAlreadySet{};
+  return out;
+}
+
+// Phases: a dict {name: microseconds} (insertion order) or an iterable of (name, us) pairs.
+std::vector<CompilePhase> toPhases(PyObject* o) {
+  std::vector<CompilePhase> out;
+  if (o == nullptr || o == Py_None) return out;
+  PyRef items = PyDict_Check(o) ? PyRef::steal(check(PyDict_Items(o))) : PyRef::borrow(o);
+  PyRef iter = PyRef::steal(check(PyObject_GetIter(items.get())));
+  while (PyRef item = PyRef::steal(PyIter_Next(iter.get()))) {
+    const char* name = nullptr;
+    long long us = 0;
+    if (!PyArg_ParseTuple(item.get(), "sL;phases must be (name, microseconds) pairs", &name, &us))
+      throw PythonErrorAlreadySet{};
+    out.push_back({name, us});
+  }
+  if (PyErr_Occurred()) throw PythonErrorAlreadySet{};
+  return out;
+}
+
+PyObject* newStr(const std::string& s) {  // new ref
+  return check(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+}
+PyObject* newBytes(const std::string& s) {  // new ref
+  return check(PyBytes_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
+}
+PyObject* newInt(long long v) { return check(PyLong_FromLongLong(v)); }  // new ref
+PyObject* newList(const std::vector<std::string>& items) {  // new ref
+  PyRef list = PyRef::steal(check(PyList_New(static_cast<Py_ssize_t>(items.size()))));
+  for (size_t i = 0; i < items.size(); ++i)
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), newStr(items[i]));  // steals
+  return list.release();
+}
+
+// Builds a dict key by key; every value passed in is a new reference it takes over.
+class DictBuilder {
+ public:
+  DictBuilder() : dict_(PyRef::steal(check(PyDict_New()))) {}
+  DictBuilder& set(const char* key, PyObject* value) {
+    PyRef owned = PyRef::steal(value);  // new ref, taken over
+    if (PyDict_SetItemString(dict_.get(), key, owned.get()) < 0) throw PythonErrorAlreadySet{};
+    return *this;
+  }
+  DictBuilder& location(const SourceLocation& where) {
+    return set("file", newStr(where.file))
+        .set("line", newInt(where.line))
+        .set("source_line", newStr(where.sourceLine));
+  }
+  PyObject* release() { return dict_.release(); }  // new ref
+
+ private:
+  PyRef dict_;
+};
+
+PyObject* toPy(const RunRecord& r) {
+  return DictBuilder()
+      .set("id", newInt(r.id))
+      .set("pid", newInt(r.pid))
+      .set("hostname", newStr(r.hostname))
+      .set("argv", newList(r.argv))
+      .set("python_version", newStr(r.pythonVersion))
+      .set("torch_version", newStr(r.torchVersion))
+      .set("dynamo_version", newStr(r.dynamoVersion))
+      .set("rank", newInt(r.rank))
+      .set("world_size", newInt(r.worldSize))
+      .set("start_time_us", newInt(r.startTimeUs))
+      .set("end_time_us", newInt(r.endTimeUs))
+      .release();
+}
+
+PyObject* toPy(const FrameRecord& r) {
+  return DictBuilder()
+      .set("id", newInt(r.id))
+      .set("run_id", newInt(r.runId))
+      .set("file", newStr(r.file))
+      .set("first_line", newInt(r.firstLine))
+      .set("name", newStr(r.name))
+      .release();
+}
+
+PyObject* toPy(const CompileRecord& r) {
+  PyRef phases = PyRef::steal(check(PyList_New(0)));
+  for (const CompilePhase& p : r.phases) {
+    PyRef pair = PyRef::steal(check(Py_BuildValue("(NN)", newStr(p.name), newInt(p.durationUs))));
+    if (PyList_Append(phases.get(), pair.get()) < 0) throw PythonErrorAlreadySet{};
+  }
+  return DictBuilder()
+      .set("id", newInt(r.id))
+      .set("run_id", newInt(r.runId))
+      .set("frame_id", newInt(r.frameId))
+      .set("attempt", newInt(r.attempt))
+      .set("status", newStr(r.status))
+      .set("reason", newStr(r.reason))
+      .set("start_time_us", newInt(r.startTimeUs))
+      .set("duration_us", newInt(r.durationUs))
+      .set("phases", phases.release())
+      .release();
+}
+
+PyObject* toPy(const GraphRecord& r) {
+  return DictBuilder()
+      .set("id", newInt(r.id))
+      .set("run_id", newInt(r.runId))
+      .set("compile_id", newInt(r.compileId))
+      .set("index", newInt(r.index))
+      .set("format", newStr(r.format))
+      .set("serialized", newBytes(r.serialized))
+      .set("printed", newStr(r.printed))
+      .set("num_nodes", newInt(r.numNodes))
+      .set("inputs", newList(r.inputs))
+      .set("outputs", newList(r.outputs))
+      .release();
+}
+
+PyObject* toPy(const GraphBreakRecord& r) {
+  return DictBuilder()
+      .set("id", newInt(r.id))
+      .set("run_id", newInt(r.runId))
+      .set("compile_id", newInt(r.compileId))
+      .set("kind", newStr(r.kind))
+      .location(r.location)
+      .set("explanation", newStr(r.explanation))
+      .set("hints", newList(r.hints))
+      .set("user_stack", newList(r.userStack))
+      .release();
+}
+
+PyObject* toPy(const GraphBreakGroup& r) {
+  return DictBuilder()
+      .set("kind", newStr(r.kind))
+      .location(r.location)
+      .set("explanation", newStr(r.explanation))
+      .set("hints", newList(r.hints))
+      .set("count", newInt(r.count))
+      .release();
+}
+
+PyObject* toPy(const GuardRecord& r) {
+  return DictBuilder()
+      .set("id", newInt(r.id))
+      .set("run_id", newInt(r.runId))
+      .set("compile_id", newInt(r.compileId))
+      .set("kind", newStr(r.kind))
+      .set("checks", newStr(r.checks))
+      .set("source", newStr(r.source))
+      .location(r.location)
+      .release();
+}
+
+PyObject* toPy(const GuardFailureRecord& r) {
+  return DictBuilder()
+      .set("id", newInt(r.id))
+      .set("run_id", newInt(r.runId))
+      .set("compile_id", newInt(r.compileId))
+      .set("frame_id", newInt(r.frameId))
+      .set("guard_id", newInt(r.guardId))
+      .set("time_us", newInt(r.timeUs))
+      .set("reason", newStr(r.reason))
+      .release();
+}
+
+PyObject* toPy(const CodeRecord& r) {
+  bool binary = r.kind == CodeKind::kOriginalBytecode || r.kind == CodeKind::kTransformedBytecode;
+  return DictBuilder()
+      .set("id", newInt(r.id))
+      .set("run_id", newInt(r.runId))
+      .set("compile_id", newInt(r.compileId))
+      .set("kind", newStr(std::string(codeKindName(r.kind))))
+      .set("language", newStr(std::string(codeKindLanguage(r.kind))))
+      .set("name", newStr(r.name))
+      .set("content", binary ? newBytes(r.content) : newStr(r.content))
+      .release();
+}
+
+PyObject* toPy(const ArtifactRecord& r) {
+  return DictBuilder()
+      .set("id", newInt(r.id))
+      .set("run_id", newInt(r.runId))
+      .set("compile_id", newInt(r.compileId))
+      .set("name", newStr(r.name))
+      .set("media_type", newStr(r.mediaType))
+      .set("data", newBytes(r.data))
+      .set("time_us", newInt(r.timeUs))
+      .release();
+}
+
+PyObject* toPy(const StoreCounts& c) {
+  return DictBuilder()
+      .set("runs", newInt(c.runs))
+      .set("frames", newInt(c.frames))
+      .set("compiles", newInt(c.compiles))
+      .set("graphs", newInt(c.graphs))
+      .set("graph_breaks", newInt(c.graphBreaks))
+      .set("guards", newInt(c.guards))
+      .set("guard_failures", newInt(c.guardFailures))
+      .set("code", newInt(c.code))
+      .set("artifacts", newInt(c.artifacts))
+      .release();
+}
+
+template <typename T>
+PyObject* toPyList(const std::vector<T>& rows) {  // new ref
+  PyRef list = PyRef::steal(check(PyList_New(static_cast<Py_ssize_t>(rows.size()))));
+  for (size_t i = 0; i < rows.size(); ++i)
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), toPy(rows[i]));  // steals
+  return list.release();
+}
+
+// ---- TraceWriter --------------------------------------------------------------------------
+
+struct WriterObject {
+  PyObject_HEAD
+  TraceWriter* writer;  // owned; null once closed
+  RowId runId;
+  int schemaVersion;
+  PyObject* path;       // new ref, owned
+};
+
+TraceWriter& liveWriter(WriterObject* self) {
+  if (self->writer == nullptr)
+    throw UserError(UserErrorKind::kTraceStore,
+                    detail::concat("trace store '", toString(self->path), "' is closed"), {}, "",
+                    "record before close(), or open a new writer");
+  return *self->writer;
+}
+
+PyObject* writerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"path", "argv", "python_version", "torch_version", "dynamo_version",
+                             "rank", "world_size", "batch_rows", "max_delay_ms",
+                             "schema_version_for_testing", nullptr};
+  PyObject* path = nullptr;  // borrowed ref
+  PyObject* argv = nullptr;  // borrowed ref
+  const char* pythonVersion = "";
+  const char* torchVersion = "";
+  const char* dynamoVersion = "";
+  int rank = -1, worldSize = 0, batchRows = 512, maxDelayMs = 100, testVersion = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|$Osssiiiii", const_cast<char**>(kw), &path,
+                                   &argv, &pythonVersion, &torchVersion, &dynamoVersion, &rank,
+                                   &worldSize, &batchRows, &maxDelayMs, &testVersion))
+    return nullptr;
+  DYNAMO_PY_TRY
+  RunRecord run;
+  run.argv = toStringList(argv, "argv");
+  run.pythonVersion = pythonVersion;
+  run.torchVersion = torchVersion;
+  run.dynamoVersion = dynamoVersion;
+  run.rank = rank;
+  run.worldSize = worldSize;
+  WriterOptions options;
+  options.batchRows = batchRows > 0 ? static_cast<size_t>(batchRows) : 1;
+  options.maxDelay = std::chrono::milliseconds(maxDelayMs);
+  options.schemaVersionForTesting = testVersion;
+  std::string file = toString(path);
+  std::unique_ptr<TraceWriter> writer =
+      withoutGil([&] { return TraceWriter::open(file, run, options); });
+  PyRef self = PyRef::steal(check(type->tp_alloc(type, 0)));
+  auto* obj = reinterpret_cast<WriterObject*>(self.get());
+  obj->runId = writer->runId();
+  obj->schemaVersion = writer->schemaVersion();
+  obj->writer = writer.release();
+  Py_INCREF(path);
+  obj->path = path;  // new ref, owned by obj
+  return self.release();
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+void writerDealloc(PyObject* self) {
+  auto* obj = reinterpret_cast<WriterObject*>(self);
+  if (obj->writer != nullptr) {
+    TraceWriter* writer = std::exchange(obj->writer, nullptr);
+    // The destructor flushes and closes; errors go to stderr (never raised from a dealloc).
+    Py_BEGIN_ALLOW_THREADS
+    delete writer;
+    Py_END_ALLOW_THREADS
+  }
+  Py_XDECREF(obj->path);
+  PyTypeObject* type = Py_TYPE(self);  // borrowed ref
+  type->tp_free(self);
+  Py_DECREF(type);  // heap type instances own a reference to their type
+}
+
+PyObject* writerRecordFrame(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"file", "first_line", "name", nullptr};
+  const char* file = "";
+  int firstLine = 0;
+  const char* name = "";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sis", const_cast<char**>(kw), &file,
+                                   &firstLine, &name))
+    return nullptr;
+  DYNAMO_PY_TRY
+  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self))
+                    .recordFrame({0, 0, file, firstLine, name}));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerRecordCompile(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"frame_id", "attempt", "status", "reason", "start_time_us",
+                             "duration_us", "phases", nullptr};
+  CompileRecord r;
+  long long frameId = 0, start = 0, duration = 0;
+  const char* status = "ok";
+  const char* reason = "";
+  PyObject* phases = nullptr;  // borrowed ref
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|issLLO", const_cast<char**>(kw), &frameId,
+                                   &r.attempt, &status, &reason, &start, &duration, &phases))
+    return nullptr;
+  DYNAMO_PY_TRY
+  r.frameId = frameId;
+  r.status = status;
+  r.reason = reason;
+  r.startTimeUs = start;
+  r.durationUs = duration;
+  r.phases = toPhases(phases);
+  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordCompile(std::move(r)));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerRecordGraph(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"compile_id", "serialized", "format", "printed", "index",
+                             "num_nodes", "inputs", "outputs", nullptr};
+  GraphRecord r;
+  long long compileId = 0;
+  PyObject* serialized = nullptr;  // borrowed ref
+  const char* format = "";
+  const char* printed = "";
+  PyObject* inputs = nullptr;   // borrowed ref
+  PyObject* outputs = nullptr;  // borrowed ref
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LO|ssiiOO", const_cast<char**>(kw), &compileId,
+                                   &serialized, &format, &printed, &r.index, &r.numNodes, &inputs,
+                                   &outputs))
+    return nullptr;
+  DYNAMO_PY_TRY
+  r.compileId = compileId;
+  r.serialized = toBytes(serialized, "serialized");
+  r.format = format;
+  r.printed = printed;
+  r.inputs = toStringList(inputs, "inputs");
+  r.outputs = toStringList(outputs, "outputs");
+  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordGraph(std::move(r)));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerRecordGraphBreak(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"compile_id", "kind", "file", "line", "source_line", "explanation",
+                             "hints", "user_stack", nullptr};
+  GraphBreakRecord r;
+  long long compileId = 0;
+  const char* kind = "";
+  const char* file = "";
+  const char* sourceLine = "";
+  const char* explanation = "";
+  PyObject* hints = nullptr;  // borrowed ref
+  PyObject* stack = nullptr;  // borrowed ref
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Ls|sissOO", const_cast<char**>(kw), &compileId,
+                                   &kind, &file, &r.location.line, &sourceLine, &explanation,
+                                   &hints, &stack))
+    return nullptr;
+  DYNAMO_PY_TRY
+  r.compileId = compileId;
+  r.kind = kind;
+  r.location.file = file;
+  r.location.sourceLine = sourceLine;
+  r.explanation = explanation;
+  r.hints = toStringList(hints, "hints");
+  r.userStack = toStringList(stack, "user_stack");
+  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordGraphBreak(std::move(r)));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerRecordGuard(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"compile_id", "kind", "checks", "source", "file", "line",
+                             "source_line", nullptr};
+  GuardRecord r;
+  long long compileId = 0;
+  const char* kind = "";
+  const char* checks = "";
+  const char* source = "";
+  const char* file = "";
+  const char* sourceLine = "";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Lss|ssis", const_cast<char**>(kw), &compileId,
+                                   &kind, &checks, &source, &file, &r.location.line, &sourceLine))
+    return nullptr;
+  DYNAMO_PY_TRY
+  r.compileId = compileId;
+  r.kind = kind;
+  r.checks = checks;
+  r.source = source;
+  r.location.file = file;
+  r.location.sourceLine = sourceLine;
+  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordGuard(std::move(r)));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerRecordGuardFailure(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"compile_id", "reason", "frame_id", "guard_id", "time_us", nullptr};
+  long long compileId = 0, frameId = 0, guardId = 0, timeUs = 0;
+  const char* reason = "";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Ls|LLL", const_cast<char**>(kw), &compileId,
+                                   &reason, &frameId, &guardId, &timeUs))
+    return nullptr;
+  DYNAMO_PY_TRY
+  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self))
+                    .recordGuardFailure({0, 0, compileId, frameId, guardId, timeUs, reason}));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerRecordCode(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"kind", "content", "name", "compile_id", nullptr};
+  const char* kind = "";
+  PyObject* content = nullptr;  // borrowed ref
+  const char* name = "";
+  long long compileId = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|sL", const_cast<char**>(kw), &kind, &content,
+                                   &name, &compileId))
+    return nullptr;
+  DYNAMO_PY_TRY
+  std::optional<CodeKind> parsed = codeKindFromName(kind);
+  if (!parsed) {
+    std::string known;
+    for (CodeKind k : allCodeKinds()) known += detail::concat(known.empty() ? "" : ", ", codeKindName(k));
+    throw UserError(UserErrorKind::kInvalidArgument, detail::concat("unknown code kind '", kind, "'"),
+                    {}, "", detail::concat("use one of: ", known));
+  }
+  CodeRecord r{0, 0, compileId, *parsed, name, toBytes(content, "content")};
+  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordCode(std::move(r)));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerRecordArtifact(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"name", "data", "media_type", "compile_id", "time_us", nullptr};
+  const char* name = "";
+  PyObject* data = nullptr;  // borrowed ref
+  const char* mediaType = "application/octet-stream";
+  long long compileId = 0, timeUs = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|sLL", const_cast<char**>(kw), &name, &data,
+                                   &mediaType, &compileId, &timeUs))
+    return nullptr;
+  DYNAMO_PY_TRY
+  ArtifactRecord r{0, 0, compileId, name, mediaType, toBytes(data, "data"), timeUs};
+  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordArtifact(std::move(r)));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerFlush(PyObject* self, PyObject*) {
+  DYNAMO_PY_TRY
+  TraceWriter& writer = liveWriter(reinterpret_cast<WriterObject*>(self));
+  withoutGil([&] { writer.flush(); });
+  Py_RETURN_NONE;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerClose(PyObject* self, PyObject*) {
+  DYNAMO_PY_TRY
+  auto* obj = reinterpret_cast<WriterObject*>(self);
+  if (obj->writer != nullptr) {
+    std::unique_ptr<TraceWriter> writer(std::exchange(obj->writer, nullptr));
+    withoutGil([&] { writer->close(); });
+  }
+  Py_RETURN_NONE;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerStats(PyObject* self, PyObject*) {
+  DYNAMO_PY_TRY
+  WriterStats s = liveWriter(reinterpret_cast<WriterObject*>(self)).stats();
+  return DictBuilder()
+      .set("enqueued", newInt(static_cast<long long>(s.enqueued)))
+      .set("committed", newInt(static_cast<long long>(s.committed)))
+      .set("batches", newInt(static_cast<long long>(s.batches)))
+      .set("dropped", newInt(static_cast<long long>(s.dropped)))
+      .release();
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* writerEnter(PyObject* self, PyObject*) {
+  Py_INCREF(self);
+  return self;  // new ref
+}
+
+PyObject* writerExit(PyObject* self, PyObject*) { return writerClose(self, nullptr); }
+
+PyObject* writerGetRunId(PyObject* self, void*) {
+  return PyLong_FromLongLong(reinterpret_cast<WriterObject*>(self)->runId);  // new ref
+}
+PyObject* writerGetPath(PyObject* self, void*) {
+  PyObject* path = reinterpret_cast<WriterObject*>(self)->path;  // borrowed ref
+  Py_INCREF(path);
+  return path;  // new ref
+}
+PyObject* writerGetSchemaVersion(PyObject* self, void*) {
+  return PyLong_FromLong(reinterpret_cast<WriterObject*>(self)->schemaVersion);  // new ref
+}
+PyObject* writerGetClosed(PyObject* self, void*) {
+  return PyBool_FromLong(reinterpret_cast<WriterObject*>(self)->writer == nullptr);  // new ref
+}
+
+#define DYNAMO_KW_METHOD(name, fn, doc) \
+  {name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(fn)), \
+   METH_VARARGS | METH_KEYWORDS, doc}
+
+PyMethodDef writerMethods[] = {
+    DYNAMO_KW_METHOD("record_frame", writerRecordFrame,
+                     "record_frame(file, first_line, name) -> frame id"),
+    DYNAMO_KW_METHOD("record_compile", writerRecordCompile,
+                     "record_compile(frame_id, attempt=0, status='ok', reason='', start_time_us=0, "
+                     "duration_us=0, phases=None) -> compile id"),
+    DYNAMO_KW_METHOD("record_graph", writerRecordGraph,
+                     "record_graph(compile_id, serialized, format='', printed='', index=0, "
+                     "num_nodes=0, inputs=(), outputs=()) -> graph id"),
+    DYNAMO_KW_METHOD("record_graph_break", writerRecordGraphBreak,
+                     "record_graph_break(compile_id, kind, file='', line=0, source_line='', "
+                     "explanation='', hints=(), user_stack=()) -> graph break id"),
+    DYNAMO_KW_METHOD("record_guard", writerRecordGuard,
+                     "record_guard(compile_id, kind, checks, source='', file='', line=0, "
+                     "source_line='') -> guard id"),
+    DYNAMO_KW_METHOD("record_guard_failure", writerRecordGuardFailure,
+                     "record_guard_failure(compile_id, reason, frame_id=0, guard_id=0, time_us=0) "
+                     "-> failure id"),
+    DYNAMO_KW_METHOD("record_code", writerRecordCode,
+                     "record_code(kind, content, name='', compile_id=0) -> code id"),
+    DYNAMO_KW_METHOD("record_artifact", writerRecordArtifact,
+                     "record_artifact(name, data, media_type='application/octet-stream', "
+                     "compile_id=0, time_us=0) -> artifact id"),
+    {"flush", writerFlush, METH_NOARGS,
+     "Block until every row recorded so far is committed (acknowledged)."},
+    {"close", writerClose, METH_NOARGS, "Flush, record the run's end, and close the file."},
+    {"stats", writerStats, METH_NOARGS, "Counters: enqueued, committed, batches, dropped."},
+    {"__enter__", writerEnter, METH_NOARGS, nullptr},
+    {"__exit__", writerExit, METH_VARARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyGetSetDef writerGetSet[] = {
+    {"run_id", writerGetRunId, nullptr, "id of this writer's run", nullptr},
+    {"path", writerGetPath, nullptr, "the file written", nullptr},
+    {"schema_version", writerGetSchemaVersion, nullptr, "schema version of the file", nullptr},
+    {"closed", writerGetClosed, nullptr, "True after close()", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyType_Slot writerSlots[] = {
+    {Py_tp_new, reinterpret_cast<void*>(writerNew)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(writerDealloc)},
+    {Py_tp_methods, writerMethods},
+    {Py_tp_getset, writerGetSet},
+    {Py_tp_doc, const_cast<char*>(
+                    "TraceWriter(path, *, argv=None, python_version='', torch_version='', "
+                    "dynamo_version='', rank=-1, world_size=0, batch_rows=512, max_delay_ms=100)"
+                    "\n\nRecords one run into a trace store; record_*() only enqueue.")},
+    {0, nullptr},
+};
+
+PyType_Spec writerSpec = {"dynamo._C.TraceWriter", sizeof(WriterObject), 0, Py_TPFLAGS_DEFAULT,
+                          writerSlots};
+
+// ---- TraceReader --------------------------------------------------------------------------
+
+struct ReaderObject {
+  PyObject_HEAD
+  TraceReader* reader;  // owned; null once closed
+};
+
+const TraceReader& liveReader(PyObject* self) {
+  TraceReader* reader = reinterpret_cast<ReaderObject*>(self)->reader;
+  if (reader == nullptr)
+    throw UserError(UserErrorKind::kTraceStore, "the trace reader is closed", {}, "",
+                    "read before close(), or open it again with dynamo.trace.open(path)");
+  return *reader;
+}
+
+PyObject* readerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"path", nullptr};
+  PyObject* path = nullptr;  // borrowed ref
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U", const_cast<char**>(kw), &path))
+    return nullptr;
+  DYNAMO_PY_TRY
+  std::string file = toString(path);
+  std::unique_ptr<TraceReader> reader = withoutGil([&] { return TraceReader::open(file); });
+  PyRef self = PyRef::steal(check(type->tp_alloc(type, 0)));
+  reinterpret_cast<ReaderObject*>(self.get())->reader = reader.release();
+  return self.release();
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+void readerDealloc(PyObject* self) {
+  delete std::exchange(reinterpret_cast<ReaderObject*>(self)->reader, nullptr);
+  PyTypeObject* type = Py_TYPE(self);  // borrowed ref
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+// Parses one optional integer id argument named `name`.
+bool parseId(PyObject* args, PyObject* kwargs, const char* name, long long& id, bool required) {
+  const char* kw[] = {name, nullptr};
+  return PyArg_ParseTupleAndKeywords(args, kwargs, required ? "L" : "|L", const_cast<char**>(kw),
+                                     &id) != 0;
+}
+
+// A reader method taking one id argument and returning a list of rows.
+template <typename Query>
+PyObject* readList(PyObject* self, PyObject* args, PyObject* kwargs, const char* name,
+                   bool required, Query query) {
+  long long id = 0;
+  if (!parseId(args, kwargs, name, id, required)) return nullptr;
+  DYNAMO_PY_TRY
+  const TraceReader& reader = liveReader(self);
+  return toPyList(withoutGil([&] { return query(reader, id); }));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* readerRuns(PyObject* self, PyObject*) {
+  DYNAMO_PY_TRY
+  return toPyList(liveReader(self).runs());
+  DYNAMO_PY_CATCH(nullptr)
+}
+PyObject* readerFrames(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return readList(self, args, kwargs, "run_id", true,
+                  [](const TraceReader& r, RowId id) { return r.frames(id); });
+}
+PyObject* readerCompiles(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"frame_id", "run_id", nullptr};
+  long long frameId = 0, runId = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|LL", const_cast<char**>(kw), &frameId, &runId))
+    return nullptr;
+  DYNAMO_PY_TRY
+  if ((frameId == 0) == (runId == 0))
+    throw UserError(UserErrorKind::kInvalidArgument,
+                    "compiles() needs exactly one of frame_id and run_id");
+  const TraceReader& reader = liveReader(self);
+  return toPyList(frameId != 0 ? reader.compilesOfFrame(frameId) : reader.compilesOfRun(runId));
+  DYNAMO_PY_CATCH(nullptr)
+}
+PyObject* readerGraphs(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return readList(self, args, kwargs, "compile_id", true,
+                  [](const TraceReader& r, RowId id) { return r.graphs(id); });
+}
+PyObject* readerGraphBreaks(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return readList(self, args, kwargs, "compile_id", true,
+                  [](const TraceReader& r, RowId id) { return r.graphBreaks(id); });
+}
+PyObject* readerGraphBreakGroups(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return readList(self, args, kwargs, "run_id", false,
+                  [](const TraceReader& r, RowId id) { return r.graphBreakGroups(id); });
+}
+PyObject* readerGuards(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return readList(self, args, kwargs, "compile_id", true,
+                  [](const TraceReader& r, RowId id) { return r.guards(id); });
+}
+PyObject* readerGuardFailures(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"run_id", "compile_id", nullptr};
+  long long runId = 0, compileId = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|LL", const_cast<char**>(kw), &runId,
+                                   &compileId))
+    return nullptr;
+  DYNAMO_PY_TRY
+  const TraceReader& reader = liveReader(self);
+  return toPyList(compileId != 0 ? reader.guardFailuresOfCompile(compileId)
+                                 : reader.guardFailures(runId));
+  DYNAMO_PY_CATCH(nullptr)
+}
+PyObject* readerCode(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"run_id", "compile_id", nullptr};
+  long long runId = 0, compileId = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|L", const_cast<char**>(kw), &runId,
+                                   &compileId))
+    return nullptr;
+  DYNAMO_PY_TRY
+  return toPyList(liveReader(self).code(runId, compileId));
+  DYNAMO_PY_CATCH(nullptr)
+}
+PyObject* readerArtifacts(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return readList(self, args, kwargs, "run_id", true,
+                  [](const TraceReader& r, RowId id) { return r.artifacts(id); });
+}
+PyObject* readerCounts(PyObject* self, PyObject* args, PyObject* kwargs) {
+  long long runId = 0;
+  if (!parseId(args, kwargs, "run_id", runId, false)) return nullptr;
+  DYNAMO_PY_TRY
+  return toPy(liveReader(self).counts(runId));
+  DYNAMO_PY_CATCH(nullptr)
+}
+PyObject* readerIntegrityCheck(PyObject* self, PyObject*) {
+  DYNAMO_PY_TRY
+  const TraceReader& reader = liveReader(self);
+  return newStr(withoutGil([&] { return reader.integrityCheck(); }));
+  DYNAMO_PY_CATCH(nullptr)
+}
+PyObject* readerClose(PyObject* self, PyObject*) {
+  delete std::exchange(reinterpret_cast<ReaderObject*>(self)->reader, nullptr);
+  Py_RETURN_NONE;
+}
+PyObject* readerExit(PyObject* self, PyObject*) { return readerClose(self, nullptr); }
+PyObject* readerGetPath(PyObject* self, void*) {
+  DYNAMO_PY_TRY
+  return newStr(liveReader(self).path());
+  DYNAMO_PY_CATCH(nullptr)
+}
+PyObject* readerGetSchemaVersion(PyObject* self, void*) {
+  DYNAMO_PY_TRY
+  return newInt(liveReader(self).schemaVersion());
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyMethodDef readerMethods[] = {
+    {"runs", readerRuns, METH_NOARGS, "Every run, oldest first."},
+    DYNAMO_KW_METHOD("frames", readerFrames, "frames(run_id): frames of a run."),
+    DYNAMO_KW_METHOD("compiles", readerCompiles,
+                     "compiles(frame_id=0, run_id=0): compiles of a frame or of a run."),
+    DYNAMO_KW_METHOD("graphs", readerGraphs, "graphs(compile_id): graphs of a compile."),
+    DYNAMO_KW_METHOD("graph_breaks", readerGraphBreaks,
+                     "graph_breaks(compile_id): graph breaks of a compile."),
+    DYNAMO_KW_METHOD("graph_break_groups", readerGraphBreakGroups,
+                     "graph_break_groups(run_id=0): breaks grouped by kind and location."),
+    DYNAMO_KW_METHOD("guards", readerGuards, "guards(compile_id): guards of a compile."),
+    DYNAMO_KW_METHOD("guard_failures", readerGuardFailures,
+                     "guard_failures(run_id=0, compile_id=0): guard failures in time order."),
+    DYNAMO_KW_METHOD("code", readerCode, "code(run_id, compile_id=0): code rows."),
+    DYNAMO_KW_METHOD("artifacts", readerArtifacts, "artifacts(run_id): artifacts of a run."),
+    DYNAMO_KW_METHOD("counts", readerCounts, "counts(run_id=0): row counts."),
+    {"integrity_check", readerIntegrityCheck, METH_NOARGS, "PRAGMA integrity_check ('ok')."},
+    {"close", readerClose, METH_NOARGS, "Close the file."},
+    {"__enter__", writerEnter, METH_NOARGS, nullptr},
+    {"__exit__", readerExit, METH_VARARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyGetSetDef readerGetSet[] = {
+    {"path", readerGetPath, nullptr, "the file read", nullptr},
+    {"schema_version", readerGetSchemaVersion, nullptr, "schema version of the file", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyType_Slot readerSlots[] = {
+    {Py_tp_new, reinterpret_cast<void*>(readerNew)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(readerDealloc)},
+    {Py_tp_methods, readerMethods},
+    {Py_tp_getset, readerGetSet},
+    {Py_tp_doc, const_cast<char*>("TraceReader(path)\n\nRead-only queries over a trace store.")},
+    {0, nullptr},
+};
+
+PyType_Spec readerSpec = {"dynamo._C.TraceReader", sizeof(ReaderObject), 0, Py_TPFLAGS_DEFAULT,
+                          readerSlots};
+
+// ---- module functions ---------------------------------------------------------------------
+
+PyObject* traceReport(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"path", "name", "mask", nullptr};
+  const char* path = "";
+  const char* name = "";
+  int mask = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|p", const_cast<char**>(kw), &path, &name,
+                                   &mask))
+    return nullptr;
+  DYNAMO_PY_TRY
+  for (const ReportCommand& command : reportCommands()) {
+    if (command.name != name) continue;
+    std::string file = path;
+    return newStr(withoutGil([&] {
+      auto reader = TraceReader::open(file);
+      return command.render(*reader, ReportOptions{mask != 0});
+    }));
+  }
+  std::string known;
+  for (const ReportCommand& command : reportCommands()) known += (known.empty() ? "" : ", ") + command.name;
+  throw UserError(UserErrorKind::kInvalidArgument, detail::concat("unknown report '", name, "'"),
+                  {}, "", detail::concat("use one of: ", known));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* upgradeStore(PyObject*, PyObject* args) {
+  const char* path = "";
+  if (!PyArg_ParseTuple(args, "s", &path)) return nullptr;
+  DYNAMO_PY_TRY
+  std::string file = path;
+  return newInt(withoutGil([&] { return upgradeTraceStore(file); }));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyMethodDef moduleFunctions[] = {
+    DYNAMO_KW_METHOD("trace_report", traceReport,
+                     "trace_report(path, name, mask=False) -> str: a dynamo-trace report."),
+    {"upgrade_trace_store", upgradeStore, METH_VARARGS,
+     "upgrade_trace_store(path) -> int: upgrade in place; returns the old schema version."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+int addType(PyObject* module, const char* name, PyType_Spec* spec) {
+  PyObject* type = PyType_FromSpec(spec);  // new ref
+  if (type == nullptr) return -1;
+  if (PyModule_AddObject(module, name, type) < 0) {  // steals type on success
+    Py_DECREF(type);
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int initStorageBindings(PyObject* module) {
+  if (addType(module, "TraceWriter", &writerSpec) < 0) return -1;
+  if (addType(module, "TraceReader", &readerSpec) < 0) return -1;
+  if (PyModule_AddFunctions(module, moduleFunctions) < 0) return -1;
+  if (PyModule_AddIntConstant(module, "TRACE_SCHEMA_VERSION", kSchemaVersion) < 0) return -1;
+  return 0;
+}
+
 }  // namespace dynamo::py

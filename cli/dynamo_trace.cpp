@@ -1,0 +1,75 @@
+// dynamo-trace: prints reports over a trace store. A thin main: the reports live in
+// dynamo::storage (trace_report.h) so the tests and the GUI share them.
+//
+//   dynamo-trace summary|runs|breaks|compiles|failures TRACE.db [--mask]
+//   dynamo-trace check TRACE.db       schema version and PRAGMA integrity_check
+//   dynamo-trace upgrade TRACE.db     upgrade the file to this build's schema in place
+//   dynamo-trace schema               list the schema versions
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "dynamo/common/error.h"
+#include "dynamo/storage/trace_reader.h"
+#include "dynamo/storage/trace_report.h"
+#include "dynamo/storage/trace_store.h"
+
+using namespace dynamo::storage;
+
+namespace {
+
+int usage() {
+  std::fprintf(stderr, "usage: dynamo-trace COMMAND TRACE.db [--mask]\n\ncommands:\n");
+  for (const ReportCommand& c : reportCommands())
+    std::fprintf(stderr, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
+  std::fprintf(stderr,
+               "  %-10s %s\n  %-10s %s\n  %-10s %s\n", "check",
+               "schema version and SQLite integrity check", "upgrade",
+               "upgrade the file to this build's schema, keeping every row", "schema",
+               "list the schema versions (no file)");
+  std::fprintf(stderr, "\n--mask replaces times, pids and host names by <masked>.\n");
+  return 2;
+}
+
+int run(const std::string& command, const std::string& path, bool mask) {
+  if (command == "upgrade") {
+    int old = upgradeTraceStore(path);
+    std::printf("%s: schema version %d -> %d\n", path.c_str(), old, kSchemaVersion);
+    return 0;
+  }
+  auto reader = TraceReader::open(path);
+  if (command == "check") {
+    std::string result = reader->integrityCheck();
+    std::printf("%s: schema version %d, integrity %s\n", path.c_str(), reader->schemaVersion(),
+                result.c_str());
+    return result == "ok" ? 0 : 1;
+  }
+  for (const ReportCommand& c : reportCommands()) {
+    if (c.name == command) {
+      std::fputs(c.render(*reader, ReportOptions{mask}).c_str(), stdout);
+      return 0;
+    }
+  }
+  std::fprintf(stderr, "dynamo-trace: unknown command '%s'\n\n", command.c_str());
+  return usage();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "schema") == 0) {
+    std::fputs(describeMigrations().c_str(), stdout);
+    return 0;
+  }
+  bool mask = argc == 4 && std::strcmp(argv[3], "--mask") == 0;
+  if (argc != 3 && !mask) return usage();
+  try {
+    return run(argv[1], argv[2], mask);
+  } catch (const dynamo::UserError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 3;
+  }
+}

@@ -1,0 +1,77 @@
+// The frame compiler: the symbolic interpreter behind the PEP 523 hook.
+//
+// makeFrameCompiler() returns a FrameCompiler (frame_hook.h) that traces a frame's bytecode,
+// captures its tensor operations into a graph, compiles the graph with the chosen backend and
+// returns a cache entry whose transformed code calls the compiled graph and continues in ordinary
+// Python after graph breaks (resume functions). Every graph, guard set and break is reported to
+// the CompileListener (the Python layer forwards them to the trace store and the explainer).
+#pragma once
+
+#include <Python.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dynamo/common/error.h"
+#include "dynamo/core/frame_hook.h"
+#include "dynamo/core/graph.h"
+#include "dynamo/core/graph_pyref.h"
+#include "dynamo/core/guards.h"
+
+namespace dynamo::core {
+
+/// One graph break, as data.
+struct BreakRecord {
+  std::string kind;         ///< slug from break_kinds.def ("data-dependent-branch")
+  std::string detail;       ///< the specific reason ("call to print()")
+  std::string explanation;  ///< why this kind stops a graph
+  std::string hint;         ///< what to do
+  SourceLocation where;     ///< innermost user location
+  std::vector<SourceLocation> userStack;  ///< outermost first
+};
+
+/// What one compile of one frame produced, for listeners (trace store, explain, logs).
+struct CompileRecord {
+  std::string function;     ///< co_qualname of the frame
+  SourceLocation where;     ///< file and first line of the frame
+  int attempt = 0;          ///< 0 for the first compile of this code, then 1, 2, ...
+  std::string status;       ///< "compiled", "skipped" (nothing to capture / break in loop), "failed"
+  std::string reason;       ///< for skipped/failed; for recompiles, the guard failures
+  std::vector<Graph> graphs;        ///< the graph (one per compile; empty when none)
+  std::vector<BreakRecord> breaks;  ///< breaks met, in order (restarts included)
+  std::vector<GuardInfo> guards;    ///< the guards of the new entry
+  std::string guardText;            ///< GuardSet::describe()
+  std::string bytecode;             ///< the transformed code, disassembled
+  double captureMs = 0;     ///< tracing
+  double guardMs = 0;       ///< building guards
+  double backendMs = 0;     ///< the backend
+  double totalMs = 0;
+};
+
+/// Options of a compiler, fixed when it is made.
+struct CompilerOptions {
+  std::string backendName = "eager";  ///< "eager", or the name a callable backend was given
+  PyObjectRef backend;       ///< callable compiler(gm, example_inputs) -> callable; null for eager
+  bool fullgraph = false;    ///< a graph break is an error (dynamo.Unsupported)
+  int cacheSizeLimit = 8;    ///< entries per code object before running eagerly
+  bool suppressErrors = true;///< backend/internal failures run eagerly with one warning
+  std::function<void(const CompileRecord&)> listener;  ///< called after every compile attempt
+};
+
+/// A new compiler. Needs the GIL.
+std::shared_ptr<FrameCompiler> makeFrameCompiler(CompilerOptions options);
+
+/// Graph-break kinds (break_kinds.def) as (slug, explanation, hint) rows.
+struct BreakKindRow {
+  const char* slug;
+  const char* explanation;
+  const char* hint;
+};
+std::vector<BreakKindRow> breakKinds();
+
+/// Adds the compiler's Python types (dynamo._C.CompiledGraph) to the extension module.
+int registerCompilerTypes(PyObject* module);
+
+}  // namespace dynamo::core

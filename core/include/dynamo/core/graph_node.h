@@ -1,0 +1,133 @@
+// Nodes of the graph IR: immutable, ref-counted, made only through the static make*() functions.
+//
+// A node is one of: a placeholder (a graph input, named after the user source it came from), a
+// call_function (a Python callable held by an owned reference, plus its qualified name), a
+// call_method (a method name called on the first argument) or the output (a structure of node
+// references). Each node carries a user-visible name, unique in its graph (GraphBuilder assigns
+// it), and optional metadata for the explainer and the tools: tensor meta, user location, user
+// stack and a stack trace string.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dynamo/common/error.h"
+#include "dynamo/core/graph_arg.h"
+#include "dynamo/core/graph_pyref.h"
+
+namespace dynamo::core {
+
+/// The four kinds of node.
+enum class NodeOp {
+  kPlaceholder,   ///< a graph input
+  kCallFunction,  ///< target(*args, **kwargs)
+  kCallMethod,    ///< args[0].method(*args[1:], **kwargs)
+  kOutput,        ///< the graph's result: args()[0] is the output structure
+};
+
+/// "placeholder", "call_function", "call_method" or "output" (FX's op names).
+const char* nodeOpName(NodeOp op);
+
+/// What is known about a node's tensor result.
+struct TensorMeta {
+  std::vector<int64_t> shape;  ///< sizes, outermost first
+  std::string dtype;           ///< qualified dtype name, e.g. "torch.float32"
+  std::string device;          ///< str() of the device, e.g. "cpu", "cuda:0"
+  bool requiresGrad = false;   ///< the result's requires_grad flag
+};
+
+/// Optional metadata of a node. All parts may be empty.
+struct NodeMeta {
+  std::optional<TensorMeta> tensor;       ///< the result's tensor meta, when it is a tensor
+  SourceLocation location;                ///< the user line that produced this node
+  std::vector<SourceLocation> userStack;  ///< user frames, outermost first (for the explainer)
+  std::string stackTrace;                 ///< a rendered stack trace, as FX's meta["stack_trace"]
+};
+
+/// The callable of a call_function node: an owned reference and a qualified name that a tool
+/// can resolve back to the same object ("torch.add", "operator.getitem", "torch.Tensor.add_").
+class Target {
+ public:
+  /// Names a callable (needs the GIL; the result is cached per object). Never fails: a callable
+  /// whose name cannot be resolved back to it gets a best-effort name and resolvable() false.
+  static Target fromCallable(PyObject* callable);  // borrowed ref
+  /// A target with a name given by the caller (the name is trusted, not checked).
+  static Target make(PyObjectRef callable, std::string qualifiedName, bool resolvable);
+
+  /// The callable (borrowed from this target).
+  PyObject* callable() const { return callable_.get(); }
+  /// "torch.add", "torch.nn.functional.relu", "operator.getitem", "torch.Tensor.add_".
+  const std::string& qualifiedName() const { return qualifiedName_; }
+  /// True when importing qualifiedName() gives back callable() itself.
+  bool resolvable() const { return resolvable_; }
+  /// The callable's __name__ ("add"), or the last part of the qualified name: the basis of
+  /// node names.
+  const std::string& shortName() const { return shortName_; }
+
+ private:
+  PyObjectRef callable_;
+  std::string qualifiedName_;
+  std::string shortName_;
+  bool resolvable_ = false;
+};
+
+/// One immutable node. Use GraphBuilder to make nodes with unique names.
+class Node {
+ public:
+  /// A graph input; `source` is where it came from in user code ("x", "self.conv1.weight").
+  static NodeRef makePlaceholder(std::string name, std::string source, NodeMeta meta = {});
+  /// target(*args, **kwargs).
+  static NodeRef makeCallFunction(std::string name, Target target, std::vector<Arg> args,
+                                  Kwargs kwargs, NodeMeta meta = {});
+  /// args[0].method(*args[1:], **kwargs); args must not be empty.
+  static NodeRef makeCallMethod(std::string name, std::string method, std::vector<Arg> args,
+                                Kwargs kwargs, NodeMeta meta = {});
+  /// The graph's result structure (a node, or a tuple/list/dict of Args).
+  static NodeRef makeOutput(Arg value, NodeMeta meta = {});
+
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  NodeOp op() const { return op_; }
+  /// The user-visible name, unique in the graph ("add", "add_1").
+  const std::string& name() const { return name_; }
+  /// Placeholders: the user source of the input; empty for other nodes.
+  const std::string& source() const { return source_; }
+  /// call_function: the callable. Internal error for other ops.
+  const Target& target() const;
+  /// call_method: the method name. Internal error for other ops.
+  const std::string& method() const;
+  /// Positional arguments (output: one Arg, the output structure).
+  const std::vector<Arg>& args() const { return args_; }
+  /// Keyword arguments in call order.
+  const Kwargs& kwargs() const { return kwargs_; }
+  const NodeMeta& meta() const { return meta_; }
+  /// The output structure of an output node.
+  const Arg& outputValue() const;
+  /// The key this node counts under in Graph::opCounts(): the target's qualified name for
+  /// call_function, "torch.Tensor.<method>" for call_method, the op name otherwise.
+  std::string opKey() const;
+
+  /// Calls f(const NodeRef&) for every node this node uses, in argument order.
+  template <typename F>
+  void forEachInput(F&& f) const {
+    for (const Arg& a : args_) a.forEachNode(f);
+    for (const auto& kv : kwargs_) kv.second.forEachNode(f);
+  }
+
+ private:
+  Node(NodeOp op, std::string name) : op_(op), name_(std::move(name)) {}
+
+  NodeOp op_;
+  std::string name_;
+  std::string source_;
+  std::optional<Target> target_;
+  std::string method_;
+  std::vector<Arg> args_;
+  Kwargs kwargs_;
+  NodeMeta meta_;
+};
+
+}  // namespace dynamo::core

@@ -1,0 +1,190 @@
+// Guards: the checks a compiled entry needs to pass before it may run.
+//
+// Each guard is a leaf with a fast check(value) (no allocation, no string building) and a slow
+// describeFailure(value) that explains a failure. A GuardSet groups the leaves by Source into a
+// tree, so each source is fetched once per check, runs global-state guards first and cheap checks
+// before expensive ones, and can list every failing guard with its reason and the user line that
+// created it (the recompile profiler, DYNAMO_LOGS=recompiles) or every guard (DYNAMO_LOGS=guards).
+//
+//   GuardSetBuilder.add(source, leaf, where)  --dedup-->  GuardSet
+//   GuardSet.check(frame)     hot path: bool
+//   GuardSet.failures(frame)  slow path: [GuardFailure]
+//   GuardSet.describe()       all guards, one per line
+//
+// All calls must hold the GIL (guards hold references to Python objects).
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dynamo/common/error.h"
+#include "dynamo/core/source.h"
+
+namespace dynamo::core {
+
+/// The guard kinds, from guard_kinds.def.
+enum class GuardKind {
+#define DYNAMO_GUARD_KIND(Id, NAME, COST, DESCRIPTION) k##Id,
+#include "dynamo/core/guard_kinds.def"
+};
+
+/// One row of guard_kinds.def.
+struct GuardKindInfo {
+  GuardKind kind;           ///< the enumerator
+  const char* name;         ///< "TENSOR_MATCH"
+  int cost;                 ///< relative cost; 0 = needs no source
+  const char* description;  ///< one line
+};
+
+/// Every guard kind, in .def order.
+const std::vector<GuardKindInfo>& guardKinds();
+/// The row for `kind`.
+const GuardKindInfo& guardKindInfo(GuardKind kind);
+
+/// One leaf check on one value. Made by the make* functions below; immutable after creation.
+class LeafGuard {
+ public:
+  virtual ~LeafGuard() = default;
+  LeafGuard(const LeafGuard&) = delete;
+  LeafGuard& operator=(const LeafGuard&) = delete;
+
+  GuardKind kind() const { return kind_; }
+  /// Global-state guards read no source; check() gets value == NULL.
+  bool needsSource() const { return guardKindInfo(kind_).cost > 0; }
+
+  /// Hot path. value: borrowed (NULL for global-state guards). No allocation, no text; never
+  /// leaves a Python error set (a raising comparison counts as a failure).
+  virtual bool check(PyObject* value) const = 0;
+  /// Slow path, after check() failed: why, naming the source as `sourceName`, e.g.
+  /// "tensor 'x' size mismatch at dim 0: expected 4, got 8". Never leaves a Python error set.
+  virtual std::string describeFailure(PyObject* value, const std::string& sourceName) const = 0;
+  /// What is checked, e.g. "tensor x: float32 cpu sizes=[4, 8] strides=[8, 1] requires_grad=False".
+  virtual std::string describe(const std::string& sourceName) const = 0;
+  /// Same kind and same expectation (for dedup)?
+  virtual bool sameAs(const LeafGuard& other) const = 0;
+
+ protected:
+  explicit LeafGuard(GuardKind kind) : kind_(kind) {}
+
+ private:
+  GuardKind kind_;
+};
+
+using LeafGuardPtr = std::unique_ptr<LeafGuard>;
+
+// --- Guard factories. Arguments are borrowed refs; the guard keeps what it needs. -------------
+// Each throws UserError(kInvalidArgument) when the argument does not fit the kind.
+
+/// TYPE_MATCH: type(value) is type(example), exactly.
+LeafGuardPtr makeTypeMatch(PyObject* example);
+/// ID_MATCH: value is `expected`. Keeps a weak reference where the type allows one (the guard
+/// then fails once `expected` dies, instead of keeping a model alive), else a strong one.
+LeafGuardPtr makeIdMatch(PyObject* expected);
+/// EQUALS_MATCH: value == constant with the same exact type, element-wise for tuples. constant:
+/// int, float, str, bool, None, or a tuple of those.
+LeafGuardPtr makeEqualsMatch(PyObject* constant);
+/// LENGTH_CHECK: len(value) == length (list, tuple, dict; any sized object on the slow path).
+LeafGuardPtr makeLengthCheck(Py_ssize_t length);
+/// DICT_KEYS: value is a dict with exactly example's keys, in the same order.
+LeafGuardPtr makeDictKeys(PyObject* exampleDict);
+/// IS_NONE: value is None.
+LeafGuardPtr makeIsNone();
+/// NOT_NONE: value is not None.
+LeafGuardPtr makeNotNone();
+/// HASATTR: hasattr(value, name) == present.
+LeafGuardPtr makeHasAttr(const std::string& name, bool present);
+/// TENSOR_MATCH: the tensor matches `exampleTensor` in exact Python type (Tensor, Parameter or a
+/// subclass), dispatch key set (TLS include/exclude applied), dtype, device, requires_grad, ndim,
+/// sizes and strides. (tensor_guards.cpp, the one TU with torch headers.)
+LeafGuardPtr makeTensorMatch(PyObject* exampleTensor);
+/// GRAD_MODE: torch grad mode is `enabled`.
+LeafGuardPtr makeGradMode(bool enabled);
+/// GRAD_MODE with the current grad mode as the expectation.
+LeafGuardPtr makeGradModeFromCurrent();
+/// DEFAULT_DTYPE: torch.get_default_dtype() is what it is now.
+LeafGuardPtr makeDefaultDtypeFromCurrent();
+
+// --- Records ----------------------------------------------------------------------------------
+
+/// A guard as data: for the trace store, the explainer, DYNAMO_LOGS=guards and the GUI.
+struct GuardInfo {
+  GuardKind kind;           ///< the kind
+  std::string kindName;     ///< "TENSOR_MATCH"
+  std::string sourceName;   ///< "self.fc1.weight"; "" for global-state guards
+  std::string checked;      ///< what is checked: "tensor x: float32 cpu sizes=[4, 8] ..."
+  SourceLocation where;     ///< the user line that created the guard (pain point 9)
+};
+
+/// One failing guard, found by GuardSet::failures().
+struct GuardFailure {
+  GuardKind kind;           ///< the kind of the failing guard
+  std::string sourceName;   ///< its source; "" for global-state guards
+  std::string reason;       ///< "tensor 'x' size mismatch at dim 0: expected 4, got 8"
+  SourceLocation where;     ///< the user line that created the guard
+  /// reason, then "\n  (guard created at model.py:12: y = x.view(4, -1))" when the line is known.
+  std::string str() const;
+};
+
+// --- GuardSet ---------------------------------------------------------------------------------
+
+namespace detail {
+struct GuardNode;
+}
+
+/// The guards of one compiled entry, grouped by source. Immutable once built.
+class GuardSet {
+ public:
+  GuardSet();
+  GuardSet(GuardSet&&) noexcept;
+  GuardSet& operator=(GuardSet&&) noexcept;
+  ~GuardSet();
+
+  /// Hot path: do all guards pass? Fetches each source once, stops at the first failure, never
+  /// leaves a Python error set.
+  bool check(const FrameValues& frame) const;
+  /// Slow path: every failing guard with its reason (empty when check() passes). A source that
+  /// cannot be read counts as one failure of its first guard and skips the guards under it.
+  std::vector<GuardFailure> failures(const FrameValues& frame) const;
+  /// The failures joined one per line ("" when all pass): GuardCheck::failureReason.
+  std::string failureReason(const FrameValues& frame) const;
+  /// Every guard, in check order.
+  std::vector<GuardInfo> guards() const;
+  /// Every guard, one per line: "TENSOR_MATCH  tensor x: ...  # model.py:12: y = x.view(4, -1)".
+  std::string describe() const;
+  /// Number of guards.
+  std::size_t size() const { return count_; }
+
+ private:
+  friend class GuardSetBuilder;
+  std::vector<std::pair<LeafGuardPtr, SourceLocation>> globals_;  // global-state guards
+  std::vector<std::unique_ptr<detail::GuardNode>> roots_;         // one per root source
+  std::size_t count_ = 0;
+};
+
+/// Collects guards while tracing; dedups identical guards on the same source.
+class GuardSetBuilder {
+ public:
+  GuardSetBuilder();
+  ~GuardSetBuilder();
+  GuardSetBuilder(const GuardSetBuilder&) = delete;
+  GuardSetBuilder& operator=(const GuardSetBuilder&) = delete;
+
+  /// Adds `guard` on `source` (a null Source for global-state guards), created by the user line
+  /// `where`. Returns false (and drops the guard) when an identical guard is already there.
+  bool add(const Source& source, LeafGuardPtr guard, SourceLocation where = {});
+  /// Number of guards kept so far.
+  std::size_t size() const;
+  /// The GuardSet, ordered for checking: global-state guards, then per source the cheap guards
+  /// first, sources with cheap guards before those with expensive ones. Empties the builder.
+  GuardSet build();
+
+ private:
+  struct Pending;
+  std::vector<Pending> pending_;
+};
+
+}  // namespace dynamo::core

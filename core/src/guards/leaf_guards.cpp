@@ -1,0 +1,374 @@
+// The leaf guards that need no torch headers: TYPE_MATCH, ID_MATCH, EQUALS_MATCH, LENGTH_CHECK,
+// DICT_KEYS, IS_NONE, NOT_NONE, HASATTR. (TENSOR_MATCH, GRAD_MODE and DEFAULT_DTYPE live in
+// tensor_guards.cpp, the one file that includes torch.)
+//
+// Each class keeps what check() needs as plain pointers and numbers; text is built only in
+// describeFailure() and describe().
+#include <cmath>
+#include <vector>
+
+#include "dynamo/core/guards.h"
+#include "py_text.h"
+
+namespace dynamo::core {
+
+using guards_detail::ErrorSaver;
+using guards_detail::objectLabel;
+using guards_detail::safeRepr;
+using guards_detail::typeName;
+
+namespace {
+
+std::string quoted(const std::string& sourceName) { return "'" + sourceName + "'"; }
+
+// ---- TYPE_MATCH -------------------------------------------------------------------------------
+
+class TypeMatchGuard final : public LeafGuard {
+ public:
+  explicit TypeMatchGuard(PyTypeObject* type) : LeafGuard(GuardKind::kTypeMatch), type_(type) {
+    Py_INCREF(type_);  // new ref: keeps the type (and so its address) alive
+  }
+  ~TypeMatchGuard() override { Py_DECREF(type_); }
+
+  bool check(PyObject* value) const override { return Py_TYPE(value) == type_; }
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    return "type of " + quoted(source) + " changed: expected " + name() + ", got " +
+           typeName(value);
+  }
+  std::string describe(const std::string& source) const override {
+    return "type(" + source + ") is " + name();
+  }
+  bool sameAs(const LeafGuard& other) const override {
+    auto* o = dynamic_cast<const TypeMatchGuard*>(&other);
+    return o != nullptr && o->type_ == type_;
+  }
+
+ private:
+  std::string name() const {
+    std::string n = type_->tp_name;
+    std::size_t dot = n.rfind('.');
+    return dot == std::string::npos ? n : n.substr(dot + 1);
+  }
+  PyTypeObject* type_;  // new ref (owned)
+};
+
+// ---- ID_MATCH ---------------------------------------------------------------------------------
+
+class IdMatchGuard final : public LeafGuard {
+ public:
+  explicit IdMatchGuard(PyObject* expected)
+      : LeafGuard(GuardKind::kIdMatch), expected_(expected), label_(objectLabel(expected)) {
+    ErrorSaver saved;
+    weak_ = PyWeakref_NewRef(expected, nullptr);  // new ref, or NULL: type has no weakrefs
+    if (weak_ == nullptr) {
+      PyErr_Clear();
+      Py_INCREF(expected);  // new ref: hold the object itself
+      strong_ = true;
+    }
+  }
+  ~IdMatchGuard() override {
+    if (strong_) {
+      Py_DECREF(expected_);
+    } else {
+      Py_DECREF(weak_);
+    }
+  }
+
+  bool check(PyObject* value) const override {
+    // With a weak reference, the address alone could be a new object at a dead one's address:
+    // also require that the referent is still alive and is this object.
+    return value == expected_ && (strong_ || PyWeakref_GET_OBJECT(weak_) == value);
+  }
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    std::string expected = label_;
+    if (!strong_ && PyWeakref_GET_OBJECT(weak_) == Py_None) expected += " (since deleted)";
+    return quoted(source) + " is a different object: expected " + expected + ", got " +
+           objectLabel(value);
+  }
+  std::string describe(const std::string& source) const override {
+    return source + " is " + label_;
+  }
+  bool sameAs(const LeafGuard& other) const override {
+    auto* o = dynamic_cast<const IdMatchGuard*>(&other);
+    return o != nullptr && o->expected_ == expected_;
+  }
+
+ private:
+  PyObject* expected_;        // borrowed, kept alive only when strong_
+  PyObject* weak_ = nullptr;  // new ref: weakref to expected_ (when !strong_)
+  bool strong_ = false;       // expected_ is a new ref we own
+  std::string label_;         // objectLabel(expected) at creation
+};
+
+// ---- EQUALS_MATCH -----------------------------------------------------------------------------
+
+bool isSupportedConstant(PyObject* o) {
+  if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+      PyUnicode_CheckExact(o)) {
+    return true;
+  }
+  if (!PyTuple_CheckExact(o)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
+    if (!isSupportedConstant(PyTuple_GET_ITEM(o, i))) return false;  // borrowed ref
+  }
+  return true;
+}
+
+// Same exact type and equal value, element-wise for tuples (so True never matches 1). NaN
+// matches NaN: a NaN constant must not recompile on every call.
+bool constantsMatch(PyObject* expected, PyObject* value) {
+  if (value == expected) return true;
+  if (Py_TYPE(value) != Py_TYPE(expected)) return false;
+  if (PyFloat_CheckExact(expected)) {
+    double a = PyFloat_AS_DOUBLE(expected), b = PyFloat_AS_DOUBLE(value);
+    return a == b || (std::isnan(a) && std::isnan(b));
+  }
+  if (PyTuple_CheckExact(expected)) {
+    Py_ssize_t n = PyTuple_GET_SIZE(expected);
+    if (PyTuple_GET_SIZE(value) != n) return false;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (!constantsMatch(PyTuple_GET_ITEM(expected, i), PyTuple_GET_ITEM(value, i))) {
+        return false;
+      }
+    }
+    return true;
+  }
+  int eq = PyObject_RichCompareBool(value, expected, Py_EQ);
+  if (eq < 0) PyErr_Clear();
+  return eq == 1;
+}
+
+class EqualsMatchGuard final : public LeafGuard {
+ public:
+  explicit EqualsMatchGuard(PyObject* constant)
+      : LeafGuard(GuardKind::kEqualsMatch), constant_(constant) {
+    Py_INCREF(constant_);  // new ref (immutable constant)
+  }
+  ~EqualsMatchGuard() override { Py_DECREF(constant_); }
+
+  bool check(PyObject* value) const override { return constantsMatch(constant_, value); }
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    std::string expected = safeRepr(constant_), got = safeRepr(value);
+    if (Py_TYPE(value) != Py_TYPE(constant_) || expected == got) {
+      expected += " (" + typeName(constant_) + ")";
+      got += " (" + typeName(value) + ")";
+    }
+    return quoted(source) + " changed: expected " + expected + ", got " + got;
+  }
+  std::string describe(const std::string& source) const override {
+    return source + " == " + safeRepr(constant_) + " (" + typeName(constant_) + ")";
+  }
+  bool sameAs(const LeafGuard& other) const override {
+    auto* o = dynamic_cast<const EqualsMatchGuard*>(&other);
+    if (o == nullptr) return false;
+    ErrorSaver saved;
+    return constantsMatch(constant_, o->constant_);
+  }
+
+ private:
+  PyObject* constant_;  // new ref (owned)
+};
+
+// ---- LENGTH_CHECK -----------------------------------------------------------------------------
+
+// len(value) without raising: -1 when value has no length.
+Py_ssize_t lengthOf(PyObject* value) {
+  if (PyList_CheckExact(value)) return PyList_GET_SIZE(value);
+  if (PyTuple_CheckExact(value)) return PyTuple_GET_SIZE(value);
+  if (PyDict_CheckExact(value)) return PyDict_GET_SIZE(value);
+  Py_ssize_t n = PyObject_Length(value);
+  if (n < 0) PyErr_Clear();
+  return n;
+}
+
+class LengthCheckGuard final : public LeafGuard {
+ public:
+  explicit LengthCheckGuard(Py_ssize_t length)
+      : LeafGuard(GuardKind::kLengthCheck), length_(length) {}
+
+  bool check(PyObject* value) const override { return lengthOf(value) == length_; }
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    ErrorSaver saved;
+    Py_ssize_t n = lengthOf(value);
+    std::string got = n < 0 ? typeName(value) + " without a length" : std::to_string(n);
+    return "length of " + quoted(source) + " changed: expected " + std::to_string(length_) +
+           ", got " + got;
+  }
+  std::string describe(const std::string& source) const override {
+    return "len(" + source + ") == " + std::to_string(length_);
+  }
+  bool sameAs(const LeafGuard& other) const override {
+    auto* o = dynamic_cast<const LengthCheckGuard*>(&other);
+    return o != nullptr && o->length_ == length_;
+  }
+
+ private:
+  Py_ssize_t length_;
+};
+
+// ---- DICT_KEYS --------------------------------------------------------------------------------
+
+std::string keyList(PyObject* dict) {
+  std::string out = "[";
+  Py_ssize_t pos = 0;
+  PyObject *key = nullptr, *value = nullptr;  // borrowed refs
+  bool first = true;
+  while (PyDict_Next(dict, &pos, &key, &value)) {
+    if (!first) out += ", ";
+    first = false;
+    out += safeRepr(key, 40);
+  }
+  return out + "]";
+}
+
+class DictKeysGuard final : public LeafGuard {
+ public:
+  explicit DictKeysGuard(PyObject* dict)
+      : LeafGuard(GuardKind::kDictKeys), keysText_(keyList(dict)) {
+    Py_ssize_t pos = 0;
+    PyObject *key = nullptr, *value = nullptr;  // borrowed refs
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+      Py_INCREF(key);  // new ref, owned by keys_
+      keys_.push_back(key);
+    }
+  }
+  ~DictKeysGuard() override {
+    for (PyObject* k : keys_) Py_DECREF(k);
+  }
+
+  bool check(PyObject* value) const override {
+    if (!PyDict_Check(value) || PyDict_GET_SIZE(value) != static_cast<Py_ssize_t>(keys_.size())) {
+      return false;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key = nullptr, *item = nullptr;  // borrowed refs
+    for (PyObject* expected : keys_) {
+      if (!PyDict_Next(value, &pos, &key, &item)) return false;
+      if (key == expected) continue;  // interned str keys: the usual case
+      if (Py_TYPE(key) != Py_TYPE(expected)) return false;
+      int eq = PyObject_RichCompareBool(key, expected, Py_EQ);
+      if (eq != 1) {
+        if (eq < 0) PyErr_Clear();
+        return false;
+      }
+    }
+    return true;
+  }
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    std::string got = PyDict_Check(value) ? keyList(value) : typeName(value) + " (not a dict)";
+    return "keys of " + quoted(source) + " changed: expected " + keysText_ + ", got " + got;
+  }
+  std::string describe(const std::string& source) const override {
+    return "list(" + source + ".keys()) == " + keysText_;
+  }
+  bool sameAs(const LeafGuard& other) const override {
+    auto* o = dynamic_cast<const DictKeysGuard*>(&other);
+    return o != nullptr && o->keys_ == keys_;
+  }
+
+ private:
+  std::vector<PyObject*> keys_;  // new refs (owned), in dict order
+  std::string keysText_;         // "['lr', 'wd']"
+};
+
+// ---- IS_NONE / NOT_NONE -----------------------------------------------------------------------
+
+class NoneGuard final : public LeafGuard {
+ public:
+  explicit NoneGuard(bool wantNone)
+      : LeafGuard(wantNone ? GuardKind::kIsNone : GuardKind::kNotNone), wantNone_(wantNone) {}
+
+  bool check(PyObject* value) const override { return (value == Py_None) == wantNone_; }
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    if (wantNone_) return quoted(source) + " is no longer None: got " + typeName(value);
+    return quoted(source) + " is now None";
+  }
+  std::string describe(const std::string& source) const override {
+    return source + (wantNone_ ? " is None" : " is not None");
+  }
+  bool sameAs(const LeafGuard& other) const override { return other.kind() == kind(); }
+
+ private:
+  bool wantNone_;
+};
+
+// ---- HASATTR ----------------------------------------------------------------------------------
+
+class HasAttrGuard final : public LeafGuard {
+ public:
+  HasAttrGuard(PyObject* name, std::string text, bool present)
+      : LeafGuard(GuardKind::kHasAttr), name_(name), text_(std::move(text)), present_(present) {}
+  ~HasAttrGuard() override { Py_DECREF(name_); }
+
+  bool check(PyObject* value) const override {
+    PyObject* attr = PyObject_GetAttr(value, name_);  // new ref or NULL
+    if (attr != nullptr) {
+      Py_DECREF(attr);
+      return present_;
+    }
+    bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);
+    PyErr_Clear();
+    return missing && !present_;  // any other error fails the guard
+  }
+  std::string describeFailure(PyObject*, const std::string& source) const override {
+    return quoted(source) + (present_ ? " no longer has" : " now has") + " attribute '" + text_ +
+           "'";
+  }
+  std::string describe(const std::string& source) const override {
+    return std::string(present_ ? "" : "not ") + "hasattr(" + source + ", '" + text_ + "')";
+  }
+  bool sameAs(const LeafGuard& other) const override {
+    auto* o = dynamic_cast<const HasAttrGuard*>(&other);
+    return o != nullptr && o->text_ == text_ && o->present_ == present_;
+  }
+
+ private:
+  PyObject* name_;    // new ref: interned attribute name
+  std::string text_;  // the name as text
+  bool present_;      // expected hasattr() result
+};
+
+}  // namespace
+
+LeafGuardPtr makeTypeMatch(PyObject* example) {
+  return std::make_unique<TypeMatchGuard>(Py_TYPE(example));
+}
+
+LeafGuardPtr makeIdMatch(PyObject* expected) { return std::make_unique<IdMatchGuard>(expected); }
+
+LeafGuardPtr makeEqualsMatch(PyObject* constant) {
+  if (!isSupportedConstant(constant)) {
+    throw UserError(UserErrorKind::kInvalidArgument,
+                    "EQUALS_MATCH needs an int, float, str, bool, None or a tuple of those; got " +
+                        typeName(constant),
+                    {}, "other values cannot be compared cheaply and safely on every call",
+                    "guard the object's identity (ID_MATCH) or its type (TYPE_MATCH) instead");
+  }
+  return std::make_unique<EqualsMatchGuard>(constant);
+}
+
+LeafGuardPtr makeLengthCheck(Py_ssize_t length) {
+  DYNAMO_USER_CHECK(length >= 0, UserErrorKind::kInvalidArgument,
+                    "LENGTH_CHECK needs a length >= 0, got ", length);
+  return std::make_unique<LengthCheckGuard>(length);
+}
+
+LeafGuardPtr makeDictKeys(PyObject* exampleDict) {
+  DYNAMO_USER_CHECK(PyDict_Check(exampleDict), UserErrorKind::kInvalidArgument,
+                    "DICT_KEYS needs a dict, got ", typeName(exampleDict));
+  return std::make_unique<DictKeysGuard>(exampleDict);
+}
+
+LeafGuardPtr makeIsNone() { return std::make_unique<NoneGuard>(true); }
+LeafGuardPtr makeNotNone() { return std::make_unique<NoneGuard>(false); }
+
+LeafGuardPtr makeHasAttr(const std::string& name, bool present) {
+  PyObject* nameObj = PyUnicode_InternFromString(name.c_str());  // new ref, owned by the guard
+  if (nameObj == nullptr) {
+    PyErr_Clear();
+    throw UserError(UserErrorKind::kInvalidArgument, "HASATTR name is not valid UTF-8");
+  }
+  return std::make_unique<HasAttrGuard>(nameObj, name, present);
+}
+
+}  // namespace dynamo::core

@@ -1,0 +1,568 @@
+// Output code generation and resume functions (see codegen.h).
+#include "codegen.h"
+
+#include <opcode.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "torch_api.h"
+
+namespace dynamo::core::interp {
+
+namespace bc = dynamo::core::bytecode;
+
+// ---- resume registry --------------------------------------------------------------------------
+
+namespace {
+struct ResumeEntry {
+  PyObjectRef code;  // keeps the key alive
+  ResumeInfo info;
+};
+std::unordered_map<PyCodeObject*, ResumeEntry>& resumeRegistry() {
+  static auto* registry = new std::unordered_map<PyCodeObject*, ResumeEntry>();
+  return *registry;
+}
+}  // namespace
+
+const ResumeInfo* resumeInfo(PyCodeObject* code) {
+  auto& r = resumeRegistry();
+  auto it = r.find(code);
+  return it == r.end() ? nullptr : &it->second.info;
+}
+
+// ---- roots ------------------------------------------------------------------------------------
+
+static std::string quotedName(const std::string& display) {
+  size_t a = display.find("['");
+  size_t b = display.rfind("']");
+  return a == std::string::npos || b == std::string::npos ? display : display.substr(a + 2, b - a - 2);
+}
+
+RootInfo rootInfoOf(PyCodeObject*, const Source& root, const std::vector<std::string>& slotNames) {
+  RootInfo info;
+  if (root.kind() == SourceKind::kLocal) {
+    info.kind = RootInfo::Kind::kLocal;
+    info.name = root.name();
+    for (size_t i = 0; i < slotNames.size(); ++i)
+      if (slotNames[i] == info.name) info.slot = static_cast<int>(i);
+    DYNAMO_INTERNAL_ASSERT(info.slot >= 0, "no slot named ", info.name);
+  } else {
+    info.kind = RootInfo::Kind::kGlobal;
+    info.name = quotedName(root.name());
+  }
+  return info;
+}
+
+// ---- planning ---------------------------------------------------------------------------------
+
+namespace {
+
+class Planner {
+ public:
+  Planner(CompileContext& ctx, GraphCallSpec& spec, std::vector<Source>& roots)
+      : ctx_(ctx), spec_(spec), roots_(roots) {}
+
+  int fetch(const Source& s) {
+    auto it = fetchIndex_.find(s);
+    if (it != fetchIndex_.end()) return it->second;
+    FetchStep step;
+    step.source = s;
+    if (s.isRoot()) {
+      int arg = -1;
+      for (size_t i = 0; i < roots_.size(); ++i)
+        if (roots_[i] == s) arg = static_cast<int>(i);
+      if (arg < 0) {
+        arg = static_cast<int>(roots_.size());
+        roots_.push_back(s);
+      }
+      step.arg = arg;
+    } else {
+      step.base = fetch(s.base());
+    }
+    int index = static_cast<int>(spec_.fetches.size());
+    spec_.fetches.push_back(step);
+    fetchIndex_[s] = index;
+    return index;
+  }
+
+  OutPlan plan(const ValueRef& v) {
+    OutPlan p;
+    switch (v->kind) {
+      case ValueKind::kTensor:
+        if (v->source) {
+          p.kind = OutPlan::Kind::kFetched;
+          p.index = fetch(v->source);
+        } else {
+          p.kind = OutPlan::Kind::kGraphOutput;
+          p.index = outputIndex(v->node);
+        }
+        return p;
+      case ValueKind::kConst:
+        p.kind = OutPlan::Kind::kConst;
+        p.obj = v->obj;
+        return p;
+      case ValueKind::kObject:
+        if (v->source) {
+          p.kind = OutPlan::Kind::kFetched;
+          p.index = fetch(v->source);
+        } else {
+          p.kind = OutPlan::Kind::kConst;
+          p.obj = v->obj;
+        }
+        return p;
+      case ValueKind::kList:
+      case ValueKind::kDict:
+        if (v->source) {
+          p.kind = OutPlan::Kind::kFetched;
+          p.index = fetch(v->source);
+          return p;
+        }
+        p.kind = v->kind == ValueKind::kList ? OutPlan::Kind::kList : OutPlan::Kind::kDict;
+        for (const ValueRef& item : v->items) p.children.push_back(plan(item));
+        p.keys = v->keys;
+        return p;
+      case ValueKind::kTuple:
+        p.kind = v->obj ? OutPlan::Kind::kNamedTuple : OutPlan::Kind::kTuple;
+        p.obj = v->obj;
+        for (const ValueRef& item : v->items) p.children.push_back(plan(item));
+        return p;
+      case ValueKind::kSlice:
+        p.kind = OutPlan::Kind::kSlice;
+        for (const ValueRef& item : v->items) p.children.push_back(plan(item));
+        return p;
+      case ValueKind::kMethod: {
+        p.kind = OutPlan::Kind::kGetAttr;
+        p.children.push_back(plan(v->self));
+        if (v->obj) {
+          PyObjectRef n = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "__name__")));
+          p.name = PyUnicode_AsUTF8(n.get());
+        } else {
+          p.name = v->name;
+        }
+        return p;
+      }
+      case ValueKind::kTensorAttr:
+        p.kind = OutPlan::Kind::kGetAttr;
+        p.children.push_back(plan(v->self));
+        p.name = v->name;
+        return p;
+      default:
+        ctx_.breakHere(BreakKind::kUnsupported,
+                       "cannot rebuild " + describe(*v) + " after the graph (needed by the code that follows)");
+    }
+  }
+
+  std::vector<NodeRef> outputs;
+
+ private:
+  int outputIndex(const NodeRef& n) {
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (outputs[i] == n) return static_cast<int>(i);
+    outputs.push_back(n);
+    return static_cast<int>(outputs.size()) - 1;
+  }
+
+  CompileContext& ctx_;
+  GraphCallSpec& spec_;
+  std::vector<Source>& roots_;
+  std::unordered_map<Source, int, SourceHash> fetchIndex_;
+};
+
+}  // namespace
+
+OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& returned,
+                       const RootBreak* brk) {
+  OutputPlan out;
+  out.spec = std::make_unique<GraphCallSpec>();
+  GraphCallSpec& spec = *out.spec;
+  Planner planner(ctx, spec, out.roots);
+
+  // Graph inputs first, in placeholder order.
+  for (const auto& [node, source] : ctx.inputs()) spec.graphInputs.push_back(planner.fetch(source));
+
+  CompileContext& c = ctx;
+  (void)c;
+  if (brk == nullptr) {
+    spec.results.push_back(planner.plan(returned));
+  } else {
+    for (const ValueRef& v : brk->stack) {
+      if (v->isNull()) continue;
+      spec.results.push_back(planner.plan(v));
+      out.stores.push_back({OutputPlan::Store::Kind::kFast, -1, "__dynamo_s" + std::to_string(out.stackTemps)});
+      ++out.stackTemps;
+    }
+    for (size_t i = 0; i < brk->locals.size(); ++i) {
+      const ValueRef& v = brk->locals[i];
+      if (!v || v->kind == ValueKind::kCell) continue;
+      spec.results.push_back(planner.plan(v));
+      out.stores.push_back({OutputPlan::Store::Kind::kFast, static_cast<int>(i), ""});
+    }
+  }
+  // Side effects: attribute writes and container contents replayed by the CompiledGraph; cell and
+  // global writes stored by the bytecode (the last write to each wins).
+  std::vector<const SideEffect*> seenContainers;
+  for (size_t k = 0; k < ctx.effects.size(); ++k) {
+    const SideEffect& e = ctx.effects[k];
+    switch (e.kind) {
+      case SideEffect::Kind::kSetAttr: {
+        EffectPlan p{EffectPlan::Kind::kSetAttr, planner.plan(e.target), e.name, planner.plan(e.value)};
+        spec.effects.push_back(std::move(p));
+        break;
+      }
+      case SideEffect::Kind::kListContents:
+      case SideEffect::Kind::kDictContents: {
+        bool later = false;
+        for (size_t j = k + 1; j < ctx.effects.size(); ++j)
+          if (ctx.effects[j].kind == e.kind && ctx.effects[j].target == e.target) later = true;
+        if (later) break;
+        ValueRef contents = std::make_shared<Value>(*e.target);
+        contents->source = Source{};
+        EffectPlan p{e.kind == SideEffect::Kind::kListContents ? EffectPlan::Kind::kListContents
+                                                                : EffectPlan::Kind::kDictContents,
+                     planner.plan(e.target), "", planner.plan(contents)};
+        spec.effects.push_back(std::move(p));
+        break;
+      }
+      case SideEffect::Kind::kGlobal:
+      case SideEffect::Kind::kCell: {
+        bool later = false;
+        for (size_t j = k + 1; j < ctx.effects.size(); ++j)
+          if (ctx.effects[j].kind == e.kind && ctx.effects[j].name == e.name && ctx.effects[j].slot == e.slot)
+            later = true;
+        if (later) break;
+        spec.results.push_back(planner.plan(e.value));
+        out.stores.push_back({e.kind == SideEffect::Kind::kGlobal ? OutputPlan::Store::Kind::kGlobal
+                                                                  : OutputPlan::Store::Kind::kDeref,
+                              e.slot, e.name});
+        break;
+      }
+    }
+  }
+  spec.returnSingle = brk == nullptr && out.stores.empty();
+  std::vector<Arg> outs;
+  for (const NodeRef& n : planner.outputs) outs.push_back(Arg::node(n));
+  ctx.graph.output(Arg::tuple(std::move(outs)));
+  spec.nargs = static_cast<int>(out.roots.size());
+  (void)root;
+  return out;
+}
+
+// ---- emission ---------------------------------------------------------------------------------
+
+namespace {
+
+using Ins = bc::Instruction;
+
+// Slot index in `names` (localsplus names of the code being emitted).
+int slotOf(const std::vector<std::string>& names, const std::string& n) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == n) return static_cast<int>(i);
+  return -1;
+}
+
+struct Emitter {
+  bc::CodeOptions opts;
+  std::vector<Ins> out;
+  std::vector<std::string> origSlots;  // localsplus names of the original code
+  std::vector<std::string> newSlots;   // localsplus names of the emitted code
+  std::vector<int> prefixCells;        // original slots MAKE_CELL'd in the prologue
+  int nfree = 0;
+
+  int newSlot(int origSlot) const { return slotOf(newSlots, origSlots[origSlot]); }
+  bool isFree(int origSlot) const { return origSlot >= static_cast<int>(origSlots.size()) - nfree; }
+  bool isCelled(int origSlot) const {
+    for (int s : prefixCells)
+      if (s == origSlot) return true;
+    return isFree(origSlot);
+  }
+  void emit(int op, int arg = 0) { out.push_back(Ins::make(op, arg)); }
+  void loadRoot(const RootInfo& r) {
+    if (r.kind == RootInfo::Kind::kGlobal) {
+      emit(LOAD_GLOBAL, opts.addName(r.name) << 1);
+    } else if (isCelled(r.slot)) {
+      emit(LOAD_DEREF, newSlot(r.slot));
+    } else {
+      emit(LOAD_FAST, newSlot(r.slot));
+    }
+  }
+  void call(int nargs) {
+    for (Ins& i : bc::callFunction(opts, nargs)) out.push_back(i);
+  }
+};
+
+// Builds the resume code object that continues `bytecode` at instruction `target` with the given
+// stack layout (true = NULL) and passed locals. New ref.
+PyObjectRef makeResumeCode(PyCodeObject* code, const bc::Bytecode& body, int target,
+                           const std::vector<bool>& nullMask, const std::vector<std::string>& passedLocals,
+                           const std::vector<std::string>& passedCells) {
+  bc::CodeOptions orig = bc::codeOptionsFrom(code);
+  std::vector<std::string> origSlots = orig.localsPlusNames();
+  bc::CodeOptions opts = orig;
+  std::vector<std::string> stackNames;
+  for (size_t i = 0; i < nullMask.size(); ++i)
+    if (!nullMask[i]) stackNames.push_back("___stack" + std::to_string(i));
+  std::vector<std::string> varnames = stackNames;
+  for (const std::string& n : passedLocals) varnames.push_back(n);
+  for (const std::string& n : passedCells) varnames.push_back(n);
+  for (const std::string& n : orig.varnames)
+    if (slotOf(varnames, n) < 0) varnames.push_back(n);
+  opts.varnames = varnames;
+  opts.argcount = static_cast<int>(stackNames.size() + passedLocals.size() + passedCells.size());
+  opts.posonlyargcount = 0;
+  opts.kwonlyargcount = 0;
+  opts.flags &= ~(CO_VARARGS | CO_VARKEYWORDS);
+  opts.name = "<resume in " + orig.name + ">";
+  opts.qualname = "<resume in " + orig.qualname + ">";
+  std::vector<std::string> newSlots = opts.localsPlusNames();
+
+  bc::Bytecode out = body;
+  for (Ins& ins : out.instructions) {
+    const bc::OpcodeInfo& info = bc::requireOpcode(ins.opcode);
+    if (info.has(bc::kHasLocal)) {
+      ins.arg = slotOf(newSlots, orig.varnames[ins.arg]);
+    } else if (info.has(bc::kHasFree)) {
+      ins.arg = slotOf(newSlots, origSlots[ins.arg]);
+    }
+  }
+  std::vector<Ins> prologue;
+  if (!orig.freevars.empty()) prologue.push_back(Ins::make(COPY_FREE_VARS, static_cast<int>(orig.freevars.size())));
+  prologue.push_back(Ins::make(RESUME, 0));
+  int k = 0;
+  for (size_t i = 0; i < nullMask.size(); ++i) {
+    if (nullMask[i]) {
+      prologue.push_back(Ins::make(PUSH_NULL));
+    } else {
+      prologue.push_back(Ins::make(LOAD_FAST, slotOf(newSlots, stackNames[k++])));
+    }
+  }
+  int jumpAt = static_cast<int>(prologue.size());
+  prologue.push_back(bc::jumpTo(0));  // target fixed below
+  for (Ins& i : prologue) {
+    i.pos = body.instructions.empty() ? bc::Position{} : body.instructions[target].pos;
+  }
+  int shift = static_cast<int>(prologue.size());
+  out.insert(0, prologue);
+  out.instructions[jumpAt].target = target + shift;
+  PyObjectRef result = PyObjectRef::steal(bc::assemble(out, opts).release());
+
+  ResumeInfo info;
+  info.originalName = orig.qualname;
+  for (const std::string& n : passedCells) info.preCelledSlots.push_back(slotOf(newSlots, n));
+  resumeRegistry()[reinterpret_cast<PyCodeObject*>(result.get())] = ResumeEntry{result, info};
+  return result;
+}
+
+bool isCondJump(int op) {
+  switch (op) {
+#ifdef POP_JUMP_FORWARD_IF_FALSE
+    case POP_JUMP_FORWARD_IF_FALSE:
+    case POP_JUMP_FORWARD_IF_TRUE:
+    case POP_JUMP_BACKWARD_IF_FALSE:
+    case POP_JUMP_BACKWARD_IF_TRUE:
+#endif
+#ifdef POP_JUMP_IF_FALSE
+    case POP_JUMP_IF_FALSE:
+    case POP_JUMP_IF_TRUE:
+#endif
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool isOrPop(int op) {
+#ifdef JUMP_IF_FALSE_OR_POP
+  return op == JUMP_IF_FALSE_OR_POP || op == JUMP_IF_TRUE_OR_POP;
+#else
+  (void)op;
+  return false;
+#endif
+}
+
+}  // namespace
+
+PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, const OutputPlan& plan,
+                     PyObject* compiledGraph, const RootBreak* brk) {
+  const bc::Bytecode& body = root.bytecode();
+  Emitter e;
+  e.opts = bc::codeOptionsFrom(code);
+  e.origSlots = e.opts.localsPlusNames();
+  e.nfree = static_cast<int>(e.opts.freevars.size());
+  // Temps for the stack values at a break.
+  for (int i = 0; i < plan.stackTemps; ++i) e.opts.addVarname("__dynamo_s" + std::to_string(i));
+  e.newSlots = e.opts.localsPlusNames();
+
+  // The prologue: everything up to and including RESUME, slots remapped.
+  size_t prefixEnd = 0;
+  for (; prefixEnd < body.instructions.size(); ++prefixEnd) {
+    Ins ins = body.instructions[prefixEnd];
+    if (ins.opcode == MAKE_CELL) {
+      e.prefixCells.push_back(ins.arg);
+      ins.arg = e.newSlot(ins.arg);
+    }
+    ins.target = -1;
+    ins.handler = {};
+    e.out.push_back(ins);
+    if (ins.opcode == RESUME) break;
+  }
+  DYNAMO_INTERNAL_ASSERT(prefixEnd < body.instructions.size(), "no RESUME in the prologue");
+
+  // The call of the compiled graph.
+  e.emit(PUSH_NULL);
+  e.out.push_back(bc::loadConst(e.opts, compiledGraph));
+  for (const Source& r : plan.roots) e.loadRoot(rootInfoOf(code, r, e.origSlots));
+  e.call(static_cast<int>(plan.roots.size()));
+
+  auto emitStore = [&](const OutputPlan::Store& s) {
+    switch (s.kind) {
+      case OutputPlan::Store::Kind::kFast:
+        if (s.slot >= 0) e.emit(STORE_FAST, e.newSlot(s.slot));
+        else e.emit(STORE_FAST, slotOf(e.newSlots, s.name));
+        break;
+      case OutputPlan::Store::Kind::kDeref:
+        e.emit(STORE_DEREF, e.newSlot(s.slot));
+        break;
+      case OutputPlan::Store::Kind::kGlobal:
+        e.emit(STORE_GLOBAL, e.opts.addName(s.name));
+        break;
+    }
+  };
+
+  if (brk == nullptr) {
+    if (!plan.stores.empty()) {
+      // (ret, w1, ..., wk): keep ret on top, store each write beneath it.
+      e.emit(UNPACK_SEQUENCE, static_cast<int>(plan.stores.size()) + 1);
+      for (const OutputPlan::Store& s : plan.stores) {
+        e.emit(SWAP, 2);
+        emitStore(s);
+      }
+    }
+    e.emit(RETURN_VALUE);
+  } else {
+    e.emit(UNPACK_SEQUENCE, static_cast<int>(plan.stores.size()));
+    for (const OutputPlan::Store& s : plan.stores) emitStore(s);
+
+    const Ins& breakIns = body.instructions[brk->instruction];
+    // Live values: non-cell locals that are bound, and every cell (passed as a cell object).
+    std::vector<std::string> passedLocals, passedCells;
+    std::vector<int> localSlots, cellSlots;
+    for (size_t i = 0; i < brk->locals.size(); ++i) {
+      const ValueRef& v = brk->locals[i];
+      if (!v) continue;
+      if (v->kind == ValueKind::kCell) {
+        if (e.isFree(static_cast<int>(i))) continue;
+        passedCells.push_back(e.origSlots[i]);
+        cellSlots.push_back(static_cast<int>(i));
+      } else {
+        passedLocals.push_back(e.origSlots[i]);
+        localSlots.push_back(static_cast<int>(i));
+      }
+    }
+    // Stack temps in order; NULLs are re-pushed.
+    std::vector<int> tempOf(brk->stack.size(), -1);
+    int t = 0;
+    for (size_t i = 0; i < brk->stack.size(); ++i)
+      if (!brk->stack[i]->isNull()) tempOf[i] = t++;
+    auto loadStack = [&](size_t i) {
+      if (tempOf[i] < 0) e.emit(PUSH_NULL);
+      else e.emit(LOAD_FAST, slotOf(e.newSlots, "__dynamo_s" + std::to_string(tempOf[i])));
+    };
+    auto makeResumeFn = [&](int target, const std::vector<bool>& nullMask) {
+      PyObjectRef rc = makeResumeCode(code, body, target, nullMask, passedLocals, passedCells);
+      if (e.nfree > 0) {
+        for (int k = 0; k < e.nfree; ++k) e.emit(LOAD_CLOSURE, static_cast<int>(e.newSlots.size()) - e.nfree + k);
+        e.emit(BUILD_TUPLE, e.nfree);
+        e.out.push_back(bc::loadConst(e.opts, rc.get()));
+        e.emit(MAKE_FUNCTION, 0x08);
+      } else {
+        e.out.push_back(bc::loadConst(e.opts, rc.get()));
+        e.emit(MAKE_FUNCTION, 0);
+      }
+    };
+    auto loadLive = [&] {
+      for (int s : localSlots) e.emit(LOAD_FAST, e.newSlot(s));
+      for (int s : cellSlots) e.emit(LOAD_CLOSURE, e.newSlot(s));
+      return static_cast<int>(localSlots.size() + cellSlots.size());
+    };
+    const int depth = static_cast<int>(brk->stack.size());
+    if (isCondJump(breakIns.opcode) || isOrPop(breakIns.opcode)) {
+      // Branch on the real value, then one resume call per side.
+      loadStack(depth - 1);
+      size_t jumpIndex = e.out.size();
+      Ins j = breakIns;
+      j.handler = {};
+      e.out.push_back(j);
+      auto resumeBranch = [&](int target, int keep) {
+        std::vector<bool> mask;
+        for (int i = 0; i < keep; ++i) mask.push_back(brk->stack[i]->isNull());
+        e.emit(PUSH_NULL);
+        makeResumeFn(target, mask);
+        int n = 0;
+        for (int i = 0; i < keep; ++i)
+          if (!brk->stack[i]->isNull()) {
+            loadStack(i);
+            ++n;
+          }
+        n += loadLive();
+        e.call(n);
+        e.emit(RETURN_VALUE);
+      };
+      resumeBranch(brk->instruction + 1, depth - 1);
+      e.out[jumpIndex].target = static_cast<int>(e.out.size());
+      resumeBranch(breakIns.target, isOrPop(breakIns.opcode) ? depth : depth - 1);
+    } else {
+      DYNAMO_INTERNAL_ASSERT(!breakIns.isJump(), "a break at a jump that is not conditional");
+      int effect = bc::stackEffect(breakIns.opcode, breakIns.arg, false);
+      int consumed = 0;
+      // Values the instruction reads: for calls [NULL|self, fn, args]; otherwise from its effect.
+      if (breakIns.opcode == CALL) {
+        consumed = breakIns.arg + 2;
+      } else {
+        consumed = std::max(0, -effect + 1);
+        if (consumed > depth) consumed = depth;
+      }
+      int below = depth - consumed;
+      int after = depth + effect;
+      std::vector<bool> mask;
+      for (int i = 0; i < below; ++i) mask.push_back(brk->stack[i]->isNull());
+      for (int i = below; i < after; ++i) mask.push_back(false);
+      e.emit(PUSH_NULL);
+      makeResumeFn(brk->instruction + 1, mask);
+      int n = 0;
+      for (int i = 0; i < below; ++i)
+        if (!brk->stack[i]->isNull()) {
+          loadStack(i);
+          ++n;
+        }
+      for (int i = below; i < depth; ++i) loadStack(i);
+      if (breakIns.opcode == CALL) {
+        std::vector<std::string> kw;
+        if (brk->kwNames) {
+          for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(brk->kwNames->py()); ++k)
+            kw.push_back(PyUnicode_AsUTF8(PyTuple_GET_ITEM(brk->kwNames->py(), k)));
+        }
+        for (Ins& i : bc::callFunction(e.opts, breakIns.arg, kw)) e.out.push_back(i);
+      } else {
+        Ins copy = breakIns;
+        copy.handler = {};
+        e.out.push_back(copy);
+      }
+      n += after - below;
+      n += loadLive();
+      e.call(n);
+      e.emit(RETURN_VALUE);
+    }
+  }
+  // Positions: everything at the function's first line, or the break's line.
+  bc::Position pos = body.instructions[brk ? brk->instruction : prefixEnd].pos;
+  for (Ins& i : e.out)
+    if (i.pos.line < 0) i.pos = pos;
+  bc::Bytecode result;
+  result.instructions = std::move(e.out);
+  PyObjectRef r = PyObjectRef::steal(bc::assemble(result, e.opts).release());
+  (void)ctx;
+  return r;
+}
+
+}  // namespace dynamo::core::interp

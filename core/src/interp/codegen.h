@@ -1,0 +1,66 @@
+// Output code generation: from a finished trace to the transformed code object.
+//
+//   return path:  prologue; PUSH_NULL; LOAD_CONST <CompiledGraph>; <roots>; CALL
+//                 [UNPACK + STORE_DEREF/STORE_GLOBAL for cell and global writes]; RETURN_VALUE
+//
+//   break path:   prologue; <call CompiledGraph> -> (stack values, locals, cell/global writes)
+//                 UNPACK; STORE them; PUSH_NULL; MAKE_FUNCTION <resume code>; push the stack;
+//                 <the breaking instruction>; load locals; CALL; RETURN_VALUE
+//                 (a data-dependent jump gets one resume call per branch)
+//
+// A resume function continues the original bytecode after the break: its arguments are the
+// stack values and the live locals (cells passed as cell objects), its prologue rebuilds the
+// stack and jumps to the instruction after the break; the whole original body is kept.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph_call.h"
+#include "tracer.h"
+
+namespace dynamo::core::interp {
+
+/// What a resume code object needs when it is itself traced: which argument slots hold cell
+/// objects (passed from the parent) rather than values.
+struct ResumeInfo {
+  std::vector<int> preCelledSlots;
+  std::string originalName;  ///< the user function it continues
+};
+/// The info of a resume code object made by this process, or null.
+const ResumeInfo* resumeInfo(PyCodeObject* code);
+
+/// The result of planning: the graph's outputs are fixed and the call spec is half built.
+struct OutputPlan {
+  std::unique_ptr<GraphCallSpec> spec;   ///< without runner/backend yet
+  std::vector<Source> roots;             ///< the root arguments of the CompiledGraph call
+  /// Bytecode stores after the call, in tuple order after the values the code needs.
+  struct Store {
+    enum class Kind { kFast, kDeref, kGlobal } kind;
+    int slot = -1;
+    std::string name;
+  };
+  std::vector<Store> stores;             ///< break path: stack temps and locals come first
+  int stackTemps = 0;                    ///< break path: number of non-null stack values
+};
+
+/// Plans the outputs and sets the graph's output node (return path when brk is null).
+/// Throws GraphBreak(kUnsupported) when a value cannot be rebuilt after the graph.
+OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& returned,
+                       const RootBreak* brk);
+
+/// Emits the transformed code object for the root frame (new ref). compiledGraph: borrowed.
+PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, const OutputPlan& plan,
+                     PyObject* compiledGraph, const RootBreak* brk);
+
+/// Root-argument helpers shared with the compiler.
+struct RootInfo {
+  enum class Kind { kLocal, kGlobal } kind;
+  int slot = -1;
+  std::string name;
+};
+/// Describes a root Source (kLocal: by its name in the code's slots; kGlobal/kBuiltin: by name).
+RootInfo rootInfoOf(PyCodeObject* code, const Source& root, const std::vector<std::string>& slotNames);
+
+}  // namespace dynamo::core::interp

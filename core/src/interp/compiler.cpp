@@ -1,0 +1,299 @@
+// The frame compiler (see compiler.h): trace -> (restart on a failed inline) -> plan outputs ->
+// build the graph -> backend -> emit code -> cache entry, with fallbacks that never break the
+// user's program when suppress_errors is on.
+#include "dynamo/core/compiler.h"
+
+#include <chrono>
+
+#include "codegen.h"
+#include "dynamo/core/graph_fx.h"
+#include "dynamo/core/graph_runner.h"
+#include "graph_call.h"
+#include "torch_api.h"
+#include "tracer.h"
+
+namespace dynamo::core {
+
+std::vector<BreakKindRow> breakKinds() {
+  return {
+#define DYNAMO_BREAK(Name, slug, explanation, hint) {slug, explanation, hint},
+#include "dynamo/core/break_kinds.def"
+#undef DYNAMO_BREAK
+  };
+}
+
+namespace {
+
+using namespace dynamo::core::interp;
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+PyObject* viewLocal(const void* context, int slot) {
+  return static_cast<const FrameView*>(context)->local(slot);
+}
+
+FrameValues valuesOf(const FrameView& view) {
+  FrameValues v;
+  v.nlocals = view.numLocals();
+  v.context = &view;
+  v.localAt = viewLocal;
+  v.globals = view.globals();
+  v.builtins = view.builtins();
+  return v;
+}
+
+/// The cache entry's guard: a GuardSet over the intercepted frame.
+class GuardSetCheck : public GuardCheck {
+ public:
+  explicit GuardSetCheck(GuardSet set) : set_(std::move(set)) {}
+  bool check(const FrameView& frame) override { return set_.check(valuesOf(frame)); }
+  std::string failureReason(const FrameView& frame) override { return set_.failureReason(valuesOf(frame)); }
+
+ private:
+  GuardSet set_;
+};
+
+BreakRecord recordOf(const GraphBreak& b) {
+  BreakRecord r;
+  r.kind = breakSlug(b.kind);
+  r.detail = b.detail;
+  r.explanation = breakExplanation(b.kind);
+  r.hint = breakHint(b.kind);
+  r.where = b.where;
+  r.userStack = b.userStack;
+  return r;
+}
+
+std::string codeName(PyCodeObject* code) { return PyUnicode_AsUTF8(code->co_qualname); }
+
+SourceLocation codeLocation(PyCodeObject* code) {
+  SourceLocation loc;
+  loc.file = PyUnicode_AsUTF8(code->co_filename);
+  loc.line = code->co_firstlineno;
+  return loc;
+}
+
+// Prints a warning through Python's warnings module (once per message, Python's default).
+void warn(const std::string& text) {
+  if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) < 0) PyErr_Clear();
+}
+
+class Compiler : public FrameCompiler {
+ public:
+  explicit Compiler(CompilerOptions options) : opts_(std::move(options)) {}
+
+  CompileResult compile(const FrameView& frame, CodeState& state) override {
+    PyCodeObject* code = frame.code();
+    CompileRecord rec;
+    rec.function = codeName(code);
+    rec.where = codeLocation(code);
+    rec.attempt = static_cast<int>(state.stats().compiles);
+    if (!state.lastMissReasons().empty()) {
+      for (const std::string& r : state.lastMissReasons()) rec.reason += r + "\n";
+    }
+    auto t0 = Clock::now();
+    if (static_cast<int>(state.entries().size()) >= opts_.cacheSizeLimit) {
+      std::string last = state.lastMissReasons().empty() ? "" : state.lastMissReasons().front();
+      warn("dynamo: function '" + rec.function + "' (" + rec.where.str() + ") hit cache_size_limit (" +
+           std::to_string(opts_.cacheSizeLimit) + "); it runs eagerly from now on unless a compiled entry matches. " +
+           "Last reason: " + last + ". To see every recompile reason, use DYNAMO_LOGS=recompiles or dynamo.profile_recompiles().");
+      rec.status = "cache-limit";
+      rec.reason = "cache_size_limit reached; last reason: " + last;
+      notify(rec);
+      state.setSkipped(true);
+      return CompileResult::runDefault();
+    }
+    try {
+      CompileResult r = compileFrame(frame, code, rec);
+      rec.totalMs = msSince(t0);
+      notify(rec);
+      return r;
+    } catch (const UserError&) {
+      PyErr_Clear();
+      throw;  // fullgraph errors and user-facing backend errors propagate
+    } catch (const PythonError&) {
+      return fallback(rec, t0, pythonErrorText());
+    } catch (const Error& e) {
+      return fallback(rec, t0, e.what());
+    } catch (const GraphBreak& b) {
+      return fallback(rec, t0, "graph break outside the root frame: " + b.detail);
+    }
+  }
+
+ private:
+  CompileResult fallback(CompileRecord& rec, Clock::time_point t0, const std::string& why) {
+    PyErr_Clear();
+    rec.status = "failed";
+    rec.reason = why;
+    rec.totalMs = msSince(t0);
+    notify(rec);
+    if (!opts_.suppressErrors) {
+      throw UserError(UserErrorKind::kBackend, "compiling '" + rec.function + "' failed: " + why, rec.where, "",
+                      "set dynamo.config.suppress_errors = True to run such functions eagerly instead");
+    }
+    warn("dynamo: could not compile '" + rec.function + "' (" + rec.where.str() + "); running it eagerly. Reason: " + why);
+    return CompileResult::skipCode();
+  }
+
+  static std::string pythonErrorText() {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    std::string text = "Python error";
+    if (ev != nullptr) {
+      PyObject* s = PyObject_Str(ev);  // new ref
+      if (s != nullptr) text = std::string(Py_TYPE(ev)->tp_name) + ": " + PyUnicode_AsUTF8(s);
+      Py_XDECREF(s);
+    }
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    PyErr_Clear();
+    return text;
+  }
+
+  void notify(const CompileRecord& rec) {
+    if (!opts_.listener) return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    try {
+      opts_.listener(rec);
+    } catch (...) {
+      PyErr_Clear();
+    }
+    PyErr_Restore(et, ev, tb);
+  }
+
+  CompileResult compileFrame(const FrameView& frame, PyCodeObject* code, CompileRecord& rec) {
+    auto tTrace = Clock::now();
+    // Snapshot the slot values (the tracer reads them many times).
+    std::vector<PyObject*> slots(static_cast<size_t>(frame.numLocals()));
+    for (int i = 0; i < frame.numLocals(); ++i) slots[i] = frame.local(i);  // borrowed refs
+    FrameValues fv;
+    fv.locals = slots.data();
+    fv.nlocals = static_cast<int>(slots.size());
+    fv.globals = frame.globals();
+    fv.builtins = frame.builtins();
+
+    TraceOptions topts;
+    for (int restart = 0;; ++restart) {
+      DYNAMO_INTERNAL_ASSERT(restart < 64, "too many restarts");
+      auto ctx = std::make_unique<CompileContext>(fv, code, topts);
+      auto root = std::make_unique<Tracer>(*ctx, code, frame.globals(), frame.builtins());
+      ValueRef returned = root->run();
+      const RootBreak* brk = root->rootBreak();
+      if (brk && brk->needsRestart) {
+        rec.breaks.push_back(recordOf(brk->info));
+        topts.forcedBreaks[brk->instruction] = brk->info;
+        continue;
+      }
+      if (brk) {
+        if (!topts.forcedBreaks.count(brk->instruction)) rec.breaks.push_back(recordOf(brk->info));
+        if (opts_.fullgraph) raiseFullgraph(brk->info);
+        if (root->insideLoop(brk->instruction)) {
+          return skip(rec, "graph break inside a loop (" + brk->info.detail + "); the function runs eagerly and the functions it calls are compiled on their own");
+        }
+        if (ctx->gradEnabled != initialGrad()) {
+          return skip(rec, "graph break inside a `with torch.no_grad()/enable_grad()` block");
+        }
+      }
+      rec.captureMs = msSince(tTrace);
+      return finish(frame, code, *ctx, *root, returned, brk, rec);
+    }
+  }
+
+  static bool initialGrad() {
+    PyObjectRef r = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(torchApi().isGradEnabled)));
+    return r.get() == Py_True;
+  }
+
+  CompileResult skip(CompileRecord& rec, const std::string& why) {
+    rec.status = "skipped";
+    rec.reason = why;
+    return CompileResult::skipCode();
+  }
+
+  [[noreturn]] void raiseFullgraph(const GraphBreak& b) {
+    std::string summary = std::string("graph break (") + breakSlug(b.kind) + ") with fullgraph=True: " + b.detail;
+    throw UserError(UserErrorKind::kUnsupported, summary, b.where, breakExplanation(b.kind),
+                    std::string(breakHint(b.kind)) + "; or pass fullgraph=False to allow graph breaks");
+  }
+
+  CompileResult finish(const FrameView& frame, PyCodeObject* code, CompileContext& ctx, Tracer& root,
+                       const ValueRef& returned, const RootBreak* brk, CompileRecord& rec) {
+    (void)frame;
+    OutputPlan plan = planOutputs(ctx, root, returned, brk);
+    Graph graph = ctx.graph.build();
+    bool hasOps = !graph.body().empty();
+    if (!hasOps && !brk && ctx.effects.empty()) {
+      return skip(rec, "no tensor operations to capture");
+    }
+    auto tGuards = Clock::now();
+    GuardSet guards = ctx.guards.build();
+    rec.guards = guards.guards();
+    rec.guardText = guards.describe();
+    rec.guardMs = msSince(tGuards);
+
+    auto tBackend = Clock::now();
+    GraphCallSpec& spec = *plan.spec;
+    spec.name = "graph of " + rec.function + " at " + rec.where.str();
+    spec.hasGraph = hasOps || !graph.output()->outputValue().items().empty();
+    if (spec.hasGraph) {
+      if (!opts_.backend) {
+        spec.runner = std::make_unique<GraphRunner>(graph);
+      } else {
+        spec.backendFn = runBackend(graph, ctx, rec);
+      }
+    }
+    rec.backendMs = msSince(tBackend);
+    rec.graphs.push_back(graph);
+
+    PyObjectRef compiled = PyObjectRef::steal(checkPy(makeCompiledGraph(std::move(plan.spec))));
+    PyObjectRef newCode = emitCode(ctx, root, code, plan, compiled.get(), brk);
+    rec.bytecode = bytecode::print(bytecode::decode(reinterpret_cast<PyCodeObject*>(newCode.get())));
+    rec.status = "compiled";
+    auto entry = std::make_shared<CacheEntry>(std::make_unique<GuardSetCheck>(std::move(guards)), newCode.get());
+    return CompileResult::addEntry(std::move(entry));
+  }
+
+  PyObjectRef runBackend(const Graph& graph, CompileContext& ctx, CompileRecord& rec) {
+    PyObjectRef gm = toFxGraphModule(graph);
+    PyObjectRef examples = PyObjectRef::steal(checkPy(PyList_New(0)));
+    for (const PyObjectRef& t : ctx.realInputs) PyList_Append(examples.get(), t.get());
+    PyObject* fn = PyObject_CallFunctionObjArgs(opts_.backend.get(), gm.get(), examples.get(), nullptr);  // new
+    if (fn == nullptr) {
+      std::string why = pythonErrorText();
+      if (!opts_.suppressErrors) {
+        throw UserError(UserErrorKind::kBackend,
+                        "backend '" + opts_.backendName + "' failed on the graph of '" + rec.function + "': " + why,
+                        rec.where, "the backend raised while compiling the captured graph",
+                        "fix the backend, try backend=\"eager\" to check the capture itself, or set "
+                        "dynamo.config.suppress_errors = True to run this function eagerly");
+      }
+      throw Error("backend '" + opts_.backendName + "' raised " + why);
+    }
+    if (!PyCallable_Check(fn)) {
+      Py_DECREF(fn);
+      throw UserError(UserErrorKind::kBackend,
+                      "backend '" + opts_.backendName + "' returned a non-callable for '" + rec.function + "'",
+                      rec.where, "a backend must return a callable that takes the graph inputs",
+                      "return gm.forward (or any callable) from the backend");
+    }
+    return PyObjectRef::steal(fn);
+  }
+
+  CompilerOptions opts_;
+};
+
+}  // namespace
+
+int registerCompilerTypes(PyObject* module) { return registerCompiledGraphType(module); }
+
+std::shared_ptr<FrameCompiler> makeFrameCompiler(CompilerOptions options) {
+  return std::make_shared<Compiler>(std::move(options));
+}
+
+}  // namespace dynamo::core

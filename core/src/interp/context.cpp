@@ -1,0 +1,633 @@
+// CompileContext: wrapping frame objects into Values with their guards, and recording torch
+// calls as graph nodes with meta-tensor shape inference (see tracer.h).
+#include <cstring>
+#include <functional>
+
+#include "graph_call.h"
+#include "torch_api.h"
+#include "tracer.h"
+
+namespace dynamo::core::interp {
+
+CompileContext::CompileContext(const FrameValues& frame, PyCodeObject* rootCode,
+                               TraceOptions opts)
+    : options(std::move(opts)), frame_(frame), rootCode_(rootCode) {
+  int r = PyObject_IsTrue(checkPy(PyObject_CallNoArgs(torchApi().isGradEnabled)));
+  gradEnabled = r == 1;
+  guards.add(Source{}, makeGradModeFromCurrent());
+}
+
+void CompileContext::breakHere(BreakKind kind, std::string detail) const {
+  PyErr_Clear();
+  GraphBreak b;
+  b.kind = kind;
+  b.detail = std::move(detail);
+  b.where = here();
+  b.userStack = userStack;
+  throw b;
+}
+
+void CompileContext::guard(const Source& source, LeafGuardPtr leaf) {
+  if (!source) return;
+  guards.add(source, std::move(leaf), here());
+}
+
+NodeMeta CompileContext::metaHere(PyObject* example) const {
+  NodeMeta meta;
+  meta.location = here();
+  meta.userStack = userStack;
+  if (example != nullptr && isTensor(example)) {
+    TensorMeta tm;
+    PyObjectRef shape = PyObjectRef::steal(PyObject_GetAttrString(example, "shape"));
+    if (shape) {
+      for (Py_ssize_t i = 0; i < PyTuple_Size(shape.get()); ++i)
+        tm.shape.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape.get(), i)));
+    }
+    PyObjectRef dtype = PyObjectRef::steal(PyObject_GetAttrString(example, "dtype"));
+    if (dtype) {
+      PyObjectRef s = PyObjectRef::steal(PyObject_Str(dtype.get()));
+      if (s) tm.dtype = PyUnicode_AsUTF8(s.get());
+    }
+    PyObjectRef rg = PyObjectRef::steal(PyObject_GetAttrString(example, "requires_grad"));
+    tm.requiresGrad = rg && rg.get() == Py_True;
+    meta.tensor = tm;
+    PyErr_Clear();
+  }
+  return meta;
+}
+
+static bool isTorchModuleObject(PyObject* o) {
+  if (!PyModule_Check(o)) return false;
+  const char* name = PyModule_GetName(o);
+  if (name == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  return std::strcmp(name, "torch") == 0 || std::strncmp(name, "torch.", 6) == 0 ||
+         std::strcmp(name, "math") == 0 || std::strcmp(name, "operator") == 0;
+}
+
+ValueRef CompileContext::wrapTensor(PyObject* obj, const Source& source) {
+  PyObject* type = (PyObject*)Py_TYPE(obj);  // borrowed ref
+  const TorchApi& api = torchApi();
+  if (type != api.tensorType && type != api.parameterType)
+    breakHere(BreakKind::kUnsupported,
+              std::string("tensor subclass ") + Py_TYPE(obj)->tp_name + " as an input");
+  if (!source) breakHere(BreakKind::kUnsupported, "a tensor that cannot be reached from the frame");
+  PyObjectRef example = metaExample(obj);
+  PyObjectRef device = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, "device")));
+  NodeMeta meta = metaHere(example.get());
+  meta.tensor->device = PyUnicode_AsUTF8(PyObjectRef::steal(checkPy(PyObject_Str(device.get()))).get());
+  NodeRef node = graph.placeholder(source.name(), meta);
+  guard(source, makeTensorMatch(obj));
+  ValueRef v = makeTensor(node, example, device, source);
+  inputs_.emplace_back(node, source);
+  realInputs.push_back(PyObjectRef::borrow(obj));
+  byIdentity[obj] = v;
+  return v;
+}
+
+ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded) {
+  if (!isConstantObject(obj)) {
+    auto it = byIdentity.find(obj);
+    if (it != byIdentity.end()) return it->second;
+  }
+  if (isTensor(obj)) return wrapTensor(obj, source);
+  if (isConstantObject(obj)) {
+    if (source && guarded) {
+      if (obj == Py_None || PyBool_Check(obj) || PyLong_CheckExact(obj) ||
+          PyFloat_CheckExact(obj) || PyUnicode_CheckExact(obj)) {
+        guard(source, makeEqualsMatch(obj));
+      } else if (PyTuple_CheckExact(obj)) {
+        guard(source, makeTypeMatch(obj));
+        guard(source, makeLengthCheck(PyTuple_GET_SIZE(obj)));
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
+          PyObjectRef idx = PyObjectRef::steal(PyLong_FromSsize_t(i));
+          wrap(PyTuple_GET_ITEM(obj, i), Source::item(source, idx.get()), guarded);
+        }
+      } else {
+        guard(source, makeIdMatch(obj));
+      }
+    }
+    return makeConst(obj);
+  }
+  ValueRef v;
+  if (PyList_CheckExact(obj) || (PyTuple_Check(obj) && !isModule(obj))) {
+    bool isList = PyList_CheckExact(obj);
+    if (guarded) {
+      guard(source, makeTypeMatch(obj));
+      guard(source, makeLengthCheck(PySequence_Size(obj)));
+    }
+    std::vector<ValueRef> items;
+    Py_ssize_t n = PySequence_Size(obj);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = isList ? PyList_GET_ITEM(obj, i) : PyTuple_GET_ITEM(obj, i);  // borrowed
+      PyObjectRef idx = PyObjectRef::steal(PyLong_FromSsize_t(i));
+      items.push_back(wrap(item, source ? Source::item(source, idx.get()) : Source{}, guarded));
+    }
+    v = isList ? makeList(std::move(items)) : makeTuple(std::move(items));
+    if (!PyTuple_CheckExact(obj) && !isList) v->obj = PyObjectRef::borrow((PyObject*)Py_TYPE(obj));
+    v->source = source;
+    if (isList) byIdentity[obj] = v;
+    return v;
+  }
+  if (PyDict_Check(obj)) {
+    if (guarded) guard(source, makeDictKeys(obj));
+    v = std::make_shared<Value>();
+    v->kind = ValueKind::kDict;
+    v->source = source;
+    PyObject *key, *value;  // borrowed refs
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(obj, &pos, &key, &value)) {
+      if (!isConstantObject(key)) breakHere(BreakKind::kUnsupported, "dict with non-constant keys");
+      v->keys.push_back(PyObjectRef::borrow(key));
+      v->items.push_back(wrap(value, source ? Source::item(source, key) : Source{}, guarded));
+    }
+    byIdentity[obj] = v;
+    return v;
+  }
+  // Everything else is known exactly: modules, functions, classes, user objects.
+  v = makeObject(obj, source);
+  if (source && guarded) {
+    if (isModule(obj) || PyFunction_Check(obj) || PyType_Check(obj) || PyModule_Check(obj) ||
+        PyCFunction_Check(obj) || PyMethod_Check(obj)) {
+      guard(source, makeIdMatch(obj));
+    } else {
+      guard(source, makeTypeMatch(obj));
+    }
+  }
+  if (!PyModule_Check(obj)) byIdentity[obj] = v;
+  (void)isTorchModuleObject;
+  return v;
+}
+
+// ---- conversions ------------------------------------------------------------------------------
+
+PyObjectRef concrete(const ValueRef& v) {
+  switch (v->kind) {
+    case ValueKind::kConst:
+    case ValueKind::kObject:
+      return v->obj;
+    case ValueKind::kTuple:
+    case ValueKind::kList: {
+      PyObjectRef out = PyObjectRef::steal(v->kind == ValueKind::kTuple
+                                               ? PyTuple_New(v->items.size())
+                                               : PyList_New(v->items.size()));
+      checkPy(out.get());
+      for (size_t i = 0; i < v->items.size(); ++i) {
+        PyObjectRef item = concrete(v->items[i]);
+        if (!item) return {};
+        if (v->kind == ValueKind::kTuple)
+          PyTuple_SET_ITEM(out.get(), i, item.release());
+        else
+          PyList_SET_ITEM(out.get(), i, item.release());
+      }
+      if (v->kind == ValueKind::kTuple && v->obj) {
+        return PyObjectRef::steal(checkPy(makeTupleSubclass(v->obj.get(), out.get())));
+      }
+      return out;
+    }
+    case ValueKind::kSlice: {
+      PyObjectRef a = concrete(v->items[0]), b = concrete(v->items[1]), c = concrete(v->items[2]);
+      if (!a || !b || !c) return {};
+      return PyObjectRef::steal(checkPy(PySlice_New(a.get(), b.get(), c.get())));
+    }
+    case ValueKind::kDict: {
+      PyObjectRef out = PyObjectRef::steal(checkPy(PyDict_New()));
+      for (size_t i = 0; i < v->keys.size(); ++i) {
+        PyObjectRef item = concrete(v->items[i]);
+        if (!item) return {};
+        PyDict_SetItem(out.get(), v->keys[i].get(), item.get());
+      }
+      return out;
+    }
+    default:
+      return {};
+  }
+}
+
+PyObjectRef exampleOf(CompileContext& ctx, const ValueRef& v) {
+  switch (v->kind) {
+    case ValueKind::kTensor:
+      return v->obj;
+    case ValueKind::kTuple:
+    case ValueKind::kList: {
+      PyObjectRef out = PyObjectRef::steal(checkPy(v->kind == ValueKind::kTuple
+                                                       ? PyTuple_New(v->items.size())
+                                                       : PyList_New(v->items.size())));
+      for (size_t i = 0; i < v->items.size(); ++i) {
+        PyObjectRef item = exampleOf(ctx, v->items[i]);
+        if (v->kind == ValueKind::kTuple)
+          PyTuple_SET_ITEM(out.get(), i, item.release());
+        else
+          PyList_SET_ITEM(out.get(), i, item.release());
+      }
+      return out;
+    }
+    case ValueKind::kSlice: {
+      PyObjectRef a = exampleOf(ctx, v->items[0]), b = exampleOf(ctx, v->items[1]),
+                  c = exampleOf(ctx, v->items[2]);
+      return PyObjectRef::steal(checkPy(PySlice_New(a.get(), b.get(), c.get())));
+    }
+    case ValueKind::kDict: {
+      PyObjectRef out = PyObjectRef::steal(checkPy(PyDict_New()));
+      for (size_t i = 0; i < v->keys.size(); ++i) {
+        PyObjectRef item = exampleOf(ctx, v->items[i]);
+        PyDict_SetItem(out.get(), v->keys[i].get(), item.get());
+      }
+      return out;
+    }
+    case ValueKind::kConst:
+    case ValueKind::kObject:
+      return v->obj;
+    default:
+      ctx.breakHere(BreakKind::kUnsupported, "passing " + describe(*v) + " to a torch function");
+  }
+}
+
+static std::string strOf(PyObject* o) {
+  PyObjectRef s = PyObjectRef::steal(checkPy(PyObject_Str(o)));
+  return PyUnicode_AsUTF8(s.get());
+}
+
+Arg argOf(CompileContext& ctx, const ValueRef& v) {
+  switch (v->kind) {
+    case ValueKind::kTensor:
+      return Arg::node(v->node);
+    case ValueKind::kTuple:
+    case ValueKind::kList: {
+      std::vector<Arg> items;
+      for (const ValueRef& item : v->items) items.push_back(argOf(ctx, item));
+      return v->kind == ValueKind::kTuple ? Arg::tuple(std::move(items)) : Arg::list(std::move(items));
+    }
+    case ValueKind::kSlice:
+      return Arg::slice(argOf(ctx, v->items[0]), argOf(ctx, v->items[1]), argOf(ctx, v->items[2]));
+    case ValueKind::kDict: {
+      std::vector<std::pair<std::string, Arg>> entries;
+      for (size_t i = 0; i < v->keys.size(); ++i) {
+        if (!PyUnicode_Check(v->keys[i].get()))
+          ctx.breakHere(BreakKind::kUnsupported, "a dict with non-str keys as a graph argument");
+        entries.emplace_back(PyUnicode_AsUTF8(v->keys[i].get()), argOf(ctx, v->items[i]));
+      }
+      return Arg::dict(std::move(entries));
+    }
+    case ValueKind::kConst:
+    case ValueKind::kObject: {
+      PyObject* o = v->py();
+      const TorchApi& api = torchApi();
+      if (o == Py_None) return Arg::none();
+      if (o == Py_Ellipsis) return Arg::ellipsis();
+      if (PyBool_Check(o)) return Arg::boolean(o == Py_True);
+      if (PyLong_CheckExact(o)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (!overflow) return Arg::integer(x);
+      }
+      if (PyFloat_CheckExact(o)) return Arg::floating(PyFloat_AS_DOUBLE(o));
+      if (PyUnicode_CheckExact(o)) return Arg::string(PyUnicode_AsUTF8(o));
+      if ((PyObject*)Py_TYPE(o) == api.dtypeType) return Arg::dtype(strOf(o));
+      if ((PyObject*)Py_TYPE(o) == api.deviceType) return Arg::device(strOf(o));
+      std::string tn = Py_TYPE(o)->tp_name;
+      if (tn == "torch.layout") return Arg::layout(strOf(o));
+      if (tn == "torch.memory_format") return Arg::memoryFormat(strOf(o));
+      if (PyTuple_CheckExact(o)) {
+        std::vector<Arg> items;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
+          items.push_back(argOf(ctx, makeConst(PyTuple_GET_ITEM(o, i))));
+        return Arg::tuple(std::move(items));
+      }
+      ctx.breakHere(BreakKind::kUnsupported, "passing " + describe(*v) + " into the graph");
+    }
+    default:
+      ctx.breakHere(BreakKind::kUnsupported, "passing " + describe(*v) + " into the graph");
+  }
+}
+
+ValueRef wrapResult(CompileContext& ctx, NodeRef node, PyObject* example, PyObject* device) {
+  if (isTensor(example)) {
+    return makeTensor(node, PyObjectRef::borrow(example), PyObjectRef::borrow(device));
+  }
+  if (PyTuple_Check(example) || PyList_Check(example)) {
+    std::vector<ValueRef> items;
+    Py_ssize_t n = PySequence_Size(example);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObjectRef item = PyObjectRef::steal(checkPy(PySequence_GetItem(example, i)));
+      if (isTensor(item.get())) {
+        NodeRef sub = ctx.graph.callFunction(Target::fromCallable(torchApi().getitem),
+                                             {Arg::node(node), Arg::integer(i)}, {},
+                                             ctx.metaHere(item.get()));
+        items.push_back(makeTensor(sub, item, PyObjectRef::borrow(device)));
+      } else if (isConstantObject(item.get())) {
+        items.push_back(makeConst(item.get()));
+      } else {
+        ctx.breakHere(BreakKind::kUnsupported, "a torch call returning a container of non-tensors");
+      }
+    }
+    ValueRef v = PyList_Check(example) ? makeList(std::move(items)) : makeTuple(std::move(items));
+    if (!PyTuple_CheckExact(example) && !PyList_Check(example))
+      v->obj = PyObjectRef::borrow((PyObject*)Py_TYPE(example));
+    return v;
+  }
+  ctx.breakHere(BreakKind::kUnsupported, std::string("a torch call returning ") +
+                                              Py_TYPE(example)->tp_name);
+}
+
+// Device of the result: an explicit device argument, else the first tensor argument's device.
+static PyObjectRef inferDevice(const std::string& method, const std::vector<ValueRef>& args,
+                               const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
+  const TorchApi& api = torchApi();
+  auto asDevice = [&](const ValueRef& v) -> PyObjectRef {
+    if (v->isTensor() && method == "to") return v->device;
+    if ((v->isConst() || v->kind == ValueKind::kObject) &&
+        ((PyObject*)Py_TYPE(v->py()) == api.deviceType || PyUnicode_Check(v->py()))) {
+      if (PyUnicode_Check(v->py())) {
+        PyObject* d = PyObject_CallFunctionObjArgs(api.deviceType, v->py(), nullptr);  // new
+        if (d == nullptr) {
+          PyErr_Clear();
+          return {};
+        }
+        return PyObjectRef::steal(d);
+      }
+      return v->obj;
+    }
+    return {};
+  };
+  for (const auto& [k, v] : kwargs)
+    if (k == "device") {
+      if (PyObjectRef d = asDevice(v)) return d;
+    }
+  if (method == "to") {
+    for (size_t i = 1; i < args.size(); ++i)
+      if (PyObjectRef d = asDevice(args[i])) return d;
+  }
+  if (method == "cpu") return PyObjectRef::steal(checkPy(PyObject_CallFunction(api.deviceType, "s", "cpu")));
+  if (method == "cuda") return PyObjectRef::steal(checkPy(PyObject_CallFunction(api.deviceType, "s", "cuda")));
+  std::function<PyObjectRef(const ValueRef&)> first = [&](const ValueRef& v) -> PyObjectRef {
+    if (v->isTensor()) return v->device;
+    if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList)
+      for (const ValueRef& item : v->items)
+        if (PyObjectRef d = first(item)) return d;
+    return {};
+  };
+  for (const ValueRef& a : args)
+    if (PyObjectRef d = first(a)) return d;
+  return PyObjectRef::steal(checkPy(PyObject_CallFunction(api.deviceType, "s", "cpu")));
+}
+
+// A meta copy of a tensor that is not on meta yet (new ref); meta tensors are returned as they are.
+static PyObjectRef toMeta(PyObject* t) {
+  PyObjectRef dev = PyObjectRef::steal(checkPy(PyObject_GetAttrString(t, "device")));
+  if (strOf(dev.get()) == "meta") return PyObjectRef::borrow(t);
+  return metaExample(t);
+}
+
+// Real zero tensors standing in for symbolic ones, on the device each lives on (new ref).
+static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v) {
+  if (v->isTensor()) {
+    // torch.zeros, not zeros_like: in torch 1.13 zeros_like(meta, device=...) is not zeroed.
+    PyObjectRef zeros = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().torch, "zeros")));
+    PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "shape")));
+    PyObjectRef dtype = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "dtype")));
+    PyObjectRef args = PyObjectRef::steal(checkPy(PyTuple_Pack(1, shape.get())));
+    PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
+    PyDict_SetItemString(kw.get(), "dtype", dtype.get());
+    PyDict_SetItemString(kw.get(), "device", v->device.get());
+    return PyObjectRef::steal(checkPy(PyObject_Call(zeros.get(), args.get(), kw.get())));
+  }
+  if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList) {
+    PyObjectRef out = PyObjectRef::steal(checkPy(PyList_New(0)));
+    for (const ValueRef& item : v->items) PyList_Append(out.get(), materialize(ctx, item).get());
+    if (v->kind == ValueKind::kList) return out;
+    return PyObjectRef::steal(checkPy(PyList_AsTuple(out.get())));
+  }
+  return exampleOf(ctx, v);
+}
+
+static PyObject* callMaterialized(CompileContext& ctx, PyObject* fn, const std::string& method,
+                                  const std::vector<ValueRef>& args,
+                                  const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
+  PyObjectRef t = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, materialize(ctx, args[i]).release());
+  PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
+  for (const auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), materialize(ctx, v).get());
+  PyObjectRef callable = PyObjectRef::borrow(fn);
+  PyObjectRef callArgs = t;
+  if (!method.empty()) {
+    callable = PyObjectRef::steal(checkPy(PyObject_GetAttrString(PyTuple_GET_ITEM(t.get(), 0), method.c_str())));
+    callArgs = PyObjectRef::steal(checkPy(PyTuple_GetSlice(t.get(), 1, args.size())));
+  }
+  return PyObject_Call(callable.get(), callArgs.get(), kw.get());  // new ref or NULL
+}
+
+ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
+                                    const std::vector<ValueRef>& args,
+                                    const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
+  const TorchApi& api = torchApi();
+  // Examples: run the call on meta tensors under the traced grad mode.
+  PyObjectRef exArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i)
+    PyTuple_SET_ITEM(exArgs.get(), i, exampleOf(*this, args[i]).release());
+  PyObjectRef exKwargs = PyObjectRef::steal(checkPy(PyDict_New()));
+  for (const auto& [k, v] : kwargs) {
+    PyObjectRef ex = exampleOf(*this, v);
+    if (k == "device") {
+      PyDict_SetItemString(exKwargs.get(), "device", api.metaDevice);
+    } else {
+      PyDict_SetItemString(exKwargs.get(), k.c_str(), ex.get());
+    }
+  }
+  PyObjectRef callable;
+  PyObjectRef callArgs = exArgs;
+  if (!method.empty()) {
+    callable = PyObjectRef::steal(checkPy(PyObject_GetAttrString(PyTuple_GET_ITEM(exArgs.get(), 0), method.c_str())));
+    callArgs = PyObjectRef::steal(checkPy(PyTuple_GetSlice(exArgs.get(), 1, args.size())));
+  } else {
+    callable = PyObjectRef::borrow(fn);
+  }
+  // Device moves are shape-preserving: keep the example on meta.
+  if (method == "to" || method == "cuda" || method == "cpu") {
+    PyObjectRef metaArgs = PyObjectRef::steal(checkPy(PyTuple_New(0)));
+    PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(callArgs.get()); ++i) {
+      PyObject* a = PyTuple_GET_ITEM(callArgs.get(), i);  // borrowed
+      if ((PyObject*)Py_TYPE(a) == api.dtypeType) PyDict_SetItemString(kw.get(), "dtype", a);
+    }
+    PyObject* dt = PyDict_GetItemString(exKwargs.get(), "dtype");  // borrowed
+    if (dt) PyDict_SetItemString(kw.get(), "dtype", dt);
+    callArgs = metaArgs;
+    exKwargs = kw;
+    PyObject* self = PyTuple_GET_ITEM(exArgs.get(), 0);  // borrowed
+    callable = PyObjectRef::steal(checkPy(PyObject_GetAttrString(self, "to")));
+  }
+  PyObjectRef prevGrad = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.isGradEnabled)));
+  PyObjectRef setTo = PyObjectRef::steal(checkPy(
+      PyObject_CallFunctionObjArgs(api.setGradEnabled, gradEnabled ? Py_True : Py_False, nullptr)));
+  PyObject* result = PyObject_Call(callable.get(), callArgs.get(),
+                                   PyDict_Size(exKwargs.get()) ? exKwargs.get() : nullptr);  // new
+  if (result == nullptr) {
+    // No meta kernel, or a kernel that needs data (one_hot): run once on zero tensors of the
+    // right shapes on the real device. A real error (a shape mismatch) fails here too.
+    PyErr_Clear();
+    result = callMaterialized(*this, fn, method, args, kwargs);
+  }
+  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
+  if (result == nullptr) PyErr_Fetch(&et, &ev, &tb);
+  PyObject* restored = PyObject_CallFunctionObjArgs(api.setGradEnabled, prevGrad.get(), nullptr);
+  Py_XDECREF(restored);
+  if (result == nullptr) {
+    PyObjectRef msg = PyObjectRef::steal(ev ? PyObject_Str(ev) : nullptr);
+    std::string text = msg ? PyUnicode_AsUTF8(msg.get()) : "unknown error";
+    bool notImpl = et && PyErr_GivenExceptionMatches(et, PyExc_NotImplementedError);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    PyErr_Clear();
+    std::string what = method.empty() ? Target::fromCallable(fn).qualifiedName() : "Tensor." + method;
+    if (notImpl)
+      breakHere(BreakKind::kUnsupported, what + " has no shape function (meta kernel): " + text.substr(0, 200));
+    breakHere(BreakKind::kException, what + " raised while capturing: " + text.substr(0, 300));
+  }
+  PyObjectRef res = PyObjectRef::steal(result);
+  // Factory functions (and the materialized fallback) give real tensors: bring them to meta.
+  bool hasTensor = isTensor(res.get());
+  if (hasTensor) {
+    res = toMeta(res.get());
+  } else if (PyTuple_Check(res.get()) || PyList_Check(res.get())) {
+    bool any = false;
+    for (Py_ssize_t i = 0; i < PySequence_Size(res.get()); ++i) {
+      PyObjectRef item = PyObjectRef::steal(checkPy(PySequence_GetItem(res.get(), i)));
+      if (isTensor(item.get())) any = true;
+    }
+    if (any) {
+      hasTensor = true;
+      PyObjectRef items = PyObjectRef::steal(checkPy(PyList_New(0)));
+      for (Py_ssize_t i = 0; i < PySequence_Size(res.get()); ++i) {
+        PyObjectRef item = PyObjectRef::steal(checkPy(PySequence_GetItem(res.get(), i)));
+        PyObjectRef m = isTensor(item.get()) ? toMeta(item.get()) : item;
+        PyList_Append(items.get(), m.get());
+      }
+      if (PyList_Check(res.get())) {
+        res = items;
+      } else {
+        PyObjectRef tup = PyObjectRef::steal(checkPy(PyList_AsTuple(items.get())));
+        res = PyTuple_CheckExact(res.get()) ? tup
+              : PyObjectRef::steal(checkPy(PyObject_CallOneArg((PyObject*)Py_TYPE(res.get()), tup.get())));
+      }
+    }
+  }
+  if (!hasTensor && res.get() == Py_None) {
+    // Mutation for its side effect (operator.setitem, Tensor.__setitem__): always a node.
+    std::vector<Arg> gargs;
+    for (const ValueRef& a : args) gargs.push_back(argOf(*this, a));
+    Kwargs gkwargs;
+    for (const auto& [k, v] : kwargs) gkwargs.emplace_back(k, argOf(*this, v));
+    if (method.empty())
+      graph.callFunction(Target::fromCallable(fn), std::move(gargs), std::move(gkwargs), metaHere(nullptr));
+    else
+      graph.callMethod(method, std::move(gargs), std::move(gkwargs), metaHere(nullptr));
+    return makeConst(Py_None);
+  }
+  if (!hasTensor) {
+    // A function of the example's metadata (x.dim(), x.size(1), x.is_contiguous()).
+    if (isConstantObject(res.get())) return makeConst(res.get());
+    PyObject* t = (PyObject*)Py_TYPE(res.get());
+    if (PyTuple_Check(res.get())) {  // torch.Size
+      PyObjectRef tup = PyObjectRef::steal(checkPy(PySequence_Tuple(res.get())));
+      (void)t;
+      return makeConst(tup.get());
+    }
+    breakHere(BreakKind::kUnsupported, std::string("a torch call returning ") + Py_TYPE(res.get())->tp_name);
+  }
+  PyObjectRef device = inferDevice(method, args, kwargs);
+  std::vector<Arg> gargs;
+  for (const ValueRef& a : args) gargs.push_back(argOf(*this, a));
+  Kwargs gkwargs;
+  for (const auto& [k, v] : kwargs) gkwargs.emplace_back(k, argOf(*this, v));
+  NodeMeta meta = metaHere(isTensor(res.get()) ? res.get() : nullptr);
+  if (meta.tensor) meta.tensor->device = strOf(device.get());
+  NodeRef node = method.empty()
+                     ? graph.callFunction(Target::fromCallable(fn), std::move(gargs), std::move(gkwargs), meta)
+                     : graph.callMethod(method, std::move(gargs), std::move(gkwargs), meta);
+  return wrapResult(*this, node, res.get(), device.get());
+}
+
+std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
+  switch (v->kind) {
+    case ValueKind::kTuple:
+    case ValueKind::kList:
+      return v->items;
+    case ValueKind::kDict: {
+      std::vector<ValueRef> keys;
+      for (const PyObjectRef& k : v->keys) keys.push_back(makeConst(k.get()));
+      return keys;
+    }
+    case ValueKind::kIterator:
+      return std::vector<ValueRef>(v->items.begin() + v->index, v->items.end());
+    case ValueKind::kConst: {
+      PyObject* o = v->py();
+      if (PyTuple_Check(o) || PyUnicode_Check(o) || PyFrozenSet_Check(o)) {
+        std::vector<ValueRef> out;
+        PyObjectRef it = PyObjectRef::steal(checkPy(PyObject_GetIter(o)));
+        while (PyObject* item = PyIter_Next(it.get())) {  // new ref
+          out.push_back(makeConst(item));
+          Py_DECREF(item);
+        }
+        if (PyErr_Occurred()) throw PythonError{};
+        return out;
+      }
+      break;
+    }
+    case ValueKind::kTensor: {
+      PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "shape")));
+      if (PyTuple_GET_SIZE(shape.get()) == 0) ctx.breakHere(BreakKind::kException, "iteration over a 0-d tensor");
+      long n = PyLong_AsLong(PyTuple_GET_ITEM(shape.get(), 0));
+      std::vector<ValueRef> out;
+      for (long i = 0; i < n; ++i) {
+        PyObjectRef idx = PyObjectRef::steal(PyLong_FromLong(i));
+        out.push_back(getItem(ctx, v, makeConst(idx.get())));
+      }
+      return out;
+    }
+    case ValueKind::kObject: {
+      PyObject* o = v->py();
+      const TorchApi& api = torchApi();
+      // range objects and containers of modules are unrolled.
+      if (PyRange_Check(o)) {
+        std::vector<ValueRef> out;
+        PyObjectRef it = PyObjectRef::steal(checkPy(PyObject_GetIter(o)));
+        while (PyObject* item = PyIter_Next(it.get())) {  // new ref
+          out.push_back(makeConst(item));
+          Py_DECREF(item);
+        }
+        return out;
+      }
+      if (PyObject_IsInstance(o, api.sequentialType) == 1 || PyObject_IsInstance(o, api.moduleListType) == 1) {
+        PyObjectRef mods = PyObjectRef::steal(checkPy(PyObject_GetAttrString(o, "_modules")));
+        std::vector<ValueRef> out;
+        PyObject *key, *value;  // borrowed refs
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(mods.get(), &pos, &key, &value)) {
+          Source s = v->source ? Source::moduleAttr(v->source, PyUnicode_AsUTF8(key), ModuleSlot::kModules) : Source{};
+          out.push_back(ctx.wrap(value, s));
+        }
+        ctx.guard(v->source, makeLengthCheck(PyDict_Size(mods.get())));
+        return out;
+      }
+      if (PyObject_IsInstance(o, api.moduleDictType) == 1) {
+        PyObjectRef mods = PyObjectRef::steal(checkPy(PyObject_GetAttrString(o, "_modules")));
+        std::vector<ValueRef> out;
+        PyObject *key, *value;  // borrowed refs
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(mods.get(), &pos, &key, &value)) out.push_back(makeConst(key));
+        return out;
+      }
+      PyErr_Clear();
+      break;
+    }
+    default:
+      break;
+  }
+  ctx.breakHere(BreakKind::kUnsupported, "iteration over " + describe(*v));
+}
+
+}  // namespace dynamo::core::interp

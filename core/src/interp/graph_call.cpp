@@ -1,0 +1,268 @@
+// The CompiledGraph Python type (see graph_call.h). This is on the hot path of every compiled
+// call: vectorcall, no allocation beyond the value arrays, no Python-level dispatch.
+#include "graph_call.h"
+
+#include <vector>
+
+#include "dynamo/core/frame_hook.h"
+
+namespace dynamo::core::interp {
+
+namespace {
+
+struct CompiledGraphObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  GraphCallSpec* spec;
+};
+
+// Fetched values of one call (new refs), released on scope exit.
+struct Fetched {
+  std::vector<PyObject*> values;
+  explicit Fetched(size_t n) : values(n, nullptr) {}
+  ~Fetched() {
+    for (PyObject* v : values) Py_XDECREF(v);
+  }
+};
+
+}  // namespace
+
+PyObject* makeTupleSubclass(PyObject* cls, PyObject* items) {
+  // namedtuple classes take the fields as arguments (cls._make(items)); structseq types such as
+  // torch.return_types.max take one sequence.
+  PyObject* make = PyObject_GetAttrString(cls, "_make");  // new ref
+  if (make != nullptr) {
+    PyObject* r = PyObject_CallOneArg(make, items);  // new ref
+    Py_DECREF(make);
+    return r;
+  }
+  PyErr_Clear();
+  return PyObject_CallOneArg(cls, items);
+}
+
+namespace {
+
+PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched) {
+  switch (plan.kind) {
+    case OutPlan::Kind::kGraphOutput: {
+      PyObject* v = PyTuple_GET_ITEM(outputs, plan.index);  // borrowed ref
+      Py_INCREF(v);
+      return v;
+    }
+    case OutPlan::Kind::kConst:
+      Py_INCREF(plan.obj.get());
+      return plan.obj.get();
+    case OutPlan::Kind::kFetched: {
+      PyObject* v = fetched.values[plan.index];  // borrowed ref
+      Py_INCREF(v);
+      return v;
+    }
+    case OutPlan::Kind::kTuple:
+    case OutPlan::Kind::kNamedTuple:
+    case OutPlan::Kind::kList: {
+      bool list = plan.kind == OutPlan::Kind::kList;
+      Py_ssize_t n = static_cast<Py_ssize_t>(plan.children.size());
+      PyObject* out = list ? PyList_New(n) : PyTuple_New(n);  // new ref
+      if (out == nullptr) return nullptr;
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* item = build(plan.children[i], outputs, fetched);  // new ref
+        if (item == nullptr) {
+          Py_DECREF(out);
+          return nullptr;
+        }
+        if (list) PyList_SET_ITEM(out, i, item);
+        else PyTuple_SET_ITEM(out, i, item);
+      }
+      if (plan.kind == OutPlan::Kind::kNamedTuple) {
+        PyObject* nt = makeTupleSubclass(plan.obj.get(), out);  // new ref
+        Py_DECREF(out);
+        return nt;
+      }
+      return out;
+    }
+    case OutPlan::Kind::kDict: {
+      PyObject* out = PyDict_New();  // new ref
+      if (out == nullptr) return nullptr;
+      for (size_t i = 0; i < plan.children.size(); ++i) {
+        PyObject* item = build(plan.children[i], outputs, fetched);  // new ref
+        if (item == nullptr || PyDict_SetItem(out, plan.keys[i].get(), item) < 0) {
+          Py_XDECREF(item);
+          Py_DECREF(out);
+          return nullptr;
+        }
+        Py_DECREF(item);
+      }
+      return out;
+    }
+    case OutPlan::Kind::kGetAttr: {
+      PyObject* base = build(plan.children[0], outputs, fetched);  // new ref
+      if (base == nullptr) return nullptr;
+      PyObject* r = PyObject_GetAttrString(base, plan.name.c_str());  // new ref
+      Py_DECREF(base);
+      return r;
+    }
+    case OutPlan::Kind::kSlice: {
+      PyObject* a = build(plan.children[0], outputs, fetched);
+      PyObject* b = a ? build(plan.children[1], outputs, fetched) : nullptr;
+      PyObject* c = b ? build(plan.children[2], outputs, fetched) : nullptr;
+      PyObject* s = c ? PySlice_New(a, b, c) : nullptr;
+      Py_XDECREF(a);
+      Py_XDECREF(b);
+      Py_XDECREF(c);
+      return s;
+    }
+  }
+  return nullptr;
+}
+
+int applyEffect(const EffectPlan& e, PyObject* outputs, const Fetched& fetched) {
+  PyObject* target = build(e.target, outputs, fetched);  // new ref
+  if (target == nullptr) return -1;
+  int rc = 0;
+  if (e.kind == EffectPlan::Kind::kSetAttr) {
+    PyObject* value = build(e.value, outputs, fetched);  // new ref
+    rc = value ? PyObject_SetAttrString(target, e.name.c_str(), value) : -1;
+    Py_XDECREF(value);
+  } else {
+    PyObject* value = build(e.value, outputs, fetched);  // new ref: the new contents
+    if (value == nullptr) {
+      rc = -1;
+    } else if (e.kind == EffectPlan::Kind::kListContents) {
+      rc = PyList_SetSlice(target, 0, PyList_GET_SIZE(target), value);
+    } else {
+      PyDict_Clear(target);
+      rc = PyDict_Update(target, value);
+    }
+    Py_XDECREF(value);
+  }
+  Py_DECREF(target);
+  return rc;
+}
+
+PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  const GraphCallSpec& spec = *reinterpret_cast<CompiledGraphObject*>(self)->spec;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs != spec.nargs || kwnames != nullptr) {
+    PyErr_Format(PyExc_TypeError, "internal error: %s expects %d arguments, got %zd. This is a bug in Dynamo.",
+                 spec.name.c_str(), spec.nargs, nargs);
+    return nullptr;
+  }
+  // Python run from here (torch.nn.functional inside the graph, backends, Module.__setattr__,
+  // namedtuple._make) is never captured.
+  HookSuspension suspended;
+  Fetched fetched(spec.fetches.size());
+  for (size_t i = 0; i < spec.fetches.size(); ++i) {
+    const FetchStep& f = spec.fetches[i];
+    PyObject* v;
+    if (f.base < 0) {
+      v = args[f.arg];  // borrowed ref
+      Py_INCREF(v);
+    } else {
+      v = f.source.fetchFrom(fetched.values[f.base]);  // new ref
+      if (v == nullptr) return nullptr;
+    }
+    fetched.values[i] = v;
+  }
+  PyObject* outputs = nullptr;  // new ref: the graph's output tuple
+  if (spec.hasGraph) {
+    PyObject* inputsSmall[16];
+    std::vector<PyObject*> inputsBig;
+    PyObject** inputs = inputsSmall;
+    if (spec.graphInputs.size() > 16) {
+      inputsBig.resize(spec.graphInputs.size());
+      inputs = inputsBig.data();
+    }
+    for (size_t i = 0; i < spec.graphInputs.size(); ++i) inputs[i] = fetched.values[spec.graphInputs[i]];
+    if (spec.runner) {
+      outputs = spec.runner->run(inputs, spec.graphInputs.size());
+    } else {
+      outputs = PyObject_Vectorcall(spec.backendFn.get(), inputs, spec.graphInputs.size(), nullptr);
+    }
+    if (outputs == nullptr) return nullptr;
+    if (!PyTuple_Check(outputs)) {
+      // Backends may return a list (FX GraphModules return what the output node holds).
+      PyObject* t = PySequence_Tuple(outputs);  // new ref
+      Py_DECREF(outputs);
+      if (t == nullptr) return nullptr;
+      outputs = t;
+    }
+  } else {
+    outputs = PyTuple_New(0);
+  }
+  PyObject* result = nullptr;
+  if (spec.returnSingle) {
+    result = build(spec.results[0], outputs, fetched);
+  } else {
+    result = PyTuple_New(static_cast<Py_ssize_t>(spec.results.size()));
+    for (size_t i = 0; result && i < spec.results.size(); ++i) {
+      PyObject* item = build(spec.results[i], outputs, fetched);
+      if (item == nullptr) {
+        Py_CLEAR(result);
+        break;
+      }
+      PyTuple_SET_ITEM(result, i, item);
+    }
+  }
+  if (result != nullptr) {
+    for (const EffectPlan& e : spec.effects) {
+      if (applyEffect(e, outputs, fetched) < 0) {
+        Py_CLEAR(result);
+        break;
+      }
+    }
+  }
+  Py_DECREF(outputs);
+  return result;
+}
+
+void compiledGraphDealloc(PyObject* self) {
+  auto* o = reinterpret_cast<CompiledGraphObject*>(self);
+  delete o->spec;
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* compiledGraphRepr(PyObject* self) {
+  auto* o = reinterpret_cast<CompiledGraphObject*>(self);
+  return PyUnicode_FromFormat("<dynamo compiled graph %s>", o->spec->name.c_str());
+}
+
+PyTypeObject compiledGraphType = [] {
+  PyTypeObject t{};
+  t.ob_base = PyVarObject_HEAD_INIT(nullptr, 0) t.tp_name = "dynamo._C.CompiledGraph";
+  t.tp_basicsize = sizeof(CompiledGraphObject);
+  t.tp_dealloc = compiledGraphDealloc;
+  t.tp_vectorcall_offset = offsetof(CompiledGraphObject, vectorcall);
+  t.tp_call = PyVectorcall_Call;
+  t.tp_repr = compiledGraphRepr;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  t.tp_doc = "A captured graph with its input fetching and output rebuilding (internal).";
+  return t;
+}();
+
+}  // namespace
+
+PyObject* makeCompiledGraph(std::unique_ptr<GraphCallSpec> spec) {
+  if (PyType_Ready(&compiledGraphType) < 0) return nullptr;
+  auto* o = PyObject_New(CompiledGraphObject, &compiledGraphType);  // new ref
+  if (o == nullptr) return nullptr;
+  o->vectorcall = compiledGraphCall;
+  o->spec = spec.release();
+  return reinterpret_cast<PyObject*>(o);
+}
+
+const GraphCallSpec* compiledGraphSpec(PyObject* obj) {
+  if (Py_TYPE(obj) != &compiledGraphType) return nullptr;
+  return reinterpret_cast<CompiledGraphObject*>(obj)->spec;
+}
+
+int registerCompiledGraphType(PyObject* module) {
+  if (PyType_Ready(&compiledGraphType) < 0) return -1;
+  Py_INCREF(&compiledGraphType);
+  if (PyModule_AddObject(module, "CompiledGraph", (PyObject*)&compiledGraphType) < 0) {
+    Py_DECREF(&compiledGraphType);
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace dynamo::core::interp

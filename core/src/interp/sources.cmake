@@ -1,0 +1,11 @@
+# The symbolic interpreter, code generation and the frame compiler.
+target_sources(dynamo_core PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/value.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/torch_api.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/context.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tracer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tracer_attrs.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tracer_calls.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/graph_call.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/codegen.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compiler.cpp)

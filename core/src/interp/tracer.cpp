@@ -1,0 +1,934 @@
+// The interpreter loop: one handler per opcode over symbolic Values (see tracer.h).
+//
+// Opcodes not handled here raise a kUnsupportedBytecode graph break naming the opcode. Version
+// differences (3.11 PRECALL/LOAD_METHOD/POP_JUMP_FORWARD_*, 3.12 RETURN_CONST/END_FOR/LOAD_ATTR
+// method bit) are handled with #ifdef on the opcode macros of the Python being built against.
+#include "tracer.h"
+
+#include <opcode.h>
+
+#include "torch_api.h"
+
+namespace dynamo::core::interp {
+
+namespace bc = dynamo::core::bytecode;
+
+// ---- break kinds ------------------------------------------------------------------------------
+
+namespace {
+struct BreakRow {
+  const char* slug;
+  const char* explanation;
+  const char* hint;
+};
+const BreakRow kBreakRows[] = {
+#define DYNAMO_BREAK(Name, slug, explanation, hint) {slug, explanation, hint},
+#include "dynamo/core/break_kinds.def"
+#undef DYNAMO_BREAK
+};
+}  // namespace
+
+const char* breakSlug(BreakKind kind) { return kBreakRows[static_cast<int>(kind)].slug; }
+const char* breakExplanation(BreakKind kind) {
+  return kBreakRows[static_cast<int>(kind)].explanation;
+}
+const char* breakHint(BreakKind kind) { return kBreakRows[static_cast<int>(kind)].hint; }
+
+// ---- construction -----------------------------------------------------------------------------
+
+static std::vector<std::string> slotNames(PyCodeObject* code) {
+  bc::CodeOptions opts = bc::codeOptionsFrom(code);
+  return opts.localsPlusNames();
+}
+
+Tracer::Tracer(CompileContext& ctx, PyCodeObject* code, PyObject* globals, PyObject* builtins)
+    : ctx_(ctx), parent_(nullptr), code_(code), globals_(globals), builtins_(builtins) {
+  bc_ = bc::decode(code);
+  localNames_ = slotNames(code);
+  locals_.resize(localNames_.size());
+  initRootLocals();
+}
+
+Tracer::Tracer(CompileContext& ctx, Tracer& parent, PyCodeObject* code, PyObject* globals,
+               std::vector<ValueRef> locals, std::vector<std::shared_ptr<CellBox>> closure)
+    : ctx_(ctx),
+      parent_(&parent),
+      code_(code),
+      globals_(globals),
+      builtins_(parent.builtins_),
+      locals_(std::move(locals)),
+      closure_(std::move(closure)),
+      depth_(parent.depth_ + 1) {
+  bc_ = bc::decode(code);
+  localNames_ = slotNames(code);
+  locals_.resize(localNames_.size());
+  // The inlined function's globals may differ from the root's; builtins come from its globals.
+  PyObject* b = PyDict_GetItemString(globals_, "__builtins__");  // borrowed ref
+  if (b != nullptr) {
+    if (PyModule_Check(b)) b = PyModule_GetDict(b);  // borrowed ref
+    if (PyDict_Check(b)) builtins_ = b;
+  }
+}
+
+void Tracer::initRootLocals() {
+  const FrameValues& f = ctx_.frame();
+  for (int i = 0; i < static_cast<int>(locals_.size()) && i < f.nlocals; ++i) {
+    PyObject* v = f.locals[i];  // borrowed ref
+    if (v == nullptr) continue;
+    locals_[i] = ctx_.wrap(v, Source::local(i, localNames_[i]));
+  }
+}
+
+bool Tracer::insideLoop(int i) const {
+  for (const auto& [target, jump] : loops_)
+    if (i >= target && i <= jump) return true;
+  return false;
+}
+
+SourceLocation Tracer::locationOf(const bc::Instruction& ins) const {
+  SourceLocation loc;
+  PyObject* fn = code_->co_filename;  // borrowed ref
+  loc.file = PyUnicode_Check(fn) ? PyUnicode_AsUTF8(fn) : "";
+  loc.line = ins.pos.line > 0 ? ins.pos.line : 0;
+  if (loc.line > 0) {
+    PyObject* linecache = PyImport_ImportModule("linecache");  // new ref
+    if (linecache != nullptr) {
+      PyObject* text = PyObject_CallMethod(linecache, "getline", "Oi", fn, loc.line);  // new
+      if (text != nullptr && PyUnicode_Check(text)) {
+        std::string s = PyUnicode_AsUTF8(text);
+        size_t b = s.find_first_not_of(" \t");
+        size_t e = s.find_last_not_of(" \t\r\n");
+        loc.sourceLine = b == std::string::npos ? "" : s.substr(b, e - b + 1);
+      }
+      Py_XDECREF(text);
+      Py_DECREF(linecache);
+    }
+    PyErr_Clear();
+  }
+  return loc;
+}
+
+// ---- stack helpers ----------------------------------------------------------------------------
+
+ValueRef Tracer::pop() {
+  DYNAMO_INTERNAL_ASSERT(!stack_.empty(), "stack underflow at instruction ", ip_);
+  ValueRef v = std::move(stack_.back());
+  stack_.pop_back();
+  return v;
+}
+
+ValueRef& Tracer::top(int n) {
+  DYNAMO_INTERNAL_ASSERT(static_cast<int>(stack_.size()) >= n, "stack underflow at ", ip_);
+  return stack_[stack_.size() - n];
+}
+
+std::vector<ValueRef> Tracer::popN(int n) {
+  DYNAMO_INTERNAL_ASSERT(static_cast<int>(stack_.size()) >= n, "stack underflow at ", ip_);
+  std::vector<ValueRef> out(stack_.end() - n, stack_.end());
+  stack_.resize(stack_.size() - n);
+  return out;
+}
+
+// ---- the loop ---------------------------------------------------------------------------------
+
+ValueRef Tracer::run() {
+  DYNAMO_USER_CHECK(depth_ <= ctx_.options.maxInlineDepth, UserErrorKind::kUnsupported,
+                    "inlining deeper than ", ctx_.options.maxInlineDepth, " calls");
+  for (size_t i = 0; i < bc_.instructions.size(); ++i) {
+    const bc::Instruction& ins = bc_.instructions[i];
+    if (ins.isJump() && ins.target >= 0 && ins.target <= static_cast<int>(i))
+      loops_.emplace_back(ins.target, static_cast<int>(i));
+  }
+  ctx_.userStack.push_back({});
+  ip_ = 0;
+  while (!done_) {
+    DYNAMO_INTERNAL_ASSERT(ip_ >= 0 && ip_ < static_cast<int>(bc_.instructions.size()),
+                           "fell off the end of the bytecode at ", ip_);
+    const bc::Instruction& ins = bc_.instructions[ip_];
+    ctx_.userStack.back() = locationOf(ins);
+    next_ = ip_ + 1;
+    if (parent_ == nullptr) {
+      // Root: keep the state before the instruction, for the code after a break.
+      std::vector<ValueRef> stackBefore = stack_;
+      std::vector<ValueRef> localsBefore = locals_;
+      ValueRef kwBefore = kwNames_;
+      try {
+        auto forced = ctx_.options.forcedBreaks.find(ip_);
+        if (forced != ctx_.options.forcedBreaks.end()) {
+          GraphBreak b = forced->second;
+          b.inlined = false;
+          throw b;
+        }
+        step(ins);
+      } catch (const GraphBreak& b) {
+        rootBreak_ = std::make_unique<RootBreak>();
+        rootBreak_->info = b;
+        rootBreak_->instruction = ip_;
+        rootBreak_->stack = std::move(stackBefore);
+        rootBreak_->locals = std::move(localsBefore);
+        rootBreak_->kwNames = kwBefore;
+        rootBreak_->needsRestart = b.inlined;
+        ctx_.userStack.pop_back();
+        return nullptr;
+      }
+    } else {
+      step(ins);
+    }
+    ip_ = next_;
+  }
+  ctx_.userStack.pop_back();
+  return returned_;
+}
+
+ValueRef Tracer::loadGlobal(const std::string& name) {
+  // Tracing-time writes to globals are visible to later reads.
+  for (auto it = ctx_.effects.rbegin(); it != ctx_.effects.rend(); ++it)
+    if (it->kind == SideEffect::Kind::kGlobal && it->name == name && parent_ == nullptr)
+      return it->value;
+  PyObject* v = PyDict_GetItemString(globals_, name.c_str());  // borrowed ref
+  if (v != nullptr) {
+    if (parent_ == nullptr) return ctx_.wrap(v, Source::global(name));
+    // Globals of an inlined function from another module: reached through the function.
+    return ctx_.wrap(v, Source{});
+  }
+  v = PyDict_GetItemString(builtins_, name.c_str());  // borrowed ref
+  if (v != nullptr) return ctx_.wrap(v, parent_ == nullptr ? Source::builtin(name) : Source{});
+  ctx_.breakHere(BreakKind::kUnsupported, "name '" + name + "' is not defined");
+}
+
+bool Tracer::truthiness(const ValueRef& v) {
+  switch (v->kind) {
+    case ValueKind::kConst: {
+      int r = PyObject_IsTrue(v->py());
+      if (r < 0) throw PythonError{};
+      return r != 0;
+    }
+    case ValueKind::kTensor:
+      ctx_.breakHere(BreakKind::kDataDependentBranch,
+                     "branch on the value of a tensor (" + describe(*v) + ")");
+    case ValueKind::kTuple:
+    case ValueKind::kList:
+    case ValueKind::kDict:
+      return !v->items.empty();
+    case ValueKind::kNull:
+      return false;
+    case ValueKind::kObject: {
+      if (v->py() == Py_None) return false;
+      if (isModule(v->py()) || PyCallable_Check(v->py())) return true;
+      if (PyDict_Check(v->py()) || PyList_Check(v->py()) || PyTuple_Check(v->py())) {
+        Py_ssize_t n = PyObject_Length(v->py());
+        if (n < 0) throw PythonError{};
+        ctx_.guard(v->source, makeLengthCheck(n));
+        return n > 0;
+      }
+      ctx_.breakHere(BreakKind::kUnsupported, "truth value of " + describe(*v));
+    }
+    default:
+      return true;
+  }
+}
+
+void Tracer::step(const bc::Instruction& ins) {
+  const int op = ins.opcode;
+  const int arg = ins.arg;
+  switch (op) {
+    case NOP:
+    case RESUME:
+#ifdef PRECALL
+    case PRECALL:
+#endif
+      return;
+    case CACHE:
+      return;
+#ifdef COPY_FREE_VARS
+    case COPY_FREE_VARS: {
+      // Free variables are the last `arg` slots.
+      int n = static_cast<int>(locals_.size());
+      for (int k = 0; k < arg; ++k) {
+        int slot = n - arg + k;
+        auto box = std::make_shared<CellBox>();
+        if (parent_ == nullptr) {
+          box->contents = locals_[slot];  // the value read through the closure at entry
+          ValueRef cell = std::make_shared<Value>();
+          cell->kind = ValueKind::kCell;
+          cell->cell = box;
+          cell->index = static_cast<size_t>(slot);
+          locals_[slot] = cell;
+        } else {
+          ValueRef cell = std::make_shared<Value>();
+          cell->kind = ValueKind::kCell;
+          cell->cell = k < static_cast<int>(closure_.size()) ? closure_[k] : box;
+          cell->index = static_cast<size_t>(slot);
+          locals_[slot] = cell;
+        }
+      }
+      return;
+    }
+#endif
+    case MAKE_CELL: {
+      ValueRef cell = std::make_shared<Value>();
+      cell->kind = ValueKind::kCell;
+      cell->cell = std::make_shared<CellBox>();
+      cell->cell->contents = locals_[arg];
+      cell->index = static_cast<size_t>(arg);
+      locals_[arg] = cell;
+      return;
+    }
+    case POP_TOP:
+      pop();
+      return;
+    case PUSH_NULL:
+      push(makeNull());
+      return;
+    case COPY:
+      push(top(arg));
+      return;
+    case SWAP:
+      std::swap(top(1), top(arg));
+      return;
+    case LOAD_CONST:
+      push(makeConst(PyTuple_GET_ITEM(code_->co_consts, arg)));  // borrowed ref
+      return;
+#ifdef RETURN_CONST
+    case RETURN_CONST:
+      returned_ = makeConst(PyTuple_GET_ITEM(code_->co_consts, arg));
+      done_ = true;
+      return;
+#endif
+    case LOAD_FAST:
+#ifdef LOAD_FAST_CHECK
+    case LOAD_FAST_CHECK:
+#endif
+    {
+      const ValueRef& v = locals_[arg];
+      if (!v) ctx_.breakHere(BreakKind::kUnsupported, "local '" + localNames_[arg] + "' is unbound");
+      push(v);
+      return;
+    }
+#ifdef LOAD_FAST_AND_CLEAR
+    case LOAD_FAST_AND_CLEAR:
+      push(locals_[arg] ? locals_[arg] : makeNull());
+      locals_[arg] = nullptr;
+      return;
+#endif
+    case STORE_FAST: {
+      ValueRef v = pop();
+      locals_[arg] = v->isNull() ? nullptr : v;
+      return;
+    }
+    case DELETE_FAST:
+      locals_[arg] = nullptr;
+      return;
+    case LOAD_CLOSURE:
+      push(locals_[arg]);
+      return;
+    case LOAD_DEREF: {
+      const ValueRef& c = locals_[arg];
+      if (!c || c->kind != ValueKind::kCell || !c->cell->contents)
+        ctx_.breakHere(BreakKind::kUnsupported, "free variable '" + localNames_[arg] + "' is unbound");
+      push(c->cell->contents);
+      return;
+    }
+    case STORE_DEREF: {
+      ValueRef v = pop();
+      const ValueRef& c = locals_[arg];
+      DYNAMO_INTERNAL_ASSERT(c && c->kind == ValueKind::kCell, "STORE_DEREF on a non-cell");
+      c->cell->contents = v;
+      if (parent_ == nullptr) {
+        ctx_.effects.push_back({SideEffect::Kind::kCell, nullptr, localNames_[arg], arg, v});
+      } else if (c->cell->external) {
+        ctx_.breakHere(BreakKind::kUnsupported, "assignment to a closure variable of an outer function");
+      }
+      return;
+    }
+    case LOAD_GLOBAL: {
+      bool pushNull = arg & 1;
+      std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg >> 1));
+      ValueRef v = loadGlobal(name);
+      if (pushNull) push(makeNull());
+      push(v);
+      return;
+    }
+    case STORE_GLOBAL: {
+      ValueRef v = pop();
+      std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg));
+      if (parent_ != nullptr && globals_ != ctx_.frame().globals)
+        ctx_.breakHere(BreakKind::kUnsupported, "assignment to a global of another module");
+      ctx_.effects.push_back({SideEffect::Kind::kGlobal, nullptr, name, -1, v});
+      return;
+    }
+    case LOAD_ATTR: {
+      int nameIdx = bc::nameIndex(op, arg);
+      std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, nameIdx));
+      ValueRef obj = pop();
+#if PY_VERSION_HEX >= 0x030C0000
+      if (arg & 1) {  // method form: [NULL, attr] is equivalent to [method, self]
+        ValueRef a = getAttr(*this, obj, name);
+        push(makeNull());
+        push(a);
+        return;
+      }
+#endif
+      push(getAttr(*this, obj, name));
+      return;
+    }
+#ifdef LOAD_METHOD
+    case LOAD_METHOD: {
+      std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg));
+      ValueRef obj = pop();
+      ValueRef a = getAttr(*this, obj, name);
+      push(makeNull());
+      push(a);
+      return;
+    }
+#endif
+    case STORE_ATTR: {
+      std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg));
+      ValueRef obj = pop();
+      ValueRef v = pop();
+      setAttr(ctx_, obj, name, v);
+      return;
+    }
+    case KW_NAMES:
+      kwNames_ = makeConst(PyTuple_GET_ITEM(code_->co_consts, arg));
+      return;
+    case CALL:
+      doCall(arg);
+      return;
+    case CALL_FUNCTION_EX: {
+      ValueRef kw = (arg & 1) ? pop() : nullptr;
+      ValueRef posargs = pop();
+      ValueRef fn = pop();
+      ValueRef maybeNull = pop();
+      std::vector<ValueRef> args;
+      if (posargs->kind == ValueKind::kTuple || posargs->kind == ValueKind::kList) {
+        args = posargs->items;
+      } else if (posargs->isConst() && PyTuple_Check(posargs->py())) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(posargs->py()); ++k)
+          args.push_back(makeConst(PyTuple_GET_ITEM(posargs->py(), k)));
+      } else {
+        ctx_.breakHere(BreakKind::kUnsupported, "f(*args) with args of unknown length");
+      }
+      std::vector<std::pair<std::string, ValueRef>> kwargs;
+      if (kw) {
+        if (kw->kind != ValueKind::kDict)
+          ctx_.breakHere(BreakKind::kUnsupported, "f(**kwargs) with unknown kwargs");
+        for (size_t k = 0; k < kw->keys.size(); ++k)
+          kwargs.emplace_back(PyUnicode_AsUTF8(kw->keys[k].get()), kw->items[k]);
+      }
+      if (!maybeNull->isNull()) args.insert(args.begin(), maybeNull);
+      push(callValue(*this, fn, std::move(args), std::move(kwargs)));
+      return;
+    }
+    case MAKE_FUNCTION:
+      doMakeFunction(arg);
+      return;
+    case BINARY_OP:
+      doBinary(arg);
+      return;
+    case UNARY_NEGATIVE:
+    case UNARY_INVERT: {
+      ValueRef v = pop();
+      PyObject* fn = PyObject_GetAttrString(torchApi().operatorModule,
+                                            op == UNARY_NEGATIVE ? "neg" : "invert");  // new
+      PyObjectRef f = PyObjectRef::steal(checkPy(fn));
+      push(callValue(*this, makeObject(f.get()), {v}, {}));
+      return;
+    }
+#ifdef UNARY_POSITIVE
+    case UNARY_POSITIVE: {
+      ValueRef v = pop();
+      PyObjectRef f = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().operatorModule, "pos")));
+      push(callValue(*this, makeObject(f.get()), {v}, {}));
+      return;
+    }
+#endif
+    case UNARY_NOT: {
+      ValueRef v = pop();
+      if (v->isTensor()) {
+        PyObjectRef f = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().operatorModule, "not_")));
+        ctx_.breakHere(BreakKind::kDataDependentBranch, "`not` applied to a tensor");
+      }
+      push(makeConst(truthiness(v) ? Py_False : Py_True));
+      return;
+    }
+    case COMPARE_OP:
+#if PY_VERSION_HEX >= 0x030C0000
+      doCompare(arg >> 4);
+#else
+      doCompare(arg);
+#endif
+      return;
+    case IS_OP: {
+      ValueRef b = pop();
+      ValueRef a = pop();
+      bool same;
+      if (a->isConst() && b->isConst()) {
+        same = a->py() == b->py();
+      } else if ((a->kind == ValueKind::kObject || a->isConst()) &&
+                 (b->kind == ValueKind::kObject || b->isConst())) {
+        same = a->py() == b->py();
+      } else if (a->isTensor() && b->isTensor()) {
+        same = a->node == b->node;
+      } else if ((a->isConst() && a->py() == Py_None) || (b->isConst() && b->py() == Py_None)) {
+        same = false;  // a symbolic value is never None
+      } else {
+        same = a.get() == b.get();
+      }
+      push(makeConst((same != (arg == 1)) ? Py_True : Py_False));
+      return;
+    }
+    case CONTAINS_OP: {
+      ValueRef container = pop();
+      ValueRef item = pop();
+      PyObjectRef c = concrete(container);
+      PyObjectRef i = concrete(item);
+      bool found = false;
+      if (c && i) {
+        int r = PySequence_Contains(c.get(), i.get());
+        if (r < 0) throw PythonError{};
+        found = r == 1;
+      } else if (i && (container->kind == ValueKind::kDict)) {
+        for (const PyObjectRef& k : container->keys) {
+          int r = PyObject_RichCompareBool(k.get(), i.get(), Py_EQ);
+          if (r < 0) throw PythonError{};
+          if (r) found = true;
+        }
+      } else {
+        ctx_.breakHere(BreakKind::kUnsupported, "`in` test on " + describe(*container));
+      }
+      push(makeConst((found != (arg == 1)) ? Py_True : Py_False));
+      return;
+    }
+    case BINARY_SUBSCR: {
+      ValueRef index = pop();
+      ValueRef obj = pop();
+      push(getItem(ctx_, obj, index));
+      return;
+    }
+#ifdef BINARY_SLICE
+    case BINARY_SLICE: {
+      ValueRef stop = pop();
+      ValueRef start = pop();
+      ValueRef obj = pop();
+      push(getItem(ctx_, obj, makeSlice(start, stop, makeConst(Py_None))));
+      return;
+    }
+#endif
+    case STORE_SUBSCR: {
+      ValueRef index = pop();
+      ValueRef obj = pop();
+      ValueRef v = pop();
+      if (obj->isTensor()) {
+        PyObjectRef setitem = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().operatorModule, "setitem")));
+        ctx_.recordCall(setitem.get(), "", {obj, index, v}, {});
+        return;
+      }
+      PyObjectRef key = concrete(index);
+      if (obj->kind == ValueKind::kList && key && PyLong_Check(key.get())) {
+        Py_ssize_t k = PyLong_AsSsize_t(key.get());
+        if (k < 0) k += static_cast<Py_ssize_t>(obj->items.size());
+        if (k < 0 || k >= static_cast<Py_ssize_t>(obj->items.size()))
+          ctx_.breakHere(BreakKind::kException, "list index out of range");
+        obj->items[k] = v;
+        if (obj->source) {
+          obj->mutated = true;
+          ctx_.effects.push_back({SideEffect::Kind::kListContents, obj, "", -1, nullptr});
+        }
+        return;
+      }
+      if (obj->kind == ValueKind::kDict && key) {
+        bool replaced = false;
+        for (size_t k = 0; k < obj->keys.size(); ++k) {
+          int r = PyObject_RichCompareBool(obj->keys[k].get(), key.get(), Py_EQ);
+          if (r < 0) throw PythonError{};
+          if (r) {
+            obj->items[k] = v;
+            replaced = true;
+            break;
+          }
+        }
+        if (!replaced) {
+          obj->keys.push_back(key);
+          obj->items.push_back(v);
+        }
+        if (obj->source) {
+          obj->mutated = true;
+          ctx_.effects.push_back({SideEffect::Kind::kDictContents, obj, "", -1, nullptr});
+        }
+        return;
+      }
+      ctx_.breakHere(BreakKind::kUnsupported, "item assignment on " + describe(*obj));
+    }
+    case BUILD_TUPLE:
+      push(makeTuple(popN(arg)));
+      return;
+    case BUILD_LIST:
+      push(makeList(popN(arg)));
+      return;
+    case BUILD_SLICE: {
+      ValueRef step = arg == 3 ? pop() : makeConst(Py_None);
+      ValueRef stop = pop();
+      ValueRef start = pop();
+      push(makeSlice(start, stop, step));
+      return;
+    }
+    case BUILD_MAP: {
+      std::vector<ValueRef> kv = popN(2 * arg);
+      ValueRef d = std::make_shared<Value>();
+      d->kind = ValueKind::kDict;
+      for (int k = 0; k < arg; ++k) {
+        PyObjectRef key = concrete(kv[2 * k]);
+        if (!key) ctx_.breakHere(BreakKind::kUnsupported, "dict with a non-constant key");
+        d->keys.push_back(key);
+        d->items.push_back(kv[2 * k + 1]);
+      }
+      push(d);
+      return;
+    }
+    case BUILD_CONST_KEY_MAP: {
+      ValueRef keys = pop();
+      std::vector<ValueRef> vals = popN(arg);
+      ValueRef d = std::make_shared<Value>();
+      d->kind = ValueKind::kDict;
+      for (int k = 0; k < arg; ++k) {
+        d->keys.push_back(PyObjectRef::borrow(PyTuple_GET_ITEM(keys->py(), k)));
+        d->items.push_back(vals[k]);
+      }
+      push(d);
+      return;
+    }
+    case LIST_APPEND: {
+      ValueRef v = pop();
+      ValueRef& list = top(arg);
+      list->items.push_back(v);
+      if (list->source) {
+        list->mutated = true;
+        ctx_.effects.push_back({SideEffect::Kind::kListContents, list, "", -1, nullptr});
+      }
+      return;
+    }
+    case LIST_EXTEND: {
+      ValueRef v = pop();
+      ValueRef& list = top(arg);
+      for (ValueRef& item : iterateValue(ctx_, v)) list->items.push_back(item);
+      return;
+    }
+#ifdef LIST_TO_TUPLE
+    case LIST_TO_TUPLE: {
+      ValueRef l = pop();
+      push(makeTuple(l->items));
+      return;
+    }
+#endif
+    case MAP_ADD: {
+      ValueRef v = pop();
+      ValueRef k = pop();
+      ValueRef& d = top(arg);
+      PyObjectRef key = concrete(k);
+      if (!key) ctx_.breakHere(BreakKind::kUnsupported, "dict comprehension with a non-constant key");
+      d->keys.push_back(key);
+      d->items.push_back(v);
+      return;
+    }
+    case DICT_UPDATE:
+    case DICT_MERGE: {
+      ValueRef v = pop();
+      ValueRef& d = top(arg);
+      if (v->kind != ValueKind::kDict)
+        ctx_.breakHere(BreakKind::kUnsupported, "dict update from " + describe(*v));
+      for (size_t k = 0; k < v->keys.size(); ++k) {
+        d->keys.push_back(v->keys[k]);
+        d->items.push_back(v->items[k]);
+      }
+      return;
+    }
+    case UNPACK_SEQUENCE:
+      doUnpack(arg);
+      return;
+    case UNPACK_EX: {
+      // a, *rest, b = seq: arg = before | (after << 8).
+      int before = arg & 0xFF, after = arg >> 8;
+      std::vector<ValueRef> items = iterateValue(ctx_, pop());
+      if (static_cast<int>(items.size()) < before + after)
+        ctx_.breakHere(BreakKind::kException, "not enough values to unpack");
+      std::vector<ValueRef> middle(items.begin() + before, items.end() - after);
+      for (int k = 0; k < after; ++k) push(items[items.size() - 1 - k]);
+      push(makeList(std::move(middle)));
+      for (int k = before - 1; k >= 0; --k) push(items[k]);
+      return;
+    }
+    case GET_ITER: {
+      ValueRef v = pop();
+      ValueRef it = std::make_shared<Value>();
+      it->kind = ValueKind::kIterator;
+      it->items = iterateValue(ctx_, v);
+      push(it);
+      return;
+    }
+    case FOR_ITER:
+      doForIter(ins);
+      return;
+#ifdef END_FOR
+    case END_FOR:
+      pop();
+      pop();
+      return;
+#endif
+    case JUMP_FORWARD:
+    case JUMP_BACKWARD:
+#ifdef JUMP_BACKWARD_NO_INTERRUPT
+    case JUMP_BACKWARD_NO_INTERRUPT:
+#endif
+      jumpTo(ins.target);
+      return;
+#ifdef POP_JUMP_FORWARD_IF_FALSE
+    case POP_JUMP_FORWARD_IF_FALSE:
+    case POP_JUMP_BACKWARD_IF_FALSE:
+#endif
+#ifdef POP_JUMP_IF_FALSE
+    case POP_JUMP_IF_FALSE:
+#endif
+    {
+      ValueRef v = top();
+      bool t = truthiness(v);
+      pop();
+      if (!t) jumpTo(ins.target);
+      return;
+    }
+#ifdef POP_JUMP_FORWARD_IF_TRUE
+    case POP_JUMP_FORWARD_IF_TRUE:
+    case POP_JUMP_BACKWARD_IF_TRUE:
+#endif
+#ifdef POP_JUMP_IF_TRUE
+    case POP_JUMP_IF_TRUE:
+#endif
+    {
+      ValueRef v = top();
+      bool t = truthiness(v);
+      pop();
+      if (t) jumpTo(ins.target);
+      return;
+    }
+#ifdef POP_JUMP_FORWARD_IF_NONE
+    case POP_JUMP_FORWARD_IF_NONE:
+    case POP_JUMP_BACKWARD_IF_NONE:
+    case POP_JUMP_FORWARD_IF_NOT_NONE:
+    case POP_JUMP_BACKWARD_IF_NOT_NONE:
+#endif
+#ifdef POP_JUMP_IF_NONE
+    case POP_JUMP_IF_NONE:
+    case POP_JUMP_IF_NOT_NONE:
+#endif
+    {
+      ValueRef v = pop();
+      bool isNone = (v->isConst() || v->kind == ValueKind::kObject) && v->py() == Py_None;
+      bool wantNone = false;
+#ifdef POP_JUMP_FORWARD_IF_NONE
+      wantNone = op == POP_JUMP_FORWARD_IF_NONE || op == POP_JUMP_BACKWARD_IF_NONE;
+#endif
+#ifdef POP_JUMP_IF_NONE
+      wantNone = op == POP_JUMP_IF_NONE;
+#endif
+      if (isNone == wantNone) jumpTo(ins.target);
+      return;
+    }
+#ifdef JUMP_IF_FALSE_OR_POP
+    case JUMP_IF_FALSE_OR_POP:
+    case JUMP_IF_TRUE_OR_POP: {
+      bool t = truthiness(top());
+      if (t == (op == JUMP_IF_TRUE_OR_POP)) {
+        jumpTo(ins.target);
+      } else {
+        pop();
+      }
+      return;
+    }
+#endif
+    case RETURN_VALUE:
+      returned_ = pop();
+      done_ = true;
+      return;
+    case FORMAT_VALUE:
+      doFormat(arg);
+      return;
+    case BUILD_STRING: {
+      std::vector<ValueRef> parts = popN(arg);
+      std::string s;
+      for (const ValueRef& p : parts) {
+        if (!p->isConst() || !PyUnicode_Check(p->py()))
+          ctx_.breakHere(BreakKind::kUnsupported, "f-string with a non-constant part");
+        s += PyUnicode_AsUTF8(p->py());
+      }
+      PyObjectRef str = PyObjectRef::steal(checkPy(PyUnicode_FromString(s.c_str())));
+      push(makeConst(str.get()));
+      return;
+    }
+#ifdef RETURN_GENERATOR
+    case RETURN_GENERATOR:
+      if (!generator_) break;
+      push(makeConst(Py_None));  // popped by the POP_TOP that follows
+      return;
+#endif
+    case YIELD_VALUE:
+      if (!generator_) break;
+      yields_.push_back(pop());
+      push(makeConst(Py_None));  // the value sent in
+      return;
+    case LOAD_ASSERTION_ERROR:
+      push(makeObject(PyExc_AssertionError));
+      return;
+    case RAISE_VARARGS:
+      ctx_.breakHere(BreakKind::kException, "raise statement");
+    case BEFORE_WITH: {
+      ValueRef mgr = pop();
+      if (mgr->kind != ValueKind::kGradMode)
+        ctx_.breakHere(BreakKind::kUnsupported, "`with` on " + describe(*mgr));
+      // Push the __exit__ callable (restores the previous mode) and the __enter__ result.
+      ValueRef exit = std::make_shared<Value>();
+      exit->kind = ValueKind::kGradMode;
+      exit->flag = ctx_.gradEnabled;
+      exit->name = "__exit__";
+      ValueRef enterFn = std::make_shared<Value>(*mgr);
+      enterFn->name = "__enter__";
+      push(exit);
+      push(callValue(*this, enterFn, {}, {}));
+      return;
+    }
+    default:
+      break;
+  }
+  ctx_.breakHere(BreakKind::kUnsupportedBytecode,
+                 std::string("instruction ") + bc::opcodeName(op) + " is not supported");
+}
+
+// ---- handlers with more logic -----------------------------------------------------------------
+
+void Tracer::doCall(int nargs) {
+  std::vector<ValueRef> args = popN(nargs);
+  ValueRef fn = pop();
+  ValueRef selfOrNull = pop();
+  std::vector<std::pair<std::string, ValueRef>> kwargs;
+  if (kwNames_) {
+    PyObject* names = kwNames_->py();  // borrowed ref: a tuple of str
+    Py_ssize_t nk = PyTuple_GET_SIZE(names);
+    size_t first = args.size() - static_cast<size_t>(nk);
+    for (Py_ssize_t k = 0; k < nk; ++k)
+      kwargs.emplace_back(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, k)), args[first + k]);
+    args.resize(first);
+    kwNames_ = nullptr;
+  }
+  // [method, self, args] (3.11 LOAD_METHOD) or [NULL, callable, args].
+  if (!selfOrNull->isNull()) {
+    args.insert(args.begin(), fn);
+    fn = selfOrNull;
+  }
+  push(callValue(*this, fn, std::move(args), std::move(kwargs)));
+}
+
+void Tracer::doBinary(int nbOp) {
+  ValueRef b = pop();
+  ValueRef a = pop();
+  std::string name;
+  PyObject* fn = binaryOperator(nbOp, &name);  // borrowed ref
+  DYNAMO_INTERNAL_ASSERT(fn != nullptr, "unknown BINARY_OP ", nbOp);
+  // In-place operators on immutable Python values behave like the plain ones.
+  if (nbOp >= 13 && !a->isTensor() && a->kind != ValueKind::kList) fn = binaryOperator(nbOp - 13, &name);
+  if (nbOp >= 13 && a->kind == ValueKind::kList && name == "iadd") {
+    for (ValueRef& item : iterateValue(ctx_, b)) a->items.push_back(item);
+    if (a->source) {
+      a->mutated = true;
+      ctx_.effects.push_back({SideEffect::Kind::kListContents, a, "", -1, nullptr});
+    }
+    push(a);
+    return;
+  }
+  push(callValue(*this, makeObject(fn), {a, b}, {}));
+}
+
+void Tracer::doCompare(int cmp) {
+  ValueRef b = pop();
+  ValueRef a = pop();
+  PyObject* fn = compareOperator(cmp);  // borrowed ref
+  DYNAMO_INTERNAL_ASSERT(fn != nullptr, "unknown COMPARE_OP ", cmp);
+  push(callValue(*this, makeObject(fn), {a, b}, {}));
+}
+
+void Tracer::doForIter(const bc::Instruction& ins) {
+  ValueRef& it = top();
+  if (it->kind != ValueKind::kIterator)
+    ctx_.breakHere(BreakKind::kUnsupported, "for loop over " + describe(*it));
+  if (it->index < it->items.size()) {
+    push(it->items[it->index++]);
+    return;
+  }
+#if PY_VERSION_HEX >= 0x030C0000
+  // 3.12: the exhausted iterator is popped and END_FOR (the target) is skipped.
+  pop();
+  jumpTo(ins.target + 1);
+#else
+  pop();
+  jumpTo(ins.target);
+#endif
+}
+
+void Tracer::doMakeFunction(int flags) {
+  ValueRef fn = std::make_shared<Value>();
+  fn->kind = ValueKind::kFunction;
+#if PY_VERSION_HEX < 0x030B0000
+  pop();  // qualname
+#endif
+  ValueRef code = pop();
+  fn->obj = code->obj;
+  if (flags & 0x08) {
+    ValueRef closure = pop();
+    for (const ValueRef& c : closure->items) {
+      DYNAMO_INTERNAL_ASSERT(c->kind == ValueKind::kCell, "closure item is not a cell");
+      fn->closure.push_back(c->cell);
+    }
+  }
+  if (flags & 0x04) pop();  // annotations
+  if (flags & 0x02) fn->kwdefaults = pop();
+  if (flags & 0x01) {
+    ValueRef defaults = pop();
+    fn->items = iterateValue(ctx_, defaults);
+  }
+  fn->name = PyUnicode_AsUTF8(reinterpret_cast<PyCodeObject*>(fn->py())->co_qualname);
+  push(fn);
+}
+
+void Tracer::doUnpack(int count) {
+  ValueRef v = pop();
+  std::vector<ValueRef> items;
+  if (v->isTensor()) {
+    for (int k = 0; k < count; ++k) {
+      PyObjectRef idx = PyObjectRef::steal(PyLong_FromLong(k));
+      items.push_back(getItem(ctx_, v, makeConst(idx.get())));
+    }
+  } else {
+    items = iterateValue(ctx_, v);
+  }
+  if (static_cast<int>(items.size()) != count)
+    ctx_.breakHere(BreakKind::kException, "unpacking " + std::to_string(items.size()) +
+                                              " values into " + std::to_string(count));
+  for (auto it = items.rbegin(); it != items.rend(); ++it) push(*it);
+}
+
+void Tracer::doFormat(int flags) {
+  ValueRef spec = (flags & 0x04) ? pop() : nullptr;
+  ValueRef v = pop();
+  PyObjectRef obj = concrete(v);
+  if (!obj) ctx_.breakHere(BreakKind::kUnsupported, "formatting " + describe(*v) + " in an f-string");
+  PyObjectRef conv = obj;
+  switch (flags & 0x03) {
+    case 1: conv = PyObjectRef::steal(checkPy(PyObject_Str(obj.get()))); break;
+    case 2: conv = PyObjectRef::steal(checkPy(PyObject_Repr(obj.get()))); break;
+    case 3: conv = PyObjectRef::steal(checkPy(PyObject_ASCII(obj.get()))); break;
+    default: break;
+  }
+  PyObjectRef out = PyObjectRef::steal(
+      checkPy(PyObject_Format(conv.get(), spec ? spec->py() : nullptr)));
+  push(makeConst(out.get()));
+}
+
+}  // namespace dynamo::core::interp

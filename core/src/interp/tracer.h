@@ -1,0 +1,220 @@
+// The symbolic interpreter: walks a code object's bytecode with Values instead of objects,
+// recording tensor operations into a graph, guards on everything it read from the frame, and
+// side effects to replay after the graph.
+//
+//   CompileContext (one per compile)          Tracer (one per frame: the root, or an inlined call)
+//     GraphBuilder graph                        stack, locals, instruction pointer
+//     GuardSetBuilder guards                    run() -> return Value, or throws GraphBreak
+//     graph inputs (node, source)               rootBreak: the state where the root stopped
+//     side effects, attribute overlay
+//
+// A GraphBreak thrown while tracing an inlined call unwinds to the root Tracer. The compile is
+// then restarted with that root instruction marked as a break point (the graph builder is
+// append-only, so the partial inline cannot be undone).
+#pragma once
+
+#include <Python.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dynamo/common/error.h"
+#include "dynamo/core/bytecode.h"
+#include "dynamo/core/guards.h"
+#include "value.h"
+
+namespace dynamo::core::interp {
+
+/// Graph-break kinds, from break_kinds.def.
+enum class BreakKind {
+#define DYNAMO_BREAK(Name, slug, explanation, hint) k##Name,
+#include "dynamo/core/break_kinds.def"
+#undef DYNAMO_BREAK
+};
+const char* breakSlug(BreakKind kind);
+const char* breakExplanation(BreakKind kind);
+const char* breakHint(BreakKind kind);
+
+/// Thrown when the code cannot be captured at the current instruction.
+struct GraphBreak {
+  BreakKind kind;                        ///< what kind of break
+  std::string detail;                    ///< the specific reason: "call to print()"
+  SourceLocation where;                  ///< innermost user location
+  std::vector<SourceLocation> userStack; ///< user frames, outermost first
+  bool inlined = false;                  ///< raised inside an inlined call (restart needed)
+};
+
+/// A change to an object outside the graph, replayed after the graph runs, in order.
+struct SideEffect {
+  enum class Kind { kSetAttr, kListContents, kDictContents, kGlobal, kCell };
+  Kind kind;
+  ValueRef target;    ///< kSetAttr: object; kList/DictContents: the container
+  std::string name;   ///< kSetAttr: attribute; kGlobal: name
+  int slot = -1;      ///< kCell: the frame slot of the cell
+  ValueRef value;     ///< kSetAttr / kGlobal / kCell: the new value
+};
+
+/// Options of one compile.
+struct TraceOptions {
+  int maxInlineDepth = 64;          ///< nested inlined calls before giving up
+  std::map<int, GraphBreak> forcedBreaks;  ///< root instructions to break at (restarts), why
+};
+
+/// Everything one compile of one frame shares across the root and inlined Tracers.
+class CompileContext {
+ public:
+  CompileContext(const FrameValues& frame, PyCodeObject* rootCode, TraceOptions options);
+
+  GraphBuilder graph;               ///< the graph being recorded
+  GuardSetBuilder guards;           ///< guards on what was read
+  std::vector<SideEffect> effects;  ///< side effects, in program order
+  TraceOptions options;
+
+  /// Wraps a Python object read from the frame through `source`: tensors become graph inputs,
+  /// constants constants, other objects kObject; installs the guards that make the wrapping valid.
+  ValueRef wrap(PyObject* obj, const Source& source, bool guarded = true);
+  /// Adds a guard created at the current user location.
+  void guard(const Source& source, LeafGuardPtr leaf);
+
+  /// The frame's values (root Tracer).
+  const FrameValues& frame() const { return frame_; }
+  PyCodeObject* rootCode() const { return rootCode_; }
+
+  /// Placeholders in order, each with its source.
+  const std::vector<std::pair<NodeRef, Source>>& inputs() const { return inputs_; }
+  /// Attribute values written during tracing, by (object identity, name), so reads see writes.
+  std::map<std::pair<PyObject*, std::string>, ValueRef> attrOverlay;
+  /// Values already made for an object reached through a source (identity kept).
+  std::unordered_map<PyObject*, ValueRef> byIdentity;
+  /// The real tensors behind the placeholders, in order (example inputs for backends).
+  std::vector<PyObjectRef> realInputs;
+  /// Whether torch grad mode is on at this point of the trace.
+  bool gradEnabled = true;
+  /// The user location of the instruction being traced, and the stack of inlined calls.
+  std::vector<SourceLocation> userStack;
+  SourceLocation here() const { return userStack.empty() ? SourceLocation{} : userStack.back(); }
+  /// Node metadata for a node created now.
+  NodeMeta metaHere(PyObject* example) const;
+  /// Records `fn(*args, **kwargs)` as a graph node (call_function, or call_method when method is
+  /// non-empty), computing the result's meta example by running the call on meta tensors.
+  ValueRef recordCall(PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
+                      const std::vector<std::pair<std::string, ValueRef>>& kwargs);
+
+  [[noreturn]] void breakHere(BreakKind kind, std::string detail) const;
+
+ private:
+  FrameValues frame_;
+  PyCodeObject* rootCode_;
+  std::vector<std::pair<NodeRef, Source>> inputs_;
+  ValueRef wrapTensor(PyObject* obj, const Source& source);
+};
+
+/// Where the root Tracer stopped at a graph break: the state *before* the instruction.
+struct RootBreak {
+  GraphBreak info;                 ///< why
+  int instruction = -1;            ///< index of the breaking instruction in the root code
+  std::vector<ValueRef> stack;     ///< the stack before it
+  std::vector<ValueRef> locals;    ///< the locals before it
+  ValueRef kwNames;                ///< pending KW_NAMES (3.11/3.12 calls), or null
+  bool needsRestart = false;       ///< the graph holds nodes of a partial inline
+};
+
+/// Interprets one code object.
+class Tracer {
+ public:
+  /// The root frame: locals come from ctx.frame().
+  Tracer(CompileContext& ctx, PyCodeObject* code, PyObject* globals, PyObject* builtins);
+  /// An inlined call of `function` (a kObject function or a kFunction) with bound locals.
+  Tracer(CompileContext& ctx, Tracer& parent, PyCodeObject* code, PyObject* globals,
+         std::vector<ValueRef> locals, std::vector<std::shared_ptr<CellBox>> closure);
+
+  /// Runs to RETURN_VALUE and returns the value. At the root, a graph break stops the run and is
+  /// described by rootBreak() (and the return value is null); in an inlined call it propagates.
+  ValueRef run();
+  /// Set when the root stopped at a break.
+  const RootBreak* rootBreak() const { return rootBreak_ ? rootBreak_.get() : nullptr; }
+  /// The decoded instructions.
+  const bytecode::Bytecode& bytecode() const { return bc_; }
+  /// True when instruction i lies inside a loop body (between a backward jump and its target).
+  bool insideLoop(int i) const;
+
+  /// Generator mode: YIELD_VALUE appends to yields() instead of suspending.
+  void collectYields() { generator_ = true; }
+  const std::vector<ValueRef>& yields() const { return yields_; }
+
+  // Used by the call machinery (tracer_calls.cpp).
+  CompileContext& ctx() { return ctx_; }
+  int depth() const { return depth_; }
+  PyObject* globals() const { return globals_; }
+
+ private:
+  void step(const bytecode::Instruction& ins);
+  SourceLocation locationOf(const bytecode::Instruction& ins) const;
+  ValueRef pop();
+  ValueRef& top(int n = 1);
+  std::vector<ValueRef> popN(int n);
+  void push(ValueRef v) { stack_.push_back(std::move(v)); }
+  void jumpTo(int target) { next_ = target; }
+  bool truthiness(const ValueRef& v);
+  ValueRef loadGlobal(const std::string& name);
+  ValueRef loadName(const bytecode::Instruction& ins);
+  void doCall(int nargs);
+  void doBinary(int nbOp);
+  void doCompare(int cmp);
+  void doForIter(const bytecode::Instruction& ins);
+  void doMakeFunction(int flags);
+  void doUnpack(int count);
+  void doFormat(int flags);
+  void initRootLocals();
+
+  CompileContext& ctx_;
+  Tracer* parent_;
+  PyCodeObject* code_;  // borrowed ref (the frame or the inlined function holds it)
+  PyObject* globals_;   // borrowed ref
+  PyObject* builtins_;  // borrowed ref
+  bytecode::Bytecode bc_;
+  std::vector<std::string> localNames_;
+  std::vector<ValueRef> stack_;
+  std::vector<ValueRef> locals_;
+  std::vector<std::shared_ptr<CellBox>> closure_;
+  ValueRef kwNames_;
+  ValueRef returned_;
+  int ip_ = 0;
+  int next_ = 0;
+  int depth_ = 0;
+  bool done_ = false;
+  std::vector<std::pair<int, int>> loops_;  // (target, jump) of backward jumps
+  std::unique_ptr<RootBreak> rootBreak_;
+  bool generator_ = false;
+  std::vector<ValueRef> yields_;
+};
+
+/// Calls `fn` with `args`/`kwargs` symbolically from `tracer` (inlining user code, recording torch
+/// ops, evaluating builtins on constants). tracer_calls.cpp.
+ValueRef callValue(Tracer& tracer, const ValueRef& fn, std::vector<ValueRef> args,
+                   std::vector<std::pair<std::string, ValueRef>> kwargs);
+/// getattr(v, name) symbolically. tracer_attrs.cpp.
+ValueRef getAttr(Tracer& tracer, const ValueRef& v, const std::string& name);
+/// setattr(v, name, value): recorded as a side effect.
+void setAttr(CompileContext& ctx, const ValueRef& v, const std::string& name, ValueRef value);
+/// v[index] symbolically.
+ValueRef getItem(CompileContext& ctx, const ValueRef& v, const ValueRef& index);
+/// The Python object for a value known exactly (constants, objects, containers of those), or
+/// null when it is symbolic. New ref.
+PyObjectRef concrete(const ValueRef& v);
+/// A meta example / constant for calling torch on meta tensors: tensors -> meta examples,
+/// containers recursively, constants as they are. New ref; throws GraphBreak when impossible.
+PyObjectRef exampleOf(CompileContext& ctx, const ValueRef& v);
+/// The graph argument for a value; throws GraphBreak when it cannot be one.
+Arg argOf(CompileContext& ctx, const ValueRef& v);
+/// Wraps a call result (meta example) coming out of node `node` into Values.
+ValueRef wrapResult(CompileContext& ctx, NodeRef node, PyObject* example, PyObject* device);
+/// Iterates a value: the items of a tuple/list/dict keys/range/module container. Throws
+/// GraphBreak for what cannot be unrolled.
+std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v);
+
+}  // namespace dynamo::core::interp

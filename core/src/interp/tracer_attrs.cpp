@@ -1,0 +1,269 @@
+// Attribute access, attribute assignment and subscripts on symbolic Values (see tracer.h).
+//
+// nn.Module attributes are read through the fast path of source.h (instance dict, _parameters,
+// _buffers, _modules) when that gives what getattr gives. Configuration attributes of torch.nn's
+// own module classes (stride, eps, ...) are treated as fixed after construction and not guarded,
+// as PyTorch's dynamo does; `training` and every attribute of user classes are guarded.
+#include <cstring>
+
+#include "torch_api.h"
+#include "tracer.h"
+
+namespace dynamo::core::interp {
+
+namespace {
+
+bool isTorchNnClass(PyObject* obj) {
+  std::string mod = moduleOf((PyObject*)Py_TYPE(obj));
+  return mod.rfind("torch.nn.modules", 0) == 0;
+}
+
+bool isTorchishModule(PyObject* module) {
+  const char* name = PyModule_GetName(module);
+  if (name == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  return std::strcmp(name, "torch") == 0 || std::strncmp(name, "torch.", 6) == 0 ||
+         std::strcmp(name, "math") == 0 || std::strcmp(name, "operator") == 0 ||
+         std::strcmp(name, "builtins") == 0;
+}
+
+ValueRef methodOf(const ValueRef& self, PyObject* function) {
+  auto m = std::make_shared<Value>();
+  m->kind = ValueKind::kMethod;
+  m->self = self;
+  m->obj = PyObjectRef::borrow(function);
+  return m;
+}
+
+ValueRef containerMethod(const ValueRef& self, const std::string& name) {
+  auto m = std::make_shared<Value>();
+  m->kind = ValueKind::kMethod;
+  m->self = self;
+  m->name = name;
+  return m;
+}
+
+const char* kTensorConstAttrs[] = {"dtype", "ndim", "requires_grad", "is_sparse", "layout",
+                                   "is_quantized", "is_complex", "is_floating_point",
+                                   "is_leaf", "is_nested", "is_mkldnn"};
+
+ValueRef tensorAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* ex = v->obj.get();  // borrowed: the meta example
+  if (name == "shape") {
+    PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(ex, "shape")));
+    PyObjectRef tup = PyObjectRef::steal(checkPy(PySequence_Tuple(shape.get())));
+    return makeConst(tup.get());
+  }
+  if (name == "device") return makeObject(v->device.get());
+  if (name == "is_cuda") {
+    PyObjectRef type = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->device.get(), "type")));
+    return makeConst(std::strcmp(PyUnicode_AsUTF8(type.get()), "cuda") == 0 ? Py_True : Py_False);
+  }
+  if (name == "is_cpu") {
+    PyObjectRef type = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->device.get(), "type")));
+    return makeConst(std::strcmp(PyUnicode_AsUTF8(type.get()), "cpu") == 0 ? Py_True : Py_False);
+  }
+  for (const char* c : kTensorConstAttrs) {
+    if (name == c) {
+      PyObjectRef r = PyObjectRef::steal(checkPy(PyObject_GetAttrString(ex, c)));
+      return makeConst(r.get());
+    }
+  }
+  if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" ||
+      name == "imag" || name == "data") {
+    PyObjectRef getattrFn = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().builtinsModule, "getattr")));
+    PyObjectRef n = PyObjectRef::steal(checkPy(PyUnicode_FromString(name.c_str())));
+    return ctx.recordCall(getattrFn.get(), "", {v, makeConst(n.get())}, {});
+  }
+  if (name == "grad" || name == "grad_fn" || name == "_version")
+    ctx.breakHere(BreakKind::kUnsupportedAttribute, "tensor attribute ." + name);
+  PyObject* attr = PyObject_GetAttrString(torchApi().tensorType, name.c_str());  // new ref
+  if (attr == nullptr) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kUnsupportedAttribute, "tensor attribute ." + name);
+  }
+  Py_DECREF(attr);
+  auto m = std::make_shared<Value>();
+  m->kind = ValueKind::kTensorAttr;
+  m->self = v;
+  m->name = name;
+  return m;
+}
+
+// Attribute `name` of an object known exactly (modules, user objects, Python modules, classes).
+ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* obj = v->py();
+  auto overlay = ctx.attrOverlay.find({obj, name});
+  if (overlay != ctx.attrOverlay.end()) return overlay->second;
+
+  if (PyModule_Check(obj)) {
+    PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(obj, name.c_str()));
+    if (!r) ctx.breakHere(BreakKind::kUnsupportedAttribute, "module attribute ." + name + " does not exist");
+    bool guarded = !isTorchishModule(obj);
+    return ctx.wrap(r.get(), v->source ? Source::attr(v->source, name) : Source{}, guarded);
+  }
+
+  if (isModule(obj)) {
+    ModuleAttrPlan plan = planModuleAttr(obj, name);
+    if (plan.safe) {
+      PyObjectRef r = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, name.c_str())));
+      Source s = v->source ? Source::moduleAttr(v->source, name, plan.foundIn) : Source{};
+      bool guarded = !(isTorchNnClass(obj) && plan.foundIn == ModuleSlot::kInstanceDict && name != "training");
+      return ctx.wrap(r.get(), s, guarded);
+    }
+  }
+
+  // Class attributes: methods, properties, constants.
+  PyObject* type = (PyObject*)Py_TYPE(obj);  // borrowed ref
+  PyObjectRef nameStr = PyObjectRef::steal(checkPy(PyUnicode_FromString(name.c_str())));
+  PyObject* classAttr = PyType_Check(obj) ? nullptr : _PyType_Lookup((PyTypeObject*)type, nameStr.get());  // borrowed
+  if (classAttr != nullptr) {
+    if (PyFunction_Check(classAttr)) {
+      // A plain method, unless the instance dict shadows it.
+      PyObject* dict = PyObject_GenericGetDict(obj, nullptr);  // new ref
+      bool shadowed = dict && PyDict_GetItem(dict, nameStr.get()) != nullptr;
+      Py_XDECREF(dict);
+      PyErr_Clear();
+      if (!shadowed) return methodOf(v, classAttr);
+    }
+    if (PyObject_TypeCheck(classAttr, &PyProperty_Type)) {
+      PyObjectRef fget = PyObjectRef::steal(checkPy(PyObject_GetAttrString(classAttr, "fget")));
+      if (PyFunction_Check(fget.get())) return callValue(tr, makeObject(fget.get()), {v}, {});
+      ctx.breakHere(BreakKind::kUnsupportedAttribute, "property ." + name + " implemented in C");
+    }
+    std::string tn = Py_TYPE(classAttr)->tp_name;
+    if (tn == "staticmethod") {
+      PyObjectRef f = PyObjectRef::steal(checkPy(PyObject_GetAttrString(classAttr, "__func__")));
+      return ctx.wrap(f.get(), Source{}, false);
+    }
+    if (tn == "classmethod") {
+      PyObjectRef f = PyObjectRef::steal(checkPy(PyObject_GetAttrString(classAttr, "__func__")));
+      return methodOf(makeObject(type), f.get());
+    }
+  }
+  PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(obj, name.c_str()));
+  if (!r) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kUnsupportedAttribute,
+                  std::string(Py_TYPE(obj)->tp_name) + " has no attribute ." + name);
+  }
+  if (PyMethod_Check(r.get())) {
+    // A bound method of a user object: trace the function with self.
+    return methodOf(v, PyMethod_GET_FUNCTION(r.get()));
+  }
+  return ctx.wrap(r.get(), v->source ? Source::attr(v->source, name) : Source{}, !PyType_Check(obj) || true);
+}
+
+}  // namespace
+
+ValueRef getAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
+  CompileContext& ctx = tr.ctx();
+  switch (v->kind) {
+    case ValueKind::kTensor:
+      return tensorAttr(tr, v, name);
+    case ValueKind::kObject:
+      return objectAttr(tr, v, name);
+    case ValueKind::kConst: {
+      PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(v->py(), name.c_str()));
+      if (!r) {
+        PyErr_Clear();
+        ctx.breakHere(BreakKind::kUnsupportedAttribute, describe(*v) + " has no attribute ." + name);
+      }
+      if (isConstantObject(r.get())) return makeConst(r.get());
+      return makeObject(r.get());
+    }
+    case ValueKind::kTuple:
+      if (v->obj) {  // namedtuple field
+        PyObjectRef fields = PyObjectRef::steal(PyObject_GetAttrString(v->obj.get(), "_fields"));
+        if (fields && PyTuple_Check(fields.get())) {
+          for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i)
+            if (name == PyUnicode_AsUTF8(PyTuple_GET_ITEM(fields.get(), i)) &&
+                i < static_cast<Py_ssize_t>(v->items.size()))
+              return v->items[i];
+        }
+        PyErr_Clear();
+      }
+      return containerMethod(v, name);
+    case ValueKind::kList:
+    case ValueKind::kDict:
+      return containerMethod(v, name);
+    case ValueKind::kGradMode:
+      break;
+    default:
+      break;
+  }
+  ctx.breakHere(BreakKind::kUnsupportedAttribute, "attribute ." + name + " of " + describe(*v));
+}
+
+void setAttr(CompileContext& ctx, const ValueRef& v, const std::string& name, ValueRef value) {
+  if (v->kind != ValueKind::kObject || PyModule_Check(v->py()) || PyType_Check(v->py()))
+    ctx.breakHere(BreakKind::kUnsupported, "assignment to attribute ." + name + " of " + describe(*v));
+  ctx.attrOverlay[{v->py(), name}] = value;
+  ctx.effects.push_back({SideEffect::Kind::kSetAttr, v, name, -1, value});
+}
+
+ValueRef getItem(CompileContext& ctx, const ValueRef& v, const ValueRef& index) {
+  if (v->isTensor()) return ctx.recordCall(torchApi().getitem, "", {v, index}, {});
+  PyObjectRef key = concrete(index);
+  if ((v->kind == ValueKind::kTuple || v->kind == ValueKind::kList) && key) {
+    Py_ssize_t n = static_cast<Py_ssize_t>(v->items.size());
+    if (PyLong_Check(key.get())) {
+      Py_ssize_t i = PyLong_AsSsize_t(key.get());
+      if (i < 0) i += n;
+      if (i < 0 || i >= n) ctx.breakHere(BreakKind::kException, "index out of range");
+      return v->items[i];
+    }
+    if (PySlice_Check(key.get())) {
+      Py_ssize_t start, stop, step, len;
+      if (PySlice_GetIndicesEx(key.get(), n, &start, &stop, &step, &len) < 0) throw PythonError{};
+      std::vector<ValueRef> items;
+      for (Py_ssize_t k = 0, i = start; k < len; ++k, i += step) items.push_back(v->items[i]);
+      return v->kind == ValueKind::kTuple ? makeTuple(std::move(items)) : makeList(std::move(items));
+    }
+  }
+  if (v->kind == ValueKind::kDict && key) {
+    for (size_t i = 0; i < v->keys.size(); ++i) {
+      int r = PyObject_RichCompareBool(v->keys[i].get(), key.get(), Py_EQ);
+      if (r < 0) throw PythonError{};
+      if (r) return v->items[i];
+    }
+    ctx.breakHere(BreakKind::kException, "KeyError in a dict lookup");
+  }
+  if (v->isConst() && key) {
+    PyObjectRef r = PyObjectRef::steal(PyObject_GetItem(v->py(), key.get()));
+    if (!r) ctx.breakHere(BreakKind::kException, "subscript of a constant raised");
+    return makeConst(r.get());
+  }
+  if (v->kind == ValueKind::kObject && key) {
+    PyObject* obj = v->py();
+    const TorchApi& api = torchApi();
+    bool seq = PyObject_IsInstance(obj, api.sequentialType) == 1 ||
+               PyObject_IsInstance(obj, api.moduleListType) == 1;
+    bool mdict = PyObject_IsInstance(obj, api.moduleDictType) == 1;
+    PyErr_Clear();
+    if ((seq && PyLong_Check(key.get())) || (mdict && PyUnicode_Check(key.get()))) {
+      PyObjectRef r = PyObjectRef::steal(PyObject_GetItem(obj, key.get()));
+      if (!r) ctx.breakHere(BreakKind::kException, "module container index out of range");
+      // Items of module containers live in _modules under their str key.
+      std::string k;
+      if (mdict) {
+        k = PyUnicode_AsUTF8(key.get());
+      } else {
+        PyObjectRef mods = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, "_modules")));
+        PyObject *mk, *mv;  // borrowed refs
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(mods.get(), &pos, &mk, &mv))
+          if (mv == r.get()) k = PyUnicode_AsUTF8(mk);
+      }
+      Source s = v->source && !k.empty() ? Source::moduleAttr(v->source, k, ModuleSlot::kModules) : Source{};
+      return ctx.wrap(r.get(), s);
+    }
+  }
+  ctx.breakHere(BreakKind::kUnsupported, "subscript of " + describe(*v));
+}
+
+}  // namespace dynamo::core::interp

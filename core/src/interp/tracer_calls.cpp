@@ -1,0 +1,745 @@
+// Calls during symbolic interpretation (see tracer.h): what each kind of callable becomes.
+//
+//   user Python function / method / nn.Module.forward   inlined (a child Tracer)
+//   torch function, torch.nn.functional, Tensor method   a graph node (meta-tensor shapes)
+//   operator.* on tensors                                a graph node; on constants, folded
+//   pure builtins and math on constants                  evaluated now, the result a constant
+//   print, logging, .item(), unknown C functions         a graph break
+#include <cstring>
+
+#include "torch_api.h"
+#include "tracer.h"
+
+namespace dynamo::core::interp {
+
+namespace {
+
+using Kw = std::vector<std::pair<std::string, ValueRef>>;
+
+[[noreturn]] void unsupportedCall(CompileContext& ctx, PyObject* fn, const std::string& why) {
+  PyObjectRef r = PyObjectRef::steal(PyObject_Repr(fn));
+  std::string name = r ? PyUnicode_AsUTF8(r.get()) : "?";
+  PyErr_Clear();
+  if (name.size() > 80) name = name.substr(0, 77) + "...";
+  ctx.breakHere(BreakKind::kUnsupportedCall, "call to " + name + (why.empty() ? "" : ": " + why));
+}
+
+bool anyTensor(const ValueRef& v) {
+  if (v->isTensor()) return true;
+  if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList || v->kind == ValueKind::kDict ||
+      v->kind == ValueKind::kSlice)
+    for (const ValueRef& i : v->items)
+      if (anyTensor(i)) return true;
+  return false;
+}
+
+bool anyTensor(const std::vector<ValueRef>& args, const Kw& kwargs) {
+  for (const ValueRef& a : args)
+    if (anyTensor(a)) return true;
+  for (const auto& kv : kwargs)
+    if (anyTensor(kv.second)) return true;
+  return false;
+}
+
+// Calls fn for real on concrete arguments; null when some argument is symbolic.
+PyObjectRef callConcrete(PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  PyObjectRef t = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyObjectRef c = concrete(args[i]);
+    if (!c) return {};
+    PyTuple_SET_ITEM(t.get(), i, c.release());
+  }
+  PyObjectRef kw;
+  if (!kwargs.empty()) {
+    kw = PyObjectRef::steal(checkPy(PyDict_New()));
+    for (const auto& [k, v] : kwargs) {
+      PyObjectRef c = concrete(v);
+      if (!c) return {};
+      PyDict_SetItemString(kw.get(), k.c_str(), c.get());
+    }
+  }
+  return PyObjectRef::steal(PyObject_Call(fn, t.get(), kw.get()));
+}
+
+ValueRef constOrObject(PyObject* o) { return isConstantObject(o) ? makeConst(o) : makeObject(o); }
+
+ValueRef foldOrBreak(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args,
+                     const Kw& kwargs) {
+  bool allConcrete = true;
+  for (const ValueRef& a : args) allConcrete = allConcrete && static_cast<bool>(concrete(a));
+  for (const auto& kv : kwargs) allConcrete = allConcrete && static_cast<bool>(concrete(kv.second));
+  if (!allConcrete) unsupportedCall(ctx, fn, "arguments are not all constants");
+  PyObjectRef r = callConcrete(fn, args, kwargs);
+  if (!r) {
+    PyObjectRef msg;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    msg = PyObjectRef::steal(ev ? PyObject_Str(ev) : nullptr);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kException, std::string("constant call raised: ") +
+                                             (msg ? PyUnicode_AsUTF8(msg.get()) : "?"));
+  }
+  return constOrObject(r.get());
+}
+
+const char* kToPython[] = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__",
+                           "__index__", "__len__"};
+const char* kDynamicShape[] = {"nonzero", "unique", "masked_select", "unique_consecutive",
+                               "argwhere", "nonzero_static"};
+
+bool nameIn(const std::string& n, const char* const* list, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (n == list[i]) return true;
+  return false;
+}
+
+std::string callableName(PyObject* fn) {
+  PyObjectRef n = PyObjectRef::steal(PyObject_GetAttrString(fn, "__name__"));
+  PyErr_Clear();
+  return n && PyUnicode_Check(n.get()) ? PyUnicode_AsUTF8(n.get()) : "";
+}
+
+// ---- inlining ---------------------------------------------------------------------------------
+
+ValueRef inlineCode(Tracer& tr, PyCodeObject* code, PyObject* globals,
+                    const std::vector<ValueRef>& defaults, const ValueRef& kwdefaults,
+                    std::vector<std::shared_ptr<CellBox>> closure, std::vector<ValueRef> args,
+                    Kw kwargs, const std::string& what) {
+  CompileContext& ctx = tr.ctx();
+  if (code->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
+    ctx.breakHere(BreakKind::kUnsupportedCall, "call to coroutine function " + what);
+  const bool generator = code->co_flags & CO_GENERATOR;
+  const int argc = code->co_argcount;
+  const int kwonly = code->co_kwonlyargcount;
+  const bool varargs = code->co_flags & CO_VARARGS;
+  const bool varkw = code->co_flags & CO_VARKEYWORDS;
+  std::vector<ValueRef> locals(static_cast<size_t>(code->co_nlocalsplus));
+  PyObject* names = code->co_localsplusnames;  // borrowed ref
+  auto nameAt = [&](int i) { return std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i))); };
+
+  std::vector<ValueRef> extra;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) < argc) {
+      locals[i] = args[i];
+    } else if (varargs) {
+      extra.push_back(args[i]);
+    } else {
+      ctx.breakHere(BreakKind::kException, what + "() takes " + std::to_string(argc) +
+                                               " positional arguments but more were given");
+    }
+  }
+  ValueRef extraKw = std::make_shared<Value>();
+  extraKw->kind = ValueKind::kDict;
+  for (auto& [k, v] : kwargs) {
+    int slot = -1;
+    for (int i = code->co_posonlyargcount; i < argc + kwonly; ++i)
+      if (nameAt(i) == k) slot = i;
+    if (slot >= 0) {
+      if (locals[slot]) ctx.breakHere(BreakKind::kException, what + "() got multiple values for '" + k + "'");
+      locals[slot] = v;
+    } else if (varkw) {
+      PyObjectRef key = PyObjectRef::steal(checkPy(PyUnicode_FromString(k.c_str())));
+      extraKw->keys.push_back(key);
+      extraKw->items.push_back(v);
+    } else {
+      ctx.breakHere(BreakKind::kException, what + "() got an unexpected keyword argument '" + k + "'");
+    }
+  }
+  // Defaults fill the last positional parameters.
+  int ndef = static_cast<int>(defaults.size());
+  for (int i = 0; i < argc; ++i) {
+    if (locals[i]) continue;
+    int d = i - (argc - ndef);
+    if (d >= 0 && d < ndef) {
+      locals[i] = defaults[d];
+    } else {
+      ctx.breakHere(BreakKind::kException, what + "() missing argument '" + nameAt(i) + "'");
+    }
+  }
+  for (int i = argc; i < argc + kwonly; ++i) {
+    if (locals[i]) continue;
+    bool found = false;
+    if (kwdefaults && kwdefaults->kind == ValueKind::kDict) {
+      for (size_t k = 0; k < kwdefaults->keys.size(); ++k)
+        if (nameAt(i) == PyUnicode_AsUTF8(kwdefaults->keys[k].get())) {
+          locals[i] = kwdefaults->items[k];
+          found = true;
+        }
+    }
+    if (!found) ctx.breakHere(BreakKind::kException, what + "() missing keyword argument '" + nameAt(i) + "'");
+  }
+  int next = argc + kwonly;
+  if (varargs) locals[next++] = makeTuple(std::move(extra));
+  if (varkw) locals[next++] = extraKw;
+
+  Tracer child(ctx, tr, code, globals, std::move(locals), std::move(closure));
+  try {
+    if (generator) {
+      // Run the generator to completion now; its values are iterated by the caller. Exact for
+      // the generators of model code (generator expressions over known sequences).
+      child.collectYields();
+      child.run();
+      auto it = std::make_shared<Value>();
+      it->kind = ValueKind::kIterator;
+      it->items = child.yields();
+      return it;
+    }
+    return child.run();
+  } catch (GraphBreak& b) {
+    b.inlined = true;
+    throw;
+  }
+}
+
+ValueRef inlineFunction(Tracer& tr, PyObject* fn, const Source& fnSource, std::vector<ValueRef> args,
+                        Kw kwargs) {
+  CompileContext& ctx = tr.ctx();
+  PyCodeObject* code = (PyCodeObject*)PyFunction_GET_CODE(fn);  // borrowed ref
+  PyObject* globals = PyFunction_GET_GLOBALS(fn);              // borrowed ref
+  std::vector<ValueRef> defaults;
+  PyObject* defs = PyFunction_GET_DEFAULTS(fn);  // borrowed ref
+  if (defs != nullptr) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(defs); ++i) {
+      Source s;
+      if (fnSource) {
+        PyObjectRef idx = PyObjectRef::steal(PyLong_FromSsize_t(i));
+        s = Source::item(Source::attr(fnSource, "__defaults__"), idx.get());
+      }
+      defaults.push_back(ctx.wrap(PyTuple_GET_ITEM(defs, i), s, false));
+    }
+  }
+  ValueRef kwdefaults;
+  PyObject* kwd = PyFunction_GET_KW_DEFAULTS(fn);  // borrowed ref
+  if (kwd != nullptr && PyDict_Check(kwd)) kwdefaults = ctx.wrap(kwd, Source{}, false);
+  std::vector<std::shared_ptr<CellBox>> closure;
+  PyObject* cl = PyFunction_GET_CLOSURE(fn);  // borrowed ref
+  if (cl != nullptr) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cl); ++i) {
+      auto box = std::make_shared<CellBox>();
+      box->external = true;
+      PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(cl, i));  // borrowed ref
+      if (contents != nullptr) {
+        Source s;
+        if (fnSource) {
+          PyObjectRef idx = PyObjectRef::steal(PyLong_FromSsize_t(i));
+          s = Source::attr(Source::item(Source::attr(fnSource, "__closure__"), idx.get()), "cell_contents");
+        }
+        box->contents = ctx.wrap(contents, s);
+      }
+      closure.push_back(box);
+    }
+  }
+  std::string what = PyUnicode_AsUTF8(code->co_qualname);
+  return inlineCode(tr, code, globals, defaults, kwdefaults, std::move(closure), std::move(args),
+                    std::move(kwargs), what);
+}
+
+// ---- modules -----------------------------------------------------------------------------------
+
+bool hasHooks(PyObject* module) {
+  static const char* kHookDicts[] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks"};
+  for (const char* h : kHookDicts) {
+    PyObjectRef d = PyObjectRef::steal(PyObject_GetAttrString(module, h));
+    if (d && PyDict_Check(d.get()) && PyDict_Size(d.get()) > 0) return true;
+  }
+  PyErr_Clear();
+  static PyObject* globalHooks[3] = {};
+  if (globalHooks[0] == nullptr) {
+    PyObjectRef mod = PyObjectRef::steal(PyImport_ImportModule("torch.nn.modules.module"));
+    if (mod) {
+      globalHooks[0] = PyObject_GetAttrString(mod.get(), "_global_forward_hooks");      // kept
+      globalHooks[1] = PyObject_GetAttrString(mod.get(), "_global_forward_pre_hooks");  // kept
+      globalHooks[2] = PyObject_GetAttrString(mod.get(), "_global_backward_hooks");     // kept
+    }
+    PyErr_Clear();
+  }
+  for (PyObject* g : globalHooks)
+    if (g && PyDict_Check(g) && PyDict_Size(g) > 0) return true;
+  return false;
+}
+
+ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args, Kw kwargs) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* m = mod->py();
+  if (hasHooks(m)) ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks (" + std::string(Py_TYPE(m)->tp_name) + ")");
+  PyObjectRef forward = PyObjectRef::steal(checkPy(PyObject_GetAttrString((PyObject*)Py_TYPE(m), "forward")));
+  if (!PyFunction_Check(forward.get())) unsupportedCall(ctx, forward.get(), "forward is not a Python function");
+  args.insert(args.begin(), mod);
+  return inlineFunction(tr, forward.get(), Source{}, std::move(args), std::move(kwargs));
+}
+
+// ---- containers --------------------------------------------------------------------------------
+
+ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name,
+                       std::vector<ValueRef> args, Kw kwargs) {
+  CompileContext& ctx = tr.ctx();
+  auto mutated = [&] {
+    if (self->source) {
+      self->mutated = true;
+      ctx.effects.push_back({self->kind == ValueKind::kList ? SideEffect::Kind::kListContents
+                                                            : SideEffect::Kind::kDictContents,
+                             self, "", -1, nullptr});
+    }
+  };
+  if (self->kind == ValueKind::kList) {
+    if (name == "append" && args.size() == 1) {
+      self->items.push_back(args[0]);
+      mutated();
+      return makeConst(Py_None);
+    }
+    if (name == "extend" && args.size() == 1) {
+      for (ValueRef& v : iterateValue(ctx, args[0])) self->items.push_back(v);
+      mutated();
+      return makeConst(Py_None);
+    }
+    if (name == "insert" && args.size() == 2 && args[0]->isConst()) {
+      Py_ssize_t i = PyLong_AsSsize_t(args[0]->py());
+      Py_ssize_t n = static_cast<Py_ssize_t>(self->items.size());
+      if (i < 0) i = std::max<Py_ssize_t>(0, i + n);
+      i = std::min(i, n);
+      self->items.insert(self->items.begin() + i, args[1]);
+      mutated();
+      return makeConst(Py_None);
+    }
+    if (name == "pop" && self->items.size() > 0) {
+      Py_ssize_t i = static_cast<Py_ssize_t>(self->items.size()) - 1;
+      if (!args.empty() && args[0]->isConst()) {
+        i = PyLong_AsSsize_t(args[0]->py());
+        if (i < 0) i += static_cast<Py_ssize_t>(self->items.size());
+      }
+      ValueRef v = self->items.at(static_cast<size_t>(i));
+      self->items.erase(self->items.begin() + i);
+      mutated();
+      return v;
+    }
+    if (name == "copy") return makeList(self->items);
+  }
+  if (self->kind == ValueKind::kDict) {
+    if (name == "update" && args.size() <= 1) {
+      std::vector<std::pair<PyObjectRef, ValueRef>> updates;
+      if (!args.empty()) {
+        if (args[0]->kind != ValueKind::kDict)
+          ctx.breakHere(BreakKind::kUnsupported, "dict.update() from " + describe(*args[0]));
+        for (size_t i = 0; i < args[0]->keys.size(); ++i) updates.emplace_back(args[0]->keys[i], args[0]->items[i]);
+      }
+      for (auto& [k, v] : kwargs)
+        updates.emplace_back(PyObjectRef::steal(checkPy(PyUnicode_FromString(k.c_str()))), v);
+      for (auto& [key, v] : updates) {
+        bool replaced = false;
+        for (size_t i = 0; i < self->keys.size(); ++i)
+          if (PyObject_RichCompareBool(self->keys[i].get(), key.get(), Py_EQ) == 1) {
+            self->items[i] = v;
+            replaced = true;
+          }
+        if (!replaced) {
+          self->keys.push_back(key);
+          self->items.push_back(v);
+        }
+      }
+      mutated();
+      return makeConst(Py_None);
+    }
+    if (name == "items") {
+      std::vector<ValueRef> pairs;
+      for (size_t i = 0; i < self->keys.size(); ++i)
+        pairs.push_back(makeTuple({makeConst(self->keys[i].get()), self->items[i]}));
+      return makeList(std::move(pairs));
+    }
+    if (name == "keys") return makeList(iterateValue(ctx, self));
+    if (name == "values") return makeList(self->items);
+    if (name == "get" && !args.empty()) {
+      PyObjectRef key = concrete(args[0]);
+      if (key)
+        for (size_t i = 0; i < self->keys.size(); ++i)
+          if (PyObject_RichCompareBool(self->keys[i].get(), key.get(), Py_EQ) == 1) return self->items[i];
+      return args.size() > 1 ? args[1] : makeConst(Py_None);
+    }
+    if (name == "copy") {
+      auto d = std::make_shared<Value>(*self);
+      d->source = Source{};
+      return d;
+    }
+  }
+  if (self->kind == ValueKind::kTuple && (name == "index" || name == "count")) {
+    PyObjectRef c = concrete(self);
+    if (c) {
+      PyObjectRef m = PyObjectRef::steal(checkPy(PyObject_GetAttrString(c.get(), name.c_str())));
+      return foldOrBreak(ctx, m.get(), args, kwargs);
+    }
+  }
+  ctx.breakHere(BreakKind::kUnsupported, "method ." + name + "() of " + describe(*self));
+}
+
+// ---- builtins ----------------------------------------------------------------------------------
+
+ValueRef typeOf(CompileContext& ctx, const ValueRef& v) {
+  switch (v->kind) {
+    case ValueKind::kTensor: return makeObject(torchApi().tensorType);
+    case ValueKind::kTuple: return makeObject(v->obj ? v->obj.get() : (PyObject*)&PyTuple_Type);
+    case ValueKind::kList: return makeObject((PyObject*)&PyList_Type);
+    case ValueKind::kDict: return makeObject((PyObject*)&PyDict_Type);
+    case ValueKind::kConst:
+    case ValueKind::kObject: return makeObject((PyObject*)Py_TYPE(v->py()));
+    default: ctx.breakHere(BreakKind::kUnsupported, "type() of " + describe(*v));
+  }
+}
+
+// Returns null when `fn` is not a builtin handled here.
+ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  std::string name = callableName(fn);
+  PyObject* b = torchApi().builtinsModule;  // borrowed ref
+  PyObjectRef same = PyObjectRef::steal(PyObject_GetAttrString(b, name.c_str()));
+  PyErr_Clear();
+  if (!same || same.get() != fn) return nullptr;
+
+  if (name == "print") ctx.breakHere(BreakKind::kPrint, "call to print()");
+  if (name == "len" && args.size() == 1) {
+    const ValueRef& v = args[0];
+    if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList || v->kind == ValueKind::kDict) {
+      PyObjectRef n = PyObjectRef::steal(PyLong_FromSize_t(v->items.size()));
+      return makeConst(n.get());
+    }
+    if (v->isTensor()) {
+      PyObjectRef n = PyObjectRef::steal(checkPy(PyObject_CallMethod(v->obj.get(), "__len__", nullptr)));
+      return makeConst(n.get());
+    }
+    if (v->kind == ValueKind::kObject && isModule(v->py())) {
+      PyObjectRef n = PyObjectRef::steal(PyLong_FromSsize_t(PyObject_Length(v->py())));
+      return makeConst(n.get());
+    }
+  }
+  if (name == "isinstance" && args.size() == 2) {
+    PyObjectRef cls = concrete(args[1]);
+    if (!cls) ctx.breakHere(BreakKind::kUnsupported, "isinstance with a non-constant class");
+    int r;
+    if (args[0]->kind == ValueKind::kObject || args[0]->isConst()) {
+      r = PyObject_IsInstance(args[0]->py(), cls.get());
+    } else {
+      ValueRef t = typeOf(ctx, args[0]);
+      r = PyObject_IsSubclass(t->py(), cls.get());
+    }
+    if (r < 0) throw PythonError{};
+    return makeConst(r ? Py_True : Py_False);
+  }
+  if (name == "issubclass" || name == "callable" || name == "id") {
+    if (name == "callable" && args.size() == 1 && args[0]->kind != ValueKind::kObject && !args[0]->isConst())
+      return makeConst(args[0]->kind == ValueKind::kFunction || args[0]->kind == ValueKind::kMethod ||
+                       args[0]->kind == ValueKind::kTensorAttr ? Py_True : Py_False);
+    return foldOrBreak(ctx, fn, args, kwargs);
+  }
+  if (name == "type" && args.size() == 1) return typeOf(ctx, args[0]);
+  if (name == "getattr" && (args.size() == 2 || args.size() == 3) && args[1]->isConst()) {
+    std::string attr = PyUnicode_AsUTF8(args[1]->py());
+    if (args.size() == 3 && (args[0]->kind == ValueKind::kObject)) {
+      int has = PyObject_HasAttrString(args[0]->py(), attr.c_str());
+      if (!has) return args[2];
+    }
+    return getAttr(tr, args[0], attr);
+  }
+  if (name == "hasattr" && args.size() == 2 && args[1]->isConst()) {
+    std::string attr = PyUnicode_AsUTF8(args[1]->py());
+    PyObject* probe = nullptr;
+    if (args[0]->kind == ValueKind::kObject || args[0]->isConst()) probe = args[0]->py();
+    if (args[0]->isTensor()) probe = args[0]->obj.get();
+    if (probe == nullptr) ctx.breakHere(BreakKind::kUnsupported, "hasattr on " + describe(*args[0]));
+    if (args[0]->source) ctx.guard(args[0]->source, makeHasAttr(attr, PyObject_HasAttrString(probe, attr.c_str())));
+    return makeConst(PyObject_HasAttrString(probe, attr.c_str()) ? Py_True : Py_False);
+  }
+  if (name == "setattr" && args.size() == 3 && args[1]->isConst()) {
+    setAttr(ctx, args[0], PyUnicode_AsUTF8(args[1]->py()), args[2]);
+    return makeConst(Py_None);
+  }
+  if ((name == "int" || name == "float" || name == "bool" || name == "complex") && args.size() == 1 &&
+      args[0]->isTensor())
+    ctx.breakHere(BreakKind::kTensorToPython, name + "() of a tensor");
+  if (name == "enumerate" && !args.empty()) {
+    ValueRef startV = args.size() > 1 ? args[1] : nullptr;
+    for (auto& [k, v] : kwargs)
+      if (k == "start") startV = v;
+    if (startV && (!startV->isConst() || !PyLong_Check(startV->py())))
+      ctx.breakHere(BreakKind::kUnsupported, "enumerate() with a non-constant start");
+    long start = startV ? PyLong_AsLong(startV->py()) : 0;
+    std::vector<ValueRef> out;
+    long i = start;
+    for (ValueRef& item : iterateValue(ctx, args[0])) {
+      PyObjectRef idx = PyObjectRef::steal(PyLong_FromLong(i++));
+      out.push_back(makeTuple({makeConst(idx.get()), item}));
+    }
+    return makeList(std::move(out));
+  }
+  if (name == "zip") {
+    std::vector<std::vector<ValueRef>> seqs;
+    size_t n = SIZE_MAX;
+    for (ValueRef& a : args) {
+      seqs.push_back(iterateValue(ctx, a));
+      n = std::min(n, seqs.back().size());
+    }
+    if (seqs.empty()) n = 0;
+    std::vector<ValueRef> out;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<ValueRef> t;
+      for (auto& s : seqs) t.push_back(s[i]);
+      out.push_back(makeTuple(std::move(t)));
+    }
+    return makeList(std::move(out));
+  }
+  if (name == "reversed" && args.size() == 1) {
+    std::vector<ValueRef> items = iterateValue(ctx, args[0]);
+    return makeList(std::vector<ValueRef>(items.rbegin(), items.rend()));
+  }
+  if ((name == "list" || name == "tuple") && args.size() <= 1) {
+    std::vector<ValueRef> items = args.empty() ? std::vector<ValueRef>{} : iterateValue(ctx, args[0]);
+    return name == "list" ? makeList(std::move(items)) : makeTuple(std::move(items));
+  }
+  if (name == "dict" && args.empty()) {
+    auto d = std::make_shared<Value>();
+    d->kind = ValueKind::kDict;
+    for (auto& [k, v] : kwargs) {
+      d->keys.push_back(PyObjectRef::steal(checkPy(PyUnicode_FromString(k.c_str()))));
+      d->items.push_back(v);
+    }
+    return d;
+  }
+  if (name == "iter" && args.size() == 1) {
+    auto it = std::make_shared<Value>();
+    it->kind = ValueKind::kIterator;
+    it->items = iterateValue(ctx, args[0]);
+    return it;
+  }
+  if (name == "next" && !args.empty() && args[0]->kind == ValueKind::kIterator) {
+    ValueRef& it = args[0];
+    if (it->index < it->items.size()) return it->items[it->index++];
+    if (args.size() > 1) return args[1];
+    ctx.breakHere(BreakKind::kException, "next() on an exhausted iterator");
+  }
+  if (name == "sum" && !args.empty() && !concrete(args[0])) {
+    // sum(items, start=0) adds left to right from start, as Python does.
+    ValueRef acc = args.size() > 1 ? args[1] : nullptr;
+    for (auto& [k, v] : kwargs)
+      if (k == "start") acc = v;
+    if (!acc) {
+      PyObjectRef zero = PyObjectRef::steal(PyLong_FromLong(0));
+      acc = makeConst(zero.get());
+    }
+    PyObject* add = binaryOperator(0, nullptr);  // borrowed: operator.add
+    for (ValueRef& item : iterateValue(ctx, args[0])) acc = callValue(tr, makeObject(add), {acc, item}, {});
+    return acc;
+  }
+  if ((name == "min" || name == "max" || name == "sum" || name == "any" || name == "all" ||
+       name == "sorted") && args.size() == 1 && !concrete(args[0])) {
+    std::vector<ValueRef> items = iterateValue(ctx, args[0]);
+    std::vector<ValueRef> consts = items;
+    ValueRef asTuple = makeTuple(consts);
+    return foldOrBreak(ctx, fn, {asTuple}, kwargs);
+  }
+  if (name == "super" && args.empty()) return nullptr;  // handled by the caller
+  static const char* kPure[] = {"len", "abs", "min", "max", "round", "divmod", "pow", "sum", "sorted", "any",
+                                "all", "int", "float", "bool", "str", "repr", "hash", "ord", "chr",
+                                "range", "slice", "tuple", "list", "set", "frozenset", "format",
+                                "isinstance", "issubclass", "hex", "oct", "bin", "map", "filter"};
+  for (const char* p : kPure)
+    if (name == p) {
+      if (anyTensor(args, kwargs)) {
+        if (name == "abs" && args.size() == 1) return ctx.recordCall(fn, "", args, kwargs);
+        ctx.breakHere(BreakKind::kTensorToPython, "builtin " + name + "() applied to a tensor");
+      }
+      return foldOrBreak(ctx, fn, args, kwargs);
+    }
+  unsupportedCall(ctx, fn, "builtin not supported");
+}
+
+ValueRef callNamedTuple(CompileContext& ctx, PyObject* cls, std::vector<ValueRef> args, Kw kwargs) {
+  PyObjectRef fields = PyObjectRef::steal(checkPy(PyObject_GetAttrString(cls, "_fields")));
+  PyObjectRef defaults = PyObjectRef::steal(PyObject_GetAttrString(cls, "_field_defaults"));
+  PyErr_Clear();
+  Py_ssize_t n = PyTuple_GET_SIZE(fields.get());
+  std::vector<ValueRef> items(static_cast<size_t>(n));
+  for (size_t i = 0; i < args.size() && static_cast<Py_ssize_t>(i) < n; ++i) items[i] = args[i];
+  for (auto& [k, v] : kwargs)
+    for (Py_ssize_t i = 0; i < n; ++i)
+      if (k == PyUnicode_AsUTF8(PyTuple_GET_ITEM(fields.get(), i))) items[i] = v;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (items[i]) continue;
+    PyObject* d = defaults ? PyDict_GetItem(defaults.get(), PyTuple_GET_ITEM(fields.get(), i)) : nullptr;
+    if (!d) ctx.breakHere(BreakKind::kException, "namedtuple missing a field");
+    items[i] = ctx.wrap(d, Source{}, false);
+  }
+  ValueRef t = makeTuple(std::move(items));
+  t->obj = PyObjectRef::borrow(cls);
+  return t;
+}
+
+bool isModuleName(const std::string& mod, const char* prefix) {
+  return mod == prefix || mod.rfind(std::string(prefix) + ".", 0) == 0;
+}
+
+ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> args, Kw kwargs) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* fn = fnValue->py();
+  const TorchApi& api = torchApi();
+
+  if (fn == api.noGrad || fn == api.enableGrad) {
+    auto g = std::make_shared<Value>();
+    g->kind = ValueKind::kGradMode;
+    g->flag = fn == api.enableGrad;
+    return g;
+  }
+  if (fn == api.isGradEnabled) return makeConst(ctx.gradEnabled ? Py_True : Py_False);
+  if (fn == api.setGradEnabled && args.size() == 1 && args[0]->isConst()) {
+    ctx.gradEnabled = args[0]->py() == Py_True;
+    ctx.recordCall(fn, "", args, {});
+    return makeConst(Py_None);
+  }
+  if (isModule(fn)) return callModule(tr, fnValue, std::move(args), std::move(kwargs));
+
+  std::string mod = moduleOf(fn);
+  std::string name = callableName(fn);
+  if (isModuleName(mod, "logging") || isModuleName(mod, "warnings"))
+    ctx.breakHere(BreakKind::kLogging, "call to " + mod + "." + name + "()");
+  // torch helpers that are constant while capturing.
+  if (mod == "torch.jit._script" || mod == "torch._jit_internal" || mod == "torch.jit") {
+    if (name == "is_scripting" || name == "is_tracing") return makeConst(Py_False);
+  }
+  if (name == "_get_tracing_state") return makeConst(Py_None);
+  if (name == "is_fx_tracing") return makeConst(Py_False);
+  if (name == "_log_api_usage_once") return makeConst(Py_None);
+  if (mod == "torch.overrides" && (name == "has_torch_function" || name == "has_torch_function_unary" ||
+                                   name == "has_torch_function_variadic"))
+    return makeConst(Py_False);
+  if (name == "has_torch_function" || name == "has_torch_function_unary" || name == "has_torch_function_variadic")
+    return makeConst(Py_False);
+  if ((mod == "torch" || mod == "torch.functional") && (name == "is_tensor")) {
+    return makeConst(!args.empty() && args[0]->isTensor() ? Py_True : Py_False);
+  }
+  if (name == "_assert" && mod.rfind("torch", 0) == 0 && !args.empty()) {
+    if (args[0]->isConst() && PyObject_IsTrue(args[0]->py())) return makeConst(Py_None);
+    ctx.breakHere(BreakKind::kDataDependentBranch, "torch._assert on a tensor value");
+  }
+
+  if (PyType_Check(fn)) {
+    if (PyType_IsSubtype((PyTypeObject*)fn, &PyTuple_Type) && PyObject_HasAttrString(fn, "_fields"))
+      return callNamedTuple(ctx, fn, std::move(args), std::move(kwargs));
+    if (PyObject_IsSubclass(fn, api.moduleType) == 1)
+      ctx.breakHere(BreakKind::kUnsupportedCall, std::string("creating a module (") + ((PyTypeObject*)fn)->tp_name + ") inside the compiled function");
+    PyErr_Clear();
+    if (ValueRef r = callBuiltin(tr, fn, args, kwargs)) return r;
+    if (fn == api.deviceType || fn == api.dtypeType) return foldOrBreak(ctx, fn, args, kwargs);
+    if (mod.rfind("torch", 0) == 0) {
+      if (anyTensor(args, kwargs)) unsupportedCall(ctx, fn, "constructing a torch object from tensors");
+      return foldOrBreak(ctx, fn, args, kwargs);
+    }
+    unsupportedCall(ctx, fn, "creating an instance of a class inside the compiled function");
+  }
+
+  if (isTorchOp(fn)) {
+    if (nameIn(name, kDynamicShape, std::size(kDynamicShape)))
+      ctx.breakHere(BreakKind::kDynamicShape, "torch." + name + "() has a data-dependent output shape");
+    if (!anyTensor(args, kwargs) && mod == "torch.functional" && name != "split") {
+      // e.g. torch.functional helpers on constants
+    }
+    return ctx.recordCall(fn, "", args, kwargs);
+  }
+  if (mod == "operator" || mod == "_operator") {
+    if (anyTensor(args, kwargs)) {
+      // Tuple/list concatenation is structural, not a tensor op.
+      if (name == "add" && args.size() == 2 && args[0]->kind == args[1]->kind &&
+          (args[0]->kind == ValueKind::kTuple || args[0]->kind == ValueKind::kList)) {
+        std::vector<ValueRef> items = args[0]->items;
+        items.insert(items.end(), args[1]->items.begin(), args[1]->items.end());
+        return args[0]->kind == ValueKind::kTuple ? makeTuple(items) : makeList(items);
+      }
+      if (name == "getitem") return getItem(ctx, args[0], args[1]);
+      return ctx.recordCall(fn, "", args, kwargs);
+    }
+    if (name == "add" && args.size() == 2 && args[0]->kind == args[1]->kind &&
+        (args[0]->kind == ValueKind::kTuple || args[0]->kind == ValueKind::kList) &&
+        !(concrete(args[0]) && concrete(args[1]))) {
+      std::vector<ValueRef> items = args[0]->items;
+      items.insert(items.end(), args[1]->items.begin(), args[1]->items.end());
+      return args[0]->kind == ValueKind::kTuple ? makeTuple(items) : makeList(items);
+    }
+    if (name == "getitem" && args.size() == 2) return getItem(ctx, args[0], args[1]);
+    return foldOrBreak(ctx, fn, args, kwargs);
+  }
+  if (mod == "math" || mod == "cmath") {
+    if (anyTensor(args, kwargs)) ctx.breakHere(BreakKind::kTensorToPython, "math." + name + "() of a tensor");
+    return foldOrBreak(ctx, fn, args, kwargs);
+  }
+  if (PyCFunction_Check(fn)) {
+    if (ValueRef r = callBuiltin(tr, fn, args, kwargs)) return r;
+    PyObject* self = PyCFunction_GET_SELF(fn);  // borrowed ref
+    if (self != nullptr && isConstantObject(self)) return foldOrBreak(ctx, fn, args, kwargs);
+    unsupportedCall(ctx, fn, "a function implemented in C");
+  }
+  if (PyFunction_Check(fn)) return inlineFunction(tr, fn, fnValue->source, std::move(args), std::move(kwargs));
+  if (PyMethod_Check(fn)) {
+    PyObject* self = PyMethod_GET_SELF(fn);  // borrowed ref
+    args.insert(args.begin(), ctx.wrap(self, fnValue->source ? Source::attr(fnValue->source, "__self__") : Source{}));
+    return callObject(tr, makeObject(PyMethod_GET_FUNCTION(fn)), std::move(args), std::move(kwargs));
+  }
+  // Callable user objects: trace type(obj).__call__.
+  PyObjectRef call = PyObjectRef::steal(PyObject_GetAttrString((PyObject*)Py_TYPE(fn), "__call__"));
+  PyErr_Clear();
+  if (call && PyFunction_Check(call.get())) {
+    args.insert(args.begin(), fnValue);
+    return inlineFunction(tr, call.get(), Source{}, std::move(args), std::move(kwargs));
+  }
+  unsupportedCall(ctx, fn, "");
+}
+
+}  // namespace
+
+ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, Kw kwargs) {
+  CompileContext& ctx = tr.ctx();
+  switch (fn->kind) {
+    case ValueKind::kTensorAttr: {
+      const std::string& name = fn->name;
+      if (nameIn(name, kToPython, std::size(kToPython)))
+        ctx.breakHere(BreakKind::kTensorToPython, "Tensor." + name + "() needs the tensor's data");
+      if (nameIn(name, kDynamicShape, std::size(kDynamicShape)))
+        ctx.breakHere(BreakKind::kDynamicShape, "Tensor." + name + "() has a data-dependent output shape");
+      args.insert(args.begin(), fn->self);
+      return ctx.recordCall(nullptr, name, args, kwargs);
+    }
+    case ValueKind::kMethod: {
+      if (!fn->obj) return containerCall(tr, fn->self, fn->name, std::move(args), std::move(kwargs));
+      args.insert(args.begin(), fn->self);
+      return callObject(tr, makeObject(fn->obj.get()), std::move(args), std::move(kwargs));
+    }
+    case ValueKind::kFunction: {
+      PyCodeObject* code = (PyCodeObject*)fn->py();  // borrowed ref
+      return inlineCode(tr, code, tr.globals(), fn->items, fn->kwdefaults, fn->closure, std::move(args),
+                        std::move(kwargs), fn->name);
+    }
+    case ValueKind::kGradMode: {
+      const TorchApi& api = torchApi();
+      if (fn->name == "__enter__" || fn->name == "__exit__") {
+        bool mode = fn->flag;
+        PyObject* flag = mode ? Py_True : Py_False;
+        if (ctx.gradEnabled != mode) ctx.recordCall(api.setGradEnabled, "", {makeConst(flag)}, {});
+        ctx.gradEnabled = mode;
+        return makeConst(Py_None);
+      }
+      ctx.breakHere(BreakKind::kUnsupported, "calling a grad-mode context manager");
+    }
+    case ValueKind::kObject: {
+      PyObject* f = fn->py();
+      // super() inside a method: the class from __class__, self from the first argument.
+      if (f == (PyObject*)&PySuper_Type && args.empty())
+        ctx.breakHere(BreakKind::kUnsupported, "zero-argument super()");
+      return callObject(tr, fn, std::move(args), std::move(kwargs));
+    }
+    case ValueKind::kConst:
+      if (PyCallable_Check(fn->py())) return callObject(tr, makeObject(fn->py()), std::move(args), std::move(kwargs));
+      break;
+    default:
+      break;
+  }
+  ctx.breakHere(BreakKind::kUnsupported, "calling " + describe(*fn));
+}
+
+}  // namespace dynamo::core::interp

@@ -1,0 +1,120 @@
+// Value constructors and descriptions (see value.h).
+#include "value.h"
+
+#include "torch_api.h"
+
+namespace dynamo::core::interp {
+
+ValueRef makeConst(PyObject* o) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kConst;
+  v->obj = PyObjectRef::borrow(o);
+  return v;
+}
+
+ValueRef makeObject(PyObject* o, Source source) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kObject;
+  v->obj = PyObjectRef::borrow(o);
+  v->source = std::move(source);
+  return v;
+}
+
+ValueRef makeNull() {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kNull;
+  return v;
+}
+
+ValueRef makeTuple(std::vector<ValueRef> items) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kTuple;
+  v->items = std::move(items);
+  return v;
+}
+
+ValueRef makeList(std::vector<ValueRef> items) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kList;
+  v->items = std::move(items);
+  return v;
+}
+
+ValueRef makeSlice(ValueRef start, ValueRef stop, ValueRef step) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kSlice;
+  v->items = {std::move(start), std::move(stop), std::move(step)};
+  return v;
+}
+
+ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Source source) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kTensor;
+  v->node = std::move(node);
+  v->obj = std::move(example);
+  v->device = std::move(device);
+  v->source = std::move(source);
+  return v;
+}
+
+bool isConstantObject(PyObject* o) {
+  if (o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || PyLong_CheckExact(o) ||
+      PyFloat_CheckExact(o) || PyComplex_CheckExact(o) || PyUnicode_CheckExact(o) ||
+      PyBytes_CheckExact(o) || PyCode_Check(o))
+    return true;
+  if (PyTuple_CheckExact(o) || PyFrozenSet_CheckExact(o)) {
+    PyObject* it = PyObject_GetIter(o);  // new ref
+    if (it == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    bool all = true;
+    while (PyObject* item = PyIter_Next(it)) {  // new ref
+      all = all && isConstantObject(item);
+      Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    PyErr_Clear();
+    return all;
+  }
+  const TorchApi& api = torchApi();
+  PyTypeObject* t = Py_TYPE(o);
+  if ((PyObject*)t == api.dtypeType || (PyObject*)t == api.deviceType) return true;
+  // torch.layout, torch.memory_format, torch.qscheme: C types of torch with no state.
+  const char* name = t->tp_name;
+  return std::string(name) == "torch.layout" || std::string(name) == "torch.memory_format";
+}
+
+std::string describe(const Value& v) {
+  switch (v.kind) {
+    case ValueKind::kConst: {
+      PyObject* r = PyObject_Repr(v.py());  // new ref
+      std::string s = r ? PyUnicode_AsUTF8(r) : "?";
+      Py_XDECREF(r);
+      PyErr_Clear();
+      if (s.size() > 40) s = s.substr(0, 37) + "...";
+      return std::string(Py_TYPE(v.py())->tp_name) + " " + s;
+    }
+    case ValueKind::kTensor:
+      return v.source ? "tensor '" + v.source.name() + "'" : "tensor %" + v.node->name();
+    case ValueKind::kTuple: return "tuple of " + std::to_string(v.items.size());
+    case ValueKind::kList: return "list of " + std::to_string(v.items.size());
+    case ValueKind::kDict: return "dict of " + std::to_string(v.items.size());
+    case ValueKind::kSlice: return "slice";
+    case ValueKind::kNull: return "NULL";
+    case ValueKind::kObject: {
+      std::string s = std::string(Py_TYPE(v.py())->tp_name);
+      if (v.source) s += " '" + v.source.name() + "'";
+      return s;
+    }
+    case ValueKind::kFunction: return "function " + v.name;
+    case ValueKind::kMethod: return "bound method";
+    case ValueKind::kTensorAttr: return "tensor method ." + v.name;
+    case ValueKind::kCell: return "cell";
+    case ValueKind::kIterator: return "iterator";
+    case ValueKind::kGradMode: return "grad-mode context manager";
+  }
+  return "value";
+}
+
+}  // namespace dynamo::core::interp

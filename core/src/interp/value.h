@@ -1,0 +1,103 @@
+// Values of the symbolic interpreter: what a stack slot or a local holds while a frame is traced.
+//
+// A Value is either known exactly (a constant, a module, a function, a Python object reached
+// from the frame through a Source) or symbolic (a tensor produced by a graph node), or a
+// container of Values (tuple, list, dict, slice, iterator). Values are shared by pointer: Python
+// identity of mutable containers built during tracing is pointer identity of their Value.
+//
+//   kind        what it stands for                      fields used
+//   kConst      int/float/bool/str/None/dtype/...       obj
+//   kTensor     a tensor, graph node + meta example     node, obj (meta example), device, source
+//   kTuple      tuple (also namedtuple: obj = class)     items, obj (namedtuple class or null)
+//   kList       list                                     items, source (when from the frame)
+//   kDict       dict with constant keys                  keys, items, source
+//   kSlice      slice(start, stop, step)                 items
+//   kNull       the NULL pushed before calls (3.11)      -
+//   kObject     any Python object known exactly          obj, source (modules, functions, ...)
+//   kFunction   a function made during tracing           obj (code), items (defaults), cells
+//   kMethod     bound method: self + function             self, obj (function)
+//   kTensorAttr tensor method not yet called: x.view      self (tensor), name
+//   kCell       a cell (closure variable)                 cell (shared contents)
+//   kIterator   iterator over a known sequence            items, index
+//   kGradMode   torch.no_grad()/enable_grad() object     flag
+#pragma once
+
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dynamo/core/graph.h"
+#include "dynamo/core/graph_pyref.h"
+#include "dynamo/core/source.h"
+
+namespace dynamo::core::interp {
+
+struct Value;
+using ValueRef = std::shared_ptr<Value>;
+
+enum class ValueKind {
+  kConst,
+  kTensor,
+  kTuple,
+  kList,
+  kDict,
+  kSlice,
+  kNull,
+  kObject,
+  kFunction,
+  kMethod,
+  kTensorAttr,
+  kCell,
+  kIterator,
+  kGradMode,
+};
+
+/// A cell's contents; shared by every function that closes over it.
+struct CellBox {
+  ValueRef contents;  ///< null when the cell is empty
+  bool external = false;  ///< a real cell of a function from outside the trace
+};
+
+struct Value {
+  ValueKind kind = ValueKind::kConst;
+  PyObjectRef obj;               ///< the constant / object / meta example / function code
+  NodeRef node;                  ///< kTensor: the graph node producing it
+  PyObjectRef device;            ///< kTensor: the real torch.device (meta examples lose it)
+  Source source;                 ///< where it came from in the frame, when it did
+  std::vector<ValueRef> items;   ///< container elements / slice parts / defaults
+  std::vector<PyObjectRef> keys; ///< kDict: constant keys, parallel to items
+  ValueRef self;                 ///< kMethod / kTensorAttr: the receiver
+  std::string name;              ///< kTensorAttr: method name; kFunction: qualname
+  std::shared_ptr<CellBox> cell; ///< kCell
+  std::vector<std::shared_ptr<CellBox>> closure;  ///< kFunction: closure cells
+  ValueRef kwdefaults;           ///< kFunction: kw-only defaults (a kDict) or null
+  size_t index = 0;              ///< kIterator: next position
+  bool flag = false;             ///< kGradMode: the grad mode it sets
+  bool mutated = false;          ///< kList/kDict with a source: changed during tracing
+
+  bool isConst() const { return kind == ValueKind::kConst; }
+  bool isTensor() const { return kind == ValueKind::kTensor; }
+  bool isNull() const { return kind == ValueKind::kNull; }
+  /// Borrowed ref to the Python object of a kConst/kObject value.
+  PyObject* py() const { return obj.get(); }
+};
+
+/// Constructors. `o` is a borrowed ref (a new reference is kept).
+ValueRef makeConst(PyObject* o);
+ValueRef makeObject(PyObject* o, Source source = {});
+ValueRef makeNull();
+ValueRef makeTuple(std::vector<ValueRef> items);
+ValueRef makeList(std::vector<ValueRef> items);
+ValueRef makeSlice(ValueRef start, ValueRef stop, ValueRef step);
+ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Source source = {});
+
+/// True for Python objects that can live in a kConst: None, bool, int, float, complex, str,
+/// bytes, Ellipsis, torch.dtype/device/layout/memory_format, and tuples/frozensets of those.
+bool isConstantObject(PyObject* o);
+
+/// A short description for break messages: "tensor", "int 3", "list of 2", "module Linear".
+std::string describe(const Value& v);
+
+}  // namespace dynamo::core::interp

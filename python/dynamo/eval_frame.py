@@ -1,0 +1,163 @@
+"""dynamo.optimize / compile / run / disable / reset: the user-facing API over the frame hook."""
+import functools
+import inspect
+import sys
+import threading
+
+from dynamo import _C, backends, config
+
+_state = threading.local()
+_listeners = []        # callables receiving one dict per compile attempt
+
+
+def _on_compile(record):
+    if config.verbose:
+        g = record["graphs"][0] if record["graphs"] else None
+        ops = sum(g["op_counts"].values()) if g else 0
+        print(f"dynamo: {record['status']} {record['function']} ({record['file']}:{record['line']}) "
+              f"ops={ops} breaks={len(record['breaks'])} {record['reason'].strip()}", file=sys.stderr)
+    for listener in list(_listeners):
+        listener(record)
+
+
+def _make_handle(backend, fullgraph):
+    name, fn = backends.lookup(backend)
+    native = fn is backends.eager
+    return _C._compiler.make(name, None if native else fn, bool(fullgraph),
+                             int(config.cache_size_limit), bool(config.suppress_errors), _on_compile)
+
+
+class _Context:
+    """Sets the thread's hook mode for the duration of a with block or a call."""
+
+    def __init__(self, mode, handle):
+        self._mode = mode
+        self._handle = handle
+
+    def __enter__(self):
+        stack = getattr(_state, "stack", None)
+        if stack is None:
+            stack = _state.stack = []
+        stack.append(_C._compiler.set_mode(self._mode, self._handle))
+        return self
+
+    def __exit__(self, *exc):
+        mode, handle = _state.stack.pop()
+        _C._compiler.set_mode(mode, handle)
+        return False
+
+    def __call__(self, fn):
+        return _wrap(fn, self)
+
+
+def _wrap(fn, ctx):
+    import torch
+    if isinstance(fn, torch.nn.Module):
+        return _CompiledModule(fn, ctx)
+    if not callable(fn):
+        raise _C.UserError(
+            f"error: dynamo can only compile a function or an nn.Module, not {type(fn).__name__} ({fn!r})\n"
+            f"  = hint: pass the function itself, e.g. dynamo.compile(model) or dynamo.compile(f)")
+    if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
+        raise _C.UserError(f"error: dynamo cannot compile generator or coroutine function {fn.__qualname__}\n"
+                           f"  = hint: compile the function that consumes it instead")
+
+    @functools.wraps(fn)
+    def compiled(*args, **kwargs):
+        with ctx:
+            return fn(*args, **kwargs)
+    compiled._dynamo_orig = fn
+    _C._compiler.disable_code(compiled.__code__)
+    return compiled
+
+
+class _CompiledModule:
+    """A module whose calls run under Dynamo. Attribute access and state_dict reach the module."""
+
+    def __init__(self, module, ctx):
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_ctx", ctx)
+
+    def __call__(self, *args, **kwargs):
+        with self._ctx:
+            return self._orig_mod(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._orig_mod, name, value)
+
+    def __repr__(self):
+        return f"dynamo.compile({self._orig_mod!r})"
+
+
+def _skip_torch_call_machinery():
+    """nn.Module.__call__ (hooks, then forward) runs as Python; the forward frames it calls are
+    captured. Capturing the wrapper itself would only trace hook bookkeeping."""
+    import torch
+    for name in ("_call_impl", "_wrapped_call_impl", "__call__"):
+        fn = getattr(torch.nn.Module, name, None)
+        if fn is not None and hasattr(fn, "__code__"):
+            _C._compiler.disable_code(fn.__code__)
+
+
+_skip_torch_call_machinery()
+_C._compiler.disable_code(_Context.__enter__.__code__)
+_C._compiler.disable_code(_Context.__exit__.__code__)
+_C._compiler.disable_code(_CompiledModule.__call__.__code__)
+
+
+def optimize(backend="eager", nopython=False):
+    """A context manager and decorator that compiles the frames run inside it.
+
+        with dynamo.optimize("eager"):
+            model(x)
+
+        @dynamo.optimize(my_compiler)
+        def f(x): ...
+    """
+    return _Context("compile", _make_handle(backend, nopython))
+
+
+def compile(fn_or_module, backend="eager", fullgraph=False):
+    """Returns a compiled version of a function or an nn.Module (the module keeps its parameters
+    and state_dict). With fullgraph=True the first graph break raises dynamo.Unsupported."""
+    if not callable(fn_or_module):
+        raise _C.UserError(
+            f"error: dynamo.compile needs a function or an nn.Module, got {type(fn_or_module).__name__} "
+            f"({fn_or_module!r})\n  = hint: pass the function itself, e.g. dynamo.compile(model)")
+    return _wrap(fn_or_module, optimize(backend, nopython=fullgraph))
+
+
+def run(fn=None):
+    """Run-only mode: reuse what was compiled, never compile anew. As a decorator or a context
+    manager (dynamo.run() with no argument)."""
+    ctx = _Context("run_only", None)
+    return ctx if fn is None else _wrap(getattr(fn, "_dynamo_orig", fn), ctx)
+
+
+def disable(fn=None):
+    """Runs fn (or the with block) without capture, also for what it calls."""
+    if fn is None:
+        return _Context("off", None)
+    _C._compiler.disable_code(fn.__code__) if hasattr(fn, "__code__") else None
+    return _wrap(fn, _Context("off", None))
+
+
+def reset():
+    """Forgets every compiled entry: the next calls compile anew."""
+    _C._compiler.reset()
+
+
+def add_compile_listener(fn):
+    """fn(record) is called after every compile attempt (a dict: graphs, breaks, guards, timings)."""
+    _listeners.append(fn)
+    return fn
+
+
+def remove_compile_listener(fn):
+    _listeners.remove(fn)

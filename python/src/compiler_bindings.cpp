@@ -1,0 +1,278 @@
+// dynamo._C._compiler: the frame compiler for the Python package (dynamo.optimize/compile).
+//
+//   make(backend_name, backend_or_None, fullgraph, cache_size_limit, suppress_errors, listener)
+//       -> Compiler handle
+//   set_mode("off" | "run_only" | "compile", handle_or_None) -> previous (mode, handle)
+//   reset()                  drop every compiled entry
+//   disable_code(code)       never capture this code object
+//   break_kinds()            [(slug, explanation, hint)] from break_kinds.def
+//
+// The listener receives one dict per compile attempt (see recordToDict).
+#include <memory>
+
+#include "bindings.h"
+#include "dynamo/core/compiler.h"
+#include "dynamo/core/frame_hook.h"
+#include "dynamo/core/graph_printer.h"
+#include "dynamo/core/graph_serializer.h"
+#include "py_util.h"
+
+namespace dynamo::py {
+
+namespace {
+
+struct CompilerHandle {
+  PyObject_HEAD
+  std::shared_ptr<core::FrameCompiler>* compiler;
+};
+
+void handleDealloc(PyObject* self) {
+  delete reinterpret_cast<CompilerHandle*>(self)->compiler;
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyTypeObject handleType = [] {
+  PyTypeObject t{};
+  t.ob_base = PyVarObject_HEAD_INIT(nullptr, 0) t.tp_name = "dynamo._C._compiler.Compiler";
+  t.tp_basicsize = sizeof(CompilerHandle);
+  t.tp_dealloc = handleDealloc;
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "A configured frame compiler (internal handle).";
+  return t;
+}();
+
+// The handle currently installed on each thread's hook, to report it back from set_mode.
+thread_local PyObject* currentHandle = nullptr;  // strong ref
+
+PyObject* str(const std::string& s) { return PyUnicode_DecodeUTF8(s.data(), s.size(), "replace"); }
+
+void setItem(PyObject* d, const char* key, PyObject* value) {  // steals value
+  if (value == nullptr) throw PythonErrorAlreadySet{};
+  PyDict_SetItemString(d, key, value);
+  Py_DECREF(value);
+}
+
+PyObject* locationToDict(const SourceLocation& loc) {
+  PyObject* d = check(PyDict_New());
+  setItem(d, "file", str(loc.file));
+  setItem(d, "line", PyLong_FromLong(loc.line));
+  setItem(d, "source", str(loc.sourceLine));
+  return d;
+}
+
+PyObject* stackToList(const std::vector<SourceLocation>& stack) {
+  PyObject* l = check(PyList_New(0));
+  for (const SourceLocation& s : stack) {
+    PyObject* d = locationToDict(s);
+    PyList_Append(l, d);
+    Py_DECREF(d);
+  }
+  return l;
+}
+
+PyObject* recordToDict(const core::CompileRecord& r) {
+  PyRef d = PyRef::steal(check(PyDict_New()));
+  setItem(d.get(), "function", str(r.function));
+  setItem(d.get(), "file", str(r.where.file));
+  setItem(d.get(), "line", PyLong_FromLong(r.where.line));
+  setItem(d.get(), "attempt", PyLong_FromLong(r.attempt));
+  setItem(d.get(), "status", str(r.status));
+  setItem(d.get(), "reason", str(r.reason));
+  PyObject* graphs = check(PyList_New(0));
+  for (const core::Graph& g : r.graphs) {
+    PyObject* gd = check(PyDict_New());
+    setItem(gd, "text", str(core::printGraph(g)));
+    setItem(gd, "json", str(core::serializeGraph(g)));
+    PyObject* ops = check(PyDict_New());
+    for (const auto& [k, v] : g.opCounts()) {
+      PyObject* n = PyLong_FromLong(v);
+      PyDict_SetItemString(ops, k.c_str(), n);
+      Py_DECREF(n);
+    }
+    setItem(gd, "op_counts", ops);
+    setItem(gd, "num_inputs", PyLong_FromSize_t(g.inputs().size()));
+    setItem(gd, "num_nodes", PyLong_FromSize_t(g.body().size()));
+    PyList_Append(graphs, gd);
+    Py_DECREF(gd);
+  }
+  setItem(d.get(), "graphs", graphs);
+  PyObject* breaks = check(PyList_New(0));
+  for (const core::BreakRecord& b : r.breaks) {
+    PyObject* bd = check(PyDict_New());
+    setItem(bd, "kind", str(b.kind));
+    setItem(bd, "detail", str(b.detail));
+    setItem(bd, "explanation", str(b.explanation));
+    setItem(bd, "hint", str(b.hint));
+    setItem(bd, "file", str(b.where.file));
+    setItem(bd, "line", PyLong_FromLong(b.where.line));
+    setItem(bd, "source", str(b.where.sourceLine));
+    setItem(bd, "user_stack", stackToList(b.userStack));
+    PyList_Append(breaks, bd);
+    Py_DECREF(bd);
+  }
+  setItem(d.get(), "breaks", breaks);
+  PyObject* guards = check(PyList_New(0));
+  for (const core::GuardInfo& g : r.guards) {
+    PyObject* gd = check(PyDict_New());
+    setItem(gd, "kind", str(g.kindName));
+    setItem(gd, "source", str(g.sourceName));
+    setItem(gd, "checked", str(g.checked));
+    setItem(gd, "file", str(g.where.file));
+    setItem(gd, "line", PyLong_FromLong(g.where.line));
+    setItem(gd, "user_source", str(g.where.sourceLine));
+    PyList_Append(guards, gd);
+    Py_DECREF(gd);
+  }
+  setItem(d.get(), "guards", guards);
+  setItem(d.get(), "guard_text", str(r.guardText));
+  setItem(d.get(), "bytecode", str(r.bytecode));
+  setItem(d.get(), "capture_ms", PyFloat_FromDouble(r.captureMs));
+  setItem(d.get(), "guard_ms", PyFloat_FromDouble(r.guardMs));
+  setItem(d.get(), "backend_ms", PyFloat_FromDouble(r.backendMs));
+  setItem(d.get(), "total_ms", PyFloat_FromDouble(r.totalMs));
+  return d.release();
+}
+
+PyObject* makeCompiler(PyObject*, PyObject* args) {
+  const char* backendName;
+  PyObject* backend;
+  int fullgraph, suppress;
+  int cacheLimit;
+  PyObject* listener;
+  if (!PyArg_ParseTuple(args, "sOpipO", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener))
+    return nullptr;
+  DYNAMO_PY_TRY
+  core::CompilerOptions o;
+  o.backendName = backendName;
+  if (backend != Py_None) o.backend = core::PyObjectRef::borrow(backend);
+  o.fullgraph = fullgraph;
+  o.cacheSizeLimit = cacheLimit;
+  o.suppressErrors = suppress;
+  if (listener != Py_None) {
+    core::PyObjectRef cb = core::PyObjectRef::borrow(listener);
+    o.listener = [cb](const core::CompileRecord& r) {
+      PyObject* d = nullptr;
+      try {
+        d = recordToDict(r);
+      } catch (...) {
+        PyErr_Clear();
+        return;
+      }
+      PyObject* res = PyObject_CallOneArg(cb.get(), d);  // new ref
+      Py_DECREF(d);
+      if (res == nullptr) {
+        PyErr_WriteUnraisable(cb.get());
+      }
+      Py_XDECREF(res);
+    };
+  }
+  if (PyType_Ready(&handleType) < 0) return nullptr;
+  auto* h = PyObject_New(CompilerHandle, &handleType);
+  if (h == nullptr) return nullptr;
+  h->compiler = new std::shared_ptr<core::FrameCompiler>(core::makeFrameCompiler(std::move(o)));
+  return reinterpret_cast<PyObject*>(h);
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+const char* modeName(core::HookMode m) {
+  switch (m) {
+    case core::HookMode::kOff: return "off";
+    case core::HookMode::kRunOnly: return "run_only";
+    case core::HookMode::kCompile: return "compile";
+  }
+  return "off";
+}
+
+PyObject* setMode(PyObject*, PyObject* args) {
+  const char* mode;
+  PyObject* handle;
+  if (!PyArg_ParseTuple(args, "sO", &mode, &handle)) return nullptr;
+  DYNAMO_PY_TRY
+  std::string m = mode;
+  PyObject* previous = Py_BuildValue("(sO)", modeName(core::hookMode()), currentHandle ? currentHandle : Py_None);
+  if (previous == nullptr) return nullptr;
+  std::shared_ptr<core::FrameCompiler> compiler;
+  if (handle != Py_None) {
+    if (Py_TYPE(handle) != &handleType) {
+      Py_DECREF(previous);
+      PyErr_SetString(PyExc_TypeError, "set_mode: expected a compiler handle or None");
+      return nullptr;
+    }
+    compiler = *reinterpret_cast<CompilerHandle*>(handle)->compiler;
+  }
+  core::HookMode hm;
+  if (m == "off") hm = core::HookMode::kOff;
+  else if (m == "run_only") hm = core::HookMode::kRunOnly;
+  else if (m == "compile") hm = core::HookMode::kCompile;
+  else {
+    Py_DECREF(previous);
+    PyErr_Format(PyExc_ValueError, "set_mode: unknown mode '%s' (use 'off', 'run_only' or 'compile')", mode);
+    return nullptr;
+  }
+  core::setHookMode(hm, compiler);
+  Py_XINCREF(handle == Py_None ? nullptr : handle);
+  Py_XDECREF(currentHandle);
+  currentHandle = handle == Py_None ? nullptr : handle;
+  return previous;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* resetAll(PyObject*, PyObject*) {
+  DYNAMO_PY_TRY
+  core::resetFrameCaches();
+  Py_RETURN_NONE;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* disableCode(PyObject*, PyObject* code) {
+  if (!PyCode_Check(code)) {
+    PyErr_SetString(PyExc_TypeError, "disable_code: expected a code object");
+    return nullptr;
+  }
+  DYNAMO_PY_TRY
+  core::disableCode(code);
+  Py_RETURN_NONE;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* breakKinds(PyObject*, PyObject*) {
+  PyObject* l = PyList_New(0);
+  if (l == nullptr) return nullptr;
+  for (const core::BreakKindRow& r : core::breakKinds()) {
+    PyObject* t = Py_BuildValue("(sss)", r.slug, r.explanation, r.hint);
+    if (t == nullptr) {
+      Py_DECREF(l);
+      return nullptr;
+    }
+    PyList_Append(l, t);
+    Py_DECREF(t);
+  }
+  return l;
+}
+
+PyMethodDef methods[] = {
+    {"make", makeCompiler, METH_VARARGS, "make(backend_name, backend, fullgraph, cache_size_limit, suppress_errors, listener)"},
+    {"set_mode", setMode, METH_VARARGS, "set_mode(mode, handle) -> (previous_mode, previous_handle)"},
+    {"reset", resetAll, METH_NOARGS, "Drop every compiled entry."},
+    {"disable_code", disableCode, METH_O, "Never capture this code object."},
+    {"break_kinds", breakKinds, METH_NOARGS, "[(slug, explanation, hint)] of every graph-break kind."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef moduleDef = {PyModuleDef_HEAD_INIT, "dynamo._C._compiler", "The frame compiler.", -1, methods,
+                         nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+int initCompilerBindings(PyObject* module) {
+  if (core::registerCompilerTypes(module) < 0) return -1;
+  PyObject* sub = PyModule_Create(&moduleDef);  // new ref
+  if (sub == nullptr) return -1;
+  if (PyModule_AddObject(module, "_compiler", sub) < 0) {  // steals sub on success
+    Py_DECREF(sub);
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace dynamo::py

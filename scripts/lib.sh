@@ -1,0 +1,52 @@
+# Shared by setup.sh, test.sh and .ci/run: dependency installation and the build.
+# Source it; it defines functions only.
+
+# Debian 12 packages the project needs. OpenBLAS matters: without it Debian's torch runs matrix
+# products on the reference BLAS, about 9x slower.
+DYNAMO_APT_PACKAGES=(
+  g++ cmake ninja-build ccache pkg-config
+  python3 python3-dev python3-pytest python3-torch python3-torchvision libtorch-dev
+  libopenblas0-pthread
+  libsqlite3-dev sqlite3
+  catch2
+  qt6-base-dev libgraphviz-dev xvfb
+)
+
+dynamo_log() { printf '[dynamo] %s\n' "$*" >&2; }
+
+# Runs a command as root: directly when we are root, else through sudo.
+dynamo_as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+  else dynamo_log "need root for: $* (install sudo or run as root)"; return 1
+  fi
+}
+
+# Installs whatever of DYNAMO_APT_PACKAGES is missing. Idempotent: when everything is there it
+# touches nothing and runs no apt-get at all.
+dynamo_install_deps() {
+  local missing=() p
+  for p in "${DYNAMO_APT_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    dynamo_log "dependencies: all ${#DYNAMO_APT_PACKAGES[@]} Debian packages present"
+    return 0
+  fi
+  dynamo_log "installing ${#missing[@]} Debian packages: ${missing[*]}"
+  dynamo_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  dynamo_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# Configures and builds into $DYNAMO_BUILD_DIR (default: build/ beside this script's parent).
+dynamo_build() {
+  local src="$1" build="$2"
+  local jobs
+  jobs=$(nproc 2>/dev/null || echo 2)
+  if [ ! -f "$build/build.ninja" ]; then
+    cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=/usr/bin/python3
+  fi
+  cmake --build "$build" -j "$jobs"
+}

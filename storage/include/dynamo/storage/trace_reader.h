@@ -1,0 +1,89 @@
+// TraceReader: the read-only queries the tools run on a trace store.
+//
+// It opens the file read-only (it never creates, upgrades or locks out writers: WAL readers see
+// the last committed state while writers go on). Every query returns plain records.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dynamo/storage/records.h"
+
+namespace dynamo::storage {
+
+/// Graph breaks that share a kind and a user location, with how often they happened.
+struct GraphBreakGroup {
+  std::string kind;         ///< graph-break kind name
+  SourceLocation location;  ///< user file:line and source line
+  std::string explanation;  ///< explanation of the first break in the group
+  std::vector<std::string> hints;  ///< hints of the first break in the group
+  std::int64_t count = 0;   ///< number of breaks in the group
+};
+
+/// Row counts of one run (or of the whole file when runId is 0).
+struct StoreCounts {
+  std::int64_t runs = 0;           ///< runs
+  std::int64_t frames = 0;         ///< frames
+  std::int64_t compiles = 0;       ///< compiles
+  std::int64_t graphs = 0;         ///< graphs
+  std::int64_t graphBreaks = 0;    ///< graph breaks
+  std::int64_t guards = 0;         ///< guards
+  std::int64_t guardFailures = 0;  ///< guard failures
+  std::int64_t code = 0;           ///< code rows
+  std::int64_t artifacts = 0;      ///< artifacts
+};
+
+/// Read-only view of a trace store file.
+class TraceReader {
+ public:
+  /// Opens `path` read-only. Throws UserError(kTraceStore) naming the file and the fix when it
+  /// is missing, not a trace store, newer than this build, or older (upgrade hint).
+  static std::unique_ptr<TraceReader> open(const std::string& path);
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  /// The file read.
+  const std::string& path() const;
+  /// The file's schema version.
+  int schemaVersion() const;
+
+  /// Every run, oldest first.
+  std::vector<RunRecord> runs() const;
+  /// Frames of a run, in id order.
+  std::vector<FrameRecord> frames(RowId runId) const;
+  /// Compiles of a frame, by attempt.
+  std::vector<CompileRecord> compilesOfFrame(RowId frameId) const;
+  /// Compiles of a run, in id order.
+  std::vector<CompileRecord> compilesOfRun(RowId runId) const;
+  /// Graphs captured by a compile, by index.
+  std::vector<GraphRecord> graphs(RowId compileId) const;
+  /// Graph breaks of a compile, in id order.
+  std::vector<GraphBreakRecord> graphBreaks(RowId compileId) const;
+  /// Graph breaks grouped by kind and user location, most frequent first (runId 0: all runs).
+  std::vector<GraphBreakGroup> graphBreakGroups(RowId runId = 0) const;
+  /// Guards of a compile, in id order.
+  std::vector<GuardRecord> guards(RowId compileId) const;
+  /// Guard failures of a run in time order (runId 0: all runs).
+  std::vector<GuardFailureRecord> guardFailures(RowId runId = 0) const;
+  /// Guard failures of one cache entry, in time order.
+  std::vector<GuardFailureRecord> guardFailuresOfCompile(RowId compileId) const;
+  /// Code rows of a compile (compileId 0: code not tied to a compile), in id order.
+  std::vector<CodeRecord> code(RowId runId, RowId compileId) const;
+  /// Artifacts of a run, in id order.
+  std::vector<ArtifactRecord> artifacts(RowId runId) const;
+  /// Row counts of a run, or of the file when runId is 0.
+  StoreCounts counts(RowId runId = 0) const;
+  /// The result of PRAGMA integrity_check: "ok" when the file is sound.
+  std::string integrityCheck() const;
+
+  struct Impl;
+
+ private:
+  explicit TraceReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dynamo::storage

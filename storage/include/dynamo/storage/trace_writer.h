@@ -1,0 +1,90 @@
+// TraceWriter: records what the compiler does into a trace store, off the hot path.
+//
+//   caller threads                      writer thread (one per TraceWriter)
+//   --------------                      -----------------------------------
+//   recordX(row) --> [ queue ] -------> BEGIN IMMEDIATE; INSERT ... x N; COMMIT
+//   flush() ------- waits until ------> everything enqueued before it is committed
+//
+// record*() only assigns an id and appends to an in-memory queue: it never touches the disk and
+// never throws for I/O problems. A batch is committed when batchRows rows are waiting, when the
+// oldest has waited maxDelay, or on flush(). A row is *acknowledged* once a flush() that began
+// after it was enqueued has returned: it is then in the WAL, and survives the process being
+// killed (not necessarily a power loss: synchronous=NORMAL).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dynamo/storage/records.h"
+
+namespace dynamo::storage {
+
+/// Tuning knobs of a writer. The defaults suit a compiler writing a few thousand rows a second.
+struct WriterOptions {
+  std::size_t batchRows = 512;                          ///< commit once this many rows wait
+  std::chrono::milliseconds maxDelay{100};              ///< ...or once the oldest waited this long
+  std::size_t maxQueuedRows = std::size_t{1} << 20;     ///< beyond this, rows are dropped (error)
+  int busyTimeoutMs = 30000;                            ///< wait this long for another writer
+  int schemaVersionForTesting = 0;                      ///< test hook: create at this older version
+};
+
+/// Counters of a writer, for tests and the `dynamo-trace` CLI.
+struct WriterStats {
+  std::uint64_t enqueued = 0;   ///< rows handed to record*()
+  std::uint64_t committed = 0;  ///< rows committed to the file
+  std::uint64_t batches = 0;    ///< transactions committed
+  std::uint64_t dropped = 0;    ///< rows lost to an error or a full queue
+};
+
+/// Writes one run into a trace store file. Thread-safe: record*() may be called from any thread.
+class TraceWriter {
+ public:
+  /// Opens (creating or upgrading) the store at `path` and records `run` synchronously (this is
+  /// the only call that waits for the disk besides flush/close). Throws UserError(kTraceStore)
+  /// naming the file and the fix when the path is unusable; the file is then left untouched.
+  static std::unique_ptr<TraceWriter> open(const std::string& path, RunRecord run,
+                                           WriterOptions options = {});
+  /// Closes the writer (see close()); errors are printed to stderr, never thrown.
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  /// The id of this writer's run.
+  RowId runId() const;
+  /// The file written.
+  const std::string& path() const;
+  /// The schema version of the file as written (kSchemaVersion unless the test hook is used).
+  int schemaVersion() const;
+
+  /// Enqueue a row and return its id. Never blocks on I/O, never throws for I/O errors (a failed
+  /// batch is reported by the next flush()).
+  RowId recordFrame(FrameRecord frame);
+  RowId recordCompile(CompileRecord compile);  ///< see recordFrame
+  RowId recordGraph(GraphRecord graph);        ///< see recordFrame
+  RowId recordGraphBreak(GraphBreakRecord graphBreak);  ///< see recordFrame
+  RowId recordGuard(GuardRecord guard);        ///< see recordFrame
+  RowId recordGuardFailure(GuardFailureRecord failure);  ///< see recordFrame
+  RowId recordCode(CodeRecord code);           ///< see recordFrame
+  RowId recordArtifact(ArtifactRecord artifact);  ///< see recordFrame
+
+  /// Blocks until every row enqueued before the call is committed. Throws UserError(kTraceStore)
+  /// if any row was lost since the writer opened (disk full, queue overflow, ...).
+  void flush();
+  /// Flushes, records the run's end time, stops the writer thread and closes the file.
+  /// Idempotent. Throws like flush(). record*() after close() throws UserError.
+  void close();
+
+  /// Current counters.
+  WriterStats stats() const;
+
+  struct Impl;
+
+ private:
+  explicit TraceWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dynamo::storage

@@ -1,0 +1,302 @@
+// TraceReader: read-only queries over a trace store (schema versions 1..kSchemaVersion).
+#include "dynamo/storage/trace_reader.h"
+
+#include "dynamo/common/error.h"
+#include "dynamo/storage/trace_store.h"
+#include "store_file.h"
+#include "string_list.h"
+
+namespace dynamo::storage {
+
+struct TraceReader::Impl {
+  std::string path;
+  int version = 0;
+  mutable sql::Database db;
+
+  // A list column that fails to parse is damage, reported with the file and the row.
+  std::vector<std::string> list(const sql::Statement& s, int column, const char* what,
+                                RowId id) const {
+    std::vector<std::string> out;
+    if (!decodeStringList(s.columnText(column), out))
+      throw UserError(UserErrorKind::kTraceStore,
+                      detail::concat("trace store '", path, "': malformed ", what, " in row ", id),
+                      SourceLocation{}, "the column should hold a JSON array of strings",
+                      "the file was changed by another program; write a new trace");
+    return out;
+  }
+
+  template <typename Fn>
+  void query(const char* sqlText, RowId param, Fn&& onRow) const {
+    sql::Statement s(db, sqlText);
+    if (param != 0) s.bind(1, param);
+    while (s.step()) onRow(s);
+  }
+};
+
+TraceReader::TraceReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TraceReader::~TraceReader() = default;
+
+std::unique_ptr<TraceReader> TraceReader::open(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->db = openStoreForReading(path, impl->version);
+  return std::unique_ptr<TraceReader>(new TraceReader(std::move(impl)));
+}
+
+const std::string& TraceReader::path() const { return impl_->path; }
+int TraceReader::schemaVersion() const { return impl_->version; }
+
+std::vector<RunRecord> TraceReader::runs() const {
+  // Version 1 files have no rank / world_size columns: read the defaults v2 would give them.
+  const char* sqlText = impl_->version >= 2
+      ? "SELECT run_id, pid, hostname, argv, python_version, torch_version, dynamo_version, "
+        "rank, world_size, start_time_us, end_time_us FROM runs ORDER BY run_id"
+      : "SELECT run_id, pid, hostname, argv, python_version, torch_version, dynamo_version, "
+        "-1, 0, start_time_us, end_time_us FROM runs ORDER BY run_id";
+  std::vector<RunRecord> out;
+  impl_->query(sqlText, 0, [&](const sql::Statement& s) {
+    RunRecord r;
+    r.id = s.columnInt(0);
+    r.pid = s.columnInt(1);
+    r.hostname = s.columnText(2);
+    r.argv = impl_->list(s, 3, "runs.argv", r.id);
+    r.pythonVersion = s.columnText(4);
+    r.torchVersion = s.columnText(5);
+    r.dynamoVersion = s.columnText(6);
+    r.rank = static_cast<int>(s.columnInt(7));
+    r.worldSize = static_cast<int>(s.columnInt(8));
+    r.startTimeUs = s.columnInt(9);
+    r.endTimeUs = s.columnInt(10);
+    out.push_back(std::move(r));
+  });
+  return out;
+}
+
+std::vector<FrameRecord> TraceReader::frames(RowId runId) const {
+  std::vector<FrameRecord> out;
+  impl_->query("SELECT frame_id, run_id, file, first_line, name FROM frames WHERE run_id = ?1 "
+               "ORDER BY frame_id",
+               runId, [&](const sql::Statement& s) {
+                 out.push_back({s.columnInt(0), s.columnInt(1), s.columnText(2),
+                                static_cast<int>(s.columnInt(3)), s.columnText(4)});
+               });
+  return out;
+}
+
+namespace {
+const char* kCompileColumns =
+    "SELECT compile_id, run_id, frame_id, attempt, status, reason, start_time_us, duration_us "
+    "FROM compiles ";
+}  // namespace
+
+static std::vector<CompileRecord> readCompiles(const TraceReader::Impl& impl, const char* where,
+                                               RowId param) {
+  std::string sqlText = std::string(kCompileColumns) + where;
+  std::vector<CompileRecord> out;
+  impl.query(sqlText.c_str(), param, [&](const sql::Statement& s) {
+    CompileRecord c;
+    c.id = s.columnInt(0);
+    c.runId = s.columnInt(1);
+    c.frameId = s.columnInt(2);
+    c.attempt = static_cast<int>(s.columnInt(3));
+    c.status = s.columnText(4);
+    c.reason = s.columnText(5);
+    c.startTimeUs = s.columnInt(6);
+    c.durationUs = s.columnInt(7);
+    out.push_back(std::move(c));
+  });
+  sql::Statement phases(impl.db, "SELECT name, duration_us FROM compile_phases "
+                                 "WHERE compile_id = ?1 ORDER BY seq");
+  for (CompileRecord& c : out) {
+    phases.bind(1, c.id);
+    while (phases.step()) c.phases.push_back({phases.columnText(0), phases.columnInt(1)});
+    phases.reset();
+  }
+  return out;
+}
+
+std::vector<CompileRecord> TraceReader::compilesOfFrame(RowId frameId) const {
+  return readCompiles(*impl_, "WHERE frame_id = ?1 ORDER BY attempt, compile_id", frameId);
+}
+
+std::vector<CompileRecord> TraceReader::compilesOfRun(RowId runId) const {
+  return readCompiles(*impl_, "WHERE run_id = ?1 ORDER BY compile_id", runId);
+}
+
+std::vector<GraphRecord> TraceReader::graphs(RowId compileId) const {
+  std::vector<GraphRecord> out;
+  impl_->query("SELECT graph_id, run_id, compile_id, graph_index, format, serialized, printed, "
+               "num_nodes, inputs, outputs FROM graphs WHERE compile_id = ?1 "
+               "ORDER BY graph_index, graph_id",
+               compileId, [&](const sql::Statement& s) {
+                 GraphRecord g;
+                 g.id = s.columnInt(0);
+                 g.runId = s.columnInt(1);
+                 g.compileId = s.columnInt(2);
+                 g.index = static_cast<int>(s.columnInt(3));
+                 g.format = s.columnText(4);
+                 g.serialized = s.columnText(5);
+                 g.printed = s.columnText(6);
+                 g.numNodes = static_cast<int>(s.columnInt(7));
+                 g.inputs = impl_->list(s, 8, "graphs.inputs", g.id);
+                 g.outputs = impl_->list(s, 9, "graphs.outputs", g.id);
+                 out.push_back(std::move(g));
+               });
+  return out;
+}
+
+std::vector<GraphBreakRecord> TraceReader::graphBreaks(RowId compileId) const {
+  std::vector<GraphBreakRecord> out;
+  impl_->query("SELECT break_id, run_id, compile_id, kind, user_file, user_line, source_line, "
+               "explanation, hints, user_stack FROM graph_breaks WHERE compile_id = ?1 "
+               "ORDER BY break_id",
+               compileId, [&](const sql::Statement& s) {
+                 GraphBreakRecord b;
+                 b.id = s.columnInt(0);
+                 b.runId = s.columnInt(1);
+                 b.compileId = s.columnInt(2);
+                 b.kind = s.columnText(3);
+                 b.location = {s.columnText(4), static_cast<int>(s.columnInt(5)),
+                               s.columnText(6)};
+                 b.explanation = s.columnText(7);
+                 b.hints = impl_->list(s, 8, "graph_breaks.hints", b.id);
+                 b.userStack = impl_->list(s, 9, "graph_breaks.user_stack", b.id);
+                 out.push_back(std::move(b));
+               });
+  return out;
+}
+
+std::vector<GraphBreakGroup> TraceReader::graphBreakGroups(RowId runId) const {
+  // SQLite returns the bare columns of an aggregate from the row with min(break_id): the first
+  // break of each group.
+  const char* sqlText =
+      "SELECT kind, user_file, user_line, source_line, explanation, hints, count(*), "
+      "min(break_id) FROM graph_breaks WHERE (?1 IS NULL OR run_id = ?1) "
+      "GROUP BY kind, user_file, user_line ORDER BY count(*) DESC, kind, user_file, user_line";
+  std::vector<GraphBreakGroup> out;
+  sql::Statement s(impl_->db, sqlText);
+  s.bindIdOrNull(1, runId);
+  while (s.step()) {
+    GraphBreakGroup g;
+    g.kind = s.columnText(0);
+    g.location = {s.columnText(1), static_cast<int>(s.columnInt(2)), s.columnText(3)};
+    g.explanation = s.columnText(4);
+    g.hints = impl_->list(s, 5, "graph_breaks.hints", s.columnInt(7));
+    g.count = s.columnInt(6);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::vector<GuardRecord> TraceReader::guards(RowId compileId) const {
+  std::vector<GuardRecord> out;
+  impl_->query("SELECT guard_id, run_id, compile_id, kind, checks, source, user_file, user_line, "
+               "source_line FROM guards WHERE compile_id = ?1 ORDER BY guard_id",
+               compileId, [&](const sql::Statement& s) {
+                 GuardRecord g;
+                 g.id = s.columnInt(0);
+                 g.runId = s.columnInt(1);
+                 g.compileId = s.columnInt(2);
+                 g.kind = s.columnText(3);
+                 g.checks = s.columnText(4);
+                 g.source = s.columnText(5);
+                 g.location = {s.columnText(6), static_cast<int>(s.columnInt(7)),
+                               s.columnText(8)};
+                 out.push_back(std::move(g));
+               });
+  return out;
+}
+
+static std::vector<GuardFailureRecord> readFailures(const TraceReader::Impl& impl,
+                                                    const char* where, RowId param) {
+  std::string sqlText =
+      std::string("SELECT failure_id, run_id, compile_id, frame_id, guard_id, time_us, reason "
+                  "FROM guard_failures ") + where;
+  std::vector<GuardFailureRecord> out;
+  sql::Statement s(impl.db, sqlText.c_str());
+  s.bindIdOrNull(1, param);
+  while (s.step()) {
+    GuardFailureRecord f;
+    f.id = s.columnInt(0);
+    f.runId = s.columnInt(1);
+    f.compileId = s.columnInt(2);
+    f.frameId = s.columnInt(3);
+    f.guardId = s.columnInt(4);
+    f.timeUs = s.columnInt(5);
+    f.reason = s.columnText(6);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::vector<GuardFailureRecord> TraceReader::guardFailures(RowId runId) const {
+  return readFailures(*impl_, "WHERE (?1 IS NULL OR run_id = ?1) ORDER BY time_us, failure_id",
+                      runId);
+}
+
+std::vector<GuardFailureRecord> TraceReader::guardFailuresOfCompile(RowId compileId) const {
+  return readFailures(*impl_, "WHERE compile_id = ?1 ORDER BY time_us, failure_id", compileId);
+}
+
+std::vector<CodeRecord> TraceReader::code(RowId runId, RowId compileId) const {
+  std::vector<CodeRecord> out;
+  sql::Statement s(impl_->db, "SELECT code_id, run_id, compile_id, kind, name, content FROM code "
+                              "WHERE run_id = ?1 AND compile_id IS ?2 ORDER BY code_id");
+  s.bind(1, runId).bindIdOrNull(2, compileId);
+  while (s.step()) {
+    CodeRecord c;
+    c.id = s.columnInt(0);
+    c.runId = s.columnInt(1);
+    c.compileId = s.columnInt(2);
+    std::string kind = s.columnText(3);
+    c.kind = codeKindFromName(kind).value_or(CodeKind::kOther);
+    c.name = s.columnText(4);
+    c.content = s.columnText(5);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<ArtifactRecord> TraceReader::artifacts(RowId runId) const {
+  std::vector<ArtifactRecord> out;
+  impl_->query("SELECT artifact_id, run_id, compile_id, name, media_type, data, time_us "
+               "FROM artifacts WHERE run_id = ?1 ORDER BY artifact_id",
+               runId, [&](const sql::Statement& s) {
+                 out.push_back({s.columnInt(0), s.columnInt(1), s.columnInt(2), s.columnText(3),
+                                s.columnText(4), s.columnText(5), s.columnInt(6)});
+               });
+  return out;
+}
+
+StoreCounts TraceReader::counts(RowId runId) const {
+  auto count = [&](const char* table) {
+    std::string sqlText = detail::concat("SELECT count(*) FROM ", table,
+                                         " WHERE (?1 IS NULL OR run_id = ?1)");
+    sql::Statement s(impl_->db, sqlText.c_str());
+    s.bindIdOrNull(1, runId);
+    return s.step() ? s.columnInt(0) : 0;
+  };
+  StoreCounts c;
+  c.runs = count("runs");
+  c.frames = count("frames");
+  c.compiles = count("compiles");
+  c.graphs = count("graphs");
+  c.graphBreaks = count("graph_breaks");
+  c.guards = count("guards");
+  c.guardFailures = count("guard_failures");
+  c.code = count("code");
+  c.artifacts = count("artifacts");
+  return c;
+}
+
+std::string TraceReader::integrityCheck() const {
+  std::string out;
+  sql::Statement s(impl_->db, "PRAGMA integrity_check");
+  while (s.step()) {
+    if (!out.empty()) out += '\n';
+    out += s.columnText(0);
+  }
+  return out;
+}
+
+}  // namespace dynamo::storage

@@ -1,0 +1,400 @@
+// TraceWriter: an in-memory queue drained by one background thread that commits batches (see the
+// diagram in trace_writer.h and "Durability" in docs/trace-store.md).
+#include "dynamo/storage/trace_writer.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <variant>
+
+#include "dynamo/common/error.h"
+#include "dynamo/storage/trace_store.h"
+#include "store_file.h"
+#include "string_list.h"
+
+namespace dynamo::storage {
+
+namespace {
+
+// The run's end, written by close().
+struct RunEnd {
+  std::int64_t endTimeUs = 0;
+};
+
+using Row = std::variant<FrameRecord, CompileRecord, GraphRecord, GraphBreakRecord, GuardRecord,
+                         GuardFailureRecord, CodeRecord, ArtifactRecord, RunEnd>;
+
+// The prepared INSERTs, owned by the writer thread.
+struct Inserts {
+  sql::Statement frame, compile, phase, graph, graphBreak, guard, failure, code, artifact, runEnd;
+
+  explicit Inserts(sql::Database& db)
+      : frame(db, "INSERT INTO frames(frame_id, run_id, file, first_line, name) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5)"),
+        compile(db, "INSERT INTO compiles(compile_id, run_id, frame_id, attempt, status, reason, "
+                    "start_time_us, duration_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        phase(db, "INSERT INTO compile_phases(compile_id, seq, name, duration_us) "
+                  "VALUES (?1, ?2, ?3, ?4)"),
+        graph(db, "INSERT INTO graphs(graph_id, run_id, compile_id, graph_index, format, "
+                  "serialized, printed, num_nodes, inputs, outputs) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+        graphBreak(db, "INSERT INTO graph_breaks(break_id, run_id, compile_id, kind, user_file, "
+                       "user_line, source_line, explanation, hints, user_stack) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+        guard(db, "INSERT INTO guards(guard_id, run_id, compile_id, kind, checks, source, "
+                  "user_file, user_line, source_line) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+        failure(db, "INSERT INTO guard_failures(failure_id, run_id, compile_id, frame_id, "
+                    "guard_id, time_us, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+        code(db, "INSERT INTO code(code_id, run_id, compile_id, kind, language, name, content) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+        artifact(db, "INSERT INTO artifacts(artifact_id, run_id, compile_id, name, media_type, "
+                     "data, time_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+        runEnd(db, "UPDATE runs SET end_time_us = ?2 WHERE run_id = ?1") {}
+
+  void insert(const FrameRecord& r) {
+    frame.bind(1, r.id).bind(2, r.runId).bindText(3, r.file).bind(4, r.firstLine)
+        .bindText(5, r.name).run();
+  }
+  void insert(const CompileRecord& r) {
+    compile.bind(1, r.id).bind(2, r.runId).bind(3, r.frameId).bind(4, r.attempt)
+        .bindText(5, r.status).bindText(6, r.reason).bind(7, r.startTimeUs)
+        .bind(8, r.durationUs).run();
+    for (size_t i = 0; i < r.phases.size(); ++i)
+      phase.bind(1, r.id).bind(2, static_cast<std::int64_t>(i)).bindText(3, r.phases[i].name)
+          .bind(4, r.phases[i].durationUs).run();
+  }
+  void insert(const GraphRecord& r) {
+    graph.bind(1, r.id).bind(2, r.runId).bind(3, r.compileId).bind(4, r.index)
+        .bindText(5, r.format).bindBlob(6, r.serialized).bindText(7, r.printed)
+        .bind(8, r.numNodes).bindText(9, encodeStringList(r.inputs))
+        .bindText(10, encodeStringList(r.outputs)).run();
+  }
+  void insert(const GraphBreakRecord& r) {
+    graphBreak.bind(1, r.id).bind(2, r.runId).bind(3, r.compileId).bindText(4, r.kind)
+        .bindText(5, r.location.file).bind(6, r.location.line).bindText(7, r.location.sourceLine)
+        .bindText(8, r.explanation).bindText(9, encodeStringList(r.hints))
+        .bindText(10, encodeStringList(r.userStack)).run();
+  }
+  void insert(const GuardRecord& r) {
+    guard.bind(1, r.id).bind(2, r.runId).bind(3, r.compileId).bindText(4, r.kind)
+        .bindText(5, r.checks).bindText(6, r.source).bindText(7, r.location.file)
+        .bind(8, r.location.line).bindText(9, r.location.sourceLine).run();
+  }
+  void insert(const GuardFailureRecord& r) {
+    failure.bind(1, r.id).bind(2, r.runId).bind(3, r.compileId).bindIdOrNull(4, r.frameId)
+        .bindIdOrNull(5, r.guardId).bind(6, r.timeUs).bindText(7, r.reason).run();
+  }
+  void insert(const CodeRecord& r) {
+    code.bind(1, r.id).bind(2, r.runId).bindIdOrNull(3, r.compileId)
+        .bindText(4, codeKindName(r.kind)).bindText(5, codeKindLanguage(r.kind))
+        .bindText(6, r.name);
+    if (r.kind == CodeKind::kOriginalBytecode || r.kind == CodeKind::kTransformedBytecode)
+      code.bindBlob(7, r.content);
+    else
+      code.bindText(7, r.content);
+    code.run();
+  }
+  void insert(const ArtifactRecord& r) {
+    artifact.bind(1, r.id).bind(2, r.runId).bindIdOrNull(3, r.compileId).bindText(4, r.name)
+        .bindText(5, r.mediaType).bindBlob(6, r.data).bind(7, r.timeUs).run();
+  }
+  void insert(RowId runId, const RunEnd& r) { runEnd.bind(1, runId).bind(2, r.endTimeUs).run(); }
+};
+
+// Inserts the run row and returns its id (synchronously, at open).
+RowId insertRun(sql::Database& db, RunRecord& run, int version) {
+  const char* sqlV1 =
+      "INSERT INTO runs(pid, hostname, argv, python_version, torch_version, dynamo_version, "
+      "start_time_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+  const char* sqlV2 =
+      "INSERT INTO runs(pid, hostname, argv, python_version, torch_version, dynamo_version, "
+      "start_time_us, rank, world_size) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+  sql::Statement insert(db, version >= 2 ? sqlV2 : sqlV1);
+  insert.bind(1, run.pid).bindText(2, run.hostname).bindText(3, encodeStringList(run.argv))
+      .bindText(4, run.pythonVersion).bindText(5, run.torchVersion).bindText(6, run.dynamoVersion)
+      .bind(7, run.startTimeUs);
+  if (version >= 2) insert.bind(8, run.rank).bind(9, run.worldSize);
+  beginImmediate(db);
+  try {
+    insert.run();
+    db.exec("COMMIT", "committing the run row");
+  } catch (...) {
+    sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  return sqlite3_last_insert_rowid(db.get());
+}
+
+// Incremented in the child of every fork(). A writer belongs to the process that opened it: its
+// thread does not survive a fork, and SQLite connections must not be used across one.
+std::atomic<int> gForkGeneration{0};
+
+int currentForkGeneration() {
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, [] { gForkGeneration.fetch_add(1); });
+    return true;
+  }();
+  (void)registered;
+  return gForkGeneration.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+struct TraceWriter::Impl {
+  std::string path;
+  WriterOptions options;
+  int version = 0;
+  RowId runId = 0;
+  sql::Database db;  // used by the writer thread only, once it runs
+  std::atomic<std::uint32_t> nextSeq{0};
+
+  mutable std::mutex mu;
+  std::condition_variable wake;      // to the writer thread: rows, flush or stop
+  std::condition_variable progress;  // from the writer thread: a batch is done
+  std::vector<Row> queue;            // guarded by mu
+  std::uint64_t enqueued = 0;        // guarded by mu
+  std::uint64_t committed = 0;       // rows committed or dropped, guarded by mu
+  std::uint64_t realCommitted = 0;   // rows committed, guarded by mu
+  std::uint64_t batches = 0;         // guarded by mu
+  std::uint64_t dropped = 0;         // guarded by mu
+  std::optional<UserError> error;    // first error, guarded by mu
+  bool flushWanted = false;          // guarded by mu
+  bool stopping = false;             // guarded by mu
+  bool closed = false;               // guarded by mu
+  std::thread thread;
+  int forkGeneration = 0;  // currentForkGeneration() at open
+
+  bool inheritedThroughFork() const {
+    return gForkGeneration.load(std::memory_order_relaxed) != forkGeneration;
+  }
+
+  [[noreturn]] void failInherited() const {
+    throw UserError(UserErrorKind::kTraceStore,
+                    detail::concat("trace store '", path,
+                                   "': this writer was opened by the parent process before "
+                                   "fork()"),
+                    SourceLocation{}, "its writer thread and SQLite connection stay with the parent",
+                    "open a new writer in the child process");
+  }
+
+  RowId allocate() {
+    std::uint32_t seq = nextSeq.fetch_add(1, std::memory_order_relaxed) + 1;
+    return (runId << 32) | seq;
+  }
+
+  template <typename R>
+  RowId enqueue(R record) {
+    record.id = allocate();
+    record.runId = runId;
+    RowId id = record.id;
+    if (inheritedThroughFork()) return id;  // the parent's writer: the child's rows go nowhere
+    std::lock_guard<std::mutex> lock(mu);
+    if (closed)
+      throw UserError(UserErrorKind::kTraceStore,
+                      detail::concat("trace store '", path, "': record after close()"), {},
+                      "the writer was closed", "keep the writer open while the program records");
+    ++enqueued;
+    if (error || queue.size() >= options.maxQueuedRows) {
+      if (!error)
+        error.emplace(UserErrorKind::kTraceStore,
+                      detail::concat("trace store '", path, "': rows were dropped: more than ",
+                                     options.maxQueuedRows, " rows waited for the disk"),
+                      SourceLocation{}, "the disk is slower than the program records",
+                      "write the trace to a faster disk, or record less");
+      ++dropped;
+      ++committed;  // accounted for, so flush() does not wait for it
+      return id;
+    }
+    queue.push_back(std::move(record));
+    if (queue.size() == 1 || queue.size() == options.batchRows) wake.notify_one();
+    return id;
+  }
+
+  void commitBatch(Inserts& inserts, const std::vector<Row>& batch) {
+    beginImmediate(db);
+    try {
+      for (const Row& row : batch) {
+        std::visit(
+            [&](const auto& r) {
+              if constexpr (std::is_same_v<std::decay_t<decltype(r)>, RunEnd>)
+                inserts.insert(runId, r);
+              else
+                inserts.insert(r);
+            },
+            row);
+      }
+      db.exec("COMMIT", "committing a batch");
+    } catch (...) {
+      sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+
+  void run() {
+    std::optional<Inserts> inserts;
+    std::vector<Row> batch;
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      wake.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty() && stopping) break;
+      // Let a batch fill up, unless someone waits for it.
+      wake.wait_for(lock, options.maxDelay, [&] {
+        return stopping || flushWanted || queue.size() >= options.batchRows;
+      });
+      batch.swap(queue);
+      flushWanted = false;
+      lock.unlock();
+      std::optional<UserError> failure;
+      try {
+        if (!inserts) inserts.emplace(db);
+        commitBatch(*inserts, batch);
+      } catch (const UserError& e) {
+        failure = e;
+      } catch (const std::exception& e) {
+        failure.emplace(UserErrorKind::kTraceStore,
+                        detail::concat("trace store '", path, "': writing failed: ", e.what()));
+      }
+      lock.lock();
+      committed += batch.size();
+      if (failure) {
+        dropped += batch.size();
+        if (!error) error = std::move(failure);
+      } else {
+        realCommitted += batch.size();
+        ++batches;
+      }
+      batch.clear();
+      progress.notify_all();
+    }
+  }
+
+  void flush() {
+    if (inheritedThroughFork()) failInherited();
+    std::unique_lock<std::mutex> lock(mu);
+    std::uint64_t target = enqueued;
+    if (committed < target) {
+      flushWanted = true;
+      wake.notify_one();
+      progress.wait(lock, [&] { return committed >= target; });
+    }
+    if (error) throw *error;
+  }
+};
+
+TraceWriter::TraceWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path, RunRecord run,
+                                               WriterOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->forkGeneration = currentForkGeneration();
+  impl->path = path;
+  impl->options = options;
+  if (impl->options.batchRows == 0) impl->options.batchRows = 1;
+  // The queue and the writer thread's batch swap buffers; with this reserve the hot path does
+  // not allocate for the queue while the disk keeps up.
+  impl->queue.reserve(std::min<std::size_t>(impl->options.batchRows, 4096));
+  int target = options.schemaVersionForTesting > 0 ? options.schemaVersionForTesting
+                                                   : kSchemaVersion;
+  impl->db = openStoreForWriting(path, target, options.busyTimeoutMs, impl->version);
+  if (run.pid == 0) run.pid = static_cast<std::int64_t>(getpid());
+  if (run.startTimeUs == 0) run.startTimeUs = nowMicros();
+  if (run.hostname.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0) run.hostname = host;
+  }
+  impl->runId = insertRun(impl->db, run, impl->version);
+  DYNAMO_INTERNAL_ASSERT(impl->runId > 0 && impl->runId < (RowId{1} << 31),
+                         "run id out of range: ", impl->runId);
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->run(); });
+  return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(impl)));
+}
+
+TraceWriter::~TraceWriter() {
+  if (impl_->inheritedThroughFork()) {
+    // Destroying the parent's thread handle or connection here would abort or damage the file.
+    (void)impl_.release();
+    return;
+  }
+  try {
+    close();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dynamo: warning: %s\n", e.what());
+  }
+}
+
+RowId TraceWriter::runId() const { return impl_->runId; }
+const std::string& TraceWriter::path() const { return impl_->path; }
+int TraceWriter::schemaVersion() const { return impl_->version; }
+
+RowId TraceWriter::recordFrame(FrameRecord frame) { return impl_->enqueue(std::move(frame)); }
+RowId TraceWriter::recordCompile(CompileRecord compile) {
+  if (compile.startTimeUs == 0) compile.startTimeUs = nowMicros();
+  return impl_->enqueue(std::move(compile));
+}
+RowId TraceWriter::recordGraph(GraphRecord graph) { return impl_->enqueue(std::move(graph)); }
+RowId TraceWriter::recordGraphBreak(GraphBreakRecord graphBreak) {
+  return impl_->enqueue(std::move(graphBreak));
+}
+RowId TraceWriter::recordGuard(GuardRecord guard) { return impl_->enqueue(std::move(guard)); }
+RowId TraceWriter::recordGuardFailure(GuardFailureRecord failure) {
+  if (failure.timeUs == 0) failure.timeUs = nowMicros();
+  return impl_->enqueue(std::move(failure));
+}
+RowId TraceWriter::recordCode(CodeRecord code) { return impl_->enqueue(std::move(code)); }
+RowId TraceWriter::recordArtifact(ArtifactRecord artifact) {
+  if (artifact.timeUs == 0) artifact.timeUs = nowMicros();
+  return impl_->enqueue(std::move(artifact));
+}
+
+void TraceWriter::flush() { impl_->flush(); }
+
+void TraceWriter::close() {
+  if (impl_->inheritedThroughFork()) impl_->failInherited();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->closed) return;
+  }
+  // The run-end row goes through the queue so that it commits after every other row.
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    ++impl_->enqueued;
+    if (impl_->error) {
+      ++impl_->committed;
+      ++impl_->dropped;
+    } else {
+      impl_->queue.push_back(RunEnd{nowMicros()});
+      impl_->wake.notify_one();
+    }
+  }
+  std::optional<UserError> failure;
+  try {
+    impl_->flush();
+  } catch (const UserError& e) {
+    failure = e;
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->closed = true;
+    impl_->stopping = true;
+    impl_->wake.notify_one();
+  }
+  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->db.close();
+  if (failure) throw *failure;
+}
+
+WriterStats TraceWriter::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return {impl_->enqueued, impl_->realCommitted, impl_->batches, impl_->dropped};
+}
+
+}  // namespace dynamo::storage

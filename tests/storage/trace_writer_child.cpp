@@ -1,0 +1,101 @@
+// A trace writer in its own process, for the tests that need one (and for measurements):
+//
+//   trace_writer_child ack PATH          write events forever; after every flush print
+//                                        "ack <n>" (every event <= n is acknowledged)
+//   trace_writer_child burst PATH TAG N  write N frames (+ a compile and a guard each), flushing
+//                                        every 50, then close; prints "run <id>" first
+//   trace_writer_child bench PATH N      time N record calls and the final flush
+//
+// Every mode prints "run <id>" first.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "dynamo/storage/trace_writer.h"
+
+using namespace dynamo::storage;
+
+namespace {
+
+std::unique_ptr<TraceWriter> openWriter(const char* path, const char* tag) {
+  RunRecord run;
+  run.argv = {"trace_writer_child", tag};
+  run.dynamoVersion = "test";
+  auto writer = TraceWriter::open(path, run);
+  std::printf("run %lld\n", static_cast<long long>(writer->runId()));
+  std::fflush(stdout);
+  return writer;
+}
+
+int ack(const char* path) {
+  auto writer = openWriter(path, "ack");
+  std::string payload(2048, 'x');
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int i = 1; std::chrono::steady_clock::now() < deadline; ++i) {
+    RowId frame = writer->recordFrame({0, 0, "ack.py", i, "event"});
+    writer->recordArtifact({0, 0, 0, "payload-" + std::to_string(i), "text/plain", payload, 0});
+    (void)frame;
+    if (i % 5 == 0) {
+      writer->flush();
+      std::printf("ack %d\n", i);
+      std::fflush(stdout);
+    }
+  }
+  return 0;  // the parent kills us long before
+}
+
+int burst(const char* path, const char* tag, int n) {
+  auto writer = openWriter(path, tag);
+  for (int i = 1; i <= n; ++i) {
+    RowId frame = writer->recordFrame({0, 0, std::string(tag) + ".py", i, "f"});
+    CompileRecord compile;
+    compile.frameId = frame;
+    compile.status = "ok";
+    compile.reason = "first call";
+    RowId compileId = writer->recordCompile(compile);
+    GuardRecord guard;
+    guard.compileId = compileId;
+    guard.kind = "TENSOR_MATCH";
+    guard.checks = "x.size() == (" + std::to_string(i) + ",)";
+    writer->recordGuard(guard);
+    if (i % 50 == 0) writer->flush();
+  }
+  writer->close();
+  return 0;
+}
+
+int bench(const char* path, int n) {
+  auto writer = openWriter(path, "bench");
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  for (int i = 1; i <= n; ++i) writer->recordGuardFailure({0, 0, 1, 1, 0, 0, "size mismatch"});
+  auto t1 = clock::now();
+  writer->flush();
+  auto t2 = clock::now();
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+  auto total = std::chrono::duration_cast<std::chrono::microseconds>(t2 - t0).count();
+  WriterStats stats = writer->stats();
+  std::printf("record: %.0f ns/call; %d rows committed in %.1f ms (%.0f rows/s) in %llu batches\n",
+              static_cast<double>(ns) / n, n, static_cast<double>(total) / 1e3,
+              n / (static_cast<double>(total) / 1e6),
+              static_cast<unsigned long long>(stats.batches));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc == 3 && std::strcmp(argv[1], "ack") == 0) return ack(argv[2]);
+    if (argc == 5 && std::strcmp(argv[1], "burst") == 0)
+      return burst(argv[2], argv[3], std::atoi(argv[4]));
+    if (argc == 4 && std::strcmp(argv[1], "bench") == 0) return bench(argv[2], std::atoi(argv[3]));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "usage: trace_writer_child ack PATH | burst PATH TAG N | bench PATH N\n");
+  return 2;
+}
