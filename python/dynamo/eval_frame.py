@@ -20,11 +20,21 @@ def _on_compile(record):
         listener(record)
 
 
+def _skip_file_prefixes():
+    """Files whose frames are never compiled: the standard library and this package."""
+    import os
+    import sysconfig
+    paths = sysconfig.get_paths()
+    out = {os.path.join(paths["stdlib"], ""), os.path.join(os.path.dirname(__file__), "")}
+    return sorted(out)
+
+
 def _make_handle(backend, fullgraph):
     name, fn = backends.lookup(backend)
     native = fn is backends.eager
     return _C._compiler.make(name, None if native else fn, bool(fullgraph),
-                             int(config.cache_size_limit), bool(config.suppress_errors), _on_compile)
+                             int(config.cache_size_limit), bool(config.suppress_errors), _on_compile,
+                             _skip_file_prefixes())
 
 
 class _Context:

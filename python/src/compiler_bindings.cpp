@@ -1,6 +1,7 @@
 // dynamo._C._compiler: the frame compiler for the Python package (dynamo.optimize/compile).
 //
-//   make(backend_name, backend_or_None, fullgraph, cache_size_limit, suppress_errors, listener)
+//   make(backend_name, backend_or_None, fullgraph, cache_size_limit, suppress_errors, listener,
+//        skip_file_prefixes)
 //       -> Compiler handle
 //   set_mode("off" | "run_only" | "compile", handle_or_None) -> previous (mode, handle)
 //   reset()                  drop every compiled entry
@@ -139,10 +140,15 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   int fullgraph, suppress;
   int cacheLimit;
   PyObject* listener;
-  if (!PyArg_ParseTuple(args, "sOpipO", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener))
+  PyObject* skipPrefixes;
+  if (!PyArg_ParseTuple(args, "sOpipOO", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
+                        &skipPrefixes))
     return nullptr;
   DYNAMO_PY_TRY
   core::CompilerOptions o;
+  PyRef seq = PyRef::steal(check(PySequence_Fast(skipPrefixes, "skip_file_prefixes must be a sequence of str")));
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i)
+    o.skipFilePrefixes.push_back(toString(PySequence_Fast_GET_ITEM(seq.get(), i)));
   o.backendName = backendName;
   if (backend != Py_None) o.backend = core::PyObjectRef::borrow(backend);
   o.fullgraph = fullgraph;
@@ -251,7 +257,7 @@ PyObject* breakKinds(PyObject*, PyObject*) {
 }
 
 PyMethodDef methods[] = {
-    {"make", makeCompiler, METH_VARARGS, "make(backend_name, backend, fullgraph, cache_size_limit, suppress_errors, listener)"},
+    {"make", makeCompiler, METH_VARARGS, "make(backend_name, backend, fullgraph, cache_size_limit, suppress_errors, listener, skip_file_prefixes)"},
     {"set_mode", setMode, METH_VARARGS, "set_mode(mode, handle) -> (previous_mode, previous_handle)"},
     {"reset", resetAll, METH_NOARGS, "Drop every compiled entry."},
     {"disable_code", disableCode, METH_O, "Never capture this code object."},

@@ -37,6 +37,8 @@ void translateException() {
     throw;
   } catch (const PythonErrorAlreadySet&) {
     // The error is already set by the failing C API call.
+  } catch (const core::PythonErrorSet&) {
+    // Same, thrown by the frame hook's code.
   } catch (const UserError& e) {
     PyObject* type = typeForUserError(e);  // borrowed ref
     PyRef args = PyRef::steal(Py_BuildValue("(s)", e.what()));

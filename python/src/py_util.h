@@ -1,6 +1,6 @@
 // Small helpers for writing the dynamo._C extension with the CPython C API directly.
 //
-// - PyRef: an owning reference (RAII). Every raw PyObject* in binding code either lives in a
+// - PyRef: an owning reference (RAII), the same type as core's PyObjectRef. Every raw PyObject* in binding code either lives in a
 //   PyRef or carries a comment saying whether it is borrowed.
 // - translateException(): maps a C++ exception to the matching Python exception (user errors to
 //   dynamo.UserError subclasses, internal errors to dynamo.InternalError), for use in the
@@ -12,39 +12,17 @@
 #include <string>
 #include <utility>
 
+#include "dynamo/core/frame_cache.h"
+#include "dynamo/core/graph_pyref.h"
+
 namespace dynamo::py {
 
-/// An owned (strong) reference to a Python object; releases it on destruction.
-class PyRef {
- public:
-  PyRef() = default;
-  /// Takes ownership of a new reference (may be NULL).
-  static PyRef steal(PyObject* o) { return PyRef(o); }
-  /// Takes a new reference to a borrowed object.
-  static PyRef borrow(PyObject* o) {
-    Py_XINCREF(o);
-    return PyRef(o);
-  }
-  PyRef(const PyRef& other) : obj_(other.obj_) { Py_XINCREF(obj_); }
-  PyRef(PyRef&& other) noexcept : obj_(std::exchange(other.obj_, nullptr)) {}
-  PyRef& operator=(PyRef other) noexcept {
-    std::swap(obj_, other.obj_);
-    return *this;
-  }
-  ~PyRef() { Py_XDECREF(obj_); }
+/// An owned (strong) reference: the core's type, shared by every layer.
+using PyRef = core::PyObjectRef;
 
-  PyObject* get() const { return obj_; }
-  /// Gives up ownership: the caller now owns the reference.
-  PyObject* release() { return std::exchange(obj_, nullptr); }
-  explicit operator bool() const { return obj_ != nullptr; }
-
- private:
-  explicit PyRef(PyObject* o) : obj_(o) {}
-  PyObject* obj_ = nullptr;
-};
-
-/// Thrown by binding code when a Python error is already set (a C API call returned NULL/-1).
-struct PythonErrorAlreadySet {};
+/// Thrown by binding code when a Python error is already set (a C API call returned NULL/-1):
+/// the core's type, so errors thrown in core code keep their pending Python error too.
+using PythonErrorAlreadySet = core::PythonError;
 
 /// Returns o, or throws PythonErrorAlreadySet when it is NULL.
 inline PyObject* check(PyObject* o) {

@@ -34,7 +34,7 @@ class Recorder:
         seen, out = set(), []
         for r in self.records:
             for b in r["breaks"]:
-                key = (b["kind"], b["file"], b["line"], r["function"])
+                key = (b["kind"], b["file"], b["line"])
                 if key not in seen:
                     seen.add(key)
                     out.append(b)

@@ -169,6 +169,30 @@ class Planner {
   std::unordered_map<Source, int, SourceHash> fetchIndex_;
 };
 
+// A function made in the frame, rebuilt from its code, the frame's cells and constant defaults.
+OutputPlan::FunctionLocal functionLocal(CompileContext& ctx, const RootBreak& brk, int slot, const Value& fn) {
+  OutputPlan::FunctionLocal f;
+  f.slot = slot;
+  f.code = fn.obj;
+  for (const auto& box : fn.closure) {
+    int found = -1;
+    for (size_t i = 0; i < brk.locals.size(); ++i) {
+      const ValueRef& c = brk.locals[i];
+      if (c && c->kind == ValueKind::kCell && c->cell == box) found = static_cast<int>(i);
+    }
+    if (found < 0) ctx.breakHere(BreakKind::kUnsupported, "cannot rebuild function " + fn.name + " after the graph (its closure is not the frame's)");
+    f.cellSlots.push_back(found);
+  }
+  for (const ValueRef& d : fn.items) {
+    PyObjectRef c = concrete(d);
+    if (!c) ctx.breakHere(BreakKind::kUnsupported, "cannot rebuild function " + fn.name + " after the graph (non-constant default)");
+    f.defaults.push_back(c);
+  }
+  if (fn.kwdefaults && !fn.kwdefaults->items.empty())
+    ctx.breakHere(BreakKind::kUnsupported, "cannot rebuild function " + fn.name + " after the graph (keyword defaults)");
+  return f;
+}
+
 }  // namespace
 
 OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& returned,
@@ -195,6 +219,10 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
     for (size_t i = 0; i < brk->locals.size(); ++i) {
       const ValueRef& v = brk->locals[i];
       if (!v || v->kind == ValueKind::kCell) continue;
+      if (v->kind == ValueKind::kFunction) {
+        out.functions.push_back(functionLocal(ctx, *brk, static_cast<int>(i), *v));
+        continue;
+      }
       spec.results.push_back(planner.plan(v));
       out.stores.push_back({OutputPlan::Store::Kind::kFast, static_cast<int>(i), ""});
     }
@@ -442,6 +470,22 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
   } else {
     e.emit(UNPACK_SEQUENCE, static_cast<int>(plan.stores.size()));
     for (const OutputPlan::Store& s : plan.stores) emitStore(s);
+    for (const OutputPlan::FunctionLocal& f : plan.functions) {
+      int flags = 0;
+      if (!f.defaults.empty()) {
+        for (const PyObjectRef& d : f.defaults) e.out.push_back(bc::loadConst(e.opts, d.get()));
+        e.emit(BUILD_TUPLE, static_cast<int>(f.defaults.size()));
+        flags |= 0x01;
+      }
+      if (!f.cellSlots.empty()) {
+        for (int c : f.cellSlots) e.emit(LOAD_CLOSURE, e.newSlot(c));
+        e.emit(BUILD_TUPLE, static_cast<int>(f.cellSlots.size()));
+        flags |= 0x08;
+      }
+      e.out.push_back(bc::loadConst(e.opts, f.code.get()));
+      e.emit(MAKE_FUNCTION, flags);
+      e.emit(STORE_FAST, e.newSlot(f.slot));
+    }
 
     const Ins& breakIns = body.instructions[brk->instruction];
     // Live values: non-cell locals that are bound, and every cell (passed as a cell object).
@@ -523,7 +567,22 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
         if (consumed > depth) consumed = depth;
       }
       int below = depth - consumed;
-      int after = depth + effect;
+      // A call's result replaces [NULL|self, fn, args] (3.11: PRECALL and CALL together).
+      int after = breakIns.opcode == CALL ? below + 1 : depth + effect;
+      const bool fallsThrough = !bc::requireOpcode(breakIns.opcode).has(bc::kNoFallthrough);
+      if (!fallsThrough) {
+        // raise / reraise: nothing runs after it in this frame.
+        for (int i = 0; i < depth; ++i) loadStack(i);
+        Ins copy = breakIns;
+        copy.handler = {};
+        e.out.push_back(copy);
+        bc::Position p = body.instructions[brk->instruction].pos;
+        for (Ins& i : e.out)
+          if (i.pos.line < 0) i.pos = p;
+        bc::Bytecode result;
+        result.instructions = std::move(e.out);
+        return PyObjectRef::steal(bc::assemble(result, e.opts).release());
+      }
       std::vector<bool> mask;
       for (int i = 0; i < below; ++i) mask.push_back(brk->stack[i]->isNull());
       for (int i = below; i < after; ++i) mask.push_back(false);

@@ -42,6 +42,14 @@ struct OutputPlan {
     std::string name;
   };
   std::vector<Store> stores;             ///< break path: stack temps and locals come first
+  /// Break path: functions made in the frame, rebuilt by MAKE_FUNCTION over the frame's cells.
+  struct FunctionLocal {
+    int slot = -1;                       ///< where to store it
+    PyObjectRef code;                    ///< its code object
+    std::vector<int> cellSlots;          ///< frame slots of its closure cells, in order
+    std::vector<PyObjectRef> defaults;   ///< constant defaults
+  };
+  std::vector<FunctionLocal> functions;
   int stackTemps = 0;                    ///< break path: number of non-null stack values
 };
 

@@ -95,6 +95,9 @@ class Compiler : public FrameCompiler {
       for (const std::string& r : state.lastMissReasons()) rec.reason += r + "\n";
     }
     auto t0 = Clock::now();
+    for (const std::string& prefix : opts_.skipFilePrefixes) {
+      if (rec.where.file.compare(0, prefix.size(), prefix) == 0) return CompileResult::skipCode();
+    }
     if (static_cast<int>(state.entries().size()) >= opts_.cacheSizeLimit) {
       std::string last = state.lastMissReasons().empty() ? "" : state.lastMissReasons().front();
       warn("dynamo: function '" + rec.function + "' (" + rec.where.str() + ") hit cache_size_limit (" +
@@ -225,7 +228,12 @@ class Compiler : public FrameCompiler {
   CompileResult finish(const FrameView& frame, PyCodeObject* code, CompileContext& ctx, Tracer& root,
                        const ValueRef& returned, const RootBreak* brk, CompileRecord& rec) {
     (void)frame;
-    OutputPlan plan = planOutputs(ctx, root, returned, brk);
+    OutputPlan plan;
+    try {
+      plan = planOutputs(ctx, root, returned, brk);
+    } catch (const GraphBreak& b) {
+      return skip(rec, "cannot continue after the graph: " + b.detail);
+    }
     Graph graph = ctx.graph.build();
     bool hasOps = !graph.body().empty();
     if (!hasOps && !brk && ctx.effects.empty()) {

@@ -149,7 +149,13 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
   // Everything else is known exactly: modules, functions, classes, user objects.
   v = makeObject(obj, source);
   if (source && guarded) {
-    if (isModule(obj) || PyFunction_Check(obj) || PyType_Check(obj) || PyModule_Check(obj) ||
+    if (PyFunction_Check(obj)) {
+      // A function is its code, closure and defaults: guard the code here; closure contents and
+      // defaults are guarded where the inlined call reads them. Functions made anew on each call
+      // (closures passed to resume functions) then keep their cache entry.
+      guard(source, makeTypeMatch(obj));
+      guard(Source::attr(source, "__code__"), makeIdMatch(PyFunction_GET_CODE(obj)));
+    } else if (isModule(obj) || PyType_Check(obj) || PyModule_Check(obj) ||
         PyCFunction_Check(obj) || PyMethod_Check(obj)) {
       guard(source, makeIdMatch(obj));
     } else {

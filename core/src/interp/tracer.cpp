@@ -7,6 +7,7 @@
 
 #include <opcode.h>
 
+#include "codegen.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
@@ -72,11 +73,38 @@ Tracer::Tracer(CompileContext& ctx, Tracer& parent, PyCodeObject* code, PyObject
 
 void Tracer::initRootLocals() {
   const FrameValues& f = ctx_.frame();
+  // Guards on the arguments are created by the function's signature: its `def` line.
+  bc::Instruction defLine;
+  defLine.pos.line = code_->co_firstlineno;
+  ctx_.userStack.push_back(locationOf(defLine));
   for (int i = 0; i < static_cast<int>(locals_.size()) && i < f.nlocals; ++i) {
     PyObject* v = f.locals[i];  // borrowed ref
     if (v == nullptr) continue;
+    if (preCelled(i)) {
+      // A resume function gets the parent's cells themselves in these argument slots.
+      ValueRef cell = std::make_shared<Value>();
+      cell->kind = ValueKind::kCell;
+      cell->cell = std::make_shared<CellBox>();
+      cell->index = static_cast<size_t>(i);
+      PyObject* contents = PyCell_Check(v) ? PyCell_GET(v) : nullptr;  // borrowed ref
+      cell->cell->rootSlot = i;
+      ctx_.cellBoxes[v] = cell->cell;
+      if (contents != nullptr)
+        cell->cell->contents = ctx_.wrap(contents, Source::attr(Source::local(i, localNames_[i]), "cell_contents"));
+      locals_[i] = cell;
+      continue;
+    }
     locals_[i] = ctx_.wrap(v, Source::local(i, localNames_[i]));
   }
+  ctx_.userStack.pop_back();
+}
+
+bool Tracer::preCelled(int slot) const {
+  const ResumeInfo* info = resumeInfo(code_);
+  if (info == nullptr) return false;
+  for (int s : info->preCelledSlots)
+    if (s == slot) return true;
+  return false;
 }
 
 bool Tracer::insideLoop(int i) const {
@@ -249,6 +277,7 @@ void Tracer::step(const bc::Instruction& ins) {
         auto box = std::make_shared<CellBox>();
         if (parent_ == nullptr) {
           box->contents = locals_[slot];  // the value read through the closure at entry
+          box->rootSlot = slot;
           ValueRef cell = std::make_shared<Value>();
           cell->kind = ValueKind::kCell;
           cell->cell = box;
@@ -270,6 +299,7 @@ void Tracer::step(const bc::Instruction& ins) {
       cell->kind = ValueKind::kCell;
       cell->cell = std::make_shared<CellBox>();
       cell->cell->contents = locals_[arg];
+      if (parent_ == nullptr) cell->cell->rootSlot = arg;
       cell->index = static_cast<size_t>(arg);
       locals_[arg] = cell;
       return;
@@ -334,8 +364,9 @@ void Tracer::step(const bc::Instruction& ins) {
       const ValueRef& c = locals_[arg];
       DYNAMO_INTERNAL_ASSERT(c && c->kind == ValueKind::kCell, "STORE_DEREF on a non-cell");
       c->cell->contents = v;
-      if (parent_ == nullptr) {
-        ctx_.effects.push_back({SideEffect::Kind::kCell, nullptr, localNames_[arg], arg, v});
+      if (c->cell->rootSlot >= 0) {
+        // A cell of the root frame, written here or by an inlined closure: stored after the graph.
+        ctx_.effects.push_back({SideEffect::Kind::kCell, nullptr, "", c->cell->rootSlot, v});
       } else if (c->cell->external) {
         ctx_.breakHere(BreakKind::kUnsupported, "assignment to a closure variable of an outer function");
       }

@@ -88,6 +88,8 @@ class CompileContext {
   const std::vector<std::pair<NodeRef, Source>>& inputs() const { return inputs_; }
   /// Attribute values written during tracing, by (object identity, name), so reads see writes.
   std::map<std::pair<PyObject*, std::string>, ValueRef> attrOverlay;
+  /// Cell boxes for real cell objects met during the trace (one box per cell).
+  std::unordered_map<PyObject*, std::shared_ptr<CellBox>> cellBoxes;
   /// Values already made for an object reached through a source (identity kept).
   std::unordered_map<PyObject*, ValueRef> byIdentity;
   /// The real tensors behind the placeholders, in order (example inputs for backends).
@@ -170,6 +172,7 @@ class Tracer {
   void doUnpack(int count);
   void doFormat(int flags);
   void initRootLocals();
+  bool preCelled(int slot) const;
 
   CompileContext& ctx_;
   Tracer* parent_;

@@ -208,7 +208,7 @@ ValueRef inlineFunction(Tracer& tr, PyObject* fn, const Source& fnSource, std::v
         PyObjectRef idx = PyObjectRef::steal(PyLong_FromSsize_t(i));
         s = Source::item(Source::attr(fnSource, "__defaults__"), idx.get());
       }
-      defaults.push_back(ctx.wrap(PyTuple_GET_ITEM(defs, i), s, false));
+      defaults.push_back(ctx.wrap(PyTuple_GET_ITEM(defs, i), s));
     }
   }
   ValueRef kwdefaults;
@@ -218,9 +218,16 @@ ValueRef inlineFunction(Tracer& tr, PyObject* fn, const Source& fnSource, std::v
   PyObject* cl = PyFunction_GET_CLOSURE(fn);  // borrowed ref
   if (cl != nullptr) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cl); ++i) {
+      PyObject* realCell = PyTuple_GET_ITEM(cl, i);  // borrowed ref
+      auto known = ctx.cellBoxes.find(realCell);
+      if (known != ctx.cellBoxes.end()) {
+        closure.push_back(known->second);
+        continue;
+      }
       auto box = std::make_shared<CellBox>();
       box->external = true;
-      PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(cl, i));  // borrowed ref
+      ctx.cellBoxes[realCell] = box;
+      PyObject* contents = PyCell_GET(realCell);  // borrowed ref
       if (contents != nullptr) {
         Source s;
         if (fnSource) {

@@ -58,6 +58,7 @@ enum class ValueKind {
 struct CellBox {
   ValueRef contents;  ///< null when the cell is empty
   bool external = false;  ///< a real cell of a function from outside the trace
+  int rootSlot = -1;      ///< the root frame's slot holding this cell, when it has one
 };
 
 struct Value {

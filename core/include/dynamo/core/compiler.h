@@ -58,6 +58,9 @@ struct CompilerOptions {
   int cacheSizeLimit = 8;    ///< entries per code object before running eagerly
   bool suppressErrors = true;///< backend/internal failures run eagerly with one warning
   std::function<void(const CompileRecord&)> listener;  ///< called after every compile attempt
+  /// Frames whose file starts with one of these are never compiled (the Python standard
+  /// library, Dynamo's own package): they run as usual, and what they call is still captured.
+  std::vector<std::string> skipFilePrefixes;
 };
 
 /// A new compiler. Needs the GIL.

@@ -49,10 +49,15 @@ class Arg {
 
   /// The value of node n (must not be null).
   static Arg node(NodeRef n);
+  /// None.
   static Arg none();
+  /// True or False.
   static Arg boolean(bool value);
+  /// A Python int that fits in 64 bits.
   static Arg integer(int64_t value);
+  /// A Python float.
   static Arg floating(double value);
+  /// A Python str (UTF-8).
   static Arg string(std::string value);
   /// A torch.dtype by qualified name, e.g. "torch.float32".
   static Arg dtype(std::string name);
@@ -62,15 +67,20 @@ class Arg {
   static Arg memoryFormat(std::string name);
   /// A torch.layout by qualified name, e.g. "torch.strided".
   static Arg layout(std::string name);
+  /// Ellipsis (...).
   static Arg ellipsis();
   /// slice(start, stop, step); each part is usually None, an int or a node.
   static Arg slice(Arg start, Arg stop, Arg step);
+  /// A tuple of Args.
   static Arg tuple(std::vector<Arg> items);
+  /// A list of Args.
   static Arg list(std::vector<Arg> items);
   /// A dict with str keys, in insertion order.
   static Arg dict(std::vector<std::pair<std::string, Arg>> entries);
 
+  /// What this Arg holds.
   ArgKind kind() const { return kind_; }
+  /// True for a node reference.
   bool isNode() const { return kind_ == ArgKind::kNode; }
   /// True for tuple, list, dict and slice.
   bool isContainer() const;
@@ -79,9 +89,10 @@ class Arg {
 
   /// The node of a kNode Arg.
   const NodeRef& asNode() const;
+  /// The value of a kBool / kInt / kFloat Arg (internal error for other kinds).
   bool asBool() const;
-  int64_t asInt() const;
-  double asFloat() const;
+  int64_t asInt() const;   ///< see asBool()
+  double asFloat() const;  ///< see asBool()
   /// The text of kStr, kDtype, kDevice, kMemoryFormat and kLayout Args.
   const std::string& asString() const;
   /// Elements of tuple/list, values of dict, (start, stop, step) of slice.

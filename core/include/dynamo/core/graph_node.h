@@ -87,9 +87,11 @@ class Node {
   /// The graph's result structure (a node, or a tuple/list/dict of Args).
   static NodeRef makeOutput(Arg value, NodeMeta meta = {});
 
+  /// Nodes are shared by handle, never copied.
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
+  /// placeholder, call_function, call_method or output.
   NodeOp op() const { return op_; }
   /// The user-visible name, unique in the graph ("add", "add_1").
   const std::string& name() const { return name_; }
@@ -103,6 +105,7 @@ class Node {
   const std::vector<Arg>& args() const { return args_; }
   /// Keyword arguments in call order.
   const Kwargs& kwargs() const { return kwargs_; }
+  /// Optional metadata (tensor meta, user location and stack, stack trace).
   const NodeMeta& meta() const { return meta_; }
   /// The output structure of an output node.
   const Arg& outputValue() const;
