@@ -216,16 +216,16 @@ def environment():
 
 
 _COLUMNS = [("eager", "eager_us"), ("compiled", "compiled_us"), ("added", "added_us"),
-            ("ratio", "ratio"), ("added_min", "added_min_us"), ("hooked", "hooked_us"), ("graph", "graph_us"), ("op", "op_us"),
-            ("eager_fwd", "eager_forward_us"), ("wrapper", "wrapper_us"),
-            ("hook+grd", "hook_guards_us"), ("graph-op", "graph_machinery_us"),
-            ("mod_call", "module_call_us"), ("guards", "guards")]
+            ("ratio", "ratio"), ("hooked", "hooked_us"), ("graph", "graph_us"), ("op", "op_us"),
+            ("eager_fwd", "eager_forward_us"), ("added_min", "added_min_us"),
+            ("wrapper", "wrapper_us"), ("hook+grd", "hook_guards_us"),
+            ("graph-op", "graph_machinery_us"), ("mod_call", "module_call_us"), ("guards", "guards")]
 
 
 def table(rows):
     """The rows as a plain-text table (microseconds per call)."""
-    lines = ["per call, microseconds. eager..ratio: median of repeats (added: median of the paired "
-             "differences); added_min and the breakdown columns after it: from the minima",
+    lines = ["per call, microseconds. eager..eager_fwd: median of repeats (added: median of "
+             "the paired differences); added_min and the columns after it: from the minima",
              f"{'case':<14}" + "".join(f"{title:>10}" for title, _ in _COLUMNS)]
     for row in rows:
         cells = []

@@ -13,3 +13,4 @@ from dynamo.backends import list_backends, register_backend  # noqa: F401
 from dynamo.eval_frame import (  # noqa: F401
     optimize, compile, run, disable, reset, add_compile_listener, remove_compile_listener,
 )
+from dynamo import recording  # noqa: E402,F401  (records compiles when config.trace_path / DYNAMO_TRACE is set)

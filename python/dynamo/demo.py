@@ -48,9 +48,10 @@ def _example():
 
 def _parse(argv):
     p = argparse.ArgumentParser(prog="dynamo-demo", description=__doc__.split("\n\n")[0])
-    p.add_argument("--db", default=DEFAULT_DB,
+    p.add_argument("--db", default=DEFAULT_DB, metavar="PATH",
                    help=f"trace store to record into (default ./{DEFAULT_DB}; a run is appended)")
-    p.add_argument("--model", default="resnet18", help="a torchvision model name (default resnet18)")
+    p.add_argument("--model", default="resnet18", metavar="NAME",
+                   help="a torchvision model name (default resnet18)")
     return p.parse_args(argv)
 
 
@@ -85,15 +86,17 @@ def _describe(title, records, out):
     top = ", ".join(f"{op.split('.')[-1]} x{n}" for op, n in ops.most_common(TOP_OPS))
     more = f", +{len(ops) - TOP_OPS} more kinds" if len(ops) > TOP_OPS else ""
     out(f"  top ops: {top}{more}")
-    out(f"  compile time: {_ms(records, 'total_ms'):.1f} ms (capture {_ms(records, 'capture_ms'):.1f}, "
-        f"guards {_ms(records, 'guard_ms'):.1f}, backend {_ms(records, 'backend_ms'):.1f})")
+    out(f"  compile time: {_ms(records, 'total_ms'):.1f} ms "
+        f"(capture {_ms(records, 'capture_ms'):.1f}, guards {_ms(records, 'guard_ms'):.1f}, "
+        f"backend {_ms(records, 'backend_ms'):.1f})")
     seen = set()
     for b in breaks:
         key = (b["kind"], b["file"], b["line"])
         if key in seen:
             continue
         seen.add(key)
-        out(f"  graph break [{b['kind']}] at {_where(b['file'], b['line'])}:  {b['source'].strip()}")
+        where = _where(b["file"], b["line"])
+        out(f"  graph break [{b['kind']}] at {where}:  {b['source'].strip()}")
         out(f"    why: {b['explanation']}")
     for r in records:
         if r["attempt"] > 0 and r["reason"].strip():
@@ -109,9 +112,9 @@ def _summary_from_store(path, run_id, out):
     with dynamo.trace.open(path) as store:
         c = store.counts(run_id)
         frames = store.frames(run_id)
-        out(f"read back from {path} (run {run_id}): {c['frames']} frames, {c['compiles']} compiles, "
-            f"{c['graphs']} graphs, {c['graph_breaks']} breaks, {c['guards']} guards, "
-            f"{c['guard_failures']} guard failures, {c['code']} code")
+        out(f"read back from {path} (run {run_id}): {c['frames']} frames, "
+            f"{c['compiles']} compiles, {c['graphs']} graphs, {c['graph_breaks']} breaks, "
+            f"{c['guards']} guards, {c['guard_failures']} guard failures, {c['code']} code")
         for f in frames[:4]:
             statuses = collections.Counter(x["status"] for x in store.compiles(frame_id=f["id"]))
             out(f"  frame {f['name']} ({_where(f['file'], f['first_line'])}): "
@@ -123,49 +126,55 @@ def _summary_from_store(path, run_id, out):
     out(f"more: dynamo-trace summary|breaks|compiles|failures {path}")
 
 
+def _compile_and_compare(name, model, records, out):
+    """Compile the model and the example, print what was captured; True when every compiled
+    output equals eager."""
+    out(f"dynamo demo: {name} (eval, batch 1) and scale_if_large (a graph break)")
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        eager = model(x)
+        compiled = dynamo.compile(model)(x)
+    _describe(name, list(records), out)
+    ok = _check(name, torch.equal(eager, compiled), out)
+
+    first = len(records)
+    scale_if_large = _example()
+    fn = dynamo.compile(scale_if_large)
+    same = True
+    for n in (8, 16):  # the second size recompiles: a guard failure to record
+        t = torch.linspace(-1.0, 3.0, n)
+        same &= torch.equal(scale_if_large(t), fn(t))
+    _describe("scale_if_large", records[first:], out)
+    return _check("scale_if_large", same, out) and ok
+
+
+def _error(summary, hint):
+    print(f"dynamo-demo: error: {summary}", file=sys.stderr)
+    if hint:
+        print(f"  = hint: {hint}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None):
     args = _parse(sys.argv[1:] if argv is None else argv)
     out = print
+    torch.manual_seed(0)
+    try:
+        model = _make_model(args.model)
+    except Exception as e:  # noqa: BLE001 - unknown name, torchvision missing, ...
+        return _error(f"cannot make torchvision model {args.model!r}: {e}",
+                      "pass --model with a torchvision name such as resnet18 or mobilenet_v2")
     try:
         run = dynamo.trace.start_run(args.db)
     except dynamo.TraceStoreError as e:
-        print(f"dynamo-demo: error: {getattr(e, 'summary', e)}", file=sys.stderr)
         hint = getattr(e, "hint", "")
-        if hint:
-            print(f"  = hint: {hint} (dynamo-demo --db PATH)", file=sys.stderr)
-        return 2
+        return _error(getattr(e, "summary", str(e)),
+                      f"{hint} (dynamo-demo --db PATH)" if hint else "")
     dynamo.recording.enable(args.db)  # records into the run just started
     records = []
     dynamo.add_compile_listener(records.append)
     try:
-        try:
-            model = _make_model(args.model)
-        except Exception as e:  # noqa: BLE001 - unknown name, torchvision missing, ...
-            print(f"dynamo-demo: error: cannot make torchvision model {args.model!r}: {e}",
-                  file=sys.stderr)
-            print("  = hint: pass --model with a torchvision name such as resnet18 or mobilenet_v2",
-                  file=sys.stderr)
-            return 2
-        out(f"dynamo demo: {args.model} (eval, batch 1) and scale_if_large (a graph break)")
-        ok = True
-
-        torch.manual_seed(0)
-        x = torch.randn(1, 3, 224, 224)
-        with torch.no_grad():
-            eager = model(x)
-            compiled = dynamo.compile(model)(x)
-        _describe(args.model, list(records), out)
-        ok &= _check(args.model, torch.equal(eager, compiled), out)
-
-        first = len(records)
-        scale_if_large = _example()
-        fn = dynamo.compile(scale_if_large)
-        same = True
-        for n in (8, 16):  # the second size recompiles: a guard failure to record
-            t = torch.linspace(-1.0, 3.0, n)
-            same &= torch.equal(scale_if_large(t), fn(t))
-        _describe("scale_if_large", records[first:], out)
-        ok &= _check("scale_if_large", same, out)
+        ok = _compile_and_compare(args.model, model, records, out)
     finally:
         dynamo.remove_compile_listener(records.append)
         dynamo.recording.disable()

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import dynamo
 from capture_harness import check
 
 torch.manual_seed(0)
@@ -322,6 +323,54 @@ def _enable_grad(a):
             b = a * 3
         c = b + 1
     return c
+
+
+class _Base(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+class _Derived(_Base):
+    def forward(self, x):
+        return super().forward(x) * 2 + super(_Derived, self).forward(x)
+
+
+class _MyLinear(torch.nn.Linear):
+    def forward(self, x):
+        return super().forward(x).tanh()
+
+
+_DERIVED = _Derived()
+_MY_LINEAR = _MyLinear(8, 4)
+FULLGRAPH += [
+    ("super_zero_arg", lambda a: _DERIVED(a), (X,)),
+    ("super_of_torch_module", lambda a: _MY_LINEAR(a), (X,)),
+    ("import_inside", lambda a: _imports(a), (X,)),
+]
+
+
+def _imports(a):
+    import torch.nn.functional as FF
+    from math import sqrt
+    return FF.relu(a) * sqrt(4.0)
+
+
+def test_random_ops_match_eager_under_the_same_seed():
+    from torchvision.ops import stochastic_depth
+
+    def f(a):
+        return stochastic_depth(a, 0.5, "row", True) + torch.rand_like(a)
+
+    c = dynamo.compile(f, fullgraph=True)
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        expected = f(IMG)
+        torch.manual_seed(seed)
+        assert torch.equal(c(IMG), expected)
 
 
 @pytest.mark.parametrize("name,fn,args", FULLGRAPH, ids=[c[0] for c in FULLGRAPH])

@@ -4,7 +4,6 @@ dynamo._C.TraceReader with its actual values (break kind and line, guard failure
 a bad trace path warns once and the program completes; compiled calls record nothing; and the
 dynamo-demo program runs end to end."""
 import collections
-import json
 import os
 import subprocess
 import sys
@@ -175,6 +174,31 @@ def test_bad_dynamo_trace_path_warns_once_and_the_program_completes(tmp_path):
     assert not os.path.exists(bad)
 
 
+def test_forked_child_records_into_its_own_run(tmp_path):
+    db = tmp_path / "fork.db"
+    script = _script(tmp_path, """
+        import os, sys, torch, dynamo, dynamo.recording, dynamo.trace
+        dynamo.recording.enable(sys.argv[1])
+        def parent_fn(x): return x + 1
+        dynamo.compile(parent_fn)(torch.ones(2))
+        pid = os.fork()
+        if pid == 0:
+            def child_fn(x): return x * 5
+            dynamo.compile(child_fn)(torch.ones(2))
+            dynamo.trace.end_run()
+            os._exit(0)
+        os.waitpid(pid, 0)
+    """)
+    result = _run([script, str(db)], {})
+    assert result.returncode == 0, result.stderr
+    with _C.TraceReader(str(db)) as store:
+        runs = store.runs()
+        assert [[f["name"] for f in store.frames(r["id"])] for r in runs] == [
+            ["parent_fn"], ["child_fn"]]
+        assert runs[0]["pid"] != runs[1]["pid"]
+        assert all(r["end_time_us"] > 0 for r in runs)
+
+
 # ---- enable() / config.trace_path in this process -------------------------------------------
 
 def test_enable_records_into_the_path_and_disable_closes_the_run(tmp_path, clean_recording):
@@ -326,7 +350,8 @@ def test_demo_runs_end_to_end(tmp_path):
     assert "  resnet18 output equals eager (torch.equal): yes" in out
     assert ("  graph break [data-dependent-branch] at dynamo_demo_example.py:6:  if y.sum() > 10:"
             in out)
-    assert "  recompiled scale_if_large: tensor 'x' size mismatch at dim 0: expected 8, got 16" in out
+    assert ("  recompiled scale_if_large: tensor 'x' size mismatch at dim 0: expected 8, got 16"
+            in out)
     assert "  scale_if_large output equals eager (torch.equal): yes" in out
     assert f"recorded into {db}" in out
     assert f"read back from {db} (run 1): 3 frames, 5 compiles, 5 graphs, 2 breaks" in out
@@ -344,3 +369,13 @@ def test_demo_with_an_unusable_db_says_how_to_fix_it(tmp_path, capsys, clean_rec
     err = capsys.readouterr().err
     assert err.startswith(f"dynamo-demo: error: cannot create trace store '{bad}': directory ")
     assert "does not exist" in err and "(dynamo-demo --db PATH)" in err
+
+
+def test_demo_exits_1_when_an_output_differs(tmp_path, capsys, clean_recording, monkeypatch):
+    pytest.importorskip("torchvision")
+    from dynamo import demo
+    monkeypatch.setattr(torch, "equal", lambda a, b: False)
+    assert demo.main(["--db", str(tmp_path / "differs.db")]) == 1
+    out = capsys.readouterr().out
+    assert "  resnet18 output equals eager (torch.equal): NO" in out
+    assert out.splitlines()[-1] == "FAILED: a compiled output differs from eager"

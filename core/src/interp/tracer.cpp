@@ -107,6 +107,26 @@ bool Tracer::preCelled(int slot) const {
   return false;
 }
 
+ValueRef Tracer::zeroArgSuper() {
+  int classSlot = -1;
+  for (size_t i = 0; i < localNames_.size(); ++i)
+    if (localNames_[i] == "__class__") classSlot = static_cast<int>(i);
+  if (classSlot < 0 || code_->co_argcount < 1 || !locals_[classSlot] || !locals_[0])
+    ctx_.breakHere(BreakKind::kUnsupported, "super() outside a method");
+  ValueRef cls = locals_[classSlot];
+  if (cls->kind == ValueKind::kCell) cls = cls->cell->contents;
+  ValueRef self = locals_[0];
+  if (self->kind == ValueKind::kCell) self = self->cell->contents;
+  if (!cls || cls->kind != ValueKind::kObject || !self || self->kind != ValueKind::kObject)
+    ctx_.breakHere(BreakKind::kUnsupported, "super() with a receiver that is not a known object");
+  PyObjectRef sup = PyObjectRef::steal(checkPy(
+      PyObject_CallFunctionObjArgs((PyObject*)&PySuper_Type, cls->py(), self->py(), nullptr)));
+  ValueRef v = makeObject(sup.get());
+  v->name = "__super__";
+  v->self = self;
+  return v;
+}
+
 bool Tracer::insideLoop(int i) const {
   for (const auto& [target, jump] : loops_)
     if (i >= target && i <= jump) return true;
@@ -806,6 +826,23 @@ void Tracer::step(const bc::Instruction& ins) {
       yields_.push_back(pop());
       push(makeConst(Py_None));  // the value sent in
       return;
+    case IMPORT_NAME: {
+      // The import runs now (it has usually run already); the module is a constant of the trace.
+      ValueRef fromlist = pop();
+      ValueRef level = pop();
+      PyObject* name = PyTuple_GET_ITEM(code_->co_names, arg);  // borrowed ref
+      PyObjectRef mod = PyObjectRef::steal(PyImport_ImportModuleLevelObject(
+          name, globals_, nullptr, fromlist->py(), static_cast<int>(PyLong_AsLong(level->py()))));
+      if (!mod) ctx_.breakHere(BreakKind::kException, std::string("import of ") + PyUnicode_AsUTF8(name) + " failed");
+      push(makeObject(mod.get()));
+      return;
+    }
+    case IMPORT_FROM: {
+      std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg));
+      ValueRef mod = top();
+      push(getAttr(*this, mod, name));
+      return;
+    }
     case LOAD_ASSERTION_ERROR:
       push(makeObject(PyExc_AssertionError));
       return;

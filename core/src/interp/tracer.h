@@ -150,6 +150,8 @@ class Tracer {
 
   // Used by the call machinery (tracer_calls.cpp).
   CompileContext& ctx() { return ctx_; }
+  /// super() with no arguments in the code being traced: super(__class__, first argument).
+  ValueRef zeroArgSuper();
   int depth() const { return depth_; }
   PyObject* globals() const { return globals_; }
 

@@ -97,6 +97,13 @@ ValueRef tensorAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
 ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
   CompileContext& ctx = tr.ctx();
   PyObject* obj = v->py();
+  if (v->name == "__super__") {
+    // super().name: look it up past the class, bind to the traced receiver.
+    PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(obj, name.c_str()));
+    if (!r) ctx.breakHere(BreakKind::kUnsupportedAttribute, "super() has no attribute ." + name);
+    if (PyMethod_Check(r.get())) return methodOf(v->self, PyMethod_GET_FUNCTION(r.get()));
+    return ctx.wrap(r.get(), Source{}, false);
+  }
   auto overlay = ctx.attrOverlay.find({obj, name});
   if (overlay != ctx.attrOverlay.end()) return overlay->second;
 

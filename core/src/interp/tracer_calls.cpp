@@ -61,7 +61,34 @@ PyObjectRef callConcrete(PyObject* fn, const std::vector<ValueRef>& args, const 
   return PyObjectRef::steal(PyObject_Call(fn, t.get(), kw.get()));
 }
 
-ValueRef constOrObject(PyObject* o) { return isConstantObject(o) ? makeConst(o) : makeObject(o); }
+// The Value of a Python object computed while tracing (folded constants): containers become
+// container Values so later code can index, extend or pass them into the graph.
+ValueRef constOrObject(PyObject* o) {
+  if (isConstantObject(o)) return makeConst(o);
+  if (PyList_CheckExact(o)) {
+    std::vector<ValueRef> items;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); ++i) items.push_back(constOrObject(PyList_GET_ITEM(o, i)));
+    return makeList(std::move(items));
+  }
+  if (PyTuple_CheckExact(o)) {
+    std::vector<ValueRef> items;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) items.push_back(constOrObject(PyTuple_GET_ITEM(o, i)));
+    return makeTuple(std::move(items));
+  }
+  if (PyDict_CheckExact(o)) {
+    auto d = std::make_shared<Value>();
+    d->kind = ValueKind::kDict;
+    PyObject *k, *v;  // borrowed refs
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &k, &v)) {
+      if (!isConstantObject(k)) return makeObject(o);
+      d->keys.push_back(PyObjectRef::borrow(k));
+      d->items.push_back(constOrObject(v));
+    }
+    return d;
+  }
+  return makeObject(o);
+}
 
 ValueRef foldOrBreak(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args,
                      const Kw& kwargs) {
@@ -736,8 +763,16 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
     case ValueKind::kObject: {
       PyObject* f = fn->py();
       // super() inside a method: the class from __class__, self from the first argument.
-      if (f == (PyObject*)&PySuper_Type && args.empty())
-        ctx.breakHere(BreakKind::kUnsupported, "zero-argument super()");
+      if (f == (PyObject*)&PySuper_Type && args.empty()) return tr.zeroArgSuper();
+      if (f == (PyObject*)&PySuper_Type && args.size() == 2 && args[0]->kind == ValueKind::kObject &&
+          args[1]->kind == ValueKind::kObject) {
+        PyObjectRef sup = PyObjectRef::steal(checkPy(
+            PyObject_CallFunctionObjArgs(f, args[0]->py(), args[1]->py(), nullptr)));
+        ValueRef v = makeObject(sup.get());
+        v->name = "__super__";
+        v->self = args[1];
+        return v;
+      }
       return callObject(tr, fn, std::move(args), std::move(kwargs));
     }
     case ValueKind::kConst:

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Writes docs/graph-breaks.md from core/include/dynamo/core/break_kinds.def (the one list of
+graph-break kinds). Run it after editing the .def file; tests/python/test_docs.py checks that the
+committed page matches.
+
+    /usr/bin/python3 scripts/gen_break_catalogue.py            # rewrite docs/graph-breaks.md
+    /usr/bin/python3 scripts/gen_break_catalogue.py --check    # exit 1 if it is out of date
+"""
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEF = ROOT / "core/include/dynamo/core/break_kinds.def"
+DOC = ROOT / "docs/graph-breaks.md"
+
+ENTRY = re.compile(r'DYNAMO_BREAK\(\s*(\w+),\s*"([^"]*)",\s*"([^"]*)",\s*"([^"]*)"\)', re.S)
+
+
+def parse(text):
+    body = "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("//"))
+    return [m.groups() for m in ENTRY.finditer(body)]
+
+
+def render(rows):
+    out = ["# Graph-break catalogue", "",
+           "Generated from `core/include/dynamo/core/break_kinds.def` by "
+           "`scripts/gen_break_catalogue.py`; do not edit by hand.", "",
+           "A graph break ends the current graph: the graph captured so far is compiled, the "
+           "breaking code runs as ordinary Python, and capture resumes after it in a resume "
+           "function. With `fullgraph=True` the first break raises `dynamo.Unsupported` instead. "
+           "Each break is reported with its kind (the slug below), the user's file and line, the "
+           "source line, the explanation and the hint.", "",
+           "| kind | why it breaks the graph | what to do |", "|---|---|---|"]
+    for _name, slug, why, hint in rows:
+        out.append(f"| `{slug}` | {why} | {hint} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv):
+    text = render(parse(DEF.read_text()))
+    if "--check" in argv:
+        if not DOC.exists() or DOC.read_text() != text:
+            print(f"{DOC.relative_to(ROOT)} is out of date: run /usr/bin/python3 scripts/gen_break_catalogue.py")
+            return 1
+        return 0
+    DOC.write_text(text)
+    print(f"wrote {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

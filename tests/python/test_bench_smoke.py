@@ -1,0 +1,51 @@
+"""Smoke test of the benchmarks in bench/: they run in --quick mode and print one JSON object per
+line with the expected keys, then a table. Timings are printed by the benchmarks, never asserted
+here (speed goals are read from bench/ output, see docs/performance.md).
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(os.environ.get("DYNAMO_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BENCH = SOURCE / "bench"
+
+
+def run_bench(script, *args):
+    proc = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert rows and rows[0]["bench"] == "environment", proc.stdout
+    for key in ("python", "torch", "torch_threads"):
+        assert key in rows[0]
+    return rows[1:], proc.stdout
+
+
+def test_overhead_quick_prints_json_rows():
+    rows, out = run_bench("overhead.py", "--quick")
+    assert [r["case"] for r in rows] == ["add_1elem", "mlp3_no_grad", "mlp3_grad"]
+    for r in rows:
+        assert r["bench"] == "overhead"
+        for key in ("eager_us", "compiled_us", "added_us", "ratio", "hooked_us", "graph_us",
+                    "wrapper_us", "hook_guards_us", "calls", "repeats", "clock"):
+            assert key in r, key
+        assert r["compiles"] == 1  # the timed calls were cache hits, not recompiles
+        assert r["graph_us"] is not None  # the CompiledGraph was found in the transformed code
+    assert "added" in out and "add_1elem" in out.splitlines()[-3]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchvision") is None, reason="needs torchvision")
+def test_capture_time_quick_prints_json_rows():
+    rows, out = run_bench("capture_time.py", "--quick")
+    assert [r["model"] for r in rows] == ["resnet18"]
+    r = rows[0]
+    for key in ("eager_ms", "first_call_ms", "compile_ms", "capture_ms", "guard_ms", "backend_ms",
+                "total_ms", "steady_ms", "nodes", "breaks", "guards"):
+        assert key in r, key
+    assert r["statuses"] == ["compiled"] and r["nodes"] > 0
+    assert "resnet18" in out.splitlines()[-1]
