@@ -72,12 +72,9 @@ def _wrap(fn, ctx):
         raise _C.UserError(f"error: dynamo cannot compile generator or coroutine function {fn.__qualname__}\n"
                            f"  = hint: compile the function that consumes it instead")
 
-    @functools.wraps(fn)
-    def compiled(*args, **kwargs):
-        with ctx:
-            return fn(*args, **kwargs)
-    compiled._dynamo_orig = fn
-    _C._compiler.disable_code(compiled.__code__)
+    # A C wrapper: sets the hook mode around the call with no Python frame of its own.
+    compiled = _C._compiler.wrap(fn, ctx._mode, ctx._handle)
+    functools.update_wrapper(compiled, fn)
     return compiled
 
 

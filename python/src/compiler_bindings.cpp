@@ -12,6 +12,8 @@
 #include <memory>
 
 #include "bindings.h"
+// structmember.h needs Python.h first (bindings.h includes it).
+#include <structmember.h>
 #include "dynamo/core/compiler.h"
 #include "dynamo/core/frame_hook.h"
 #include "dynamo/core/graph_printer.h"
@@ -256,7 +258,139 @@ PyObject* breakKinds(PyObject*, PyObject*) {
   return l;
 }
 
+// ---- CompiledFunction: the wrapper dynamo.compile returns for a function ---------------------
+//
+// Calling it sets the thread's hook mode (and compiler) for the duration of the call and restores
+// the previous ones: the same as `with dynamo.optimize(...): fn(*args)`, without a Python frame
+// or a context-manager protocol on the hot path.
+
+struct CompiledFunction {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* fn;        // strong ref: the user's callable
+  PyObject* handle;    // strong ref: the compiler handle, or NULL (run-only / off)
+  core::HookMode mode;
+  PyObject* dict;      // attributes copied by functools.update_wrapper
+};
+
+PyObject* compiledFunctionCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* o = reinterpret_cast<CompiledFunction*>(self);
+  core::HookMode prevMode = core::hookMode();
+  std::shared_ptr<core::FrameCompiler> prevCompiler = core::hookCompiler();
+  PyObject* prevHandle = currentHandle;  // the thread's reference moves to this frame
+  try {
+    core::setHookMode(o->mode, o->handle ? *reinterpret_cast<CompilerHandle*>(o->handle)->compiler : nullptr);
+  } catch (...) {
+    translateException();
+    return nullptr;
+  }
+  Py_XINCREF(o->handle);
+  currentHandle = o->handle;
+  PyObject* result = PyObject_Vectorcall(o->fn, args, nargsf, kwnames);  // new ref
+  Py_XDECREF(currentHandle);
+  currentHandle = prevHandle;
+  try {
+    core::setHookMode(prevMode, prevCompiler);
+  } catch (...) {
+    Py_XDECREF(result);
+    translateException();
+    return nullptr;
+  }
+  return result;
+}
+
+int compiledFunctionTraverse(PyObject* self, visitproc visit, void* arg) {
+  auto* o = reinterpret_cast<CompiledFunction*>(self);
+  Py_VISIT(o->fn);
+  Py_VISIT(o->handle);
+  Py_VISIT(o->dict);
+  return 0;
+}
+
+int compiledFunctionClear(PyObject* self) {
+  auto* o = reinterpret_cast<CompiledFunction*>(self);
+  Py_CLEAR(o->fn);
+  Py_CLEAR(o->handle);
+  Py_CLEAR(o->dict);
+  return 0;
+}
+
+void compiledFunctionDealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  compiledFunctionClear(self);
+  Py_TYPE(self)->tp_free(self);
+}
+
+// Binding as a method, so decorated methods receive self.
+PyObject* compiledFunctionGet(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+PyObject* compiledFunctionRepr(PyObject* self) {
+  return PyUnicode_FromFormat("<dynamo compiled %R>", reinterpret_cast<CompiledFunction*>(self)->fn);
+}
+
+PyMemberDef compiledFunctionMembers[] = {
+    {"_dynamo_orig", T_OBJECT, offsetof(CompiledFunction, fn), READONLY, "the original callable"},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyGetSetDef compiledFunctionGetSet[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject compiledFunctionType = [] {
+  PyTypeObject t{};
+  t.ob_base = PyVarObject_HEAD_INIT(nullptr, 0) t.tp_name = "dynamo.CompiledFunction";
+  t.tp_basicsize = sizeof(CompiledFunction);
+  t.tp_dealloc = compiledFunctionDealloc;
+  t.tp_vectorcall_offset = offsetof(CompiledFunction, vectorcall);
+  t.tp_call = PyVectorcall_Call;
+  t.tp_repr = compiledFunctionRepr;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_METHOD_DESCRIPTOR;
+  t.tp_traverse = compiledFunctionTraverse;
+  t.tp_clear = compiledFunctionClear;
+  t.tp_descr_get = compiledFunctionGet;
+  t.tp_dictoffset = offsetof(CompiledFunction, dict);
+  t.tp_members = compiledFunctionMembers;
+  t.tp_getset = compiledFunctionGetSet;
+  t.tp_doc = "A function compiled by dynamo: calls run with the hook in the wrapper's mode.";
+  return t;
+}();
+
+PyObject* wrapFunction(PyObject*, PyObject* args) {
+  PyObject* fn;
+  const char* mode;
+  PyObject* handle;
+  if (!PyArg_ParseTuple(args, "OsO", &fn, &mode, &handle)) return nullptr;
+  std::string m = mode;
+  core::HookMode hm = m == "compile" ? core::HookMode::kCompile
+                      : m == "run_only" ? core::HookMode::kRunOnly : core::HookMode::kOff;
+  if (hm == core::HookMode::kCompile && Py_TYPE(handle) != &handleType) {
+    PyErr_SetString(PyExc_TypeError, "wrap: compile mode needs a compiler handle");
+    return nullptr;
+  }
+  if (PyType_Ready(&compiledFunctionType) < 0) return nullptr;
+  auto* o = PyObject_GC_New(CompiledFunction, &compiledFunctionType);
+  if (o == nullptr) return nullptr;
+  o->vectorcall = compiledFunctionCall;
+  Py_INCREF(fn);
+  o->fn = fn;
+  o->handle = handle == Py_None ? nullptr : handle;
+  Py_XINCREF(o->handle);
+  o->mode = hm;
+  o->dict = nullptr;
+  PyObject_GC_Track(o);
+  return reinterpret_cast<PyObject*>(o);
+}
+
 PyMethodDef methods[] = {
+    {"wrap", wrapFunction, METH_VARARGS, "wrap(fn, mode, handle) -> a callable running fn with the hook in `mode`."},
     {"make", makeCompiler, METH_VARARGS, "make(backend_name, backend, fullgraph, cache_size_limit, suppress_errors, listener, skip_file_prefixes)"},
     {"set_mode", setMode, METH_VARARGS, "set_mode(mode, handle) -> (previous_mode, previous_handle)"},
     {"reset", resetAll, METH_NOARGS, "Drop every compiled entry."},

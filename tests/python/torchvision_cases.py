@@ -19,7 +19,7 @@ def input_for(name, batch=2):
     if name.startswith(("vit", "maxvit")):
         size = 224
     elif name.startswith("inception"):
-        size = 80
+        size = 299  # the auxiliary head (train mode) needs the full size
     elif name.startswith(("swin",)):
         size = 64
     else:
