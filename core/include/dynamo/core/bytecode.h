@@ -18,38 +18,12 @@
 #include <vector>
 
 #include "dynamo/core/bytecode_opcodes.h"
+#include "dynamo/core/graph_pyref.h"
 
 namespace dynamo::core::bytecode {
 
-/// An owned (strong) reference to a Python object, released on destruction.
-class ObjRef {
- public:
-  ObjRef() = default;
-  /// Takes ownership of a new reference (may be NULL).
-  static ObjRef steal(PyObject* o) { return ObjRef(o); }
-  /// Takes a new reference to a borrowed object.
-  static ObjRef borrow(PyObject* o) {
-    Py_XINCREF(o);
-    return ObjRef(o);
-  }
-  ObjRef(const ObjRef& other) : obj_(other.obj_) { Py_XINCREF(obj_); }
-  ObjRef(ObjRef&& other) noexcept : obj_(std::exchange(other.obj_, nullptr)) {}
-  ObjRef& operator=(ObjRef other) noexcept {
-    std::swap(obj_, other.obj_);
-    return *this;
-  }
-  ~ObjRef() { Py_XDECREF(obj_); }
-
-  /// The object (borrowed ref), or NULL.
-  PyObject* get() const { return obj_; }
-  /// Gives up ownership: the caller now owns the reference.
-  PyObject* release() { return std::exchange(obj_, nullptr); }
-  explicit operator bool() const { return obj_ != nullptr; }
-
- private:
-  explicit ObjRef(PyObject* o) : obj_(o) {}
-  PyObject* obj_ = nullptr;
-};
+/// An owned (strong) reference to a Python object: the core's one such type.
+using ObjRef = dynamo::core::PyObjectRef;
 
 /// Source position of an instruction (PEP 626/657). -1 means "unknown".
 struct Position {
