@@ -5,6 +5,7 @@
 #include <new>
 
 #include "dynamo/common/error.h"
+#include "dynamo/core/compiler.h"
 
 namespace dynamo::py {
 
@@ -55,6 +56,11 @@ void translateException() {
     if (line) PyObject_SetAttrString(exc.get(), "user_line", line.get());
     if (hint) PyObject_SetAttrString(exc.get(), "hint", hint.get());
     PyErr_Clear();
+    if (e.kind() == UserErrorKind::kBackend) {
+      // Chain the backend's own exception: `raise BackendCompilerFailed(...) from err`.
+      core::PyObjectRef cause = core::takeBackendFailureCause();
+      if (cause) PyException_SetCause(exc.get(), cause.release());  // steals the cause
+    }
     PyErr_SetObject(type, exc.get());
   } catch (const InternalError& e) {
     PyErr_SetString(exceptionTypes().internalError, e.what());

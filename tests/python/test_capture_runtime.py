@@ -279,6 +279,8 @@ def test_backend_that_raises_propagates_without_suppress_errors():
         with pytest.raises(dynamo.BackendCompilerFailed) as info:
             c(torch.ones(2), torch.ones(2))
         assert "boom in backend" in str(info.value) and "add_mul" in str(info.value)
+        assert isinstance(info.value.__cause__, ValueError)
+        assert str(info.value.__cause__) == "boom in backend"
     finally:
         dynamo.config.suppress_errors = old
 

@@ -23,6 +23,16 @@ std::vector<BreakKindRow> breakKinds() {
 }
 
 namespace {
+thread_local PyObject* backendCause = nullptr;  // strong ref
+}  // namespace
+
+PyObjectRef takeBackendFailureCause() {
+  PyObject* c = backendCause;
+  backendCause = nullptr;
+  return PyObjectRef::steal(c);
+}
+
+namespace {
 
 using namespace dynamo::core::interp;
 using Clock = std::chrono::steady_clock;
@@ -273,7 +283,21 @@ class Compiler : public FrameCompiler {
     for (const PyObjectRef& t : ctx.realInputs) PyList_Append(examples.get(), t.get());
     PyObject* fn = PyObject_CallFunctionObjArgs(opts_.backend.get(), gm.get(), examples.get(), nullptr);  // new
     if (fn == nullptr) {
-      std::string why = pythonErrorText();
+      PyObject *et, *ev, *tb;
+      PyErr_Fetch(&et, &ev, &tb);
+      PyErr_NormalizeException(&et, &ev, &tb);
+      if (tb != nullptr && ev != nullptr) PyException_SetTraceback(ev, tb);
+      std::string why = "Python error";
+      if (ev != nullptr) {
+        PyObject* str = PyObject_Str(ev);  // new ref
+        if (str != nullptr) why = std::string(Py_TYPE(ev)->tp_name) + ": " + PyUnicode_AsUTF8(str);
+        Py_XDECREF(str);
+        PyErr_Clear();
+      }
+      Py_XDECREF(backendCause);
+      backendCause = ev;  // keeps the exception for __cause__
+      Py_XDECREF(et);
+      Py_XDECREF(tb);
       if (!opts_.suppressErrors) {
         throw UserError(UserErrorKind::kBackend,
                         "backend '" + opts_.backendName + "' failed on the graph of '" + rec.function + "': " + why,

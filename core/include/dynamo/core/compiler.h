@@ -74,6 +74,11 @@ struct BreakKindRow {
 };
 std::vector<BreakKindRow> breakKinds();
 
+/// The Python exception a backend raised, kept for the BackendCompilerFailed the binding layer
+/// raises next (it becomes that exception's __cause__). Returns null when there is none; taking it
+/// clears it. Thread-local; needs the GIL.
+PyObjectRef takeBackendFailureCause();
+
 /// Adds the compiler's Python types (dynamo._C.CompiledGraph) to the extension module.
 int registerCompilerTypes(PyObject* module);
 
