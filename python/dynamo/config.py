@@ -15,3 +15,5 @@ suppress_errors = True
 verbose = False
 #: Path of the SQLite trace store to record into; None: off. DYNAMO_TRACE=path.db sets it.
 trace_path = os.environ.get("DYNAMO_TRACE") or None
+#: Compile only frames whose function name (co_name) is this; DYNAMO_DEBUG_FUNCTION=name sets it.
+debug_function = os.environ.get("DYNAMO_DEBUG_FUNCTION") or None

@@ -34,7 +34,7 @@ def _make_handle(backend, fullgraph):
     native = fn is backends.eager
     return _C._compiler.make(name, None if native else fn, bool(fullgraph),
                              int(config.cache_size_limit), bool(config.suppress_errors), _on_compile,
-                             _skip_file_prefixes())
+                             _skip_file_prefixes(), config.debug_function or "")
 
 
 class _Context:

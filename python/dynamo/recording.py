@@ -21,11 +21,14 @@ commits in batches. The run is ``dynamo.trace``'s current run (one per process, 
 A trace path that cannot be used never stops the program: one ``dynamo.trace.TraceWarning``
 names the file and the fix, and recording stays off for that path.
 """
+import atexit
+import gc
 import json
 import os
 import re
 import threading
 import time
+import types
 import warnings
 
 from dynamo import config, eval_frame, trace
@@ -43,6 +46,12 @@ _warned_internal = False
 _cache_run_id = None
 _frames = {}            # (file, first line, name) -> frame id
 _entries = {}           # frame id -> [(compile id, {guard source: guard id})], newest first
+_break_entries = {}     # cache entry id -> compile id, for compiles with graph breaks
+
+#: The artifact that holds the runtime hits of the cache entries whose compiles had graph breaks
+#: (text/plain, one "compile_id hits" line each), recorded at exit. dynamo-explain counts a
+#: break's occurrences as: compiles that met it + the hits of the entries that pass it.
+ENTRY_HITS_ARTIFACT = "dynamo.entry_hits"
 
 _STATUS = {"skipped": "skipped", "failed": "failed", "cache-limit": "cache_limit"}
 _QUOTED = re.compile(r"'([^']+)'")
@@ -84,6 +93,7 @@ def disable():
         started, _started = _started, None
     # trace._run, not current_run(): asking must not start a DYNAMO_TRACE run.
     if started is not None and started[0] == os.getpid() and trace._run is started[1]:
+        record_entry_hits(started[1])
         trace.end_run()
 
 
@@ -98,13 +108,15 @@ def record_compile(writer, record):
     _reset_caches_for(writer.run_id)
     frame_id = _frame_id(writer, record)
     total_us = _us(record.get("total_ms"))
+    end_us = _now_us()
     compile_id = writer.record_compile(
         frame_id, attempt=int(record.get("attempt", 0)), status=store_status(record),
-        reason=_compile_reason(record), start_time_us=_now_us() - total_us,
+        reason=_compile_reason(record), start_time_us=end_us - total_us,
         duration_us=total_us,
         phases={"capture": _us(record.get("capture_ms")), "guards": _us(record.get("guard_ms")),
                 "backend": _us(record.get("backend_ms"))})
-    _record_guard_failures(writer, record, frame_id)
+    # The failures carry the compile's end time: a reader finds the recompile they caused.
+    _record_guard_failures(writer, record, frame_id, end_us)
     for index, graph in enumerate(record.get("graphs") or ()):
         _record_graph(writer, compile_id, index, graph)
     for b in record.get("breaks") or ():
@@ -121,6 +133,8 @@ def record_compile(writer, record):
                            name=_text(record.get("function")), compile_id=compile_id)
     if record.get("status") == "compiled":
         _entries.setdefault(frame_id, []).insert(0, (compile_id, guard_ids))
+        if record.get("breaks") and record.get("entry_id"):
+            _break_entries[int(record["entry_id"])] = compile_id
     return compile_id
 
 
@@ -198,6 +212,7 @@ def _reset_caches_for(run_id):
         _cache_run_id = run_id
         _frames.clear()
         _entries.clear()
+        _break_entries.clear()
 
 
 def _frame_id(writer, record):
@@ -246,12 +261,11 @@ def _reason_entries(reason):
     return out
 
 
-def _record_guard_failures(writer, record, frame_id):
+def _record_guard_failures(writer, record, frame_id, now):
     lines = _failure_lines(record)
     entries = _entries.get(frame_id, [])
     if not lines or not entries:
         return
-    now = _now_us()
     # The compiler lists one reason per cache entry, newest entry first; when the counts differ
     # (entries evicted, or not all listed) every reason goes to the newest entry.
     paired = zip(entries, lines) if len(lines) == len(entries) else ((entries[0], l) for l in lines)
@@ -331,4 +345,50 @@ def _now_us():
     return time.time_ns() // 1000
 
 
+# ---- runtime hits, recorded at exit ---------------------------------------------------------
+
+def _entry_hits(wanted):
+    """{entry id: hits} for the wanted cache entry ids. The records carry no code objects, so
+    this walks the live functions' code, the code of their cache entries and the code objects
+    nested in both (resume functions live in the transformed code's constants)."""
+    from dynamo import _C
+    found, seen = {}, set()
+    stack = [o.__code__ for o in gc.get_objects() if type(o) is types.FunctionType]
+    while stack and len(found) < len(wanted):
+        code = stack.pop()
+        if id(code) in seen:
+            continue
+        seen.add(id(code))
+        for entry in _C._frame.cache_entries(code):
+            if entry["id"] in wanted:
+                found[entry["id"]] = int(entry["hits"])
+            if isinstance(entry.get("code"), types.CodeType):
+                stack.append(entry["code"])
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return found
+
+
+def record_entry_hits(writer=None):
+    """Record the ENTRY_HITS_ARTIFACT for this run now (also done at exit). Returns the
+    {compile id: hits} written, or None when there is nothing to record."""
+    writer = writer if writer is not None else trace._run
+    if writer is None or writer.run_id != _cache_run_id or not _break_entries:
+        return None
+    hits = _entry_hits(set(_break_entries))
+    by_compile = {_break_entries[e]: h for e, h in hits.items()}
+    text = "".join(f"{cid} {h}\n" for cid, h in sorted(by_compile.items()))
+    writer.record_artifact(ENTRY_HITS_ARTIFACT, text.encode(), media_type="text/plain")
+    return by_compile
+
+
+def _record_entry_hits_at_exit():
+    # Registered after dynamo.trace's own atexit hook, so it runs before the run is closed.
+    try:
+        if trace._run is not None and trace._run_pid == os.getpid():
+            record_entry_hits()
+    except Exception as e:  # noqa: BLE001 - never disturb the program's exit
+        _warn_internal(config.trace_path or "", e)
+
+
 eval_frame.add_compile_listener(_listener)
+atexit.register(_record_entry_hits_at_exit)

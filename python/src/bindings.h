@@ -19,5 +19,7 @@ int initGraphBindings(PyObject* module);
 int initGuardBindings(PyObject* module);
 /// compiler_bindings.cpp: the frame compiler behind dynamo.optimize.
 int initCompilerBindings(PyObject* module);
+/// report_bindings.cpp: the explain and profile reports over a trace store.
+int initReportBindings(PyObject* module);
 
 }  // namespace dynamo::py

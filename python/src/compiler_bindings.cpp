@@ -129,6 +129,7 @@ PyObject* recordToDict(const core::CompileRecord& r) {
   setItem(d.get(), "guards", guards);
   setItem(d.get(), "guard_text", str(r.guardText));
   setItem(d.get(), "bytecode", str(r.bytecode));
+  setItem(d.get(), "entry_id", PyLong_FromUnsignedLongLong(r.entryId));
   setItem(d.get(), "capture_ms", PyFloat_FromDouble(r.captureMs));
   setItem(d.get(), "guard_ms", PyFloat_FromDouble(r.guardMs));
   setItem(d.get(), "backend_ms", PyFloat_FromDouble(r.backendMs));
@@ -143,11 +144,13 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   int cacheLimit;
   PyObject* listener;
   PyObject* skipPrefixes;
-  if (!PyArg_ParseTuple(args, "sOpipOO", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
-                        &skipPrefixes))
+  const char* onlyFunction = "";
+  if (!PyArg_ParseTuple(args, "sOpipOO|s", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
+                        &skipPrefixes, &onlyFunction))
     return nullptr;
   DYNAMO_PY_TRY
   core::CompilerOptions o;
+  o.onlyFunction = onlyFunction;
   PyRef seq = PyRef::steal(check(PySequence_Fast(skipPrefixes, "skip_file_prefixes must be a sequence of str")));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i)
     o.skipFilePrefixes.push_back(toString(PySequence_Fast_GET_ITEM(seq.get(), i)));

@@ -105,6 +105,8 @@ class Compiler : public FrameCompiler {
       for (const std::string& r : state.lastMissReasons()) rec.reason += r + "\n";
     }
     auto t0 = Clock::now();
+    if (!opts_.onlyFunction.empty() && PyUnicode_AsUTF8(code->co_name) != opts_.onlyFunction)
+      return CompileResult::skipCode();
     for (const std::string& prefix : opts_.skipFilePrefixes) {
       if (rec.where.file.compare(0, prefix.size(), prefix) == 0) return CompileResult::skipCode();
     }
@@ -274,6 +276,7 @@ class Compiler : public FrameCompiler {
     rec.bytecode = bytecode::print(bytecode::decode(reinterpret_cast<PyCodeObject*>(newCode.get())));
     rec.status = "compiled";
     auto entry = std::make_shared<CacheEntry>(std::make_unique<GuardSetCheck>(std::move(guards)), newCode.get());
+    rec.entryId = entry->id;
     return CompileResult::addEntry(std::move(entry));
   }
 

@@ -44,6 +44,7 @@ struct CompileRecord {
   std::vector<GuardInfo> guards;    ///< the guards of the new entry
   std::string guardText;            ///< GuardSet::describe()
   std::string bytecode;             ///< the transformed code, disassembled
+  uint64_t entryId = 0;             ///< the cache entry made ("compiled" only); see CacheEntry::id
   double captureMs = 0;     ///< tracing
   double guardMs = 0;       ///< building guards
   double backendMs = 0;     ///< the backend
@@ -61,6 +62,9 @@ struct CompilerOptions {
   /// Frames whose file starts with one of these are never compiled (the Python standard
   /// library, Dynamo's own package): they run as usual, and what they call is still captured.
   std::vector<std::string> skipFilePrefixes;
+  /// When not empty, only frames whose code name (co_name) is this are compiled
+  /// (DYNAMO_DEBUG_FUNCTION); everything else runs as usual.
+  std::string onlyFunction;
 };
 
 /// A new compiler. Needs the GIL.

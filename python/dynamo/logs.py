@@ -1,0 +1,206 @@
+"""DYNAMO_LOGS: short, one-event-per-line compile logs on stderr, off by default.
+
+    DYNAMO_LOGS=graph_breaks,recompiles python train.py
+    DYNAMO_LOGS=all,-bytecode python train.py
+    dynamo.logs.set_logs("+recompiles")            # the same from Python
+
+Names (``LOG_NAMES``): ``graph_breaks`` (one line per distinct break location; later occurrences
+are only counted, see ``graph_break_counts()``), ``recompiles`` (one line per recompile with the
+first guard failure and the user line that created the guard; cache-limit hits), ``guards`` (the
+guard list of each new entry), ``graph`` (each captured graph), ``bytecode`` (each transformed
+code object). ``+name`` is more verbose (``+graph_breaks``: the user stack; ``+recompiles``: every
+failed guard), ``-name`` turns one off, ``all`` turns all on. The environment variable is read at
+import; ``set_logs`` replaces the setting. An unknown name gives one warning listing the valid ones.
+
+A compile listener prints the lines when a compile happens; nothing runs on compiled calls.
+"""
+import sys
+import threading
+import warnings
+
+from dynamo import eval_frame
+from dynamo.utils import short_path
+
+__all__ = ["LOG_NAMES", "set_logs", "enabled", "graph_break_counts", "ENV_VAR"]
+
+ENV_VAR = "DYNAMO_LOGS"
+#: The log names, in the order they print for one compile.
+LOG_NAMES = ("graph_breaks", "recompiles", "guards", "graph", "bytecode")
+PREFIX = "[dynamo]"
+
+_lock = threading.Lock()
+_levels = {}            # name -> 1 (on) or 2 (+name, verbose); absent: off
+_break_counts = {}      # (kind, file, line) -> times met since set_logs
+
+
+def set_logs(spec=""):
+    """Sets which logs print, from a DYNAMO_LOGS-style string (``"graph_breaks,+recompiles"``)
+    or a list of names. Replaces the previous setting (and the environment's); ``""`` turns all
+    off. Resets the graph-break counts. Unknown names: one UserWarning, the rest applies."""
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    levels, unknown = _parse(items)
+    if unknown:
+        warnings.warn(
+            f"dynamo: unknown {ENV_VAR} name{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(u) for u in unknown)}; valid names: all, {', '.join(LOG_NAMES)} "
+            f"(+name for more detail, -name to turn one off)", UserWarning, stacklevel=2)
+    with _lock:
+        _levels.clear()
+        _levels.update(levels)
+        _break_counts.clear()
+
+
+def enabled(name):
+    """0 when log ``name`` is off, 1 when on, 2 when verbose (+name)."""
+    return _levels.get(name, 0)
+
+
+def graph_break_counts():
+    """{(kind, file, line): times met} for the graph breaks seen while graph_breaks logs on."""
+    with _lock:
+        return dict(_break_counts)
+
+
+def _parse(items):
+    levels, unknown = {}, []
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            continue
+        sign, name = (item[0], item[1:].strip()) if item[0] in "+-" else ("", item)
+        names = LOG_NAMES if name == "all" else (name,) if name in LOG_NAMES else None
+        if names is None:
+            unknown.append(item)
+            continue
+        for n in names:
+            if sign == "-":
+                levels.pop(n, None)
+            else:
+                levels[n] = 2 if sign == "+" else 1
+    return levels, unknown
+
+
+# ---- the messages -------------------------------------------------------------------------------
+
+def _where(file, line):
+    return f"{short_path(file)}:{line}"
+
+
+def _emit(lines):
+    err = sys.stderr
+    if err is not None:
+        err.write("".join(line + "\n" for line in lines))
+        err.flush()
+
+
+def _graph_break_lines(record):
+    out = []
+    for b in record.get("breaks") or ():
+        key = (b.get("kind", ""), b.get("file", ""), int(b.get("line") or 0))
+        with _lock:
+            seen = key in _break_counts
+            _break_counts[key] = _break_counts.get(key, 0) + 1
+        if seen:
+            continue
+        source = (b.get("source") or "").strip()
+        line = f"{PREFIX} graph break ({key[0]}) at {_where(key[1], key[2])}"
+        if source:
+            line += f": {source}"
+        if b.get("detail"):
+            line += f"  \u2014 {b['detail']}"
+        out.append(line)
+        if enabled("graph_breaks") > 1:
+            for s in b.get("user_stack") or ():
+                src = (s.get("source") or "").strip()
+                out.append(f"    at {_where(s.get('file', ''), s.get('line', 0))}"
+                           + (f": {src}" if src else ""))
+    return out
+
+
+def reason_entries(reason):
+    """A record's reason text as (reason, created_at) pairs: each reason line with its indented
+    ``(guard created at file:line: source)`` line (``created_at`` "file:line: source", or "")."""
+    out = []
+    for line in (reason or "").splitlines():
+        text = line.strip()
+        if not text:
+            continue
+        if line[:1].isspace() and out:
+            if text.startswith("(guard created at ") and text.endswith(")"):
+                out[-1] = (out[-1][0], text[len("(guard created at "):-1])
+            else:
+                out[-1] = (out[-1][0] + " " + text, out[-1][1])
+        else:
+            out.append((text, ""))
+    return out
+
+
+def _created_short(created):
+    # "file:line: source" -> "file:line" with the file shortened.
+    where = created.split(": ", 1)[0]
+    file, _, line = where.rpartition(":")
+    return f"{short_path(file)}:{line}" if file else where
+
+
+def _recompile_lines(record):
+    status = record.get("status")
+    fn = f"{record.get('function', '?')} ({_where(record.get('file', ''), record.get('line', 0))})"
+    attempt = int(record.get("attempt") or 0)
+    if status == "cache-limit":
+        last = (record.get("reason") or "").partition("last reason: ")[2]
+        entries = reason_entries(last)
+        why = _reason_text(entries[0]) if entries else "?"
+        return [f"{PREFIX} {fn} hit cache_size_limit after {attempt} compiles; it runs eagerly "
+                f"from now on. Last reason: {why}"]
+    if status != "compiled" or attempt == 0 or not (record.get("reason") or "").strip():
+        return []
+    entries = reason_entries(record["reason"])
+    out = [f"{PREFIX} recompiling {fn}, attempt {attempt}: {_reason_text(entries[0])}"]
+    if enabled("recompiles") > 1:
+        for text, created in entries:
+            out.append(f"    - {text}" + (f"  (guard created at {created})" if created else ""))
+    return out
+
+
+def _reason_text(entry):
+    text, created = entry
+    return f"{text} (guard created at {_created_short(created)})" if created else text
+
+
+def _block(title, body):
+    body = (body or "").rstrip("\n")
+    return [f"{PREFIX} {title}:"] + ["    " + line for line in body.splitlines()] if body else []
+
+
+def _listener(record):
+    if not _levels:
+        return
+    fn = f"{record.get('function', '?')} ({_where(record.get('file', ''), record.get('line', 0))})"
+    attempt = int(record.get("attempt") or 0)
+    lines = []
+    if enabled("graph_breaks"):
+        lines += _graph_break_lines(record)
+    if enabled("recompiles"):
+        lines += _recompile_lines(record)
+    if record.get("status") == "compiled":
+        if enabled("guards"):
+            lines += _block(f"guards of {fn}, attempt {attempt}", record.get("guard_text"))
+        if enabled("graph"):
+            for i, g in enumerate(record.get("graphs") or ()):
+                lines += _block(f"graph {i} of {fn}, attempt {attempt} ({g.get('num_nodes', 0)} nodes)",
+                                g.get("text"))
+        if enabled("bytecode"):
+            lines += _block(f"transformed bytecode of {fn}, attempt {attempt}", record.get("bytecode"))
+    if lines:
+        _emit(lines)
+
+
+def _init_from_env():
+    import os
+    spec = os.environ.get(ENV_VAR, "")
+    if spec.strip():
+        set_logs(spec)
+
+
+_init_from_env()
+eval_frame.add_compile_listener(_listener)
