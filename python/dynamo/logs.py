@@ -37,13 +37,20 @@ def set_logs(spec=""):
     """Sets which logs print, from a DYNAMO_LOGS-style string (``"graph_breaks,+recompiles"``)
     or a list of names. Replaces the previous setting (and the environment's); ``""`` turns all
     off. Resets the graph-break counts. Unknown names: one UserWarning, the rest applies."""
+    _apply(spec, from_env=False)
+
+
+def _apply(spec, from_env):
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     levels, unknown = _parse(items)
     if unknown:
-        warnings.warn(
-            f"dynamo: unknown {ENV_VAR} name{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(repr(u) for u in unknown)}; valid names: all, {', '.join(LOG_NAMES)} "
-            f"(+name for more detail, -name to turn one off)", UserWarning, stacklevel=2)
+        message = (f"dynamo: unknown {ENV_VAR} name{'s' if len(unknown) > 1 else ''} "
+                   f"{', '.join(repr(u) for u in unknown)}; valid names: all, {', '.join(LOG_NAMES)} "
+                   f"(+name for more detail, -name to turn one off)")
+        if from_env:  # no Python line to blame: name the variable instead
+            warnings.warn_explicit(message, UserWarning, ENV_VAR, 0)
+        else:
+            warnings.warn(message, UserWarning, stacklevel=3)
     with _lock:
         _levels.clear()
         _levels.update(levels)
@@ -135,11 +142,13 @@ def reason_entries(reason):
     return out
 
 
-def _created_short(created):
-    # "file:line: source" -> "file:line" with the file shortened.
-    where = created.split(": ", 1)[0]
+def created_at_text(created, with_source=True):
+    """``file:line: source`` (from reason_entries) with the file shortened; without the source
+    when ``with_source`` is False."""
+    where, sep, source = created.partition(": ")
     file, _, line = where.rpartition(":")
-    return f"{short_path(file)}:{line}" if file else where
+    where = f"{short_path(file)}:{line}" if file else where
+    return f"{where}: {source}" if sep and with_source else where
 
 
 def _recompile_lines(record):
@@ -158,13 +167,13 @@ def _recompile_lines(record):
     out = [f"{PREFIX} recompiling {fn}, attempt {attempt}: {_reason_text(entries[0])}"]
     if enabled("recompiles") > 1:
         for text, created in entries:
-            out.append(f"    - {text}" + (f"  (guard created at {created})" if created else ""))
+            out.append(f"    - {text}" + (f"  (guard created at {created_at_text(created)})" if created else ""))
     return out
 
 
 def _reason_text(entry):
     text, created = entry
-    return f"{text} (guard created at {_created_short(created)})" if created else text
+    return f"{text} (guard created at {created_at_text(created, False)})" if created else text
 
 
 def _block(title, body):
@@ -199,7 +208,7 @@ def _init_from_env():
     import os
     spec = os.environ.get(ENV_VAR, "")
     if spec.strip():
-        set_logs(spec)
+        _apply(spec, from_env=True)
 
 
 _init_from_env()

@@ -26,7 +26,7 @@ import sys
 import threading
 
 from dynamo import eval_frame
-from dynamo.logs import reason_entries
+from dynamo.logs import created_at_text, reason_entries
 from dynamo.utils import short_path
 
 __all__ = ["profile_recompiles", "RecompileProfile"]
@@ -193,15 +193,13 @@ def _suggestions(fs):
     """Known patterns over one function's recompiles, each with what to do."""
     sizes, globals_, scalars = collections.OrderedDict(), collections.OrderedDict(), collections.OrderedDict()
     for rc in fs["recompiles"]:
-        first = rc["failures"][0] if rc["failures"] else None   # the newest entry's failure
-        if first is None:
-            continue
-        if first.kind == "TENSOR_MATCH" and first.dim is not None and "size mismatch" in first.text:
-            _values(sizes, (first.source, first.dim), first)
-        elif _GLOBAL.match(first.source or ""):
-            _values(globals_, _GLOBAL.match(first.source).group(1), first)
-        elif first.kind == "EQUALS_MATCH" and _IDENT.match(first.source or "") and _is_number(first.got):
-            _values(scalars, first.source, first)
+        for fl in rc["failures"]:   # one per guarded source: each counts once per recompile
+            if fl.kind == "TENSOR_MATCH" and fl.dim is not None and "size mismatch" in fl.text:
+                _values(sizes, (fl.source, fl.dim), fl)
+            elif _GLOBAL.match(fl.source or ""):
+                _values(globals_, _GLOBAL.match(fl.source).group(1), fl)
+            elif fl.kind == "EQUALS_MATCH" and _IDENT.match(fl.source or "") and _is_number(fl.got):
+                _values(scalars, fl.source, fl)
     out = []
     for (src, dim), (n, vals) in sizes.items():
         out.append(f"dim {dim} of tensor '{src}' changed in {n} recompile{_s(n)} (sizes {_list(vals)}): "
@@ -301,12 +299,6 @@ def _render_failures(lead, failures):
         more = f" (and {fl.entries - 1} older entr{'y' if fl.entries == 2 else 'ies'})" if fl.entries > 1 else ""
         lines.append(f"{lead if i == 0 else pad}[{fl.kind}] {fl.text}{more}")
         if fl.created:
-            lines.append(f"{pad}  guard created at {_created(fl.created)}")
+            lines.append(f"{pad}  guard created at {created_at_text(fl.created)}")
     return lines
 
-
-def _created(created):
-    where, sep, source = created.partition(": ")
-    file, _, line = where.rpartition(":")
-    where = f"{short_path(file)}:{line}" if file else where
-    return f"{where}: {source}" if sep else where

@@ -2,6 +2,7 @@
 cache hit) and compares the results bitwise; graph and break counts are checked where they are
 part of the behaviour (fullgraph=True cases must be one graph)."""
 import collections
+import dataclasses
 import math
 import operator
 
@@ -22,6 +23,16 @@ B = torch.rand(4, 8) > 0.5
 IMG = torch.randn(2, 3, 8, 8)
 
 Point = collections.namedtuple("Point", ["x", "y"])
+
+
+@dataclasses.dataclass
+class Cfg:
+    scale: float = 2.0
+    bias: float = 0.5
+    depth: int = 2
+
+
+CFG = Cfg()
 SCALE = 3.0
 CONFIG = {"alpha": 0.5, "beta": 2}
 
@@ -350,7 +361,15 @@ FULLGRAPH += [
     ("super_zero_arg", lambda a: _DERIVED(a), (X,)),
     ("super_of_torch_module", lambda a: _MY_LINEAR(a), (X,)),
     ("import_inside", lambda a: _imports(a), (X,)),
+    ("dataclass_arg", lambda a, c: a * c.scale + c.bias, (X, CFG)),
+    ("dataclass_global_loop", lambda a: _dc_loop(a), (X,)),
 ]
+
+
+def _dc_loop(a):
+    for _ in range(CFG.depth):
+        a = a * CFG.scale
+    return a
 
 
 def _imports(a):

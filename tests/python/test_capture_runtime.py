@@ -312,3 +312,24 @@ def test_generators_are_left_alone():
 
 def test_registry_lists_backends():
     assert {"eager", "fx_eager"} <= set(dynamo.list_backends())
+
+
+def test_dataclass_field_change_recompiles():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class C:
+        k: float
+
+    def f(x, c):
+        return x * c.k
+
+    dynamo.reset()
+    cf = dynamo.compile(f)
+    c = C(2.0)
+    with Recorder() as rec:
+        assert torch.equal(cf(torch.ones(2), c), torch.ones(2) * 2.0)
+        c.k = 3.0
+        assert torch.equal(cf(torch.ones(2), c), torch.ones(2) * 3.0)
+    assert len(compiles(rec)) == 2
+    assert "c.k" in compiles(rec)[1]["reason"]

@@ -1,0 +1,121 @@
+// The graph-break explainer's report: what a run compiled, per function, built from a trace
+// store, and its renderers. Pure functions: they read the store and return text; only cli/
+// writes files. The Qt inspector and dynamo._C._reports reuse them.
+//
+//   TraceReader --buildExplainReport--> ExplainReport --renderExplain(format)--> text
+//                                             \--checkExplainPolicy--> (exit code, message)
+//
+// Occurrences. A break met while compiling happens again at run time every time the compiled
+// code passes the break site. The store records a compile once, and at exit the runtime hits of
+// the cache entries whose compiles had breaks (the "dynamo.entry_hits" artifact written by
+// python/dynamo/recording.py). A break's occurrences are therefore:
+//   compiles that produced a cache entry and met it: 1 + the entry's hits each;
+//   compiles that made no entry (skipped, failed, cache limit): 1 each when the break is in
+//   the compiled function itself; 0 when it is in a callee (the callee is compiled on its own
+//   and counted there), but never less than 1 in all.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dynamo/explain/format.h"
+#include "dynamo/storage/trace_reader.h"
+
+namespace dynamo::explain {
+
+using storage::RowId;
+
+/// One captured graph.
+struct GraphSummary {
+  RowId compileId = 0;                  ///< the compile that captured it
+  int attempt = 0;                      ///< that compile's attempt
+  int index = 0;                        ///< index within the compile
+  int numNodes = 0;                     ///< nodes, placeholders and output included
+  std::map<std::string, int> opCounts;  ///< call_* targets -> count ("operator.mul": 2)
+  int ops() const;                      ///< sum of opCounts
+};
+
+/// Graph breaks that share a kind and a user location (file, line).
+struct BreakGroup {
+  std::string kind;                    ///< graph-break kind slug
+  SourceLocation location;             ///< user file:line and the source line
+  std::string explanation;             ///< of the first break in the group
+  std::vector<std::string> hints;      ///< of the first break
+  std::vector<std::string> userStack;  ///< of the first break, outermost first
+  std::int64_t occurrences = 0;        ///< see the banner; at least 1
+  std::int64_t compiles = 0;           ///< compiles that met it
+};
+
+/// One compiled function (a frame of the store: file, first line, name).
+struct FunctionReport {
+  std::string name;                     ///< co_qualname, "<resume in f>" for resume functions
+  std::string file;                     ///< co_filename
+  int firstLine = 0;                    ///< co_firstlineno
+  int compiles = 0;                     ///< compile attempts
+  std::map<std::string, int> statuses;  ///< compile status -> count ("ok": 1)
+  std::string notCompiledReason;        ///< reason of the last skipped/failed compile, if any
+  std::vector<GraphSummary> graphs;     ///< every graph of every compile
+  std::vector<BreakGroup> breaks;       ///< distinct breaks, most frequent first
+  std::int64_t guards = 0;              ///< guards over all compiles
+  std::int64_t compileUs = 0;           ///< total compile time
+  std::vector<storage::CompilePhase> phases;  ///< summed phase times, in first-seen order
+  bool hasBreaks() const { return !breaks.empty(); }
+};
+
+/// One run (one process) of the store.
+struct RunExplain {
+  storage::RunRecord run;                  ///< who ran it
+  std::vector<FunctionReport> functions;   ///< in first-compile order
+  std::vector<BreakGroup> breaks;          ///< distinct over the run, most frequent first
+  std::int64_t compiles = 0;               ///< compiles
+  std::int64_t graphs = 0;                 ///< graphs
+  std::int64_t ops = 0;                    ///< ops over all graphs
+  std::int64_t compileUs = 0;              ///< total compile time
+  bool hitsRecorded = false;               ///< the run has the runtime-hits artifact
+};
+
+/// The report over a store: one block per run.
+struct ExplainReport {
+  std::string storePath;        ///< the file read
+  std::vector<RunExplain> runs; ///< oldest first
+  /// Distinct breaks over every run (kind, file, line).
+  std::int64_t distinctBreaks() const;
+};
+
+/// Builds the report for run `runId`, or every run when runId is 0. Throws UserError(kTraceStore)
+/// when runId names no run.
+ExplainReport buildExplainReport(const storage::TraceReader& reader, RowId runId = 0);
+
+/// Op counts of a serialized graph ("dynamo.graph" JSON): call_function by target, call_method
+/// as "Tensor.<name>", call_module as "module <name>". Empty when the text is not JSON.
+std::map<std::string, int> graphOpCounts(const std::string& serialized);
+
+/// The name of the runtime-hits artifact (python/dynamo/recording.py ENTRY_HITS_ARTIFACT).
+inline constexpr const char* kEntryHitsArtifact = "dynamo.entry_hits";
+
+/// Renders the report in `format`.
+std::string renderExplain(const ExplainReport& report, Format format,
+                          const RenderOptions& options = {});
+std::string renderExplainText(const ExplainReport& report, const RenderOptions& options = {});
+std::string renderExplainJson(const ExplainReport& report, const RenderOptions& options = {});
+std::string renderExplainJunit(const ExplainReport& report, const RenderOptions& options = {});
+std::string renderExplainMarkdown(const ExplainReport& report, const RenderOptions& options = {});
+std::string renderExplainSarif(const ExplainReport& report, const RenderOptions& options = {});
+
+/// The CI policy of dynamo-explain.
+struct ExplainPolicy {
+  std::optional<std::int64_t> maxBreaks;  ///< fail when more distinct breaks than this
+  bool fullgraph = false;                 ///< fail on any break
+};
+/// The outcome of a policy check: code 0 passes, 1 fails; message says why (empty on pass).
+struct PolicyResult {
+  int code = 0;         ///< 0 pass, 1 fail
+  std::string message;  ///< one line per violation, for stderr
+};
+PolicyResult checkExplainPolicy(const ExplainReport& report, const ExplainPolicy& policy,
+                                const RenderOptions& options = {});
+
+}  // namespace dynamo::explain

@@ -1,0 +1,172 @@
+// buildExplainReport: the explainer's report model over a trace store (explain_report.h).
+#include <algorithm>
+#include <sstream>
+#include <tuple>
+
+#include "dynamo/common/error.h"
+#include "dynamo/explain/explain_report.h"
+#include "json_value.h"
+
+namespace dynamo::explain {
+
+using storage::CompileRecord;
+using storage::TraceReader;
+
+int GraphSummary::ops() const {
+  int total = 0;
+  for (const auto& [name, count] : opCounts) total += count;
+  return total;
+}
+
+std::int64_t ExplainReport::distinctBreaks() const {
+  std::vector<std::tuple<std::string, std::string, int>> keys;
+  for (const RunExplain& run : runs)
+    for (const BreakGroup& b : run.breaks)
+      keys.emplace_back(b.kind, b.location.file, b.location.line);
+  std::sort(keys.begin(), keys.end());
+  return std::unique(keys.begin(), keys.end()) - keys.begin();
+}
+
+std::map<std::string, int> graphOpCounts(const std::string& serialized) {
+  std::map<std::string, int> counts;
+  detail::JsonValue doc;
+  if (!detail::parseJson(serialized, doc)) return counts;
+  const detail::JsonValue* nodes = doc.get("nodes");
+  if (nodes == nullptr) return counts;
+  for (const detail::JsonValue& node : nodes->array) {
+    std::string op = node.str("op"), target = node.str("target");
+    if (op == "call_function") ++counts[target];
+    else if (op == "call_method") ++counts["Tensor." + target];
+    else if (op == "call_module") ++counts["module " + target];
+  }
+  return counts;
+}
+
+namespace {
+
+// compile id -> runtime hits of its cache entry, from the newest hits artifact of the run.
+std::map<RowId, std::int64_t> entryHits(const TraceReader& reader, RowId runId, bool& found) {
+  std::map<RowId, std::int64_t> hits;
+  found = false;
+  for (const storage::ArtifactRecord& a : reader.artifacts(runId)) {
+    if (a.name != kEntryHitsArtifact) continue;
+    found = true;
+    hits.clear();
+    std::istringstream in(a.data);
+    RowId compileId = 0;
+    std::int64_t count = 0;
+    while (in >> compileId >> count) hits[compileId] = count;
+  }
+  return hits;
+}
+
+bool madeEntry(const CompileRecord& c) { return c.status == "ok" || c.status == "graph_break"; }
+
+// How many times the break of `c` with this user stack happened (see the header's banner).
+std::int64_t occurrencesOf(const CompileRecord& c, const storage::GraphBreakRecord& b,
+                           const std::map<RowId, std::int64_t>& hits) {
+  if (madeEntry(c)) {
+    auto it = hits.find(c.id);
+    return 1 + (it == hits.end() ? 0 : it->second);
+  }
+  return b.userStack.size() <= 1 ? 1 : 0;
+}
+
+bool sameSite(const BreakGroup& g, const std::string& kind, const SourceLocation& where) {
+  return g.kind == kind && g.location.file == where.file && g.location.line == where.line;
+}
+
+// Adds `count` occurrences (met in `compiles` compiles) of a break to `groups`.
+void addBreak(std::vector<BreakGroup>& groups, const BreakGroup& b) {
+  for (BreakGroup& g : groups) {
+    if (sameSite(g, b.kind, b.location)) {
+      g.occurrences += b.occurrences;
+      g.compiles += b.compiles;
+      return;
+    }
+  }
+  groups.push_back(b);
+}
+
+// Most frequent first; ties in file and line order. Raw counts of 0 become 1 (met once).
+void finishGroups(std::vector<BreakGroup>& groups) {
+  for (BreakGroup& g : groups) g.occurrences = std::max<std::int64_t>(g.occurrences, 1);
+  std::stable_sort(groups.begin(), groups.end(), [](const BreakGroup& a, const BreakGroup& b) {
+    return std::tie(b.occurrences, a.location.file, a.location.line, a.kind) <
+           std::tie(a.occurrences, b.location.file, b.location.line, b.kind);
+  });
+}
+
+void addPhases(std::vector<storage::CompilePhase>& total,
+               const std::vector<storage::CompilePhase>& phases) {
+  for (const storage::CompilePhase& p : phases) {
+    auto it = std::find_if(total.begin(), total.end(),
+                           [&](const storage::CompilePhase& t) { return t.name == p.name; });
+    if (it == total.end()) total.push_back(p);
+    else it->durationUs += p.durationUs;
+  }
+}
+
+FunctionReport buildFunction(const TraceReader& reader, const storage::FrameRecord& frame,
+                             const std::vector<CompileRecord>& compiles,
+                             const std::map<RowId, std::int64_t>& hits,
+                             std::vector<BreakGroup>& rawRunBreaks) {
+  FunctionReport f;
+  f.name = frame.name;
+  f.file = frame.file;
+  f.firstLine = frame.firstLine;
+  for (const CompileRecord& c : compiles) {
+    ++f.compiles;
+    ++f.statuses[c.status];
+    f.compileUs += c.durationUs;
+    addPhases(f.phases, c.phases);
+    if (!madeEntry(c)) f.notCompiledReason = c.reason;
+    for (const storage::GraphRecord& g : reader.graphs(c.id))
+      f.graphs.push_back({c.id, c.attempt, g.index, g.numNodes, graphOpCounts(g.serialized)});
+    f.guards += static_cast<std::int64_t>(reader.guards(c.id).size());
+    for (const storage::GraphBreakRecord& b : reader.graphBreaks(c.id)) {
+      BreakGroup one{b.kind, b.location, b.explanation, b.hints, b.userStack,
+                     occurrencesOf(c, b, hits), 1};
+      addBreak(f.breaks, one);
+      addBreak(rawRunBreaks, one);
+    }
+  }
+  finishGroups(f.breaks);
+  return f;
+}
+
+RunExplain buildRun(const TraceReader& reader, const storage::RunRecord& run) {
+  RunExplain r;
+  r.run = run;
+  std::map<RowId, std::int64_t> hits = entryHits(reader, run.id, r.hitsRecorded);
+  for (const storage::FrameRecord& frame : reader.frames(run.id)) {
+    std::vector<CompileRecord> compiles = reader.compilesOfFrame(frame.id);
+    if (compiles.empty()) continue;
+    r.functions.push_back(buildFunction(reader, frame, compiles, hits, r.breaks));
+    const FunctionReport& f = r.functions.back();
+    r.compiles += f.compiles;
+    r.graphs += static_cast<std::int64_t>(f.graphs.size());
+    for (const GraphSummary& g : f.graphs) r.ops += g.ops();
+    r.compileUs += f.compileUs;
+  }
+  finishGroups(r.breaks);
+  return r;
+}
+
+}  // namespace
+
+ExplainReport buildExplainReport(const TraceReader& reader, RowId runId) {
+  ExplainReport report;
+  report.storePath = reader.path();
+  for (const storage::RunRecord& run : reader.runs()) {
+    if (runId == 0 || run.id == runId) report.runs.push_back(buildRun(reader, run));
+  }
+  if (runId != 0 && report.runs.empty()) {
+    throw UserError(UserErrorKind::kTraceStore,
+                    dynamo::detail::concat("trace store '", reader.path(), "' has no run ", runId), {}, "",
+                    dynamo::detail::concat("list its runs with: dynamo-trace runs ", reader.path()));
+  }
+  return report;
+}
+
+}  // namespace dynamo::explain

@@ -1,0 +1,272 @@
+// Shared rendering pieces (format.h): formats, paths, times, JSON, XML, JUnit and SARIF.
+#include "dynamo/explain/format.h"
+
+#include <cstdio>
+
+namespace dynamo::explain {
+
+namespace {
+constexpr const char* kFormatNames[] = {"text", "json", "junit", "markdown", "sarif"};
+}
+
+std::string_view formatName(Format format) { return kFormatNames[static_cast<int>(format)]; }
+
+std::optional<Format> formatFromName(std::string_view name) {
+  for (Format f : allFormats())
+    if (formatName(f) == name) return f;
+  return std::nullopt;
+}
+
+const std::vector<Format>& allFormats() {
+  static const std::vector<Format> formats = {Format::kText, Format::kJson, Format::kJunit,
+                                              Format::kMarkdown, Format::kSarif};
+  return formats;
+}
+
+std::string displayPath(const std::string& file, const RenderOptions& options) {
+  if (options.masked) {
+    size_t slash = file.rfind('/');
+    return slash == std::string::npos ? file : file.substr(slash + 1);
+  }
+  if (!options.rootDir.empty()) {
+    std::string root = options.rootDir;
+    if (root.back() != '/') root += '/';
+    if (file.compare(0, root.size(), root) == 0) return file.substr(root.size());
+  }
+  return file;
+}
+
+std::string displayDuration(std::int64_t us, const RenderOptions& options) {
+  if (options.masked) return "<time>";
+  char buf[64];
+  if (us >= 1000000)
+    std::snprintf(buf, sizeof buf, "%.2fs", static_cast<double>(us) / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.1fms", static_cast<double>(us) / 1e3);
+  return buf;
+}
+
+std::string junitSeconds(std::int64_t us, const RenderOptions& options) {
+  if (options.masked) return "0";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", static_cast<double>(us) / 1e6);
+  return buf;
+}
+
+// ---- JSON -----------------------------------------------------------------------------------
+
+std::string jsonQuote(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void JsonWriter::newline() {
+  out_ += '\n';
+  out_.append(2 * first_.size(), ' ');
+}
+
+void JsonWriter::separate() {
+  if (afterKey_) {
+    afterKey_ = false;
+    return;
+  }
+  if (!first_.empty()) {
+    if (!first_.back()) out_ += ',';
+    first_.back() = false;
+    newline();
+  }
+}
+
+JsonWriter& JsonWriter::beginObject() {
+  separate();
+  out_ += '{';
+  first_.push_back(true);
+  return *this;
+}
+
+JsonWriter& JsonWriter::close(char bracket) {
+  bool empty = first_.back();
+  first_.pop_back();
+  if (!empty) newline();
+  out_ += bracket;
+  return *this;
+}
+
+JsonWriter& JsonWriter::endObject() { return close('}'); }
+
+JsonWriter& JsonWriter::beginArray() {
+  separate();
+  out_ += '[';
+  first_.push_back(true);
+  return *this;
+}
+
+JsonWriter& JsonWriter::endArray() { return close(']'); }
+
+JsonWriter& JsonWriter::key(std::string_view name) {
+  separate();
+  out_ += jsonQuote(name) + ": ";
+  afterKey_ = true;
+  return *this;
+}
+
+JsonWriter& JsonWriter::value(std::string_view text) {
+  separate();
+  out_ += jsonQuote(text);
+  return *this;
+}
+
+JsonWriter& JsonWriter::value(std::int64_t number) {
+  separate();
+  out_ += std::to_string(number);
+  return *this;
+}
+
+JsonWriter& JsonWriter::value(bool flag) {
+  separate();
+  out_ += flag ? "true" : "false";
+  return *this;
+}
+
+JsonWriter& JsonWriter::null() {
+  separate();
+  out_ += "null";
+  return *this;
+}
+
+// ---- XML / Markdown -------------------------------------------------------------------------
+
+std::string xmlEscape(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') break;  // not allowed in XML 1.0
+        out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string markdownCell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += "<br>";
+    else if (c == '`') out += "'";
+    else out += c;
+  }
+  return out;
+}
+
+// ---- JUnit ----------------------------------------------------------------------------------
+
+std::string renderJunit(std::string_view tool, const std::vector<JunitSuite>& suites,
+                        const RenderOptions& options) {
+  size_t tests = 0, failures = 0;
+  std::int64_t timeUs = 0;
+  for (const JunitSuite& s : suites) {
+    tests += s.cases.size();
+    timeUs += s.timeUs;
+    for (const JunitCase& c : s.cases) failures += c.failures.empty() ? 0 : 1;
+  }
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += "<testsuites name=\"" + xmlEscape(tool) + "\" tests=\"" + std::to_string(tests) +
+         "\" failures=\"" + std::to_string(failures) + "\" errors=\"0\" time=\"" +
+         junitSeconds(timeUs, options) + "\">\n";
+  for (const JunitSuite& s : suites) {
+    size_t suiteFailures = 0;
+    for (const JunitCase& c : s.cases) suiteFailures += c.failures.empty() ? 0 : 1;
+    out += "  <testsuite name=\"" + xmlEscape(s.name) + "\" tests=\"" +
+           std::to_string(s.cases.size()) + "\" failures=\"" + std::to_string(suiteFailures) +
+           "\" errors=\"0\" skipped=\"0\" time=\"" + junitSeconds(s.timeUs, options) + "\">\n";
+    for (const JunitCase& c : s.cases) {
+      out += "    <testcase classname=\"" + xmlEscape(c.className) + "\" name=\"" +
+             xmlEscape(c.name) + "\" time=\"" + junitSeconds(c.timeUs, options) + "\"";
+      if (c.failures.empty() && c.systemOut.empty()) {
+        out += "/>\n";
+        continue;
+      }
+      out += ">\n";
+      for (const JunitCase::Failure& f : c.failures) {
+        out += "      <failure message=\"" + xmlEscape(f.message) + "\" type=\"" +
+               xmlEscape(f.type) + "\">" + xmlEscape(f.body) + "</failure>\n";
+      }
+      if (!c.systemOut.empty())
+        out += "      <system-out>" + xmlEscape(c.systemOut) + "</system-out>\n";
+      out += "    </testcase>\n";
+    }
+    out += "  </testsuite>\n";
+  }
+  return out + "</testsuites>\n";
+}
+
+// ---- SARIF ----------------------------------------------------------------------------------
+
+std::string renderSarif(std::string_view tool, const std::vector<SarifRule>& rules,
+                        const std::vector<SarifResult>& results, const RenderOptions& options) {
+  JsonWriter w;
+  w.beginObject();
+  w.key("$schema").value("https://json.schemastore.org/sarif-2.1.0.json");
+  w.key("version").value("2.1.0");
+  w.key("runs").beginArray().beginObject();
+  w.key("tool").beginObject().key("driver").beginObject();
+  w.key("name").value(tool);
+  w.key("version").value(options.masked ? "<masked>" : DYNAMO_EXPLAIN_VERSION);
+  w.key("informationUri").value("https://github.com/dynamo/dynamo/blob/main/docs/explain.md");
+  w.key("rules").beginArray();
+  for (const SarifRule& r : rules) {
+    w.beginObject();
+    w.key("id").value(r.id);
+    w.key("shortDescription").beginObject().key("text").value(r.description).endObject();
+    w.key("help").beginObject().key("text").value(r.help).endObject();
+    w.endObject();
+  }
+  w.endArray().endObject().endObject();
+  w.key("columnKind").value("unicodeCodePoints");
+  w.key("results").beginArray();
+  for (const SarifResult& r : results) {
+    w.beginObject();
+    w.key("ruleId").value(r.ruleId);
+    w.key("level").value(r.level);
+    w.key("message").beginObject().key("text").value(r.message).endObject();
+    w.key("locations").beginArray().beginObject();
+    w.key("physicalLocation").beginObject();
+    w.key("artifactLocation").beginObject().key("uri").value(displayPath(r.file, options));
+    w.endObject();
+    w.key("region").beginObject().key("startLine").value(r.line > 0 ? r.line : 1);
+    if (!r.sourceLine.empty())
+      w.key("snippet").beginObject().key("text").value(r.sourceLine).endObject();
+    w.endObject();
+    w.endObject().endObject().endArray();
+    w.endObject();
+  }
+  w.endArray();
+  w.endObject().endArray();
+  w.endObject();
+  return w.str();
+}
+
+}  // namespace dynamo::explain

@@ -1,0 +1,62 @@
+// Text helpers shared by the renderers (render_util.h).
+#include "dynamo/explain/render_util.h"
+
+#include <cctype>
+
+namespace dynamo::explain {
+
+std::string displayWhere(const std::string& file, int line, const RenderOptions& options) {
+  return displayPath(file, options) + ":" + std::to_string(line);
+}
+
+std::string stackEntry(const std::string& entry, const RenderOptions& options) {
+  // "file:line: source" or "file:line": the file ends at the last ':' followed by digits.
+  for (size_t colon = entry.find(':'); colon != std::string::npos;
+       colon = entry.find(':', colon + 1)) {
+    size_t digits = colon + 1;
+    while (digits < entry.size() && std::isdigit(static_cast<unsigned char>(entry[digits])))
+      ++digits;
+    if (digits > colon + 1 && (digits == entry.size() || entry[digits] == ':'))
+      return displayPath(entry.substr(0, colon), options) + entry.substr(colon);
+  }
+  return entry;
+}
+
+std::string commandLine(const storage::RunRecord& run, const RenderOptions& options) {
+  std::string out;
+  for (const std::string& arg : run.argv) {
+    if (!out.empty()) out += ' ';
+    out += arg.find('/') != std::string::npos ? displayPath(arg, options) : arg;
+  }
+  return out;
+}
+
+std::string plural(std::int64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many.empty() ? one + "s" : many);
+}
+
+void jsonTime(JsonWriter& w, std::int64_t us, const RenderOptions& options) {
+  if (options.masked) w.value("<time>");
+  else w.value(us);
+}
+
+void jsonRun(JsonWriter& w, const storage::RunRecord& run, const RenderOptions& options) {
+  w.key("run_id").value(run.id);
+  w.key("argv").beginArray();
+  for (const std::string& arg : run.argv)
+    w.value(arg.find('/') != std::string::npos ? displayPath(arg, options) : arg);
+  w.endArray();
+  if (options.masked) {
+    w.key("pid").value("<masked>");
+    w.key("hostname").value("<masked>");
+    w.key("python_version").value("<masked>");
+    w.key("torch_version").value("<masked>");
+  } else {
+    w.key("pid").value(run.pid);
+    w.key("hostname").value(run.hostname);
+    w.key("python_version").value(run.pythonVersion);
+    w.key("torch_version").value(run.torchVersion);
+  }
+}
+
+}  // namespace dynamo::explain

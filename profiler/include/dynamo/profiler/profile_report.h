@@ -1,0 +1,107 @@
+// The recompilation profiler's report: per compiled function, how many compiles and why each
+// recompile happened, cache-limit hits, compile time, and suggestions for the known patterns.
+// Pure functions over the trace store, rendered in dynamo::explain's formats.
+//
+//   TraceReader --buildProfileReport--> ProfileReport --renderProfile(format)--> text
+//
+// A recompile's guard failures are the store's guard_failures rows of its frame whose time is
+// that compile's end (python/dynamo/recording.py writes them so); the verbose reason is parsed
+// (parseGuardFailure) into the guard kind, the value's source, expected and seen, and the user
+// line that created the guard ("(guard created at file:line: source)").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dynamo/explain/explain_report.h"
+#include "dynamo/explain/format.h"
+#include "dynamo/storage/trace_reader.h"
+
+namespace dynamo::profiler {
+
+using storage::RowId;
+
+/// A guard failure's verbose reason, taken apart.
+struct GuardFailureInfo {
+  std::string reason;       ///< the reason without the "(guard created at ...)" part
+  std::string guardKind;    ///< TENSOR_MATCH, EQUALS_MATCH, ID_MATCH, ... ("" when unknown)
+  std::string source;       ///< the value checked: "x", "G['SCALE']", "n"
+  std::string property;     ///< what differed: "size", "stride", "dtype", "value", "object", ...
+  int dim = -1;             ///< the dimension for size/stride mismatches, else -1
+  std::string expected;     ///< the value the cache entry was compiled for
+  std::string seen;         ///< the value of this call
+  SourceLocation createdAt; ///< the user line that made the guard necessary
+  RowId failedEntry = 0;    ///< the cache entry (compile id) whose guard failed
+};
+
+/// Parses a verbose guard failure reason such as
+/// "tensor 'x' size mismatch at dim 0: expected 4, got 8 (guard created at m.py:3: def f(x):)".
+/// Fields it cannot find stay empty; `reason` is always set.
+GuardFailureInfo parseGuardFailure(std::string_view reason);
+
+/// One recompile (attempt >= 1) or cache-limit hit.
+struct Recompile {
+  int attempt = 0;                         ///< the compile's attempt
+  std::string status;                      ///< "ok", "graph_break", "cache_limit", ...
+  std::int64_t durationUs = 0;             ///< its compile time
+  std::vector<GuardFailureInfo> failures;  ///< why no entry matched, newest entry first
+};
+
+/// A concrete suggestion for a known recompile pattern.
+struct Suggestion {
+  std::string id;           ///< "changing-size", "global-rebound", "varying-int", "cache-limit"
+  std::string message;      ///< what happens and what to do
+  SourceLocation where;     ///< the user line to change (the guard's creation), may be unknown
+};
+
+/// One compiled function.
+struct FunctionProfile {
+  std::string name;                       ///< co_qualname
+  std::string file;                       ///< co_filename
+  int firstLine = 0;                      ///< co_firstlineno
+  int compiles = 0;                       ///< compile attempts (cache-limit hits included)
+  std::vector<Recompile> recompiles;      ///< attempts >= 1, in order
+  int cacheLimitHits = 0;                 ///< compiles refused by cache_size_limit
+  int entriesAtLimit = 0;                 ///< compiled entries when the limit was hit
+  std::int64_t compileUs = 0;             ///< total compile time
+  std::vector<Suggestion> suggestions;    ///< for the patterns found
+  int recompileCount() const;             ///< recompiles that compiled (cache-limit hits excluded)
+};
+
+/// One run.
+struct RunProfile {
+  storage::RunRecord run;                  ///< who ran it
+  std::vector<FunctionProfile> functions;  ///< most compiles first, then first-compile order
+  std::int64_t compiles = 0;               ///< compiles
+  std::int64_t recompiles = 0;             ///< recompiles (cache-limit hits excluded)
+  std::int64_t cacheLimitHits = 0;         ///< cache-limit hits
+  std::int64_t compileUs = 0;              ///< total compile time
+};
+
+/// The report over a store.
+struct ProfileReport {
+  std::string storePath;         ///< the file read
+  std::vector<RunProfile> runs;  ///< oldest first
+};
+
+/// Builds the report for run `runId`, or every run when 0 (UserError when there is no such run).
+ProfileReport buildProfileReport(const storage::TraceReader& reader, RowId runId = 0);
+
+/// Renders the report in `format`: text, JSON, JUnit (one case per function; a failure per
+/// recompile cause and cache-limit hit), Markdown, SARIF (results at the guard-creating lines).
+std::string renderProfile(const ProfileReport& report, explain::Format format,
+                          const explain::RenderOptions& options = {});
+
+/// CI policy: fail when a function recompiled more than maxRecompiles times, or hit the cache
+/// limit when failOnCacheLimit.
+struct ProfilePolicy {
+  std::optional<std::int64_t> maxRecompiles;  ///< per function
+  bool failOnCacheLimit = false;              ///< any cache-limit hit fails
+};
+explain::PolicyResult checkProfilePolicy(const ProfileReport& report, const ProfilePolicy& policy,
+                                         const explain::RenderOptions& options = {});
+
+}  // namespace dynamo::profiler

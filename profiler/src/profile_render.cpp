@@ -1,0 +1,321 @@
+// The recompilation profiler's renderers and policy (profile_report.h), in dynamo::explain's
+// formats.
+#include <sstream>
+
+#include "dynamo/explain/render_util.h"
+#include "dynamo/profiler/profile_report.h"
+
+namespace dynamo::profiler {
+
+using explain::displayDuration;
+using explain::displayPath;
+using explain::displayWhere;
+using explain::Format;
+using explain::JsonWriter;
+using explain::markdownCell;
+using explain::plural;
+using explain::RenderOptions;
+
+namespace {
+
+std::string runTitle(const RunProfile& r, const RenderOptions& o) {
+  std::string cmd = explain::commandLine(r.run, o);
+  return "run " + std::to_string(r.run.id) + (cmd.empty() ? "" : " (" + cmd + ")");
+}
+
+std::string runTotals(const RunProfile& r, const RenderOptions& o) {
+  return plural(static_cast<std::int64_t>(r.functions.size()), "function") + " compiled: " +
+         plural(r.compiles, "compile") + ", " + plural(r.recompiles, "recompile") + ", " +
+         plural(r.cacheLimitHits, "cache-limit hit") + ", compile time " +
+         displayDuration(r.compileUs, o);
+}
+
+std::string functionTitle(const FunctionProfile& f, const RenderOptions& o) {
+  return f.name + " (" + displayWhere(f.file, f.firstLine, o) + ")";
+}
+
+std::string functionTotals(const FunctionProfile& f, const RenderOptions& o) {
+  std::string out = plural(f.compiles, "compile") + " (" + plural(f.recompileCount(), "recompile");
+  if (f.cacheLimitHits) out += ", " + plural(f.cacheLimitHits, "cache-limit hit");
+  return out + "), " + displayDuration(f.compileUs, o) + " compiling";
+}
+
+// "guard TENSOR_MATCH on x (dim 0): expected 1, seen 2"
+std::string guardLine(const GuardFailureInfo& f) {
+  std::string out = "guard " + (f.guardKind.empty() ? std::string("?") : f.guardKind);
+  if (!f.source.empty()) out += " on " + f.source;
+  if (f.dim >= 0) out += " (" + f.property + " at dim " + std::to_string(f.dim) + ")";
+  else if (!f.property.empty()) out += " (" + f.property + ")";
+  if (!f.expected.empty() || !f.seen.empty()) out += ": expected " + f.expected + ", seen " + f.seen;
+  return out;
+}
+
+std::string createdLine(const GuardFailureInfo& f, const RenderOptions& o) {
+  if (!f.createdAt.known()) return "";
+  std::string out = "created at " + displayWhere(f.createdAt.file, f.createdAt.line, o);
+  return f.createdAt.sourceLine.empty() ? out : out + ": " + f.createdAt.sourceLine;
+}
+
+std::string recompileHeadline(const Recompile& r) {
+  if (r.status == "cache_limit") return "cache_size_limit hit: not compiled; the function runs eagerly from now on";
+  if (r.failures.empty()) return "no guard failure recorded";
+  return r.failures.front().reason;
+}
+
+void textFunction(std::ostringstream& out, const FunctionProfile& f, const RenderOptions& o) {
+  out << "\n" << functionTitle(f, o) << ": " << functionTotals(f, o) << "\n";
+  for (const Recompile& r : f.recompiles) {
+    out << "  #" << r.attempt << " " << recompileHeadline(r) << "\n";
+    if (r.failures.empty()) continue;
+    const GuardFailureInfo& first = r.failures.front();
+    out << "       " << guardLine(first) << "\n";
+    std::string created = createdLine(first, o);
+    if (!created.empty()) out << "       " << created << "\n";
+    if (r.status == "cache_limit") out << "       last reason: " << first.reason << "\n";
+    if (r.failures.size() > 1)
+      out << "       + " << plural(static_cast<std::int64_t>(r.failures.size() - 1), "more guard failure")
+          << " against older entries\n";
+  }
+  if (!f.suggestions.empty()) {
+    out << "  suggestions:\n";
+    for (const Suggestion& s : f.suggestions) {
+      out << "    - " << s.message;
+      if (s.where.known()) out << " [" << displayWhere(s.where.file, s.where.line, o) << "]";
+      out << "\n";
+    }
+  }
+}
+
+std::string renderText(const ProfileReport& report, const RenderOptions& o) {
+  std::ostringstream out;
+  if (report.runs.empty())
+    return "dynamo-profile: " + displayPath(report.storePath, o) + " holds no runs: nothing was compiled\n";
+  bool firstRun = true;
+  for (const RunProfile& r : report.runs) {
+    if (!firstRun) out << "\n";
+    firstRun = false;
+    out << "dynamo-profile: " << runTitle(r, o) << "\n";
+    if (r.functions.empty()) {
+      out << "No function was compiled. If the script does not call dynamo itself, run it with "
+             "--capture-all.\n";
+      continue;
+    }
+    out << runTotals(r, o) << "\n";
+    std::int64_t once = 0;
+    for (const FunctionProfile& f : r.functions) {
+      if (f.recompiles.empty()) ++once;
+      else textFunction(out, f, o);
+    }
+    if (once > 0) {
+      out << "\n" << plural(once, "function") << " compiled once:";
+      for (const FunctionProfile& f : r.functions)
+        if (f.recompiles.empty()) out << " " << f.name << " (" << displayDuration(f.compileUs, o) << ")";
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+// ---- JSON -----------------------------------------------------------------------------------
+
+void jsonLocation(JsonWriter& w, const SourceLocation& loc, const RenderOptions& o) {
+  if (!loc.known()) {
+    w.null();
+    return;
+  }
+  w.beginObject();
+  w.key("file").value(displayPath(loc.file, o));
+  w.key("line").value(loc.line);
+  w.key("source_line").value(loc.sourceLine);
+  w.endObject();
+}
+
+void jsonFailure(JsonWriter& w, const GuardFailureInfo& f, const RenderOptions& o) {
+  w.beginObject();
+  w.key("reason").value(f.reason);
+  w.key("guard_kind").value(f.guardKind);
+  w.key("source").value(f.source);
+  w.key("property").value(f.property);
+  w.key("dim");
+  if (f.dim >= 0) w.value(f.dim);
+  else w.null();
+  w.key("expected").value(f.expected);
+  w.key("seen").value(f.seen);
+  w.key("created_at");
+  jsonLocation(w, f.createdAt, o);
+  w.endObject();
+}
+
+void jsonFunction(JsonWriter& w, const FunctionProfile& f, const RenderOptions& o) {
+  w.beginObject();
+  w.key("name").value(f.name);
+  w.key("file").value(displayPath(f.file, o));
+  w.key("line").value(f.firstLine);
+  w.key("compiles").value(f.compiles);
+  w.key("recompiles").value(f.recompileCount());
+  w.key("cache_limit_hits").value(f.cacheLimitHits);
+  w.key("ran_eagerly_after_cache_limit").value(f.cacheLimitHits > 0);
+  w.key("compile_time_us");
+  explain::jsonTime(w, f.compileUs, o);
+  w.key("recompile_reasons").beginArray();
+  for (const Recompile& r : f.recompiles) {
+    w.beginObject();
+    w.key("attempt").value(r.attempt);
+    w.key("status").value(r.status);
+    w.key("compile_time_us");
+    explain::jsonTime(w, r.durationUs, o);
+    w.key("failures").beginArray();
+    for (const GuardFailureInfo& g : r.failures) jsonFailure(w, g, o);
+    w.endArray();
+    w.endObject();
+  }
+  w.endArray();
+  w.key("suggestions").beginArray();
+  for (const Suggestion& s : f.suggestions) {
+    w.beginObject();
+    w.key("id").value(s.id);
+    w.key("message").value(s.message);
+    w.key("where");
+    jsonLocation(w, s.where, o);
+    w.endObject();
+  }
+  w.endArray();
+  w.endObject();
+}
+
+std::string renderJson(const ProfileReport& report, const RenderOptions& o) {
+  JsonWriter w;
+  w.beginObject();
+  w.key("tool").value("dynamo-profile");
+  w.key("store").value(displayPath(report.storePath, o));
+  w.key("runs").beginArray();
+  for (const RunProfile& r : report.runs) {
+    w.beginObject();
+    explain::jsonRun(w, r.run, o);
+    w.key("compiles").value(r.compiles);
+    w.key("recompiles").value(r.recompiles);
+    w.key("cache_limit_hits").value(r.cacheLimitHits);
+    w.key("compile_time_us");
+    explain::jsonTime(w, r.compileUs, o);
+    w.key("functions").beginArray();
+    for (const FunctionProfile& f : r.functions) jsonFunction(w, f, o);
+    w.endArray();
+    w.endObject();
+  }
+  w.endArray();
+  w.endObject();
+  return w.str();
+}
+
+// ---- JUnit / Markdown / SARIF ---------------------------------------------------------------
+
+std::string renderJunitReport(const ProfileReport& report, const RenderOptions& o) {
+  std::vector<explain::JunitSuite> suites;
+  for (const RunProfile& r : report.runs) {
+    explain::JunitSuite suite{"dynamo-profile: " + runTitle(r, o), r.compileUs, {}};
+    for (const FunctionProfile& f : r.functions) {
+      explain::JunitCase c;
+      c.className = displayPath(f.file, o);
+      c.name = functionTitle(f, o);
+      c.timeUs = f.compileUs;
+      // One failure per suggestion (a recompile cause with a known fix, or a cache-limit hit);
+      // recompiles without a known pattern are listed in system-out.
+      for (const Suggestion& s : f.suggestions)
+        c.failures.push_back({s.id + ": " + s.message, s.id,
+                              s.where.known() ? "at " + displayWhere(s.where.file, s.where.line, o) +
+                                                    (s.where.sourceLine.empty() ? "" : ": " + s.where.sourceLine)
+                                              : ""});
+      std::ostringstream sysout;
+      sysout << functionTotals(f, o) << "\n";
+      for (const Recompile& rc : f.recompiles) sysout << "#" << rc.attempt << " " << recompileHeadline(rc) << "\n";
+      c.systemOut = sysout.str();
+      suite.cases.push_back(std::move(c));
+    }
+    suites.push_back(std::move(suite));
+  }
+  return explain::renderJunit("dynamo-profile", suites, o);
+}
+
+std::string renderMarkdown(const ProfileReport& report, const RenderOptions& o) {
+  std::ostringstream out;
+  std::int64_t recompiles = 0;
+  for (const RunProfile& r : report.runs) recompiles += r.recompiles;
+  out << "### dynamo-profile: " << plural(recompiles, "recompile") << "\n";
+  for (const RunProfile& r : report.runs) {
+    out << "\n**" << markdownCell(runTitle(r, o)) << "**: " << markdownCell(runTotals(r, o)) << "\n";
+    if (r.functions.empty()) continue;
+    out << "\n| Function | Compiles | Recompiles | Cache-limit hits | Compile time | Main reason |\n"
+           "|---|---:|---:|---:|---:|---|\n";
+    for (const FunctionProfile& f : r.functions) {
+      std::string reason = f.recompiles.empty() ? "" : recompileHeadline(f.recompiles.front());
+      out << "| `" << markdownCell(f.name) << "` (" << markdownCell(displayWhere(f.file, f.firstLine, o))
+          << ") | " << f.compiles << " | " << f.recompileCount() << " | " << f.cacheLimitHits << " | "
+          << displayDuration(f.compileUs, o) << " | " << markdownCell(reason) << " |\n";
+    }
+    for (const FunctionProfile& f : r.functions) {
+      if (f.suggestions.empty()) continue;
+      out << "\n**Suggestions for `" << markdownCell(f.name) << "`**\n\n";
+      for (const Suggestion& s : f.suggestions) {
+        out << "- " << markdownCell(s.message);
+        if (s.where.known()) out << " (`" << markdownCell(displayWhere(s.where.file, s.where.line, o)) << "`)";
+        out << "\n";
+      }
+    }
+  }
+  return out.str();
+}
+
+std::string renderSarifReport(const ProfileReport& report, const RenderOptions& o) {
+  static const std::vector<explain::SarifRule> rules = {
+      {"changing-size", "recompile: a tensor size changes from call to call",
+       "pad or bucket the input to a few sizes; dynamic shapes are not supported yet"},
+      {"global-rebound", "recompile: a global is rebound from call to call",
+       "pass it as an argument or make it constant"},
+      {"varying-int", "recompile: a Python int argument varies",
+       "pass it as a tensor (torch.tensor(n)) or hoist it out of the compiled function"},
+      {"cache-limit", "the function hit cache_size_limit and runs eagerly",
+       "remove the recompile causes, or raise dynamo.config.cache_size_limit"},
+  };
+  std::vector<explain::SarifResult> results;
+  for (const RunProfile& r : report.runs)
+    for (const FunctionProfile& f : r.functions)
+      for (const Suggestion& s : f.suggestions)
+        results.push_back({s.id, s.id == "cache-limit" ? "error" : "warning",
+                           f.name + ": " + s.message, s.where.file, s.where.line, s.where.sourceLine});
+  return explain::renderSarif("dynamo-profile", rules, results, o);
+}
+
+}  // namespace
+
+std::string renderProfile(const ProfileReport& report, Format format, const RenderOptions& o) {
+  switch (format) {
+    case Format::kText: return renderText(report, o);
+    case Format::kJson: return renderJson(report, o);
+    case Format::kJunit: return renderJunitReport(report, o);
+    case Format::kMarkdown: return renderMarkdown(report, o);
+    case Format::kSarif: return renderSarifReport(report, o);
+  }
+  return renderText(report, o);
+}
+
+explain::PolicyResult checkProfilePolicy(const ProfileReport& report, const ProfilePolicy& policy,
+                                         const RenderOptions& o) {
+  explain::PolicyResult result;
+  for (const RunProfile& r : report.runs) {
+    for (const FunctionProfile& f : r.functions) {
+      if (policy.maxRecompiles && f.recompileCount() > *policy.maxRecompiles) {
+        result.code = 1;
+        result.message += "dynamo-profile: " + functionTitle(f, o) + " recompiled " +
+                          std::to_string(f.recompileCount()) + " times, more than --max-recompiles " +
+                          std::to_string(*policy.maxRecompiles) + "\n";
+      }
+      if (policy.failOnCacheLimit && f.cacheLimitHits > 0) {
+        result.code = 1;
+        result.message += "dynamo-profile: " + functionTitle(f, o) + " hit cache_size_limit\n";
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace dynamo::profiler

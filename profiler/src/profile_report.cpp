@@ -1,0 +1,240 @@
+// buildProfileReport: recompiles, their parsed guard failures, cache-limit hits and suggestions
+// (profile_report.h).
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "dynamo/common/error.h"
+#include "dynamo/profiler/profile_report.h"
+
+namespace dynamo::profiler {
+
+using storage::CompileRecord;
+using storage::GuardFailureRecord;
+using storage::TraceReader;
+
+int FunctionProfile::recompileCount() const {
+  int n = 0;
+  for (const Recompile& r : recompiles) n += r.status == "cache_limit" ? 0 : 1;
+  return n;
+}
+
+namespace {
+
+// The compile of `compiles` whose failures these are: the one ending at the failure's time
+// (recording.py writes the compile's end time), else the last one that ended before it.
+const CompileRecord* recompileOf(const GuardFailureRecord& f,
+                                 const std::vector<CompileRecord>& compiles) {
+  const CompileRecord* best = nullptr;
+  for (const CompileRecord& c : compiles) {
+    if (c.attempt == 0 && c.status != "cache_limit") continue;
+    std::int64_t end = c.startTimeUs + c.durationUs;
+    if (end == f.timeUs) return &c;
+    if (end <= f.timeUs && (best == nullptr || end > best->startTimeUs + best->durationUs))
+      best = &c;
+  }
+  return best;
+}
+
+// Fills the guard kind and creation line from the guard row when the reason lacks them.
+void completeFromGuard(const TraceReader& reader, const GuardFailureRecord& f,
+                       GuardFailureInfo& info,
+                       std::map<RowId, std::vector<storage::GuardRecord>>& guardCache) {
+  info.failedEntry = f.compileId;
+  if (f.guardId == 0) return;
+  auto it = guardCache.find(f.compileId);
+  if (it == guardCache.end()) it = guardCache.emplace(f.compileId, reader.guards(f.compileId)).first;
+  for (const storage::GuardRecord& g : it->second) {
+    if (g.id != f.guardId) continue;
+    if (info.guardKind.empty() || info.guardKind != g.kind) {
+      // The row is the truth; the parsed kind is a guess (e.g. EQUALS_MATCH vs ID_MATCH).
+      if (!g.kind.empty()) info.guardKind = g.kind;
+    }
+    if (info.source.empty()) info.source = g.source;
+    if (!info.createdAt.known() && g.location.known()) info.createdAt = g.location;
+  }
+}
+
+bool isInteger(const std::string& s) {
+  if (s.empty()) return false;
+  size_t i = s[0] == '-' ? 1 : 0;
+  if (i == s.size()) return false;
+  for (; i < s.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+  return true;
+}
+
+// Values in first-seen order, without repeats.
+void addValue(std::vector<std::string>& values, const std::string& v) {
+  if (!v.empty() && std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+}
+
+std::string joinValues(const std::vector<std::string>& values) {
+  std::string out;
+  size_t shown = std::min<size_t>(values.size(), 8);
+  for (size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + values[i];
+  if (values.size() > shown) out += ", ...";
+  return out;
+}
+
+// A recompile pattern seen across recompiles: which, on what value, in how many, values seen.
+struct Pattern {
+  std::string id;
+  GuardFailureInfo example;
+  std::set<int> attempts;
+  std::vector<std::string> values;
+};
+
+std::string patternId(const GuardFailureInfo& f) {
+  bool global = f.source.rfind("G[", 0) == 0;
+  if (f.guardKind == "TENSOR_MATCH" && f.property == "size" && f.dim >= 0) return "changing-size";
+  if ((f.guardKind == "EQUALS_MATCH" || f.guardKind == "ID_MATCH") && global) return "global-rebound";
+  if (f.guardKind == "EQUALS_MATCH" && !global && isInteger(f.expected) && isInteger(f.seen))
+    return "varying-int";
+  return "";
+}
+
+std::string globalName(const std::string& source) {
+  // G['SCALE'] -> SCALE
+  size_t a = source.find("['"), b = source.rfind("']");
+  return a == std::string::npos || b == std::string::npos || b <= a ? source
+                                                                     : source.substr(a + 2, b - a - 2);
+}
+
+Suggestion suggestionFor(const Pattern& p) {
+  const GuardFailureInfo& f = p.example;
+  std::string n = std::to_string(p.attempts.size());
+  std::string values = joinValues(p.values);
+  if (p.id == "changing-size") {
+    return {p.id,
+            "tensor '" + f.source + "' changes size at dim " + std::to_string(f.dim) + " from call to call (" + n +
+                " recompiles; sizes seen: " + values +
+                "): pad or bucket the input to a few sizes; dynamic shapes are not supported yet",
+            f.createdAt};
+  }
+  if (p.id == "global-rebound") {
+    return {p.id,
+            "global '" + globalName(f.source) + "' is rebound from call to call (" + n +
+                " recompiles; values seen: " + values +
+                "): pass it as an argument or make it constant",
+            f.createdAt};
+  }
+  return {p.id,
+          "Python int '" + f.source + "' varies from call to call (" + n +
+              " recompiles; values seen: " + values + "): pass it as a tensor (torch.tensor(" +
+              f.source + ")) or hoist it out of the compiled function",
+          f.createdAt};
+}
+
+void addSuggestions(FunctionProfile& fn) {
+  std::vector<Pattern> patterns;
+  for (const Recompile& r : fn.recompiles) {
+    for (const GuardFailureInfo& f : r.failures) {
+      std::string id = patternId(f);
+      if (id.empty()) continue;
+      auto it = std::find_if(patterns.begin(), patterns.end(), [&](const Pattern& p) {
+        return p.id == id && p.example.source == f.source && p.example.dim == f.dim;
+      });
+      if (it == patterns.end()) it = patterns.insert(patterns.end(), Pattern{id, f, {}, {}});
+      it->attempts.insert(r.attempt);
+      addValue(it->values, f.expected);
+      addValue(it->values, f.seen);
+    }
+  }
+  for (const Pattern& p : patterns)
+    if (p.attempts.size() >= 2) fn.suggestions.push_back(suggestionFor(p));
+  if (fn.cacheLimitHits > 0) {
+    fn.suggestions.push_back(
+        {"cache-limit",
+         "hit cache_size_limit with " + std::to_string(fn.entriesAtLimit) +
+             " compiled entries; from then on every call ran eagerly: remove the recompile "
+             "causes above, or raise dynamo.config.cache_size_limit above " +
+             std::to_string(fn.entriesAtLimit),
+         {fn.file, fn.firstLine, ""}});
+  }
+}
+
+// Failures of one recompile, without exact repeats (several entries can fail the same way).
+void addFailure(Recompile& r, GuardFailureInfo info) {
+  for (const GuardFailureInfo& f : r.failures)
+    if (f.reason == info.reason && f.createdAt.line == info.createdAt.line) return;
+  r.failures.push_back(std::move(info));
+}
+
+FunctionProfile buildFunction(const TraceReader& reader, const storage::FrameRecord& frame,
+                              const std::vector<CompileRecord>& compiles,
+                              const std::vector<GuardFailureRecord>& failures) {
+  FunctionProfile fn;
+  fn.name = frame.name;
+  fn.file = frame.file;
+  fn.firstLine = frame.firstLine;
+  int liveEntries = 0;
+  for (const CompileRecord& c : compiles) {
+    ++fn.compiles;
+    fn.compileUs += c.durationUs;
+    if (c.attempt == 0 && c.status != "cache_limit") liveEntries = 0;
+    if (c.status == "cache_limit") {
+      ++fn.cacheLimitHits;
+      fn.entriesAtLimit = liveEntries;
+    }
+    if (c.attempt > 0 || c.status == "cache_limit")
+      fn.recompiles.push_back({c.attempt, c.status, c.durationUs, {}});
+    if (c.status == "ok" || c.status == "graph_break") ++liveEntries;
+  }
+  std::map<RowId, std::vector<storage::GuardRecord>> guardCache;
+  for (const GuardFailureRecord& f : failures) {
+    const CompileRecord* c = recompileOf(f, compiles);
+    if (c == nullptr) continue;
+    for (Recompile& r : fn.recompiles) {
+      if (r.attempt != c->attempt || r.status != c->status) continue;
+      GuardFailureInfo info = parseGuardFailure(f.reason);
+      completeFromGuard(reader, f, info, guardCache);
+      addFailure(r, std::move(info));
+      break;
+    }
+  }
+  addSuggestions(fn);
+  return fn;
+}
+
+RunProfile buildRun(const TraceReader& reader, const storage::RunRecord& run) {
+  RunProfile rp;
+  rp.run = run;
+  std::map<RowId, std::vector<GuardFailureRecord>> failuresByFrame;
+  for (const GuardFailureRecord& f : reader.guardFailures(run.id))
+    failuresByFrame[f.frameId].push_back(f);
+  for (const storage::FrameRecord& frame : reader.frames(run.id)) {
+    std::vector<CompileRecord> compiles = reader.compilesOfFrame(frame.id);
+    if (compiles.empty()) continue;
+    rp.functions.push_back(buildFunction(reader, frame, compiles, failuresByFrame[frame.id]));
+    const FunctionProfile& fn = rp.functions.back();
+    rp.compiles += fn.compiles;
+    rp.recompiles += fn.recompileCount();
+    rp.cacheLimitHits += fn.cacheLimitHits;
+    rp.compileUs += fn.compileUs;
+  }
+  std::stable_sort(rp.functions.begin(), rp.functions.end(),
+                   [](const FunctionProfile& a, const FunctionProfile& b) {
+                     return a.compiles > b.compiles;
+                   });
+  return rp;
+}
+
+}  // namespace
+
+ProfileReport buildProfileReport(const TraceReader& reader, RowId runId) {
+  ProfileReport report;
+  report.storePath = reader.path();
+  for (const storage::RunRecord& run : reader.runs())
+    if (runId == 0 || run.id == runId) report.runs.push_back(buildRun(reader, run));
+  if (runId != 0 && report.runs.empty()) {
+    throw UserError(UserErrorKind::kTraceStore,
+                    dynamo::detail::concat("trace store '", reader.path(), "' has no run ", runId),
+                    {}, "", dynamo::detail::concat("list its runs with: dynamo-trace runs ", reader.path()));
+  }
+  return report;
+}
+
+}  // namespace dynamo::profiler
