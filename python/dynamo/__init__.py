@@ -14,3 +14,6 @@ from dynamo.eval_frame import (  # noqa: F401
     optimize, compile, run, disable, reset, add_compile_listener, remove_compile_listener,
 )
 from dynamo import recording  # noqa: E402,F401  (records compiles when config.trace_path / DYNAMO_TRACE is set)
+from dynamo import utils, logs  # noqa: E402,F401  (compile_times collector; DYNAMO_LOGS)
+from dynamo.explain import explain  # noqa: E402,F401
+from dynamo.profiling import profile_recompiles  # noqa: E402,F401

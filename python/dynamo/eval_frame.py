@@ -25,7 +25,8 @@ def _skip_file_prefixes():
     import os
     import sysconfig
     paths = sysconfig.get_paths()
-    out = {os.path.join(paths["stdlib"], ""), os.path.join(os.path.dirname(__file__), "")}
+    out = {os.path.join(paths["stdlib"], ""), os.path.join(os.path.dirname(__file__), ""),
+           "<frozen "}  # frozen stdlib modules (codecs, os, ...) are named "<frozen name>"
     return sorted(out)
 
 

@@ -123,7 +123,10 @@ DynamoDispatch dispatch(ThreadHookState& thread, const DynamoFrameInfo& info, Py
   PyObject* code = reinterpret_cast<PyObject*>(info.code);
   CodeState* state =
       thread.mode == HookMode::kCompile ? &CodeState::getOrCreate(code) : CodeState::find(code);
-  if (state == nullptr || state->skipped() || state->disabled()) return DYNAMO_DISPATCH_DEFAULT;
+  if (state == nullptr || state->disabled()) return DYNAMO_DISPATCH_DEFAULT;
+  // A skipped code never compiles again, but the entries it already has still run (after the
+  // cache-size limit, for instance).
+  if (state->skipped() && state->entries().empty()) return DYNAMO_DISPATCH_DEFAULT;
   FrameView view(info.code, info.function, info.globals, info.builtins, info.closure,
                  info.localsplus);
   Suspend suspend(thread);
@@ -132,7 +135,7 @@ DynamoDispatch dispatch(ThreadHookState& thread, const DynamoFrameInfo& info, Py
     *codeOut = hit->code;  // new ref
     return DYNAMO_DISPATCH_RUN;
   }
-  if (thread.mode != HookMode::kCompile || !thread.compiler) return DYNAMO_DISPATCH_DEFAULT;
+  if (thread.mode != HookMode::kCompile || !thread.compiler || state->skipped()) return DYNAMO_DISPATCH_DEFAULT;
   *codeOut = compileMiss(thread, *state, view);
   return *codeOut != nullptr ? DYNAMO_DISPATCH_RUN : DYNAMO_DISPATCH_DEFAULT;
 }

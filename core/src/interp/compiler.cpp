@@ -79,6 +79,15 @@ BreakRecord recordOf(const GraphBreak& b) {
 
 std::string codeName(PyCodeObject* code) { return PyUnicode_AsUTF8(code->co_qualname); }
 
+// co_name of the user function a code object is, or continues ("<resume in <resume in f>>" -> f).
+std::string userFunctionName(PyCodeObject* code) {
+  std::string n = PyUnicode_AsUTF8(code->co_name);
+  const std::string prefix = "<resume in ";
+  while (n.compare(0, prefix.size(), prefix) == 0 && !n.empty() && n.back() == '>')
+    n = n.substr(prefix.size(), n.size() - prefix.size() - 1);
+  return n;
+}
+
 SourceLocation codeLocation(PyCodeObject* code) {
   SourceLocation loc;
   loc.file = PyUnicode_AsUTF8(code->co_filename);
@@ -105,7 +114,7 @@ class Compiler : public FrameCompiler {
       for (const std::string& r : state.lastMissReasons()) rec.reason += r + "\n";
     }
     auto t0 = Clock::now();
-    if (!opts_.onlyFunction.empty() && PyUnicode_AsUTF8(code->co_name) != opts_.onlyFunction)
+    if (!opts_.onlyFunction.empty() && userFunctionName(code) != opts_.onlyFunction)
       return CompileResult::skipCode();
     for (const std::string& prefix : opts_.skipFilePrefixes) {
       if (rec.where.file.compare(0, prefix.size(), prefix) == 0) return CompileResult::skipCode();
@@ -113,7 +122,7 @@ class Compiler : public FrameCompiler {
     if (static_cast<int>(state.entries().size()) >= opts_.cacheSizeLimit) {
       std::string last = state.lastMissReasons().empty() ? "" : state.lastMissReasons().front();
       warn("dynamo: function '" + rec.function + "' (" + rec.where.str() + ") hit cache_size_limit (" +
-           std::to_string(opts_.cacheSizeLimit) + "); it runs eagerly from now on unless a compiled entry matches. " +
+           std::to_string(opts_.cacheSizeLimit) + "); calls that match none of its compiled entries now run eagerly. " +
            "Last reason: " + last + ". To see every recompile reason, use DYNAMO_LOGS=recompiles or dynamo.profile_recompiles().");
       rec.status = "cache-limit";
       rec.reason = "cache_size_limit reached; last reason: " + last;
