@@ -333,3 +333,25 @@ def test_dataclass_field_change_recompiles():
         assert torch.equal(cf(torch.ones(2), c), torch.ones(2) * 3.0)
     assert len(compiles(rec)) == 2
     assert "c.k" in compiles(rec)[1]["reason"]
+
+
+def test_entries_still_run_after_the_cache_limit():
+    dynamo.reset()
+    old = dynamo.config.cache_size_limit
+    dynamo.config.cache_size_limit = 2
+    try:
+        def g(x, n):
+            return x * n
+        c = dynamo.compile(g)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for n in range(4):
+                c(torch.ones(2), n)
+        hits = lambda: sum(e["hits"] for e in dynamo._C._frame.cache_entries(g.__code__))
+        before = hits()
+        assert torch.equal(c(torch.ones(2), 1), torch.ones(2))  # matches the entry for n == 1
+        assert hits() == before + 1
+        assert torch.equal(c(torch.ones(2), 7), torch.ones(2) * 7)  # matches none: eager
+        assert hits() == before + 1
+    finally:
+        dynamo.config.cache_size_limit = old
