@@ -21,7 +21,7 @@ std::string runTitle(const RunExplain& r, const RenderOptions& o) {
 }
 
 std::string runTotals(const RunExplain& r, const RenderOptions& o) {
-  return plural(static_cast<std::int64_t>(r.functions.size()), "function") + " compiled in " +
+  return plural(static_cast<std::int64_t>(r.functions.size()), "function") + ", " +
          plural(r.compiles, "compile") + ": " + plural(r.graphs, "graph") + " (" +
          plural(r.ops, "op") + "), " + plural(static_cast<std::int64_t>(r.breaks.size()),
                                              "distinct graph break") +

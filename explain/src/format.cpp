@@ -235,7 +235,6 @@ std::string renderSarif(std::string_view tool, const std::vector<SarifRule>& rul
   w.key("tool").beginObject().key("driver").beginObject();
   w.key("name").value(tool);
   w.key("version").value(options.masked ? "<masked>" : DYNAMO_EXPLAIN_VERSION);
-  w.key("informationUri").value("https://github.com/dynamo/dynamo/blob/main/docs/explain.md");
   w.key("rules").beginArray();
   for (const SarifRule& r : rules) {
     w.beginObject();

@@ -88,6 +88,7 @@ ToolOptions parseToolOptions(const ToolSpec& spec, const std::vector<std::string
         if (flag.name != a) continue;
         known = true;
         o.flags[a] = flag.valueName.empty() ? "" : valueOf(a);
+        if (flag.valueName == "N") parseCount(a, o.flags[a]);  // checked before the script runs
       }
       if (!known) throw UsageError("unknown option '" + a + "'");
     }

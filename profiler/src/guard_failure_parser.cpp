@@ -90,11 +90,26 @@ void classify(std::string_view subject, GuardFailureInfo& info) {
   }
 }
 
+// Joins continuation lines ("reason\n  (guard created at ...)") into one line.
+std::string oneLine(std::string_view reason) {
+  std::string out;
+  for (size_t i = 0; i < reason.size(); ++i) {
+    if (reason[i] != '\n') {
+      out += reason[i];
+      continue;
+    }
+    while (i + 1 < reason.size() && reason[i + 1] == ' ') ++i;
+    if (!out.empty() && i + 1 < reason.size()) out += ' ';
+  }
+  return out;
+}
+
 }  // namespace
 
-GuardFailureInfo parseGuardFailure(std::string_view reason) {
+GuardFailureInfo parseGuardFailure(std::string_view raw) {
   GuardFailureInfo info;
-  std::string_view text = reason;
+  std::string joined = oneLine(raw);
+  std::string_view text = joined;
   size_t created = text.rfind(" (guard created at ");
   if (created != std::string_view::npos && text.back() == ')') {
     std::string_view inner = text.substr(created + 19, text.size() - created - 20);

@@ -24,7 +24,7 @@ std::string runTitle(const RunProfile& r, const RenderOptions& o) {
 }
 
 std::string runTotals(const RunProfile& r, const RenderOptions& o) {
-  return plural(static_cast<std::int64_t>(r.functions.size()), "function") + " compiled: " +
+  return plural(static_cast<std::int64_t>(r.functions.size()), "function") + ": " +
          plural(r.compiles, "compile") + ", " + plural(r.recompiles, "recompile") + ", " +
          plural(r.cacheLimitHits, "cache-limit hit") + ", compile time " +
          displayDuration(r.compileUs, o);

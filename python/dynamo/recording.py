@@ -241,7 +241,7 @@ def _failure_lines(record):
     status = record.get("status")
     if status == "cache-limit":
         _, sep, last = reason.partition("last reason: ")
-        return [last.strip()] if sep and last.strip() else []
+        return _reason_entries(last)[:1] if sep else []
     if status != "compiled" or int(record.get("attempt", 0)) == 0:
         return []  # skipped / failed: the reason says why, not which guard failed
     return _reason_entries(reason)

@@ -1,0 +1,185 @@
+// The explainer's model and renderers over a store written with TraceWriter: breaks grouped by
+// (kind, file, line), occurrences = compiles + runtime hits, op counts, policy messages.
+#include <string>
+
+#include "dynamo/common/error.h"
+#include "dynamo/explain/explain_report.h"
+#include "dynamo/storage/trace_writer.h"
+#include "dynamo_catch.h"
+#include "scratch_dir.h"
+
+using namespace dynamo::explain;
+using namespace dynamo::storage;
+using dynamo::explain::testing::ScratchDir;
+
+namespace {
+
+constexpr const char* kGraph =
+    R"({"format":"dynamo.graph","version":1,"nodes":[)"
+    R"({"op":"placeholder","name":"x"},)"
+    R"({"op":"call_function","name":"mul","target":"operator.mul","args":[{"node":"x"},2]},)"
+    R"({"op":"call_method","name":"sum","target":"sum","args":[{"node":"mul"}]},)"
+    R"({"op":"call_function","name":"mul_1","target":"operator.mul","args":[{"node":"sum"},2]},)"
+    R"({"op":"output","name":"output","args":[{"node":"mul_1"}]}]})";
+
+GraphBreakRecord branchBreak(RowId compile, std::vector<std::string> stack) {
+  GraphBreakRecord b;
+  b.compileId = compile;
+  b.kind = "data-dependent-branch";
+  b.location = {"/src/model.py", 12, "if y.sum() > 0:"};
+  b.explanation = "branch on a tensor value";
+  b.hints = {"use torch.where"};
+  b.userStack = std::move(stack);
+  return b;
+}
+
+// step (graph_break, entry hit 999 times) called from train (skipped, same break nested).
+std::string writeLoopStore(const ScratchDir& dir, bool withHits = true) {
+  std::string path = dir.file("explain.db");
+  RunRecord run;
+  run.argv = {"/src/train.py"};
+  auto w = TraceWriter::open(path, run);
+  RowId train = w->recordFrame({0, 0, "/src/model.py", 20, "train"});
+  CompileRecord skipped;
+  skipped.frameId = train;
+  skipped.status = "skipped";
+  skipped.reason = "graph break inside a loop";
+  RowId c0 = w->recordCompile(skipped);
+  w->recordGraphBreak(branchBreak(c0, {"/src/model.py:22: x = step(x)", "/src/model.py:12: if y.sum() > 0:"}));
+  RowId step = w->recordFrame({0, 0, "/src/model.py", 10, "step"});
+  CompileRecord c;
+  c.frameId = step;
+  c.status = "graph_break";
+  c.reason = "first call";
+  c.durationUs = 1500;
+  c.phases = {{"capture", 1000}, {"backend", 500}};
+  RowId c1 = w->recordCompile(c);
+  GraphRecord g;
+  g.compileId = c1;
+  g.serialized = kGraph;
+  g.numNodes = 5;
+  w->recordGraph(g);
+  w->recordGraphBreak(branchBreak(c1, {"/src/model.py:12: if y.sum() > 0:"}));
+  w->recordGuard({0, 0, c1, "TENSOR_MATCH", "x", "x", {"/src/model.py", 10, "def step(x):"}});
+  if (withHits)
+    w->recordArtifact({0, 0, 0, kEntryHitsArtifact, "text/plain", std::to_string(c1) + " 999\n", 0});
+  w->close();
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("a break in a loop is one group counting compiles plus runtime hits") {
+  ScratchDir dir;
+  auto reader = TraceReader::open(writeLoopStore(dir));
+  ExplainReport report = buildExplainReport(*reader);
+  REQUIRE(report.runs.size() == 1);
+  const RunExplain& run = report.runs[0];
+  REQUIRE(run.hitsRecorded);
+  REQUIRE(run.breaks.size() == 1);
+  CHECK(run.breaks[0].occurrences == 1000);  // step: 1 + 999 hits; train (nested, no entry): 0
+  CHECK(run.breaks[0].compiles == 2);
+  CHECK(run.breaks[0].userStack.size() == 2);  // the first break's stack (train's)
+  CHECK(report.distinctBreaks() == 1);
+  REQUIRE(run.functions.size() == 2);
+  CHECK(run.functions[0].name == "train");
+  CHECK(run.functions[0].breaks[0].occurrences == 1);  // never below 1
+  CHECK(run.functions[0].notCompiledReason == "graph break inside a loop");
+  const FunctionReport& step = run.functions[1];
+  CHECK(step.guards == 1);
+  CHECK(step.compileUs == 1500);
+  REQUIRE(step.graphs.size() == 1);
+  CHECK(step.graphs[0].ops() == 3);
+  CHECK(step.graphs[0].opCounts.at("operator.mul") == 2);
+  CHECK(step.graphs[0].opCounts.at("Tensor.sum") == 1);
+}
+
+TEST_CASE("without the hits artifact a break counts its compiles") {
+  ScratchDir dir;
+  auto reader = TraceReader::open(writeLoopStore(dir, false));
+  ExplainReport report = buildExplainReport(*reader);
+  CHECK_FALSE(report.runs[0].hitsRecorded);
+  CHECK(report.runs[0].breaks[0].occurrences == 1);
+}
+
+TEST_CASE("op counts of a serialized graph; not JSON gives none") {
+  auto counts = graphOpCounts(kGraph);
+  CHECK(counts.size() == 2);
+  CHECK(graphOpCounts("not json").empty());
+  CHECK(graphOpCounts(R"({"nodes":[{"op":"call_module","target":"fc"}]})").at("module fc") == 1);
+}
+
+TEST_CASE("an unknown run id is a user error naming the store") {
+  ScratchDir dir;
+  std::string path = writeLoopStore(dir);
+  auto reader = TraceReader::open(path);
+  try {
+    buildExplainReport(*reader, 99);
+    FAIL("expected a UserError");
+  } catch (const dynamo::UserError& e) {
+    CHECK(e.summary() == "trace store '" + path + "' has no run 99");
+    CHECK(e.hint() == "list its runs with: dynamo-trace runs " + path);
+  }
+}
+
+TEST_CASE("renderers: masked text, JSON, JUnit, Markdown, SARIF") {
+  ScratchDir dir;
+  auto reader = TraceReader::open(writeLoopStore(dir));
+  ExplainReport report = buildExplainReport(*reader);
+  RenderOptions masked{true, ""};
+  std::string text = renderExplain(report, Format::kText, masked);
+  CHECK(text.find("dynamo-explain: run 1 (train.py)\n") == 0);
+  CHECK(text.find("  1. data-dependent-branch at model.py:12, 1000 times (met in 2 compiles)\n"
+                  "       |  if y.sum() > 0:\n"
+                  "     = why: branch on a tensor value\n"
+                  "     = hint: use torch.where\n"
+                  "     = first seen from:\n"
+                  "         model.py:22: x = step(x)\n") != std::string::npos);
+  CHECK(text.find("<time>") != std::string::npos);
+  CHECK(text.find("1.5ms") == std::string::npos);
+  CHECK(renderExplain(report, Format::kText, {false, "/src"}).find("model.py:12, 1000 times") !=
+        std::string::npos);
+  std::string json = renderExplain(report, Format::kJson, masked);
+  CHECK(json.find("\"occurrences\": 1000") != std::string::npos);
+  CHECK(json.find("\"operator.mul\": 2") != std::string::npos);
+  std::string junit = renderExplain(report, Format::kJunit, masked);
+  CHECK(junit.find("<testsuites name=\"dynamo-explain\" tests=\"2\" failures=\"2\"") != std::string::npos);
+  CHECK(junit.find("if y.sum() &gt; 0:") != std::string::npos);
+  std::string md = renderExplain(report, Format::kMarkdown, masked);
+  CHECK(md.find("| 1 | data-dependent-branch | `model.py:12` | 1000 | `if y.sum() > 0:` |") !=
+        std::string::npos);
+  std::string sarif = renderExplain(report, Format::kSarif, masked);
+  CHECK(sarif.find("\"version\": \"2.1.0\"") != std::string::npos);
+  CHECK(sarif.find("\"startLine\": 12") != std::string::npos);
+  CHECK(sarif.find("\"uri\": \"model.py\"") != std::string::npos);
+}
+
+TEST_CASE("policy: max breaks and fullgraph, with exact messages") {
+  ScratchDir dir;
+  auto reader = TraceReader::open(writeLoopStore(dir));
+  ExplainReport report = buildExplainReport(*reader);
+  RenderOptions masked{true, ""};
+  CHECK(checkExplainPolicy(report, {}).code == 0);
+  ExplainPolicy one;
+  one.maxBreaks = 1;
+  CHECK(checkExplainPolicy(report, one).code == 0);
+  ExplainPolicy zero;
+  zero.maxBreaks = 0;
+  PolicyResult r = checkExplainPolicy(report, zero, masked);
+  CHECK(r.code == 1);
+  CHECK(r.message == "dynamo-explain: 1 distinct graph break, more than --max-breaks 0\n");
+  ExplainPolicy full;
+  full.fullgraph = true;
+  CHECK(checkExplainPolicy(report, full, masked).message ==
+        "dynamo-explain: --fullgraph: the script has 1 distinct graph break; the first is "
+        "data-dependent-branch at model.py:12: if y.sum() > 0:\n");
+}
+
+TEST_CASE("JSON writer and XML escaping") {
+  JsonWriter w;
+  w.beginObject().key("a").value("x\"\n").key("b").beginArray().value(1).value(true).endArray();
+  w.key("c").beginObject().endObject().endObject();
+  CHECK(w.str() == "{\n  \"a\": \"x\\\"\\n\",\n  \"b\": [\n    1,\n    true\n  ],\n  \"c\": {}\n}\n");
+  CHECK(xmlEscape("<a & 'b'>\x01") == "&lt;a &amp; &apos;b&apos;&gt;");
+  CHECK(markdownCell("a|b\nc") == "a\\|b<br>c");
+}

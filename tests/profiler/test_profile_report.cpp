@@ -1,0 +1,135 @@
+// The recompilation profiler over a store written with TraceWriter: guard failure parsing for
+// each reason shape, recompiles matched to their failures, suggestions, cache-limit hits,
+// renderers and policy.
+#include <string>
+
+#include "dynamo/profiler/profile_report.h"
+#include "dynamo/storage/trace_writer.h"
+#include "dynamo_catch.h"
+#include "scratch_dir.h"
+
+using namespace dynamo::profiler;
+using namespace dynamo::storage;
+using dynamo::explain::Format;
+using dynamo::explain::RenderOptions;
+using dynamo::explain::testing::ScratchDir;
+
+TEST_CASE("parse: tensor size mismatch with the creating line") {
+  GuardFailureInfo f = parseGuardFailure(
+      "tensor 'x' size mismatch at dim 1: expected 4, got 8 (guard created at /m.py:3: def f(x):)");
+  CHECK(f.reason == "tensor 'x' size mismatch at dim 1: expected 4, got 8");
+  CHECK(f.guardKind == "TENSOR_MATCH");
+  CHECK(f.source == "x");
+  CHECK(f.property == "size");
+  CHECK(f.dim == 1);
+  CHECK(f.expected == "4");
+  CHECK(f.seen == "8");
+  CHECK(f.createdAt.file == "/m.py");
+  CHECK(f.createdAt.line == 3);
+  CHECK(f.createdAt.sourceLine == "def f(x):");
+}
+
+TEST_CASE("parse: the other reason shapes") {
+  GuardFailureInfo dtype = parseGuardFailure("tensor 'x' dtype mismatch: expected torch.float32, got torch.int64");
+  CHECK(dtype.property == "dtype");
+  CHECK(dtype.dim == -1);
+  CHECK(dtype.seen == "torch.int64");
+  GuardFailureInfo global = parseGuardFailure("'G['SCALE']' changed: expected 1.0, got 2.0");
+  CHECK(global.guardKind == "EQUALS_MATCH");
+  CHECK(global.source == "G['SCALE']");
+  GuardFailureInfo id = parseGuardFailure("'G['m']' is a different object: expected Linear, got Conv2d");
+  CHECK(id.guardKind == "ID_MATCH");
+  CHECK(id.expected == "Linear");
+  CHECK(parseGuardFailure("type of 'x' changed: expected list, got tuple").guardKind == "TYPE_MATCH");
+  CHECK(parseGuardFailure("grad mode changed: expected enabled, got disabled").guardKind == "GRAD_MODE");
+  CHECK(parseGuardFailure("length of 'xs' changed: expected 2, got 3").source == "xs");
+  // The compiler's multi-line form ("reason\n  (guard created at ...)").
+  GuardFailureInfo multi = parseGuardFailure("'n' changed: expected 3, got 4\n  (guard created at /m.py:7: def g(n):)");
+  CHECK(multi.seen == "4");
+  CHECK(multi.createdAt.line == 7);
+  GuardFailureInfo odd = parseGuardFailure("something else");
+  CHECK(odd.reason == "something else");
+  CHECK(odd.guardKind.empty());
+  CHECK_FALSE(odd.createdAt.known());
+}
+
+namespace {
+
+// f: recompiled for sizes 1..4 (failures at each compile's end time), then a cache-limit hit.
+std::string writeStore(const ScratchDir& dir) {
+  std::string path = dir.file("profile.db");
+  auto w = TraceWriter::open(path, RunRecord{});
+  RowId frame = w->recordFrame({0, 0, "/src/m.py", 5, "f"});
+  std::int64_t t = 1000000;
+  for (int attempt = 0; attempt <= 4; ++attempt) {
+    CompileRecord c;
+    c.frameId = frame;
+    c.attempt = attempt;
+    c.status = attempt == 4 ? "cache_limit" : "ok";
+    c.startTimeUs = t;
+    c.durationUs = attempt == 4 ? 0 : 100;
+    RowId id = w->recordCompile(c);
+    if (attempt > 0) {
+      GuardFailureRecord f;
+      f.compileId = id - 1;  // not the real failed entry; the profiler does not need it
+      f.frameId = frame;
+      f.timeUs = t + c.durationUs;
+      f.reason = "tensor 'x' size mismatch at dim 0: expected " + std::to_string(attempt) +
+                 ", got " + std::to_string(attempt + 1) + " (guard created at /src/m.py:5: def f(x):)";
+      w->recordGuardFailure(f);
+    }
+    t += 10000;
+  }
+  w->close();
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("recompiles get their failures, suggestions and the cache-limit hit") {
+  ScratchDir dir;
+  auto reader = TraceReader::open(writeStore(dir));
+  ProfileReport report = buildProfileReport(*reader);
+  REQUIRE(report.runs.size() == 1);
+  const RunProfile& run = report.runs[0];
+  CHECK(run.compiles == 5);
+  CHECK(run.recompiles == 3);
+  CHECK(run.cacheLimitHits == 1);
+  const FunctionProfile& f = run.functions.at(0);
+  REQUIRE(f.recompiles.size() == 4);
+  CHECK(f.recompiles[0].failures.at(0).expected == "1");
+  CHECK(f.recompiles[2].failures.at(0).seen == "4");
+  CHECK(f.recompiles[3].status == "cache_limit");
+  CHECK(f.recompiles[3].failures.at(0).seen == "5");
+  CHECK(f.entriesAtLimit == 4);
+  REQUIRE(f.suggestions.size() == 2);
+  CHECK(f.suggestions[0].id == "changing-size");
+  CHECK(f.suggestions[0].message ==
+        "tensor 'x' changes size at dim 0 from call to call (4 recompiles; sizes seen: 1, 2, 3, 4, 5): "
+        "pad or bucket the input to a few sizes; dynamic shapes are not supported yet");
+  CHECK(f.suggestions[0].where.line == 5);
+  CHECK(f.suggestions[1].id == "cache-limit");
+}
+
+TEST_CASE("profile renderers and policy") {
+  ScratchDir dir;
+  auto reader = TraceReader::open(writeStore(dir));
+  ProfileReport report = buildProfileReport(*reader);
+  RenderOptions masked{true, ""};
+  std::string text = renderProfile(report, Format::kText, masked);
+  CHECK(text.find("f (m.py:5): 5 compiles (3 recompiles, 1 cache-limit hit), <time> compiling\n"
+                  "  #1 tensor 'x' size mismatch at dim 0: expected 1, got 2\n"
+                  "       guard TENSOR_MATCH on x (size at dim 0): expected 1, seen 2\n"
+                  "       created at m.py:5: def f(x):\n") != std::string::npos);
+  CHECK(renderProfile(report, Format::kJson, masked).find("\"dim\": 0") != std::string::npos);
+  CHECK(renderProfile(report, Format::kJunit, masked).find("type=\"cache-limit\"") != std::string::npos);
+  CHECK(renderProfile(report, Format::kSarif, masked).find("\"ruleId\": \"changing-size\"") != std::string::npos);
+  CHECK(renderProfile(report, Format::kMarkdown, masked).find("| `f` (m.py:5) | 5 | 3 | 1 |") != std::string::npos);
+  ProfilePolicy policy;
+  policy.maxRecompiles = 2;
+  auto r = checkProfilePolicy(report, policy, masked);
+  CHECK(r.code == 1);
+  CHECK(r.message == "dynamo-profile: f (m.py:5) recompiled 3 times, more than --max-recompiles 2\n");
+  policy.maxRecompiles = 3;
+  CHECK(checkProfilePolicy(report, policy, masked).code == 0);
+}

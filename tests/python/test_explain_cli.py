@@ -1,0 +1,181 @@
+"""dynamo-explain end to end: the real program runs scripts from tests/python/scripts/ in a fresh
+interpreter and reports. Golden files per format (masked), JUnit and SARIF structure, the
+1000-call loop counted on one line, exit codes 0/1/2, and every bad input with its message."""
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from report_cli_util import EXTENSIONS, SCRIPTS, check_golden, line_of, run
+
+TOOL = "dynamo-explain"
+
+
+@pytest.fixture(scope="module")
+def loop_db(tmp_path_factory):
+    """explain_loop.py run once, its store kept for every format."""
+    db = tmp_path_factory.mktemp("explain") / "loop.db"
+    r = run(TOOL, "--save-db", db, "explain_loop.py")
+    assert r.returncode == 0, r.stderr
+    assert "total 2004.0" in r.stderr  # the script's own output goes to stderr
+    return db
+
+
+@pytest.mark.parametrize("fmt", list(EXTENSIONS))
+def test_golden(loop_db, fmt):
+    r = run(TOOL, "--mask", "--format", fmt, "--db", loop_db)
+    assert r.returncode == 0, r.stderr
+    check_golden("explain", f"explain_loop.{EXTENSIONS[fmt]}", r.stdout)
+
+
+def test_loop_break_counted_once_with_1000_occurrences(loop_db):
+    doc = json.loads(run(TOOL, "--json", "--db", loop_db).stdout)
+    (r,) = doc["runs"]
+    branch = [b for b in r["breaks"] if b["kind"] == "data-dependent-branch"]
+    assert len(branch) == 1
+    assert branch[0]["occurrences"] == 1000
+    assert branch[0]["line"] == line_of("explain_loop.py", "if y.sum() > 0:")
+    assert branch[0]["user_stack"][0].endswith("x = step(x) * 0.5")
+    text = run(TOOL, "--db", loop_db).stdout
+    lines = [l for l in text.splitlines() if "data-dependent-branch at explain_loop.py" in l
+             and "1000 times" in l]
+    assert len(lines) == 2  # one in the distinct list, one under the function `step`
+    assert "3 distinct graph breaks" in text
+
+
+def test_run_directly_matches_db(loop_db):
+    direct = run(TOOL, "--mask", "explain_loop.py")
+    assert direct.returncode == 0, direct.stderr
+    assert direct.stdout == run(TOOL, "--mask", "--db", loop_db).stdout
+
+
+def test_junit_structure(loop_db):
+    root = ET.fromstring(run(TOOL, "--junit", "--db", loop_db).stdout)
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    assert [c.get("name").split(" (")[0] for c in cases] == [
+        "train", "step", "<resume in step>", "report", "<resume in report>",
+        "<resume in <resume in report>>"]
+    assert int(suite.get("tests")) == len(cases)
+    failing = [c for c in cases if c.findall("failure")]
+    assert int(suite.get("failures")) == len(failing) == 4
+    step = cases[1]
+    (failure,) = step.findall("failure")
+    assert failure.get("type") == "data-dependent-branch"
+    assert "1000 times" in failure.get("message")
+    assert "why:" in failure.text and "hint:" in failure.text
+    assert all(c.get("classname") == "explain_loop.py" for c in cases)
+    assert all(float(c.get("time")) >= 0 for c in cases)
+
+
+def test_sarif_fields_and_lines(loop_db):
+    doc = json.loads(run(TOOL, "--sarif", "--db", loop_db).stdout)
+    assert doc["version"] == "2.1.0"
+    (sarif_run,) = doc["runs"]
+    assert sarif_run["tool"]["driver"]["name"] == "dynamo-explain"
+    rule_ids = {r["id"] for r in sarif_run["tool"]["driver"]["rules"]}
+    results = sarif_run["results"]
+    assert len(results) == 3
+    expected = {("data-dependent-branch", line_of("explain_loop.py", "if y.sum() > 0:")),
+                ("print", line_of("explain_loop.py", 'print("total"')),
+                ("tensor-to-python", line_of("explain_loop.py", 'print("total"'))}
+    got = set()
+    for res in results:
+        assert res["ruleId"] in rule_ids
+        assert res["message"]["text"]
+        (loc,) = res["locations"]
+        assert loc["physicalLocation"]["artifactLocation"]["uri"] == "explain_loop.py"
+        got.add((res["ruleId"], loc["physicalLocation"]["region"]["startLine"]))
+    assert got == expected
+
+
+def test_exit_0_clean_script_under_fullgraph():
+    r = run(TOOL, "--fullgraph", "--max-breaks", "0", "explain_clean.py")
+    assert r.returncode == 0, r.stderr
+    assert "0 distinct graph breaks" in r.stdout
+
+
+def test_exit_1_max_breaks(loop_db):
+    r = run(TOOL, "--max-breaks", "2", "--db", loop_db)
+    assert r.returncode == 1
+    assert "dynamo-explain: 3 distinct graph breaks, more than --max-breaks 2" in r.stderr
+    assert r.stdout.startswith("dynamo-explain: run 1")  # the report is still written
+    assert run(TOOL, "--max-breaks", "3", "--db", loop_db).returncode == 0
+
+
+def test_exit_1_fullgraph(loop_db):
+    r = run(TOOL, "--fullgraph", "--db", loop_db)
+    assert r.returncode == 1
+    assert ("dynamo-explain: --fullgraph: the script has 3 distinct graph breaks; the first is "
+            "data-dependent-branch at explain_loop.py:9: if y.sum() > 0:") in r.stderr
+
+
+def test_exit_2_script_failed_shows_its_traceback():
+    r = run(TOOL, "--max-breaks", "0", "explain_fails.py")
+    assert r.returncode == 2  # the script failure wins over the policy failure
+    assert "Traceback (most recent call last):" in r.stderr
+    assert f'explain_fails.py", line {line_of("explain_fails.py", "raise ValueError")}' in r.stderr
+    assert "ValueError: boom from the script" in r.stderr
+    assert "_run_script" not in r.stderr
+    assert ("dynamo-explain: the script failed (exit code 1); the report covers what ran before "
+            "that") in r.stderr
+    assert "1 distinct graph break" in r.stdout
+
+
+def test_script_args_and_output_file(tmp_path):
+    out = tmp_path / "report.md"
+    r = run(TOOL, "--markdown", "-o", out, "explain_clean.py", "--an-arg")
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().startswith("### dynamo-explain: 0 distinct graph breaks")
+    assert "explain_clean.py --an-arg" in out.read_text()
+
+
+def test_bad_input_missing_script():
+    r = run(TOOL, "no_such_script.py")
+    assert r.returncode == 3
+    assert r.stderr == "dynamo-explain: cannot run 'no_such_script.py': no such file\n"
+
+
+def test_bad_input_syntax_error():
+    r = run(TOOL, "explain_syntax_error.py")
+    assert r.returncode == 3
+    assert r.stderr.startswith(
+        "dynamo-explain: cannot run 'explain_syntax_error.py': syntax error at line 4: ")
+    assert "   |  def f(x)\n" in r.stderr
+    assert r.stdout == ""
+
+
+def test_bad_input_db_not_a_store(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n")
+    r = run(TOOL, "--db", notes)
+    assert r.returncode == 3
+    assert f"dynamo-explain: error: '{notes}' is not a Dynamo trace store (not an SQLite database)" \
+        in r.stderr
+    missing = run(TOOL, "--db", tmp_path / "missing.db")
+    assert missing.returncode == 3
+    assert f"trace store '{tmp_path / 'missing.db'}' does not exist" in missing.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bogus", "explain_clean.py"], "dynamo-explain: unknown option '--bogus'"),
+    (["--max-breaks", "many", "explain_clean.py"],
+     "dynamo-explain: --max-breaks needs a non-negative integer, got 'many'"),
+    (["--format", "pdf", "explain_clean.py"],
+     "dynamo-explain: unknown format 'pdf' (text, json, junit, markdown, sarif)"),
+    ([], "dynamo-explain: no script to run (or --db PATH) given"),
+    (["--db", "x.db", "explain_clean.py"],
+     "dynamo-explain: --db reports from an existing store and runs nothing; drop the script "
+     "'explain_clean.py' or the --db option"),
+])
+def test_usage_errors(args, message):
+    r = run(TOOL, *args)
+    assert r.returncode == 64
+    assert r.stderr.startswith(message + "\n\nusage: dynamo-explain [options] script.py")
+
+
+def test_help():
+    r = run(TOOL, "--help")
+    assert r.returncode == 0
+    assert "--max-breaks N" in r.stdout and "exit codes: 0 ok, 1 policy failed" in r.stdout
