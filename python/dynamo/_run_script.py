@@ -20,7 +20,20 @@ import sys
 import traceback
 import types
 
-_IMPORTS_DYNAMO = re.compile(rb"^\s*(import\s+dynamo\b|from\s+dynamo\b)", re.MULTILINE)
+def _imports_dynamo(source):
+    """Whether the script imports dynamo anywhere (`import dynamo`, `import torch, dynamo`,
+    `from dynamo import ...`, `import dynamo.trace as t`, also inside functions)."""
+    import ast
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "dynamo" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "dynamo" and not node.level:
+            return True
+    return False
 
 
 def _status(line):
@@ -79,7 +92,7 @@ def main(argv):
     import dynamo.recording
     if os.environ.get("DYNAMO_TRACE"):
         dynamo.recording.enable(os.environ["DYNAMO_TRACE"])  # the run starts now, argv = script
-    wrap = capture == "all" or (capture == "auto" and not _IMPORTS_DYNAMO.search(source))
+    wrap = capture == "all" or (capture == "auto" and not _imports_dynamo(source))
     context = contextlib.nullcontext()
     if wrap:
         dynamo._C._compiler.disable_code(code)  # the module's top level runs as usual

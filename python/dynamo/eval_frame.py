@@ -21,11 +21,14 @@ def _on_compile(record):
 
 
 def _skip_file_prefixes():
-    """Files whose frames are never compiled: the standard library and this package."""
+    """Files whose frames are never compiled as frames of their own: the standard library, torch
+    itself and this package. Their code is still traced when user code calls it (inlined)."""
     import os
     import sysconfig
+    import torch
     paths = sysconfig.get_paths()
     out = {os.path.join(paths["stdlib"], ""), os.path.join(os.path.dirname(__file__), ""),
+           os.path.join(os.path.dirname(torch.__file__), ""),
            "<frozen "}  # frozen stdlib modules (codecs, os, ...) are named "<frozen name>"
     return sorted(out)
 

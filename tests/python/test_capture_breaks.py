@@ -293,3 +293,33 @@ def test_side_effects_before_a_break_happen_once():
     with contextlib.redirect_stdout(io.StringIO()):
         assert same(c(A, lc), f(A, le))
     assert lc == le == [1, 2]
+
+
+def test_break_at_a_super_call_keeps_the_parent_method():
+    class Base:
+        def __init__(self):
+            self.log = []
+            print("", end="")  # makes the inlined call fail: the break is at super().__init__()
+
+    class Child(Base):
+        def __init__(self, x):
+            super().__init__()
+            self.y = x * 2
+
+    dynamo.reset()
+    with contextlib.redirect_stdout(io.StringIO()), dynamo.optimize("eager"):
+        c = Child(torch.ones(2))
+    assert c.log == [] and torch.equal(c.y, torch.ones(2) * 2)
+
+
+def test_module_init_under_capture_binds_super_methods_to_each_instance():
+    class Net(torch.nn.Module):
+        def __init__(self, k):
+            super().__init__()
+            self.k = k
+
+    dynamo.reset()
+    with dynamo.optimize("eager"):
+        nets = [Net(i) for i in range(3)]
+    assert [n.k for n in nets] == [0, 1, 2]
+    assert all(n.training for n in nets) and all(n._parameters == {} for n in nets)

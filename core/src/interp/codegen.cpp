@@ -131,17 +131,17 @@ class Planner {
         p.kind = OutPlan::Kind::kSlice;
         for (const ValueRef& item : v->items) p.children.push_back(plan(item));
         return p;
-      case ValueKind::kMethod: {
-        p.kind = OutPlan::Kind::kGetAttr;
+      case ValueKind::kMethod:
         p.children.push_back(plan(v->self));
         if (v->obj) {
-          PyObjectRef n = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "__name__")));
-          p.name = PyUnicode_AsUTF8(n.get());
+          // The very function bound to self (super().__init__ is not getattr(self, "__init__")).
+          p.kind = OutPlan::Kind::kBoundMethod;
+          p.obj = v->obj;
         } else {
+          p.kind = OutPlan::Kind::kGetAttr;  // list.append and other container methods
           p.name = v->name;
         }
         return p;
-      }
       case ValueKind::kTensorAttr:
         p.kind = OutPlan::Kind::kGetAttr;
         p.children.push_back(plan(v->self));
@@ -376,6 +376,11 @@ PyObjectRef makeResumeCode(PyCodeObject* code, const bc::Bytecode& body, int tar
 
   ResumeInfo info;
   info.originalName = orig.qualname;
+  if (const ResumeInfo* parent = resumeInfo(code)) {
+    info.firstArgName = parent->firstArgName;
+  } else if (orig.argcount > 0 && !orig.varnames.empty()) {
+    info.firstArgName = orig.varnames[0];
+  }
   for (const std::string& n : passedCells) info.preCelledSlots.push_back(slotOf(newSlots, n));
   resumeRegistry()[reinterpret_cast<PyCodeObject*>(result.get())] = ResumeEntry{result, info};
   return result;

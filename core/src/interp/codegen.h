@@ -27,6 +27,7 @@ namespace dynamo::core::interp {
 struct ResumeInfo {
   std::vector<int> preCelledSlots;
   std::string originalName;  ///< the user function it continues
+  std::string firstArgName;  ///< the original's first argument (self for methods); "" if none
 };
 /// The info of a resume code object made by this process, or null.
 const ResumeInfo* resumeInfo(PyCodeObject* code);

@@ -101,6 +101,14 @@ PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched) 
       Py_DECREF(base);
       return r;
     }
+    case OutPlan::Kind::kBoundMethod: {
+      // MethodType(function, self): exact even when getattr(self, name) would find an override.
+      PyObject* self = build(plan.children[0], outputs, fetched);  // new ref
+      if (self == nullptr) return nullptr;
+      PyObject* m = PyMethod_New(plan.obj.get(), self);  // new ref
+      Py_DECREF(self);
+      return m;
+    }
     case OutPlan::Kind::kSlice: {
       PyObject* a = build(plan.children[0], outputs, fetched);
       PyObject* b = a ? build(plan.children[1], outputs, fetched) : nullptr;

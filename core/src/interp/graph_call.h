@@ -30,10 +30,10 @@ struct FetchStep {
 
 /// How to build one Python value after the graph ran.
 struct OutPlan {
-  enum class Kind { kGraphOutput, kConst, kFetched, kTuple, kList, kDict, kNamedTuple, kGetAttr, kSlice };
+  enum class Kind { kGraphOutput, kConst, kFetched, kTuple, kList, kDict, kNamedTuple, kGetAttr, kSlice, kBoundMethod };
   Kind kind = Kind::kConst;
   int index = -1;                  ///< kGraphOutput: output position; kFetched: fetch index
-  PyObjectRef obj;                 ///< kConst: the object; kNamedTuple: the class
+  PyObjectRef obj;                 ///< kConst: the object; kNamedTuple: the class; kBoundMethod: the function
   std::vector<OutPlan> children;   ///< containers; kGetAttr: [object]
   std::vector<PyObjectRef> keys;   ///< kDict keys
   std::string name;                ///< kGetAttr: attribute name

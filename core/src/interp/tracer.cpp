@@ -111,11 +111,18 @@ ValueRef Tracer::zeroArgSuper() {
   int classSlot = -1;
   for (size_t i = 0; i < localNames_.size(); ++i)
     if (localNames_[i] == "__class__") classSlot = static_cast<int>(i);
-  if (classSlot < 0 || code_->co_argcount < 1 || !locals_[classSlot] || !locals_[0])
+  // The receiver is the first argument; in a resume function it sits after the stack values.
+  int selfSlot = code_->co_argcount > 0 ? 0 : -1;
+  if (const ResumeInfo* info = resumeInfo(code_)) {
+    selfSlot = -1;
+    for (size_t i = 0; i < localNames_.size(); ++i)
+      if (!info->firstArgName.empty() && localNames_[i] == info->firstArgName) selfSlot = static_cast<int>(i);
+  }
+  if (classSlot < 0 || selfSlot < 0 || !locals_[classSlot] || !locals_[selfSlot])
     ctx_.breakHere(BreakKind::kUnsupported, "super() outside a method");
   ValueRef cls = locals_[classSlot];
   if (cls->kind == ValueKind::kCell) cls = cls->cell->contents;
-  ValueRef self = locals_[0];
+  ValueRef self = locals_[selfSlot];
   if (self->kind == ValueKind::kCell) self = self->cell->contents;
   if (!cls || cls->kind != ValueKind::kObject || !self || self->kind != ValueKind::kObject)
     ctx_.breakHere(BreakKind::kUnsupported, "super() with a receiver that is not a known object");

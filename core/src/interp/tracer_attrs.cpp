@@ -102,7 +102,24 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(obj, name.c_str()));
     if (!r) ctx.breakHere(BreakKind::kUnsupportedAttribute, "super() has no attribute ." + name);
     if (PyMethod_Check(r.get())) return methodOf(v->self, PyMethod_GET_FUNCTION(r.get()));
-    return ctx.wrap(r.get(), Source{}, false);
+    // C methods bound to the receiver (object.__setattr__, dict.update ...): bind the class
+    // attribute found after __thisclass__ in the MRO to the traced receiver, never the object
+    // seen while tracing.
+    PyObjectRef thisclass = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, "__thisclass__")));
+    PyObject* mro = ((PyTypeObject*)Py_TYPE(v->self->py()))->tp_mro;  // borrowed ref
+    bool after = false;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+      PyObject* cls = PyTuple_GET_ITEM(mro, i);  // borrowed ref
+      if (after) {
+        PyObject* d = PyDict_GetItemString(((PyTypeObject*)cls)->tp_dict, name.c_str());  // borrowed
+        if (d != nullptr) {
+          if (Py_TYPE(d)->tp_descr_get != nullptr && !PyType_Check(d)) return methodOf(v->self, d);
+          return ctx.wrap(d, Source{}, false);
+        }
+      }
+      if (cls == thisclass.get()) after = true;
+    }
+    ctx.breakHere(BreakKind::kUnsupportedAttribute, "super()." + name + " could not be resolved");
   }
   auto overlay = ctx.attrOverlay.find({obj, name});
   if (overlay != ctx.attrOverlay.end()) return overlay->second;
