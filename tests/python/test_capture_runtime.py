@@ -249,8 +249,9 @@ def test_user_backend_receives_graph_module_and_examples():
     assert torch.equal(c(x, x), add_mul(x, x))
     (gm, examples), = seen
     assert isinstance(gm, torch.fx.GraphModule)
-    assert [n.op for n in gm.graph.nodes].count("placeholder") == 1  # x passed twice is one input
-    assert examples[0] is x
+    # x passed twice: one input per argument, so a later call with two tensors stays correct
+    assert [n.op for n in gm.graph.nodes].count("placeholder") == 2
+    assert examples[0] is x and examples[1] is x
 
 
 def test_backend_that_raises_falls_back_with_one_warning():
@@ -355,3 +356,31 @@ def test_entries_still_run_after_the_cache_limit():
         assert hits() == before + 1
     finally:
         dynamo.config.cache_size_limit = old
+
+
+def test_same_tensor_twice_then_two_different_tensors():
+    def f(a, b):
+        a.add_(1)
+        return a + b
+
+    dynamo.reset()
+    c = dynamo.compile(f)
+    x = torch.zeros(3)
+    xe = torch.zeros(3)
+    assert torch.equal(c(x, x), f(xe, xe))          # aliased: b sees the in-place update
+    y, z = torch.zeros(3), torch.ones(3)
+    ye, ze = torch.zeros(3), torch.ones(3)
+    assert torch.equal(c(y, z), f(ye, ze))          # not aliased: b is its own tensor
+    assert torch.equal(y, ye) and torch.equal(z, ze)
+
+
+def test_same_module_twice_then_different_modules():
+    def f(m1, m2, x):
+        return m1(x) + m2(x)
+
+    dynamo.reset()
+    c = dynamo.compile(f)
+    a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    x = torch.ones(1, 2)
+    assert torch.equal(c(a, a, x), f(a, a, x))
+    assert torch.equal(c(a, b, x), f(a, b, x))

@@ -83,14 +83,25 @@ ValueRef CompileContext::wrapTensor(PyObject* obj, const Source& source) {
   ValueRef v = makeTensor(node, example, device, source);
   inputs_.emplace_back(node, source);
   realInputs.push_back(PyObjectRef::borrow(obj));
-  byIdentity[obj] = v;
+  byIdentity.emplace(obj, v);  // the first source stays the canonical one
   return v;
 }
 
 ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded) {
   if (!isConstantObject(obj)) {
     auto it = byIdentity.find(obj);
-    if (it != byIdentity.end()) return it->second;
+    if (it != byIdentity.end()) {
+      const ValueRef& seen = it->second;
+      if (!source || !seen->source || seen->source == source) return seen;
+      // The same object through a second source: that source may differ next time, so it must
+      // be guarded (or, for a tensor, be a graph input of its own: aliasing at run time is then
+      // exact, since the graph runs on the real tensors).
+      if (!isTensor(obj)) {
+        if (guarded) guard(source, makeIdMatch(obj));
+        return seen;
+      }
+      return wrapTensor(obj, source);
+    }
   }
   if (isTensor(obj)) return wrapTensor(obj, source);
   if (isConstantObject(obj)) {
