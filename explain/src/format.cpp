@@ -55,28 +55,6 @@ std::string junitSeconds(std::int64_t us, const RenderOptions& options) {
 
 // ---- JSON -----------------------------------------------------------------------------------
 
-std::string jsonQuote(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 void JsonWriter::newline() {
   out_ += '\n';
   out_.append(2 * first_.size(), ' ');

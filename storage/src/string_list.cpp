@@ -1,6 +1,8 @@
 // JSON string arrays for list-valued columns (see string_list.h).
 #include "string_list.h"
 
+#include "dynamo/common/json.h"
+
 #include <cstdio>
 
 namespace dynamo::storage {
@@ -9,25 +11,7 @@ std::string encodeStringList(const std::vector<std::string>& items) {
   std::string out = "[";
   for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += ',';
-    out += '"';
-    for (unsigned char c : items[i]) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out += buf;
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-    }
-    out += '"';
+    appendJsonString(out, items[i]);
   }
   out += ']';
   return out;

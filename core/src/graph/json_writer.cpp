@@ -1,6 +1,8 @@
 // JsonWriter (json_writer.h).
 #include "json_writer.h"
 
+#include "dynamo/common/json.h"
+
 #include <cstdio>
 
 #include "dynamo/common/error.h"
@@ -71,26 +73,6 @@ void JsonWriter::null() {
   out_ += "null";
 }
 
-void JsonWriter::writeString(const std::string& text) {
-  out_ += '"';
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out_ += "\\\""; break;
-      case '\\': out_ += "\\\\"; break;
-      case '\n': out_ += "\\n"; break;
-      case '\r': out_ += "\\r"; break;
-      case '\t': out_ += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char esc[8];
-          std::snprintf(esc, sizeof esc, "\\u%04x", c);
-          out_ += esc;
-        } else {
-          out_ += static_cast<char>(c);
-        }
-    }
-  }
-  out_ += '"';
-}
+void JsonWriter::writeString(const std::string& text) { appendJsonString(out_, text); }
 
 }  // namespace dynamo::core

@@ -3,6 +3,8 @@
 // 2.1.0. dynamo::profiler renders with the same pieces, so both tools look alike.
 #pragma once
 
+#include "dynamo/common/json.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -66,8 +68,7 @@ class JsonWriter {
   bool afterKey_ = false;
 };
 
-/// `text` as a JSON string literal, quotes included.
-std::string jsonQuote(std::string_view text);
+using dynamo::jsonQuote;  ///< shared with storage and the graph serializer (common/json.h)
 /// Escapes &, <, >, " and ' for XML text and attributes; drops characters XML 1.0 forbids.
 std::string xmlEscape(std::string_view text);
 /// Escapes | and newlines for a Markdown table cell, and wraps nothing.
