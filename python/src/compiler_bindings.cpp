@@ -273,6 +273,7 @@ struct CompiledFunction {
   PyObject* fn;        // strong ref: the user's callable
   PyObject* handle;    // strong ref: the compiler handle, or NULL (run-only / off)
   core::HookMode mode;
+  int modeNumber;      // mode as an int, exposed as _dynamo_mode (0 off, 1 run-only, 2 compile)
   PyObject* dict;      // attributes copied by functools.update_wrapper
 };
 
@@ -339,6 +340,8 @@ PyObject* compiledFunctionRepr(PyObject* self) {
 
 PyMemberDef compiledFunctionMembers[] = {
     {"_dynamo_orig", T_OBJECT, offsetof(CompiledFunction, fn), READONLY, "the original callable"},
+    {"_dynamo_mode", T_INT, offsetof(CompiledFunction, modeNumber), READONLY,
+     "0: runs without capture (dynamo.disable), 1: run-only, 2: compile"},
     {nullptr, 0, 0, 0, nullptr},
 };
 
@@ -387,6 +390,7 @@ PyObject* wrapFunction(PyObject*, PyObject* args) {
   o->handle = handle == Py_None ? nullptr : handle;
   Py_XINCREF(o->handle);
   o->mode = hm;
+  o->modeNumber = hm == core::HookMode::kCompile ? 2 : hm == core::HookMode::kRunOnly ? 1 : 0;
   o->dict = nullptr;
   PyObject_GC_Track(o);
   return reinterpret_cast<PyObject*>(o);

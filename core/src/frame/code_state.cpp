@@ -116,7 +116,7 @@ bool CodeState::promote(const std::shared_ptr<CacheEntry>& entry, size_t indexHi
   return true;
 }
 
-std::shared_ptr<CacheEntry> CodeState::lookup(const FrameView& frame) {
+std::shared_ptr<CacheEntry> CodeState::lookup(const FrameView& frame, uint64_t owner) {
   // A Python guard may release the GIL, and another thread may then add, reorder or drop
   // entries. After each guard, if the list changed, restart the scan (bounded).
   constexpr int kMaxRestarts = 3;
@@ -125,6 +125,7 @@ std::shared_ptr<CacheEntry> CodeState::lookup(const FrameView& frame) {
     for (size_t i = 0; i < entries_.size(); ++i) {
       uint64_t versionSeen = version_;
       std::shared_ptr<CacheEntry> entry = entries_[i];  // keeps it alive across the guard
+      if (owner != 0 && entry->owner != 0 && entry->owner != owner) continue;
       bool passed = false;
       try {
         passed = entry->guard->check(frame);

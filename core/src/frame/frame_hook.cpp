@@ -130,7 +130,8 @@ DynamoDispatch dispatch(ThreadHookState& thread, const DynamoFrameInfo& info, Py
   FrameView view(info.code, info.function, info.globals, info.builtins, info.closure,
                  info.localsplus);
   Suspend suspend(thread);
-  if (std::shared_ptr<CacheEntry> hit = state->lookup(view)) {
+  const uint64_t owner = thread.mode == HookMode::kCompile && thread.compiler ? thread.compiler->ownerId() : 0;
+  if (std::shared_ptr<CacheEntry> hit = state->lookup(view, owner)) {
     Py_INCREF(hit->code);
     *codeOut = hit->code;  // new ref
     return DYNAMO_DISPATCH_RUN;

@@ -121,7 +121,8 @@ bool constantsMatch(PyObject* expected, PyObject* value) {
   if (Py_TYPE(value) != Py_TYPE(expected)) return false;
   if (PyFloat_CheckExact(expected)) {
     double a = PyFloat_AS_DOUBLE(expected), b = PyFloat_AS_DOUBLE(value);
-    return a == b || (std::isnan(a) && std::isnan(b));
+    // -0.0 and 0.0 compare equal but behave differently (copysign, 1/x): keep them apart.
+    return (a == b && std::signbit(a) == std::signbit(b)) || (std::isnan(a) && std::isnan(b));
   }
   if (PyTuple_CheckExact(expected)) {
     Py_ssize_t n = PyTuple_GET_SIZE(expected);

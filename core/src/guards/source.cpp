@@ -1,6 +1,7 @@
 // Source nodes: naming and fetching values of a frame (see source.h).
 #include "dynamo/core/source.h"
 
+#include <cstdio>
 #include <functional>
 
 #include "dynamo/common/error.h"
@@ -112,6 +113,24 @@ Source Source::builtin(const std::string& name) {
   return Source(std::move(n));
 }
 
+Source Source::object(PyObject* obj, std::string display) {
+  auto n = std::make_shared<SourceNode>();
+  n->kind = SourceKind::kObject;
+  n->display = std::move(display);
+  Py_INCREF(obj);
+  n->key = obj;  // new ref
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", static_cast<void*>(obj));
+  n->keyRepr = buf;  // identity: equal sources hold the same object
+  finish(*n);
+  return Source(std::move(n));
+}
+
+PyObject* Source::heldObject() const {
+  const SourceNode& n = nodeOf(*this);
+  return n.kind == SourceKind::kObject ? n.key : nullptr;
+}
+
 Source Source::attr(const Source& base, const std::string& name) {
   auto n = std::make_shared<SourceNode>();
   n->kind = SourceKind::kAttr;
@@ -202,6 +221,9 @@ PyObject* Source::fetchRoot(const FrameValues& frame) const {
       return dictFetch(frame.globals, n.nameObj, PyExc_NameError, "globals");
     case SourceKind::kBuiltin:
       return dictFetch(frame.builtins, n.nameObj, PyExc_NameError, "builtins");
+    case SourceKind::kObject:
+      Py_INCREF(n.key);
+      return n.key;  // new ref
     default:
       DYNAMO_INTERNAL_ASSERT(false, "fetchRoot on a non-root source ", n.display);
   }

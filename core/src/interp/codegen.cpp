@@ -41,6 +41,11 @@ static std::string quotedName(const std::string& display) {
 
 RootInfo rootInfoOf(PyCodeObject*, const Source& root, const std::vector<std::string>& slotNames) {
   RootInfo info;
+  if (root.kind() == SourceKind::kObject) {
+    info.kind = RootInfo::Kind::kObject;
+    info.object = root.heldObject();
+    return info;
+  }
   if (root.kind() == SourceKind::kLocal) {
     info.kind = RootInfo::Kind::kLocal;
     info.name = root.name();
@@ -116,6 +121,11 @@ class Planner {
         if (v->source) {
           p.kind = OutPlan::Kind::kFetched;
           p.index = fetch(v->source);
+          return p;
+        }
+        if (v->real) {  // the same container, reached through objects the code holds
+          p.kind = OutPlan::Kind::kConst;
+          p.obj = v->real;
           return p;
         }
         p.kind = v->kind == ValueKind::kList ? OutPlan::Kind::kList : OutPlan::Kind::kDict;
@@ -246,6 +256,7 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
         if (later) break;
         ValueRef contents = std::make_shared<Value>(*e.target);
         contents->source = Source{};
+        contents->real = PyObjectRef{};
         EffectPlan p{e.kind == SideEffect::Kind::kListContents ? EffectPlan::Kind::kListContents
                                                                 : EffectPlan::Kind::kDictContents,
                      planner.plan(e.target), "", planner.plan(contents)};
@@ -306,7 +317,9 @@ struct Emitter {
   }
   void emit(int op, int arg = 0) { out.push_back(Ins::make(op, arg)); }
   void loadRoot(const RootInfo& r) {
-    if (r.kind == RootInfo::Kind::kGlobal) {
+    if (r.kind == RootInfo::Kind::kObject) {
+      out.push_back(bc::loadConst(opts, r.object));
+    } else if (r.kind == RootInfo::Kind::kGlobal) {
       emit(LOAD_GLOBAL, opts.addName(r.name) << 1);
     } else if (isCelled(r.slot)) {
       emit(LOAD_DEREF, newSlot(r.slot));
@@ -384,6 +397,66 @@ PyObjectRef makeResumeCode(PyCodeObject* code, const bc::Bytecode& body, int tar
   for (const std::string& n : passedCells) info.preCelledSlots.push_back(slotOf(newSlots, n));
   resumeRegistry()[reinterpret_cast<PyCodeObject*>(result.get())] = ResumeEntry{result, info};
   return result;
+}
+
+// How many values an instruction pops (what it pushes is that plus its net effect). Exact for
+// the instructions the tracer can break at; others pop what a one-result instruction would.
+int stackPops(const Ins& ins) {
+  const int a = ins.arg;
+  switch (ins.opcode) {
+    case CALL: return a + 2;  // [NULL|self, fn, args]
+    case STORE_ATTR: return 2;
+    case STORE_SUBSCR: return 3;
+    case DELETE_SUBSCR: return 2;
+    case STORE_GLOBAL:
+    case STORE_DEREF:
+    case STORE_FAST:
+    case POP_TOP:
+    case LIST_APPEND:
+    case SET_ADD:
+    case LIST_EXTEND:
+    case SET_UPDATE:
+    case DICT_UPDATE:
+    case DICT_MERGE:
+    case UNPACK_SEQUENCE:
+    case UNPACK_EX:
+    case GET_ITER:
+    case LOAD_ATTR:
+#ifdef LOAD_METHOD
+    case LOAD_METHOD:
+#endif
+    case UNARY_NEGATIVE:
+    case UNARY_NOT:
+    case UNARY_INVERT:
+      return 1;
+    case MAP_ADD:
+    case BINARY_OP:
+    case BINARY_SUBSCR:
+    case COMPARE_OP:
+    case IS_OP:
+    case CONTAINS_OP:
+      return 2;
+    case BUILD_TUPLE:
+    case BUILD_LIST:
+    case BUILD_SET:
+    case BUILD_STRING:
+    case BUILD_SLICE:
+      return a;
+    case BUILD_MAP: return 2 * a;
+    case BUILD_CONST_KEY_MAP: return a + 1;
+    case CALL_FUNCTION_EX: return 3 + (a & 1);
+    case FORMAT_VALUE: return (a & 0x04) ? 2 : 1;
+    case LOAD_GLOBAL:
+    case LOAD_FAST:
+    case LOAD_DEREF:
+    case LOAD_CLOSURE:
+    case LOAD_CONST:
+      return 0;
+    default: {
+      int effect = bc::stackEffect(ins.opcode, ins.arg, false);
+      return effect <= 0 ? 1 - effect : 0;
+    }
+  }
 }
 
 bool isCondJump(int op) {
@@ -563,14 +636,7 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
     } else {
       DYNAMO_INTERNAL_ASSERT(!breakIns.isJump(), "a break at a jump that is not conditional");
       int effect = bc::stackEffect(breakIns.opcode, breakIns.arg, false);
-      int consumed = 0;
-      // Values the instruction reads: for calls [NULL|self, fn, args]; otherwise from its effect.
-      if (breakIns.opcode == CALL) {
-        consumed = breakIns.arg + 2;
-      } else {
-        consumed = std::max(0, -effect + 1);
-        if (consumed > depth) consumed = depth;
-      }
+      int consumed = std::min(depth, stackPops(breakIns));
       int below = depth - consumed;
       // A call's result replaces [NULL|self, fn, args] (3.11: PRECALL and CALL together).
       int after = breakIns.opcode == CALL ? below + 1 : depth + effect;

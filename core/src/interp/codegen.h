@@ -65,9 +65,10 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
 
 /// Root-argument helpers shared with the compiler.
 struct RootInfo {
-  enum class Kind { kLocal, kGlobal } kind;
+  enum class Kind { kLocal, kGlobal, kObject } kind;
   int slot = -1;
   std::string name;
+  PyObject* object = nullptr;  ///< kObject: the held object (borrowed from the Source)
 };
 /// Describes a root Source (kLocal: by its name in the code's slots; kGlobal/kBuiltin: by name).
 RootInfo rootInfoOf(PyCodeObject* code, const Source& root, const std::vector<std::string>& slotNames);

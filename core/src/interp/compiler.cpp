@@ -102,7 +102,8 @@ void warn(const std::string& text) {
 
 class Compiler : public FrameCompiler {
  public:
-  explicit Compiler(CompilerOptions options) : opts_(std::move(options)) {}
+  explicit Compiler(CompilerOptions options) : opts_(std::move(options)), ownerId_(nextOwnerId()) {}
+  uint64_t ownerId() const override { return ownerId_; }
 
   CompileResult compile(const FrameView& frame, CodeState& state) override {
     PyCodeObject* code = frame.code();
@@ -144,6 +145,8 @@ class Compiler : public FrameCompiler {
       return fallback(rec, t0, e.what());
     } catch (const GraphBreak& b) {
       return fallback(rec, t0, "graph break outside the root frame: " + b.detail);
+    } catch (const std::exception& e) {
+      return fallback(rec, t0, std::string("internal error: ") + e.what());
     }
   }
 
@@ -217,6 +220,9 @@ class Compiler : public FrameCompiler {
       if (brk) {
         if (!topts.forcedBreaks.count(brk->instruction)) rec.breaks.push_back(recordOf(brk->info));
         if (opts_.fullgraph) raiseFullgraph(brk->info);
+        if (root->bytecode().instructions[brk->instruction].handler.active()) {
+          return skip(rec, "graph break inside a try block (" + brk->info.detail + "); the function runs eagerly so its exception handlers stay in force");
+        }
         if (root->insideLoop(brk->instruction)) {
           return skip(rec, "graph break inside a loop (" + brk->info.detail + "); the function runs eagerly and the functions it calls are compiled on their own");
         }
@@ -286,6 +292,7 @@ class Compiler : public FrameCompiler {
     rec.status = "compiled";
     auto entry = std::make_shared<CacheEntry>(std::make_unique<GuardSetCheck>(std::move(guards)), newCode.get());
     rec.entryId = entry->id;
+    entry->owner = ownerId_;
     return CompileResult::addEntry(std::move(entry));
   }
 
@@ -329,7 +336,13 @@ class Compiler : public FrameCompiler {
     return PyObjectRef::steal(fn);
   }
 
+  static uint64_t nextOwnerId() {
+    static uint64_t next = 0;  // GIL held
+    return ++next;
+  }
+
   CompilerOptions opts_;
+  uint64_t ownerId_;
 };
 
 }  // namespace

@@ -139,7 +139,10 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
     v = isList ? makeList(std::move(items)) : makeTuple(std::move(items));
     if (!PyTuple_CheckExact(obj) && !isList) v->obj = PyObjectRef::borrow((PyObject*)Py_TYPE(obj));
     v->source = source;
-    if (isList) byIdentity[obj] = v;
+    if (isList) {
+      v->real = PyObjectRef::borrow(obj);
+      byIdentity[obj] = v;
+    }
     return v;
   }
   if (PyDict_Check(obj)) {
@@ -147,6 +150,7 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
     v = std::make_shared<Value>();
     v->kind = ValueKind::kDict;
     v->source = source;
+    v->real = PyObjectRef::borrow(obj);
     PyObject *key, *value;  // borrowed refs
     Py_ssize_t pos = 0;
     while (PyDict_Next(obj, &pos, &key, &value)) {
@@ -468,7 +472,13 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(callArgs.get()); ++i) {
       PyObject* a = PyTuple_GET_ITEM(callArgs.get(), i);  // borrowed
       if ((PyObject*)Py_TYPE(a) == api.dtypeType) PyDict_SetItemString(kw.get(), "dtype", a);
+      if (isTensor(a)) {  // x.to(other): other's dtype (and device, tracked separately)
+        PyObjectRef dt = PyObjectRef::steal(checkPy(PyObject_GetAttrString(a, "dtype")));
+        PyDict_SetItemString(kw.get(), "dtype", dt.get());
+      }
     }
+    PyObject* mf = PyDict_GetItemString(exKwargs.get(), "memory_format");  // borrowed
+    if (mf) PyDict_SetItemString(kw.get(), "memory_format", mf);
     PyObject* dt = PyDict_GetItemString(exKwargs.get(), "dtype");  // borrowed
     if (dt) PyDict_SetItemString(kw.get(), "dtype", dt);
     callArgs = metaArgs;
@@ -476,6 +486,19 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     PyObject* self = PyTuple_GET_ITEM(exArgs.get(), 0);  // borrowed
     callable = PyObjectRef::steal(checkPy(PyObject_GetAttrString(self, "to")));
   }
+  // A call with no tensor argument (torch.randn(2), torch.randint ...) runs for real to get its
+  // example: it must not move the random-number generator the program will use.
+  bool anyTensorArg = false;
+  std::function<bool(const ValueRef&)> containsTensor = [&](const ValueRef& v) {
+    if (v->isTensor()) return true;
+    for (const ValueRef& i : v->items)
+      if (i && containsTensor(i)) return true;
+    return false;
+  };
+  for (const ValueRef& a : args) anyTensorArg = anyTensorArg || containsTensor(a);
+  for (const auto& kv : kwargs) anyTensorArg = anyTensorArg || containsTensor(kv.second);
+  PyObjectRef rngState;
+  if (!anyTensorArg) rngState = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.getRngState)));
   PyObjectRef prevGrad = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.isGradEnabled)));
   PyObjectRef setTo = PyObjectRef::steal(checkPy(
       PyObject_CallFunctionObjArgs(api.setGradEnabled, gradEnabled ? Py_True : Py_False, nullptr)));
@@ -491,6 +514,10 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   if (result == nullptr) PyErr_Fetch(&et, &ev, &tb);
   PyObject* restored = PyObject_CallFunctionObjArgs(api.setGradEnabled, prevGrad.get(), nullptr);
   Py_XDECREF(restored);
+  if (rngState) {
+    PyObject* r = PyObject_CallOneArg(api.setRngState, rngState.get());  // new ref
+    Py_XDECREF(r);
+  }
   if (result == nullptr) {
     PyObjectRef msg = PyObjectRef::steal(ev ? PyObject_Str(ev) : nullptr);
     std::string text = msg ? PyUnicode_AsUTF8(msg.get()) : "unknown error";
@@ -578,8 +605,12 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
       for (const PyObjectRef& k : v->keys) keys.push_back(makeConst(k.get()));
       return keys;
     }
-    case ValueKind::kIterator:
-      return std::vector<ValueRef>(v->items.begin() + v->index, v->items.end());
+    case ValueKind::kIterator: {
+      // Consuming an iterator advances it, as in Python (list(it), for x in it, zip(it, ...)).
+      std::vector<ValueRef> rest(v->items.begin() + v->index, v->items.end());
+      v->index = v->items.size();
+      return rest;
+    }
     case ValueKind::kConst: {
       PyObject* o = v->py();
       if (PyTuple_Check(o) || PyUnicode_Check(o) || PyFrozenSet_Check(o)) {

@@ -28,6 +28,9 @@ TorchApi load() {
   api.enableGrad = importAttr("torch", "enable_grad");
   api.setGradEnabled = importAttr("torch._C", "_set_grad_enabled");
   api.isGradEnabled = importAttr("torch", "is_grad_enabled");
+  api.setGradEnabledCm = importAttr("torch", "set_grad_enabled");
+  api.getRngState = importAttr("torch", "get_rng_state");
+  api.setRngState = importAttr("torch", "set_rng_state");
   api.operatorModule = checkPy(PyImport_ImportModule("operator"));
   api.getitem = importAttr("operator", "getitem");
   api.builtinsModule = checkPy(PyImport_ImportModule("builtins"));

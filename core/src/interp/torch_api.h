@@ -27,6 +27,9 @@ struct TorchApi {
   PyObject* enableGrad;       ///< torch.enable_grad (class)
   PyObject* setGradEnabled;   ///< torch._C._set_grad_enabled
   PyObject* isGradEnabled;    ///< torch.is_grad_enabled
+  PyObject* setGradEnabledCm; ///< torch.set_grad_enabled (function and context manager)
+  PyObject* getRngState;      ///< torch.get_rng_state
+  PyObject* setRngState;      ///< torch.set_rng_state
   PyObject* operatorModule;   ///< operator
   PyObject* getitem;          ///< operator.getitem
   PyObject* builtinsModule;   ///< builtins

@@ -163,6 +163,27 @@ SourceLocation Tracer::locationOf(const bc::Instruction& ins) const {
   return loc;
 }
 
+// ---- dict helpers ---------------------------------------------------------------------------
+
+int dictIndex(const ValueRef& d, const PyObjectRef& key) {
+  for (size_t k = 0; k < d->keys.size(); ++k) {
+    int r = PyObject_RichCompareBool(d->keys[k].get(), key.get(), Py_EQ);
+    if (r < 0) throw PythonError{};
+    if (r) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+void setDictItem(const ValueRef& d, const PyObjectRef& key, ValueRef value) {
+  int i = dictIndex(d, key);
+  if (i >= 0) {
+    d->items[i] = std::move(value);  // Python keeps the first key object and the position
+  } else {
+    d->keys.push_back(key);
+    d->items.push_back(std::move(value));
+  }
+}
+
 // ---- stack helpers ----------------------------------------------------------------------------
 
 ValueRef Tracer::pop() {
@@ -236,19 +257,34 @@ ValueRef Tracer::run() {
 }
 
 ValueRef Tracer::loadGlobal(const std::string& name) {
-  // Tracing-time writes to globals are visible to later reads.
-  for (auto it = ctx_.effects.rbegin(); it != ctx_.effects.rend(); ++it)
-    if (it->kind == SideEffect::Kind::kGlobal && it->name == name && parent_ == nullptr)
-      return it->value;
-  PyObject* v = PyDict_GetItemString(globals_, name.c_str());  // borrowed ref
-  if (v != nullptr) {
-    if (parent_ == nullptr) return ctx_.wrap(v, Source::global(name));
-    // Globals of an inlined function from another module: reached through the function.
-    return ctx_.wrap(v, Source{});
+  // Globals of the frame being compiled are reached as G['name']; an inlined function from
+  // another module reads its own module's globals dict, held by the source. Either way the value
+  // is guarded, and writes made earlier in this trace are seen.
+  const bool rootGlobals = globals_ == ctx_.frame().globals;
+  if (rootGlobals) {
+    for (auto it = ctx_.effects.rbegin(); it != ctx_.effects.rend(); ++it)
+      if (it->kind == SideEffect::Kind::kGlobal && it->name == name) return it->value;
   }
-  v = PyDict_GetItemString(builtins_, name.c_str());  // borrowed ref
-  if (v != nullptr) return ctx_.wrap(v, parent_ == nullptr ? Source::builtin(name) : Source{});
+  PyObjectRef key = PyObjectRef::steal(checkPy(PyUnicode_FromString(name.c_str())));
+  PyObject* v = PyDict_GetItemWithError(globals_, key.get());  // borrowed ref
+  if (v == nullptr && PyErr_Occurred()) throw PythonError{};
+  if (v != nullptr) {
+    if (rootGlobals) return ctx_.wrap(v, Source::global(name));
+    return ctx_.wrap(v, Source::item(moduleGlobalsSource(globals_), key.get()));
+  }
+  v = PyDict_GetItemWithError(builtins_, key.get());  // borrowed ref
+  if (v == nullptr && PyErr_Occurred()) throw PythonError{};
+  if (v != nullptr) {
+    if (builtins_ == ctx_.frame().builtins) return ctx_.wrap(v, Source::builtin(name));
+    return ctx_.wrap(v, Source::item(moduleGlobalsSource(builtins_), key.get()));
+  }
   ctx_.breakHere(BreakKind::kUnsupported, "name '" + name + "' is not defined");
+}
+
+Source moduleGlobalsSource(PyObject* globals) {
+  PyObject* modName = PyDict_GetItemString(globals, "__name__");  // borrowed ref
+  std::string display = modName && PyUnicode_Check(modName) ? PyUnicode_AsUTF8(modName) : "<module>";
+  return Source::object(globals, display + ".__dict__");
 }
 
 bool Tracer::truthiness(const ValueRef& v) {
@@ -471,8 +507,11 @@ void Tracer::step(const bc::Instruction& ins) {
       if (kw) {
         if (kw->kind != ValueKind::kDict)
           ctx_.breakHere(BreakKind::kUnsupported, "f(**kwargs) with unknown kwargs");
-        for (size_t k = 0; k < kw->keys.size(); ++k)
+        for (size_t k = 0; k < kw->keys.size(); ++k) {
+          if (!PyUnicode_Check(kw->keys[k].get()))
+            ctx_.breakHere(BreakKind::kException, "keywords must be strings");
           kwargs.emplace_back(PyUnicode_AsUTF8(kw->keys[k].get()), kw->items[k]);
+        }
       }
       if (!maybeNull->isNull()) args.insert(args.begin(), maybeNull);
       push(callValue(*this, fn, std::move(args), std::move(kwargs)));
@@ -589,28 +628,15 @@ void Tracer::step(const bc::Instruction& ins) {
         if (k < 0 || k >= static_cast<Py_ssize_t>(obj->items.size()))
           ctx_.breakHere(BreakKind::kException, "list index out of range");
         obj->items[k] = v;
-        if (obj->source) {
+        if (obj->external()) {
           obj->mutated = true;
           ctx_.effects.push_back({SideEffect::Kind::kListContents, obj, "", -1, nullptr});
         }
         return;
       }
       if (obj->kind == ValueKind::kDict && key) {
-        bool replaced = false;
-        for (size_t k = 0; k < obj->keys.size(); ++k) {
-          int r = PyObject_RichCompareBool(obj->keys[k].get(), key.get(), Py_EQ);
-          if (r < 0) throw PythonError{};
-          if (r) {
-            obj->items[k] = v;
-            replaced = true;
-            break;
-          }
-        }
-        if (!replaced) {
-          obj->keys.push_back(key);
-          obj->items.push_back(v);
-        }
-        if (obj->source) {
+        setDictItem(obj, key, v);
+        if (obj->external()) {
           obj->mutated = true;
           ctx_.effects.push_back({SideEffect::Kind::kDictContents, obj, "", -1, nullptr});
         }
@@ -638,8 +664,7 @@ void Tracer::step(const bc::Instruction& ins) {
       for (int k = 0; k < arg; ++k) {
         PyObjectRef key = concrete(kv[2 * k]);
         if (!key) ctx_.breakHere(BreakKind::kUnsupported, "dict with a non-constant key");
-        d->keys.push_back(key);
-        d->items.push_back(kv[2 * k + 1]);
+        setDictItem(d, key, kv[2 * k + 1]);
       }
       push(d);
       return;
@@ -650,8 +675,7 @@ void Tracer::step(const bc::Instruction& ins) {
       ValueRef d = std::make_shared<Value>();
       d->kind = ValueKind::kDict;
       for (int k = 0; k < arg; ++k) {
-        d->keys.push_back(PyObjectRef::borrow(PyTuple_GET_ITEM(keys->py(), k)));
-        d->items.push_back(vals[k]);
+        setDictItem(d, PyObjectRef::borrow(PyTuple_GET_ITEM(keys->py(), k)), vals[k]);
       }
       push(d);
       return;
@@ -660,7 +684,7 @@ void Tracer::step(const bc::Instruction& ins) {
       ValueRef v = pop();
       ValueRef& list = top(arg);
       list->items.push_back(v);
-      if (list->source) {
+      if (list->external()) {
         list->mutated = true;
         ctx_.effects.push_back({SideEffect::Kind::kListContents, list, "", -1, nullptr});
       }
@@ -685,8 +709,7 @@ void Tracer::step(const bc::Instruction& ins) {
       ValueRef& d = top(arg);
       PyObjectRef key = concrete(k);
       if (!key) ctx_.breakHere(BreakKind::kUnsupported, "dict comprehension with a non-constant key");
-      d->keys.push_back(key);
-      d->items.push_back(v);
+      setDictItem(d, key, v);
       return;
     }
     case DICT_UPDATE:
@@ -696,8 +719,9 @@ void Tracer::step(const bc::Instruction& ins) {
       if (v->kind != ValueKind::kDict)
         ctx_.breakHere(BreakKind::kUnsupported, "dict update from " + describe(*v));
       for (size_t k = 0; k < v->keys.size(); ++k) {
-        d->keys.push_back(v->keys[k]);
-        d->items.push_back(v->items[k]);
+        if (op == DICT_MERGE && dictIndex(d, v->keys[k]) >= 0)
+          ctx_.breakHere(BreakKind::kException, "duplicate keyword argument in **kwargs");
+        setDictItem(d, v->keys[k], v->items[k]);
       }
       return;
     }
@@ -718,6 +742,10 @@ void Tracer::step(const bc::Instruction& ins) {
     }
     case GET_ITER: {
       ValueRef v = pop();
+      if (v->kind == ValueKind::kIterator) {  // iter(it) is it
+        push(v);
+        return;
+      }
       ValueRef it = std::make_shared<Value>();
       it->kind = ValueKind::kIterator;
       it->items = iterateValue(ctx_, v);
@@ -862,8 +890,15 @@ void Tracer::step(const bc::Instruction& ins) {
       // Push the __exit__ callable (restores the previous mode) and the __enter__ result.
       ValueRef exit = std::make_shared<Value>();
       exit->kind = ValueKind::kGradMode;
-      exit->flag = ctx_.gradEnabled;
       exit->name = "__exit__";
+      if (mgr->name == "set_grad_enabled") {
+        // Already switched by the constructor; __exit__ restores the mode from before it.
+        exit->flag = mgr->index == 1;
+        push(exit);
+        push(makeConst(Py_None));
+        return;
+      }
+      exit->flag = ctx_.gradEnabled;
       ValueRef enterFn = std::make_shared<Value>(*mgr);
       enterFn->name = "__enter__";
       push(exit);
@@ -908,10 +943,12 @@ void Tracer::doBinary(int nbOp) {
   PyObject* fn = binaryOperator(nbOp, &name);  // borrowed ref
   DYNAMO_INTERNAL_ASSERT(fn != nullptr, "unknown BINARY_OP ", nbOp);
   // In-place operators on immutable Python values behave like the plain ones.
+  if (nbOp >= 13 && (a->kind == ValueKind::kList || a->kind == ValueKind::kDict) && nbOp != 13)
+    ctx_.breakHere(BreakKind::kUnsupported, "in-place operator on a " + describe(*a));
   if (nbOp >= 13 && !a->isTensor() && a->kind != ValueKind::kList) fn = binaryOperator(nbOp - 13, &name);
   if (nbOp >= 13 && a->kind == ValueKind::kList && name == "iadd") {
     for (ValueRef& item : iterateValue(ctx_, b)) a->items.push_back(item);
-    if (a->source) {
+    if (a->external()) {
       a->mutated = true;
       ctx_.effects.push_back({SideEffect::Kind::kListContents, a, "", -1, nullptr});
     }
@@ -969,6 +1006,7 @@ void Tracer::doMakeFunction(int flags) {
     fn->items = iterateValue(ctx_, defaults);
   }
   fn->name = PyUnicode_AsUTF8(reinterpret_cast<PyCodeObject*>(fn->py())->co_qualname);
+  fn->globals = PyObjectRef::borrow(globals_);
   push(fn);
 }
 

@@ -198,6 +198,14 @@ class Tracer {
   std::vector<ValueRef> yields_;
 };
 
+/// Index of `key` among a kDict's keys, or -1 (Python equality).
+int dictIndex(const ValueRef& d, const PyObjectRef& key);
+/// d[key] = value on a kDict: replaces an equal key in place, else appends.
+void setDictItem(const ValueRef& d, const PyObjectRef& key, ValueRef value);
+
+/// The source of another module's globals dict (a held object), for globals read by inlined code.
+Source moduleGlobalsSource(PyObject* globals);
+
 /// Calls `fn` with `args`/`kwargs` symbolically from `tracer` (inlining user code, recording torch
 /// ops, evaluating builtins on constants). tracer_calls.cpp.
 ValueRef callValue(Tracer& tracer, const ValueRef& fn, std::vector<ValueRef> args,

@@ -47,7 +47,7 @@ ValueRef containerMethod(const ValueRef& self, const std::string& name) {
 
 const char* kTensorConstAttrs[] = {"dtype", "ndim", "requires_grad", "is_sparse", "layout",
                                    "is_quantized", "is_complex", "is_floating_point",
-                                   "is_leaf", "is_nested", "is_mkldnn"};
+                                   "is_nested", "is_mkldnn"};
 
 ValueRef tensorAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
   CompileContext& ctx = tr.ctx();
@@ -78,7 +78,7 @@ ValueRef tensorAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     PyObjectRef n = PyObjectRef::steal(checkPy(PyUnicode_FromString(name.c_str())));
     return ctx.recordCall(getattrFn.get(), "", {v, makeConst(n.get())}, {});
   }
-  if (name == "grad" || name == "grad_fn" || name == "_version")
+  if (name == "grad" || name == "grad_fn" || name == "_version" || name == "is_leaf")
     ctx.breakHere(BreakKind::kUnsupportedAttribute, "tensor attribute ." + name);
   PyObject* attr = PyObject_GetAttrString(torchApi().tensorType, name.c_str());  // new ref
   if (attr == nullptr) {

@@ -311,7 +311,7 @@ ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name
                        std::vector<ValueRef> args, Kw kwargs) {
   CompileContext& ctx = tr.ctx();
   auto mutated = [&] {
-    if (self->source) {
+    if (self->external()) {
       self->mutated = true;
       ctx.effects.push_back({self->kind == ValueKind::kList ? SideEffect::Kind::kListContents
                                                             : SideEffect::Kind::kDictContents,
@@ -338,12 +338,14 @@ ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name
       mutated();
       return makeConst(Py_None);
     }
-    if (name == "pop" && self->items.size() > 0) {
+    if (name == "pop" && self->items.size() > 0 && (args.empty() || (args[0]->isConst() && PyLong_Check(args[0]->py())))) {
       Py_ssize_t i = static_cast<Py_ssize_t>(self->items.size()) - 1;
-      if (!args.empty() && args[0]->isConst()) {
+      if (!args.empty()) {
         i = PyLong_AsSsize_t(args[0]->py());
         if (i < 0) i += static_cast<Py_ssize_t>(self->items.size());
       }
+      if (i < 0 || i >= static_cast<Py_ssize_t>(self->items.size()))
+        ctx.breakHere(BreakKind::kException, "pop index out of range");
       ValueRef v = self->items.at(static_cast<size_t>(i));
       self->items.erase(self->items.begin() + i);
       mutated();
@@ -466,10 +468,14 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
     return foldOrBreak(ctx, fn, args, kwargs);
   }
   if (name == "type" && args.size() == 1) return typeOf(ctx, args[0]);
+  if ((name == "getattr" || name == "hasattr" || name == "setattr") && args.size() >= 2 &&
+      !(args[1]->isConst() && PyUnicode_Check(args[1]->py())))
+    ctx.breakHere(BreakKind::kException, name + "(): attribute name must be a string");
   if (name == "getattr" && (args.size() == 2 || args.size() == 3) && args[1]->isConst()) {
     std::string attr = PyUnicode_AsUTF8(args[1]->py());
     if (args.size() == 3 && (args[0]->kind == ValueKind::kObject)) {
       int has = PyObject_HasAttrString(args[0]->py(), attr.c_str());
+      if (args[0]->source) ctx.guard(args[0]->source, makeHasAttr(attr, has != 0));
       if (!has) return args[2];
     }
     return getAttr(tr, args[0], attr);
@@ -592,10 +598,19 @@ ValueRef callNamedTuple(CompileContext& ctx, PyObject* cls, std::vector<ValueRef
   PyErr_Clear();
   Py_ssize_t n = PyTuple_GET_SIZE(fields.get());
   std::vector<ValueRef> items(static_cast<size_t>(n));
-  for (size_t i = 0; i < args.size() && static_cast<Py_ssize_t>(i) < n; ++i) items[i] = args[i];
-  for (auto& [k, v] : kwargs)
+  if (static_cast<Py_ssize_t>(args.size()) > n)
+    ctx.breakHere(BreakKind::kException, "namedtuple called with too many arguments");
+  for (size_t i = 0; i < args.size(); ++i) items[i] = args[i];
+  for (auto& [k, v] : kwargs) {
+    bool known = false;
     for (Py_ssize_t i = 0; i < n; ++i)
-      if (k == PyUnicode_AsUTF8(PyTuple_GET_ITEM(fields.get(), i))) items[i] = v;
+      if (k == PyUnicode_AsUTF8(PyTuple_GET_ITEM(fields.get(), i))) {
+        if (items[i]) ctx.breakHere(BreakKind::kException, "namedtuple got multiple values for " + k);
+        items[i] = v;
+        known = true;
+      }
+    if (!known) ctx.breakHere(BreakKind::kException, "namedtuple got an unexpected keyword " + k);
+  }
   for (Py_ssize_t i = 0; i < n; ++i) {
     if (items[i]) continue;
     PyObject* d = defaults ? PyDict_GetItem(defaults.get(), PyTuple_GET_ITEM(fields.get(), i)) : nullptr;
@@ -623,28 +638,49 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
     return g;
   }
   if (fn == api.isGradEnabled) return makeConst(ctx.gradEnabled ? Py_True : Py_False);
+  if (fn == api.setGradEnabledCm) {
+    // torch.set_grad_enabled(mode) switches at once; as a context manager it switches back on exit.
+    if (args.size() != 1 || !args[0]->isConst() || !PyBool_Check(args[0]->py()))
+      ctx.breakHere(BreakKind::kUnsupported, "torch.set_grad_enabled with a non-constant mode");
+    bool mode = args[0]->py() == Py_True;
+    auto g = std::make_shared<Value>();
+    g->kind = ValueKind::kGradMode;
+    g->name = "set_grad_enabled";
+    g->flag = mode;
+    g->index = ctx.gradEnabled ? 1 : 0;  // the mode to restore on __exit__
+    if (ctx.gradEnabled != mode) ctx.recordCall(api.setGradEnabled, "", {args[0]}, {});
+    ctx.gradEnabled = mode;
+    return g;
+  }
   if (fn == api.setGradEnabled && args.size() == 1 && args[0]->isConst()) {
     ctx.gradEnabled = args[0]->py() == Py_True;
     ctx.recordCall(fn, "", args, {});
     return makeConst(Py_None);
   }
   if (isModule(fn)) return callModule(tr, fnValue, std::move(args), std::move(kwargs));
+  if (std::string(Py_TYPE(fn)->tp_name) == "dynamo.CompiledFunction") {
+    // dynamo.compile(g) called from traced code is traced through; dynamo.disable(g) is not.
+    PyObjectRef mode = PyObjectRef::steal(checkPy(PyObject_GetAttrString(fn, "_dynamo_mode")));
+    if (PyLong_AsLong(mode.get()) != 2)
+      ctx.breakHere(BreakKind::kUnsupportedCall, "call to a function wrapped with dynamo.disable or dynamo.run");
+    PyObjectRef orig = PyObjectRef::steal(checkPy(PyObject_GetAttrString(fn, "_dynamo_orig")));
+    return callObject(tr, makeObject(orig.get()), std::move(args), std::move(kwargs));
+  }
 
   std::string mod = moduleOf(fn);
   std::string name = callableName(fn);
   if (isModuleName(mod, "logging") || isModuleName(mod, "warnings"))
     ctx.breakHere(BreakKind::kLogging, "call to " + mod + "." + name + "()");
-  // torch helpers that are constant while capturing.
-  if (mod == "torch.jit._script" || mod == "torch._jit_internal" || mod == "torch.jit") {
-    if (name == "is_scripting" || name == "is_tracing") return makeConst(Py_False);
-  }
-  if (name == "_get_tracing_state") return makeConst(Py_None);
-  if (name == "is_fx_tracing") return makeConst(Py_False);
-  if (name == "_log_api_usage_once") return makeConst(Py_None);
-  if (mod == "torch.overrides" && (name == "has_torch_function" || name == "has_torch_function_unary" ||
-                                   name == "has_torch_function_variadic"))
+  // torch helpers that are constant while capturing (only torch's own, by module).
+  const bool fromTorch = mod == "torch" || mod.rfind("torch.", 0) == 0 || mod.rfind("torch._C", 0) == 0;
+  if (fromTorch && (mod == "torch.jit._script" || mod == "torch._jit_internal" || mod == "torch.jit") &&
+      (name == "is_scripting" || name == "is_tracing"))
     return makeConst(Py_False);
-  if (name == "has_torch_function" || name == "has_torch_function_unary" || name == "has_torch_function_variadic")
+  if (fromTorch && name == "_get_tracing_state") return makeConst(Py_None);
+  if (fromTorch && name == "is_fx_tracing") return makeConst(Py_False);
+  if ((fromTorch || mod.rfind("torchvision", 0) == 0) && name == "_log_api_usage_once") return makeConst(Py_None);
+  if (fromTorch && (name == "has_torch_function" || name == "has_torch_function_unary" ||
+                    name == "has_torch_function_variadic"))
     return makeConst(Py_False);
   if ((mod == "torch" || mod == "torch.functional") && (name == "is_tensor")) {
     return makeConst(!args.empty() && args[0]->isTensor() ? Py_True : Py_False);
@@ -746,8 +782,8 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
     }
     case ValueKind::kFunction: {
       PyCodeObject* code = (PyCodeObject*)fn->py();  // borrowed ref
-      return inlineCode(tr, code, tr.globals(), fn->items, fn->kwdefaults, fn->closure, std::move(args),
-                        std::move(kwargs), fn->name);
+      return inlineCode(tr, code, fn->globals ? fn->globals.get() : tr.globals(), fn->items, fn->kwdefaults,
+                        fn->closure, std::move(args), std::move(kwargs), fn->name);
     }
     case ValueKind::kGradMode: {
       const TorchApi& api = torchApi();

@@ -66,6 +66,8 @@ struct Value {
   PyObjectRef obj;               ///< the constant / object / meta example / function code
   NodeRef node;                  ///< kTensor: the graph node producing it
   PyObjectRef device;            ///< kTensor: the real torch.device (meta examples lose it)
+  PyObjectRef globals;           ///< kFunction: the globals dict of the module that made it
+  PyObjectRef real;              ///< kList/kDict: the real container it stands for, when it is one
   Source source;                 ///< where it came from in the frame, when it did
   std::vector<ValueRef> items;   ///< container elements / slice parts / defaults
   std::vector<PyObjectRef> keys; ///< kDict: constant keys, parallel to items
@@ -81,6 +83,9 @@ struct Value {
   bool isConst() const { return kind == ValueKind::kConst; }
   bool isTensor() const { return kind == ValueKind::kTensor; }
   bool isNull() const { return kind == ValueKind::kNull; }
+  /// A list or dict that exists outside the trace (read from the frame or through objects): its
+  /// mutations are side effects to replay on it.
+  bool external() const { return static_cast<bool>(source) || static_cast<bool>(real); }
   /// Borrowed ref to the Python object of a kConst/kObject value.
   PyObject* py() const { return obj.get(); }
 };

@@ -53,6 +53,7 @@ struct CacheEntry {
   uint64_t id;                        ///< process-unique id, in creation order
   uint64_t hits = 0;                  ///< calls that ran this entry after its guard passed
   std::shared_ptr<void> compilerData; ///< opaque slot for the compiler (graph, backend, ...)
+  uint64_t owner = 0;                 ///< FrameCompiler::ownerId() of its maker; 0: any may use it
 };
 
 /// Counters for profilers, per code object. Reset by reset().
@@ -95,8 +96,10 @@ class CodeState {
   const std::vector<std::string>& lastMissReasons() const { return lastMissReasons_; }
 
   /// Runs the guards in order; the first entry that passes is moved to the front, counted and
-  /// returned. nullptr on a miss. Throws what a guard throws.
-  std::shared_ptr<CacheEntry> lookup(const FrameView& frame);
+  /// returned. nullptr on a miss. Throws what a guard throws. With `owner` set, only entries made
+  /// by that compiler (or by none) qualify: a different backend or fullgraph setting never runs
+  /// another compiler's code.
+  std::shared_ptr<CacheEntry> lookup(const FrameView& frame, uint64_t owner = 0);
   /// Calls every entry's failureReason() (never throws; errors become the text) and records the
   /// result in lastMissReasons().
   const std::vector<std::string>& explainMiss(const FrameView& frame);

@@ -20,6 +20,7 @@
 
 #include <Python.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -54,6 +55,9 @@ class FrameCompiler {
   /// entries and lastMissReasons(). The entry's code must be compatible with frame.code() (see
   /// checkCompatibleCode()). Throw PythonErrorSet (or any C++ exception) to fail the call.
   virtual CompileResult compile(const FrameView& frame, CodeState& state) = 0;
+  /// A process-unique id; the hook runs only entries made by the thread's current compiler (or
+  /// entries with no owner). 0: no ownership (entries of any compiler run).
+  virtual uint64_t ownerId() const { return 0; }
 };
 
 /// The hook's behaviour on one thread.

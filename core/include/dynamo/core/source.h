@@ -44,6 +44,7 @@ enum class SourceKind {
   kAttr,        ///< getattr(base, name)
   kModuleAttr,  ///< attribute of an nn.Module read through the fast path (see planModuleAttr)
   kItem,        ///< base[key] for a constant key (int index, str key, ...)
+  kObject,      ///< a fixed object held by the source (another module's globals dict)
 };
 
 /// Where planModuleAttr found an nn.Module attribute at trace time.
@@ -71,6 +72,9 @@ class Source {
   static Source global(const std::string& name);
   /// A builtin, shown as builtins['name'].
   static Source builtin(const std::string& name);
+  /// A fixed object, e.g. the globals dict of a module whose functions are inlined; shown as
+  /// `display`. obj: borrowed ref (a new ref is kept).
+  static Source object(PyObject* obj, std::string display);
   /// getattr(base, name), shown as base.name.
   static Source attr(const Source& base, const std::string& name);
   /// An nn.Module attribute read through the fast path, shown as base.name. Valid only where
@@ -80,6 +84,8 @@ class Source {
   /// Throws UserError when repr(key) fails.
   static Source item(const Source& base, PyObject* key);
 
+  /// kObject roots: the object (borrowed); NULL otherwise.
+  PyObject* heldObject() const;
   /// Null handle?
   explicit operator bool() const { return node_ != nullptr; }
   SourceKind kind() const;
@@ -87,7 +93,7 @@ class Source {
   const std::string& name() const;
   /// The base source of a step; a null handle for roots (local, global, builtin).
   const Source& base() const;
-  /// Root sources read the frame directly; steps read their base's value.
+  /// Root sources read the frame directly (or hold their object); steps read their base's value.
   bool isRoot() const;
   /// Number of steps from the root (roots: 0).
   int depth() const;
@@ -99,7 +105,8 @@ class Source {
   /// The value, read from the frame: a new ref, or NULL with a Python error set (NameError,
   /// AttributeError, KeyError, IndexError, UnboundLocalError ...).
   PyObject* fetch(const FrameValues& frame) const;
-  /// Roots only: the value read from the frame (new ref, or NULL with a Python error).
+  /// Roots only: the value read from the frame, or the held object (new ref, or NULL with a
+  /// Python error).
   PyObject* fetchRoot(const FrameValues& frame) const;
   /// Steps only: the value reached from the base's value `base` (borrowed). New ref, or NULL with
   /// a Python error.
