@@ -56,15 +56,32 @@ std::string createdLine(const GuardFailureInfo& f, const RenderOptions& o) {
   return f.createdAt.sourceLine.empty() ? out : out + ": " + f.createdAt.sourceLine;
 }
 
+// Recompiles shown per function in the text form (the cache-limit hits always are); the JSON
+// form lists all.
+constexpr int kMaxRecompilesShown = 5;
+
 std::string recompileHeadline(const Recompile& r) {
-  if (r.status == "cache_limit") return "cache_size_limit hit: not compiled; the function runs eagerly from now on";
+  if (r.status == "cache_limit") {
+    std::string out = "cache_size_limit hit: not compiled; the function runs eagerly from now on";
+    return r.eagerRuns < 0 ? out : out + " (then " + plural(r.eagerRuns, "eager run") + ")";
+  }
   if (r.failures.empty()) return "no guard failure recorded";
   return r.failures.front().reason;
 }
 
 void textFunction(std::ostringstream& out, const FunctionProfile& f, const RenderOptions& o) {
   out << "\n" << functionTitle(f, o) << ": " << functionTotals(f, o) << "\n";
+  int shown = 0, hidden = 0;
   for (const Recompile& r : f.recompiles) {
+    if (r.status != "cache_limit" && shown == kMaxRecompilesShown) {
+      ++hidden;
+      continue;
+    }
+    if (hidden > 0) {
+      out << "  ... " << plural(hidden, "more recompile") << " (the JSON form lists all)\n";
+      hidden = 0;
+    }
+    if (r.status != "cache_limit") ++shown;
     out << "  #" << r.attempt << " " << recompileHeadline(r) << "\n";
     if (r.failures.empty()) continue;
     const GuardFailureInfo& first = r.failures.front();
@@ -76,6 +93,7 @@ void textFunction(std::ostringstream& out, const FunctionProfile& f, const Rende
       out << "       + " << plural(static_cast<std::int64_t>(r.failures.size() - 1), "more guard failure")
           << " against older entries\n";
   }
+  if (hidden > 0) out << "  ... " << plural(hidden, "more recompile") << " (the JSON form lists all)\n";
   if (!f.suggestions.empty()) {
     out << "  suggestions:\n";
     for (const Suggestion& s : f.suggestions) {
@@ -155,6 +173,7 @@ void jsonFunction(JsonWriter& w, const FunctionProfile& f, const RenderOptions& 
   w.key("recompiles").value(f.recompileCount());
   w.key("cache_limit_hits").value(f.cacheLimitHits);
   w.key("ran_eagerly_after_cache_limit").value(f.cacheLimitHits > 0);
+  if (f.eagerRuns >= 0) w.key("eager_runs").value(f.eagerRuns);  // counted by profile_recompiles()
   w.key("compile_time_us");
   explain::jsonTime(w, f.compileUs, o);
   w.key("recompile_reasons").beginArray();
@@ -162,6 +181,7 @@ void jsonFunction(JsonWriter& w, const FunctionProfile& f, const RenderOptions& 
     w.beginObject();
     w.key("attempt").value(r.attempt);
     w.key("status").value(r.status);
+    if (r.eagerRuns >= 0) w.key("eager_runs").value(r.eagerRuns);
     w.key("compile_time_us");
     explain::jsonTime(w, r.durationUs, o);
     w.key("failures").beginArray();

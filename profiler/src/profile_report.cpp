@@ -4,9 +4,11 @@
 #include <cctype>
 #include <map>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "dynamo/common/error.h"
+#include "dynamo/explain/render_util.h"
 #include "dynamo/profiler/profile_report.h"
 
 namespace dynamo::profiler {
@@ -146,10 +148,11 @@ void addSuggestions(FunctionProfile& fn) {
   for (const Pattern& p : patterns)
     if (p.attempts.size() >= 2) fn.suggestions.push_back(suggestionFor(p));
   if (fn.cacheLimitHits > 0) {
+    std::string counted = fn.eagerRuns < 0 ? "" : " (" + explain::plural(fn.eagerRuns, "call") + " counted)";
     fn.suggestions.push_back(
         {"cache-limit",
          "hit cache_size_limit with " + std::to_string(fn.entriesAtLimit) +
-             " compiled entries; from then on every call ran eagerly: remove the recompile "
+             " compiled entries; from then on every call ran eagerly" + counted + ": remove the recompile "
              "causes above, or raise dynamo.config.cache_size_limit above " +
              std::to_string(fn.entriesAtLimit),
          {fn.file, fn.firstLine, ""}});
@@ -163,32 +166,68 @@ void addFailure(Recompile& r, GuardFailureInfo info) {
   r.failures.push_back(std::move(info));
 }
 
+// compile id -> calls run eagerly after that cache-limit hit, from the run's newest
+// kEagerRunsArtifact (profile_report.h).
+std::map<RowId, std::int64_t> eagerRunsOf(const TraceReader& reader, RowId runId) {
+  std::map<RowId, std::int64_t> runs;
+  for (const storage::ArtifactRecord& a : reader.artifacts(runId)) {
+    if (a.name != kEagerRunsArtifact) continue;
+    runs.clear();
+    std::istringstream in(a.data);
+    RowId compileId = 0;
+    std::int64_t count = 0;
+    while (in >> compileId >> count) runs[compileId] = count;
+  }
+  return runs;
+}
+
+std::int64_t endOf(const CompileRecord& c) { return c.startTimeUs + c.durationUs; }
+
+// The compiles of `window` (cache-limit hits counted with the entries alive before them,
+// whether compiled in the window or not) and the recompiles among them.
+std::vector<CompileRecord> addCompiles(FunctionProfile& fn, const std::vector<CompileRecord>& compiles,
+                                       const ProfileWindow& window,
+                                       const std::map<RowId, std::int64_t>& eagerRuns) {
+  std::vector<CompileRecord> inWindow;
+  int liveEntries = 0;
+  for (const CompileRecord& c : compiles) {
+    if (c.attempt == 0 && c.status != "cache_limit") liveEntries = 0;
+    bool counted = window.contains(endOf(c));
+    if (c.status == "cache_limit" && counted) {
+      ++fn.cacheLimitHits;
+      fn.entriesAtLimit = liveEntries;
+    }
+    if (c.status == "ok" || c.status == "graph_break") ++liveEntries;
+    if (!counted) continue;
+    inWindow.push_back(c);
+    ++fn.compiles;
+    fn.compileUs += c.durationUs;
+    if (c.attempt == 0 && c.status != "cache_limit") continue;
+    auto eager = eagerRuns.find(c.id);
+    std::int64_t runs = c.status == "cache_limit" && eager != eagerRuns.end() ? eager->second : -1;
+    fn.recompiles.push_back({c.id, c.attempt, c.status, c.durationUs, {}, runs});
+    if (runs >= 0) fn.eagerRuns = std::max<std::int64_t>(fn.eagerRuns, 0) + runs;
+  }
+  return inWindow;
+}
+
 FunctionProfile buildFunction(const TraceReader& reader, const storage::FrameRecord& frame,
-                              const std::vector<CompileRecord>& compiles,
-                              const std::vector<GuardFailureRecord>& failures) {
+                              const std::vector<CompileRecord>& allCompiles,
+                              const std::vector<GuardFailureRecord>& failures,
+                              const ProfileWindow& window,
+                              const std::map<RowId, std::int64_t>& eagerRuns) {
   FunctionProfile fn;
   fn.name = frame.name;
   fn.file = frame.file;
   fn.firstLine = frame.firstLine;
-  int liveEntries = 0;
-  for (const CompileRecord& c : compiles) {
-    ++fn.compiles;
-    fn.compileUs += c.durationUs;
-    if (c.attempt == 0 && c.status != "cache_limit") liveEntries = 0;
-    if (c.status == "cache_limit") {
-      ++fn.cacheLimitHits;
-      fn.entriesAtLimit = liveEntries;
-    }
-    if (c.attempt > 0 || c.status == "cache_limit")
-      fn.recompiles.push_back({c.attempt, c.status, c.durationUs, {}});
-    if (c.status == "ok" || c.status == "graph_break") ++liveEntries;
-  }
+  std::vector<CompileRecord> compiles = addCompiles(fn, allCompiles, window, eagerRuns);
   std::map<RowId, std::vector<storage::GuardRecord>> guardCache;
   for (const GuardFailureRecord& f : failures) {
+    if (!window.contains(f.timeUs)) continue;
     const CompileRecord* c = recompileOf(f, compiles);
     if (c == nullptr) continue;
     for (Recompile& r : fn.recompiles) {
-      if (r.attempt != c->attempt || r.status != c->status) continue;
+      if (r.compileId != c->id) continue;
       GuardFailureInfo info = parseGuardFailure(f.reason);
       completeFromGuard(reader, f, info, guardCache);
       addFailure(r, std::move(info));
@@ -199,21 +238,25 @@ FunctionProfile buildFunction(const TraceReader& reader, const storage::FrameRec
   return fn;
 }
 
-RunProfile buildRun(const TraceReader& reader, const storage::RunRecord& run) {
+RunProfile buildRun(const TraceReader& reader, const storage::RunRecord& run,
+                    const ProfileWindow& window) {
   RunProfile rp;
   rp.run = run;
   std::map<RowId, std::vector<GuardFailureRecord>> failuresByFrame;
   for (const GuardFailureRecord& f : reader.guardFailures(run.id))
     failuresByFrame[f.frameId].push_back(f);
+  std::map<RowId, std::int64_t> eagerRuns = eagerRunsOf(reader, run.id);
   for (const storage::FrameRecord& frame : reader.frames(run.id)) {
     std::vector<CompileRecord> compiles = reader.compilesOfFrame(frame.id);
     if (compiles.empty()) continue;
-    rp.functions.push_back(buildFunction(reader, frame, compiles, failuresByFrame[frame.id]));
-    const FunctionProfile& fn = rp.functions.back();
+    FunctionProfile fn =
+        buildFunction(reader, frame, compiles, failuresByFrame[frame.id], window, eagerRuns);
+    if (fn.compiles == 0) continue;  // compiled outside the window only
     rp.compiles += fn.compiles;
     rp.recompiles += fn.recompileCount();
     rp.cacheLimitHits += fn.cacheLimitHits;
     rp.compileUs += fn.compileUs;
+    rp.functions.push_back(std::move(fn));
   }
   std::stable_sort(rp.functions.begin(), rp.functions.end(),
                    [](const FunctionProfile& a, const FunctionProfile& b) {
@@ -224,11 +267,11 @@ RunProfile buildRun(const TraceReader& reader, const storage::RunRecord& run) {
 
 }  // namespace
 
-ProfileReport buildProfileReport(const TraceReader& reader, RowId runId) {
+ProfileReport buildProfileReport(const TraceReader& reader, RowId runId, const ProfileWindow& window) {
   ProfileReport report;
   report.storePath = reader.path();
   for (const storage::RunRecord& run : reader.runs())
-    if (runId == 0 || run.id == runId) report.runs.push_back(buildRun(reader, run));
+    if (runId == 0 || run.id == runId) report.runs.push_back(buildRun(reader, run, window));
   if (runId != 0 && report.runs.empty()) {
     throw UserError(UserErrorKind::kTraceStore,
                     dynamo::detail::concat("trace store '", reader.path(), "' has no run ", runId),

@@ -33,12 +33,12 @@ def _skip_file_prefixes():
     return sorted(out)
 
 
-def _make_handle(backend, fullgraph):
+def _make_handle(backend, fullgraph, force_codes=()):
     name, fn = backends.lookup(backend)
     native = fn is backends.eager
     return _C._compiler.make(name, None if native else fn, bool(fullgraph),
                              int(config.cache_size_limit), bool(config.suppress_errors), _on_compile,
-                             _skip_file_prefixes(), config.debug_function or "")
+                             _skip_file_prefixes(), config.debug_function or "", tuple(force_codes))
 
 
 class _Context:
@@ -141,7 +141,13 @@ def compile(fn_or_module, backend="eager", fullgraph=False):
         raise _C.UserError(
             f"error: dynamo.compile needs a function or an nn.Module, got {type(fn_or_module).__name__} "
             f"({fn_or_module!r})\n  = hint: pass the function itself, e.g. dynamo.compile(model)")
-    return _wrap(fn_or_module, optimize(backend, nopython=fullgraph))
+    import torch
+    force = ()
+    if isinstance(fn_or_module, torch.nn.Module):
+        # The module's own forward is compiled even when it lives in torch's files (nn.Linear).
+        forward = getattr(type(fn_or_module), "forward", None)
+        force = (forward.__code__,) if hasattr(forward, "__code__") else ()
+    return _wrap(fn_or_module, _Context("compile", _make_handle(backend, fullgraph, force)))
 
 
 def run(fn=None):

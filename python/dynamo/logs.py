@@ -13,12 +13,14 @@ failed guard), ``-name`` turns one off, ``all`` turns all on. The environment va
 import; ``set_logs`` replaces the setting. An unknown name gives one warning listing the valid ones.
 
 A compile listener prints the lines when a compile happens; nothing runs on compiled calls.
+Guard failure reasons are taken apart by the C++ parser that dynamo-profile and
+dynamo.profile_recompiles() use (``dynamo._C._reports.parse_guard_failure``).
 """
 import sys
 import threading
 import warnings
 
-from dynamo import eval_frame
+from dynamo import _C, eval_frame
 from dynamo.utils import short_path
 
 __all__ = ["LOG_NAMES", "set_logs", "enabled", "graph_break_counts", "ENV_VAR"]
@@ -124,31 +126,30 @@ def _graph_break_lines(record):
     return out
 
 
-def reason_entries(reason):
-    """A record's reason text as (reason, created_at) pairs: each reason line with its indented
-    ``(guard created at file:line: source)`` line (``created_at`` "file:line: source", or "")."""
-    out = []
+def guard_failures(reason):
+    """A record's reason text as parsed guard failures, one per failed cache entry (a reason line
+    with its indented continuation lines, e.g. ``(guard created at file:line: source)``), each a
+    dict from the C++ parser the reports use (``dynamo._C._reports.parse_guard_failure``):
+    reason, kind, source, what, dim, expected, seen, created_at ({file, line, source} or None)."""
+    entries = []
     for line in (reason or "").splitlines():
-        text = line.strip()
-        if not text:
+        if not line.strip():
             continue
-        if line[:1].isspace() and out:
-            if text.startswith("(guard created at ") and text.endswith(")"):
-                out[-1] = (out[-1][0], text[len("(guard created at "):-1])
-            else:
-                out[-1] = (out[-1][0] + " " + text, out[-1][1])
+        if line[:1].isspace() and entries:
+            entries[-1] += "\n" + line
         else:
-            out.append((text, ""))
-    return out
+            entries.append(line.strip())
+    return [_C._reports.parse_guard_failure(e) for e in entries]
 
 
-def created_at_text(created, with_source=True):
-    """``file:line: source`` (from reason_entries) with the file shortened; without the source
-    when ``with_source`` is False."""
-    where, sep, source = created.partition(": ")
-    file, _, line = where.rpartition(":")
-    where = f"{short_path(file)}:{line}" if file else where
-    return f"{where}: {source}" if sep and with_source else where
+def created_at_text(failure, with_source=True):
+    """Where a parsed guard failure's guard was created, ``file:line: source`` with the file
+    shortened ("" when unknown); without the source when ``with_source`` is False."""
+    created = failure.get("created_at")
+    if not created:
+        return ""
+    where = _where(created["file"], created["line"])
+    return f"{where}: {created['source']}" if with_source and created["source"] else where
 
 
 def _recompile_lines(record):
@@ -157,23 +158,24 @@ def _recompile_lines(record):
     attempt = int(record.get("attempt") or 0)
     if status == "cache-limit":
         last = (record.get("reason") or "").partition("last reason: ")[2]
-        entries = reason_entries(last)
-        why = _reason_text(entries[0]) if entries else "?"
+        failures = guard_failures(last)
+        why = _reason_text(failures[0]) if failures else "?"
         return [f"{PREFIX} {fn} hit cache_size_limit after {attempt} compiles; it runs eagerly "
                 f"from now on. Last reason: {why}"]
     if status != "compiled" or attempt == 0 or not (record.get("reason") or "").strip():
         return []
-    entries = reason_entries(record["reason"])
-    out = [f"{PREFIX} recompiling {fn}, attempt {attempt}: {_reason_text(entries[0])}"]
+    failures = guard_failures(record["reason"])
+    out = [f"{PREFIX} recompiling {fn}, attempt {attempt}: {_reason_text(failures[0])}"]
     if enabled("recompiles") > 1:
-        for text, created in entries:
-            out.append(f"    - {text}" + (f"  (guard created at {created_at_text(created)})" if created else ""))
+        for f in failures:
+            created = created_at_text(f)
+            out.append(f"    - {f['reason']}" + (f"  (guard created at {created})" if created else ""))
     return out
 
 
-def _reason_text(entry):
-    text, created = entry
-    return f"{text} (guard created at {created_at_text(created, False)})" if created else text
+def _reason_text(failure):
+    created = created_at_text(failure, False)
+    return f"{failure['reason']} (guard created at {created})" if created else failure["reason"]
 
 
 def _block(title, body):

@@ -33,7 +33,7 @@ import warnings
 
 from dynamo import config, eval_frame, trace
 
-__all__ = ["enable", "disable", "is_enabled", "record_compile", "store_status"]
+__all__ = ["enable", "disable", "is_enabled", "record_compile", "record_into", "store_status"]
 
 _lock = threading.Lock()
 _explicit_path = None   # set by enable(path); wins over config.trace_path
@@ -42,7 +42,8 @@ _tried = set()          # (pid, path) pairs this module tried to open (success o
 _started = None         # (pid, writer) of the run that enable() or the listener started
 _warned_internal = False
 
-# Per-run caches, cleared when the run changes.
+# Per-run caches, cleared when the run changes. Keyed by (store path, run id): run ids restart
+# at 1 in each store, and profile_recompiles() records into a fresh temporary store each time.
 _cache_run_id = None
 _frames = {}            # (file, first line, name) -> frame id
 _entries = {}           # frame id -> [(compile id, {guard source: guard id})], newest first
@@ -97,6 +98,30 @@ def disable():
         trace.end_run()
 
 
+def record_into(path):
+    """Record every compile into the trace store at ``path`` until the returned ``restore()`` is
+    called (dynamo.profile_recompiles uses it). Returns ``(writer, restore)``; writer is None when
+    the path cannot be used (one TraceWarning). ``restore()`` closes the run this started (entry
+    hits recorded, flushed) and puts the previous enable()/disable() setting back."""
+    with _lock:
+        saved = (_explicit_path, _off)
+    previous_run = trace._run
+    writer = enable(path)
+    started = writer is not None and writer is not previous_run
+
+    def restore():
+        global _explicit_path, _off, _started
+        if started and trace._run is writer:
+            record_entry_hits(writer)
+            trace.end_run()
+        with _lock:
+            _explicit_path, _off = saved
+            if started and _started is not None and _started[1] is writer:
+                _started = None
+
+    return writer, restore
+
+
 def is_enabled():
     """True while compiles are recorded (a path is set and recording was not disabled)."""
     return not _off and bool(_active_path())
@@ -105,7 +130,7 @@ def is_enabled():
 def record_compile(writer, record):
     """Record one compile record (the listener's dict) through ``writer``; returns the compile
     id. Only enqueues rows."""
-    _reset_caches_for(writer.run_id)
+    _reset_caches_for((writer.path, writer.run_id))
     frame_id = _frame_id(writer, record)
     total_us = _us(record.get("total_ms"))
     end_us = _now_us()
@@ -372,7 +397,7 @@ def record_entry_hits(writer=None):
     """Record the ENTRY_HITS_ARTIFACT for this run now (also done at exit). Returns the
     {compile id: hits} written, or None when there is nothing to record."""
     writer = writer if writer is not None else trace._run
-    if writer is None or writer.run_id != _cache_run_id or not _break_entries:
+    if writer is None or (writer.path, writer.run_id) != _cache_run_id or not _break_entries:
         return None
     hits = _entry_hits(set(_break_entries))
     by_compile = {_break_entries[e]: h for e, h in hits.items()}

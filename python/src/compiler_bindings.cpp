@@ -145,12 +145,18 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   PyObject* listener;
   PyObject* skipPrefixes;
   const char* onlyFunction = "";
-  if (!PyArg_ParseTuple(args, "sOpipOO|s", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
-                        &skipPrefixes, &onlyFunction))
+  PyObject* forceCodes = nullptr;
+  if (!PyArg_ParseTuple(args, "sOpipOO|sO", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
+                        &skipPrefixes, &onlyFunction, &forceCodes))
     return nullptr;
   DYNAMO_PY_TRY
   core::CompilerOptions o;
   o.onlyFunction = onlyFunction;
+  if (forceCodes != nullptr && forceCodes != Py_None) {
+    PyRef codes = PyRef::steal(check(PySequence_Fast(forceCodes, "force_codes must be a sequence of code objects")));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(codes.get()); ++i)
+      o.forceCodes.push_back(core::PyObjectRef::borrow(PySequence_Fast_GET_ITEM(codes.get(), i)));
+  }
   PyRef seq = PyRef::steal(check(PySequence_Fast(skipPrefixes, "skip_file_prefixes must be a sequence of str")));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i)
     o.skipFilePrefixes.push_back(toString(PySequence_Fast_GET_ITEM(seq.get(), i)));

@@ -56,7 +56,7 @@ TEST_CASE("parse: the other reason shapes") {
 namespace {
 
 // f: recompiled for sizes 1..4 (failures at each compile's end time), then a cache-limit hit.
-std::string writeStore(const ScratchDir& dir) {
+std::string writeStore(const ScratchDir& dir, std::int64_t eagerRuns = -1) {
   std::string path = dir.file("profile.db");
   auto w = TraceWriter::open(path, RunRecord{});
   RowId frame = w->recordFrame({0, 0, "/src/m.py", 5, "f"});
@@ -77,6 +77,13 @@ std::string writeStore(const ScratchDir& dir) {
       f.reason = "tensor 'x' size mismatch at dim 0: expected " + std::to_string(attempt) +
                  ", got " + std::to_string(attempt + 1) + " (guard created at /src/m.py:5: def f(x):)";
       w->recordGuardFailure(f);
+    }
+    if (attempt == 4 && eagerRuns >= 0) {  // as dynamo.profile_recompiles() writes it
+      ArtifactRecord a;
+      a.name = kEagerRunsArtifact;
+      a.mediaType = "text/plain";
+      a.data = std::to_string(id) + " " + std::to_string(eagerRuns) + "\n";
+      w->recordArtifact(a);
     }
     t += 10000;
   }
@@ -109,6 +116,71 @@ TEST_CASE("recompiles get their failures, suggestions and the cache-limit hit") 
         "pad or bucket the input to a few sizes; dynamic shapes are not supported yet");
   CHECK(f.suggestions[0].where.line == 5);
   CHECK(f.suggestions[1].id == "cache-limit");
+}
+
+TEST_CASE("a time window keeps its compiles; the alive entries still count at the limit") {
+  ScratchDir dir;
+  auto reader = TraceReader::open(writeStore(dir));
+  // attempt k ends at 1000100 + k * 10000 (the cache-limit hit, attempt 4, at 1040000)
+  ProfileReport since = buildProfileReport(*reader, 0, ProfileWindow{1020000, 0});
+  const FunctionProfile& f = since.runs.at(0).functions.at(0);
+  CHECK(f.compiles == 3);
+  REQUIRE(f.recompiles.size() == 3);
+  CHECK(f.recompiles[0].attempt == 2);
+  CHECK(f.recompiles[0].failures.at(0).expected == "2");
+  CHECK(f.cacheLimitHits == 1);
+  CHECK(f.entriesAtLimit == 4);
+  CHECK(since.runs[0].recompiles == 2);
+  ProfileReport between = buildProfileReport(*reader, 0, ProfileWindow{1020000, 1030100});
+  CHECK(between.runs.at(0).functions.at(0).compiles == 2);
+  CHECK(between.runs[0].cacheLimitHits == 0);
+  ProfileReport none = buildProfileReport(*reader, 0, ProfileWindow{2000000, 0});
+  CHECK(none.runs.at(0).functions.empty());
+}
+
+TEST_CASE("eager runs after the cache-limit hit come from the artifact") {
+  ScratchDir dir;
+  auto reader = TraceReader::open(writeStore(dir, 3));
+  ProfileReport report = buildProfileReport(*reader);
+  const FunctionProfile& f = report.runs.at(0).functions.at(0);
+  CHECK(f.eagerRuns == 3);
+  CHECK(f.recompiles.at(3).eagerRuns == 3);
+  CHECK(f.recompiles[0].eagerRuns == -1);
+  CHECK(f.suggestions.at(1).message ==
+        "hit cache_size_limit with 4 compiled entries; from then on every call ran eagerly (3 calls "
+        "counted): remove the recompile causes above, or raise dynamo.config.cache_size_limit above 4");
+  RenderOptions masked{true, ""};
+  CHECK(renderProfile(report, Format::kText, masked)
+            .find("  #4 cache_size_limit hit: not compiled; the function runs eagerly from now on (then 3 "
+                  "eager runs)\n") != std::string::npos);
+  CHECK(renderProfile(report, Format::kJson, masked).find("\"eager_runs\": 3") != std::string::npos);
+  // Without the artifact (dynamo-profile over a DYNAMO_TRACE run) nothing is claimed.
+  ScratchDir plain;
+  auto other = TraceReader::open(writeStore(plain));
+  ProfileReport uncounted = buildProfileReport(*other);
+  CHECK(uncounted.runs.at(0).functions.at(0).eagerRuns == -1);
+  CHECK(renderProfile(uncounted, Format::kJson, masked).find("eager_runs\"") == std::string::npos);
+}
+
+TEST_CASE("the text form shows five recompiles and counts the rest") {
+  ScratchDir dir;
+  std::string path = dir.file("many.db");
+  auto w = TraceWriter::open(path, RunRecord{});
+  RowId frame = w->recordFrame({0, 0, "/src/m.py", 5, "f"});
+  for (int attempt = 0; attempt <= 8; ++attempt) {
+    CompileRecord c;
+    c.frameId = frame;
+    c.attempt = attempt;
+    c.status = attempt == 8 ? "cache_limit" : "ok";
+    c.startTimeUs = 1000000 + attempt * 10000;
+    w->recordCompile(c);
+  }
+  w->close();
+  auto reader = TraceReader::open(path);
+  std::string text = renderProfile(buildProfileReport(*reader), Format::kText, RenderOptions{true, ""});
+  CHECK(text.find("  #5 no guard failure recorded\n  ... 2 more recompiles (the JSON form lists all)\n"
+                  "  #8 cache_size_limit hit") != std::string::npos);
+  CHECK(text.find("#6 ") == std::string::npos);
 }
 
 TEST_CASE("profile renderers and policy") {

@@ -298,3 +298,138 @@ def test_in_place_operators_on_dicts_and_lists_mutate():
     de, le, dc, lc = {"a": 1}, [1], {"a": 1}, [1]
     assert torch.equal(dynamo.compile(f)(X, dc, lc), f(X, de, le))
     assert dc == de and lc == le
+
+
+def test_output_shapes_that_depend_on_values_are_not_baked_in():
+    import torch.nn.functional as F
+
+    def f(idx):
+        y = F.one_hot(idx)
+        return y.sum() * y.shape[-1] + torch.bincount(idx).shape[0]
+
+    dynamo.reset()
+    c = dynamo.compile(f)
+    for idx in (torch.tensor([0, 3]), torch.tensor([1, 6])):
+        assert torch.equal(c(idx), f(idx))
+
+
+def test_module_container_truth_and_len_follow_changes():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList()
+
+        def forward(self, x):
+            return (x + 1 if self.layers else x - 1) * len(self.layers)
+
+    m = M()
+    dynamo.reset()
+    c = dynamo.compile(m)
+    assert torch.equal(c(X), m(X))
+    m.layers.append(torch.nn.Identity())
+    assert torch.equal(c(X), m(X))
+
+
+def test_compile_a_torch_module_directly():
+    rec = []
+    dynamo.add_compile_listener(rec.append)
+    try:
+        dynamo.reset()
+        lin = torch.nn.Linear(2, 2)
+        c = dynamo.compile(lin, fullgraph=True)
+        assert torch.equal(c(torch.ones(1, 2)), lin(torch.ones(1, 2)))
+    finally:
+        dynamo.remove_compile_listener(rec.append)
+    assert [r["status"] for r in rec] == ["compiled"] and rec[0]["function"] == "Linear.forward"
+
+
+def test_containers_keep_identity_when_stored_twice_or_across_a_break():
+    import contextlib
+    import io
+
+    def f(x, out):
+        a = [x]
+        out["a"] = a
+        out["b"] = a
+        return a
+
+    def k(x):
+        a = []
+        b = a
+        print("", end="")
+        a.append(1)
+        return x * len(b)
+
+    dynamo.reset()
+    o = {}
+    r = dynamo.compile(f)(X, o)
+    assert o["a"] is o["b"] and r is o["a"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert torch.equal(dynamo.compile(k)(X), k(X))
+
+
+def test_enum_and_numeric_subclass_inputs_are_guarded_by_value():
+    import enum
+
+    class Mode(enum.Enum):
+        A = 1
+        B = 2
+
+    class MyFloat(float):
+        pass
+
+    def f(x, m, s):
+        return (x + 1 if m == Mode.A else x - 1) * float(s)
+
+    dynamo.reset()
+    c = dynamo.compile(f)
+    assert torch.equal(c(X, Mode.A, MyFloat(2.0)), f(X, Mode.A, MyFloat(2.0)))
+    assert torch.equal(c(X, Mode.B, MyFloat(3.0)), f(X, Mode.B, MyFloat(3.0)))
+
+
+def test_identity_between_two_inputs():
+    class C:
+        pass
+
+    def f(x, a, b):
+        return x + 1 if a is b else x - 1
+
+    def g(x, y):
+        return x + 1 if x is y else x - 1
+
+    dynamo.reset()
+    cf, cg = dynamo.compile(f), dynamo.compile(g)
+    c1, c2 = C(), C()
+    assert torch.equal(cf(X, c1, c2), f(X, c1, c2))
+    assert torch.equal(cf(X, c1, c1), f(X, c1, c1))
+    assert torch.equal(cg(X, X), g(X, X))
+
+
+def test_property_setter_is_respected():
+    class Q:
+        @property
+        def v(self):
+            return self._v
+
+        @v.setter
+        def v(self, val):
+            self._v = val * 2
+
+    def q(x, o):
+        o.v = 5
+        return x * o.v
+
+    dynamo.reset()
+    o1, o2 = Q(), Q()
+    assert torch.equal(dynamo.compile(q)(X, o1), q(X, o2))
+    assert o1._v == o2._v == 10
+
+
+def test_forward_hook_added_after_compiling_runs():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    dynamo.reset()
+    c = dynamo.compile(m)
+    x = torch.ones(1, 2)
+    c(x)
+    m[1].register_forward_hook(lambda mod, i, o: o * 10)
+    assert torch.equal(c(x), m(x))

@@ -1,16 +1,21 @@
-"""dynamo.profile_recompiles() (python/dynamo/profiling.py) and dynamo.utils.compile_times(): the
-recompile reasons name the guard kind, the source, expected and seen values and the user line;
-the suggestions for a changing size, a varying int argument, a rebound global and the cache
-limit; the eager runs after the limit; the compile-time tables."""
+"""dynamo.profile_recompiles() (python/dynamo/profiling.py, rendered by the C++ recompile report
+over a trace store) and dynamo.utils.compile_times(): the recompile reasons name the guard kind,
+the source, the dim, expected and seen values and the user line; the suggestions for a changing
+size, a varying int argument, a rebound global and the cache limit; the eager runs after the
+limit; the temporary store and an existing one; the compile-time tables."""
 import csv
+import gc
 import inspect
 import io
+import os
 import warnings
 
 import pytest
 import torch
 
 import dynamo
+import dynamo.recording
+from dynamo import _C
 
 SCALE = 1.0
 
@@ -40,7 +45,12 @@ def _reset():
 
 
 def _function(prof, name):
-    return next(f for f in prof.summary() if f["function"] == name)
+    return next(f for f in prof.summary() if f["name"] == name)
+
+
+def _failure(fn, index):
+    """The first (newest entry's) parsed guard failure of recompile `index`."""
+    return fn["recompile_reasons"][index]["failures"][0]
 
 
 def test_size_change_reason_and_suggestion():
@@ -49,17 +59,23 @@ def test_size_change_reason_and_suggestion():
         for n in (2, 3, 4):
             f(torch.ones(n, 3))
     s = _function(prof, "by_size")
-    assert s["compiles"] == 3 and len(s["recompiles"]) == 2
-    fl = s["recompiles"][0]["failures"][0]
-    assert (fl.kind, fl.source, fl.dim, fl.expected, fl.got) == ("TENSOR_MATCH", "x", 0, "2", "3")
-    assert fl.created == f"{__file__}:{_line(by_size, 'def by_size')}: def by_size(x):"
+    assert (s["compiles"], s["recompiles"], s["cache_limit_hits"]) == (3, 2, 0)
+    fl = _failure(s, 0)
+    assert (fl["guard_kind"], fl["source"], fl["property"], fl["dim"], fl["expected"], fl["seen"]) == \
+        ("TENSOR_MATCH", "x", "size", 0, "2", "3")
+    line = _line(by_size, "def by_size")
+    assert fl["created_at"] == {"file": s["file"], "line": line, "source_line": "def by_size(x):"}
+    assert s["file"] in (__file__, "test_profile_api.py", os.path.relpath(__file__))
     text = prof.report()
-    assert "recompile 1: [TENSOR_MATCH] tensor 'x' size mismatch at dim 0: expected 2, got 3\n" in text
-    assert f"guard created at test_profile_api.py:{_line(by_size, 'def by_size')}: def by_size(x):" in text \
-        or f"guard created at {__file__}:{_line(by_size, 'def by_size')}: def by_size(x):" in text
-    assert "recompile 2: [TENSOR_MATCH] tensor 'x' size mismatch at dim 0: expected 3, got 4 (and 1 older entry)" in text
-    assert ("- dim 0 of tensor 'x' changed in 2 recompiles (sizes 2, 3, 4): sizes are specialised, "
-            "so every new size compiles again. Pad or bucket the input") in text
+    assert ("  #1 tensor 'x' size mismatch at dim 0: expected 2, got 3\n"
+            "       guard TENSOR_MATCH on x (size at dim 0): expected 2, seen 3\n"
+            f"       created at {s['file']}:{line}: def by_size(x):\n") in text
+    assert ("  #2 tensor 'x' size mismatch at dim 0: expected 3, got 4\n"
+            "       guard TENSOR_MATCH on x (size at dim 0): expected 3, seen 4\n"
+            f"       created at {s['file']}:{line}: def by_size(x):\n"
+            "       + 1 more guard failure against older entries\n") in text
+    assert ("    - tensor 'x' changes size at dim 0 from call to call (2 recompiles; sizes seen: 2, 3, 4): "
+            f"pad or bucket the input to a few sizes; dynamic shapes are not supported yet [{s['file']}:{line}]\n") in text
 
 
 def test_varying_int_argument_suggestion():
@@ -67,12 +83,16 @@ def test_varying_int_argument_suggestion():
     with dynamo.profile_recompiles() as prof:
         for n in (1, 2, 3):
             f(torch.ones(2), n)
-    fl = _function(prof, "by_int")["recompiles"][1]["failures"][0]
-    assert (fl.kind, fl.source, fl.expected, fl.got) == ("EQUALS_MATCH", "n", "2", "3")
+    s = _function(prof, "by_int")
+    fl = _failure(s, 1)
+    assert (fl["guard_kind"], fl["source"], fl["property"], fl["expected"], fl["seen"]) == \
+        ("EQUALS_MATCH", "n", "value", "2", "3")
+    line = _line(by_int, "def by_int")
+    assert fl["created_at"]["line"] == line and fl["created_at"]["source_line"] == "def by_int(x, n):"
     text = prof.report()
-    assert "recompile 1: [EQUALS_MATCH] 'n' changed: expected 1, got 2\n" in text
-    assert ("- the Python number 'n' varied in 2 recompiles (values 1, 2, 3): each value is a "
-            "constant of its own graph. Pass it as a tensor (torch.tensor(n))") in text
+    assert "  #1 'n' changed: expected 1, got 2\n       guard EQUALS_MATCH on n (value): expected 1, seen 2\n" in text
+    assert ("    - Python int 'n' varies from call to call (2 recompiles; values seen: 1, 2, 3): pass it as a "
+            "tensor (torch.tensor(n)) or hoist it out of the compiled function") in text
 
 
 def test_rebound_global_suggestion_and_cache_limit():
@@ -86,27 +106,81 @@ def test_rebound_global_suggestion_and_cache_limit():
                 SCALE = float(i)
                 f(torch.ones(2))
     s = _function(prof, "by_global")
-    assert s["compiles"] == limit
-    fl = s["recompiles"][0]["failures"][0]
-    assert (fl.kind, fl.source, fl.expected, fl.got) == ("EQUALS_MATCH", "G['SCALE']", "0.0", "1.0")
-    assert fl.created.endswith(f":{_line(by_global, 'x * SCALE')}: return x * SCALE")
-    assert s["cache_limit"]["after_compiles"] == limit
-    assert s["cache_limit"]["eager_runs"] == 3
+    # compile attempts: `limit` compiled, then the one refused by the cache limit
+    assert (s["compiles"], s["recompiles"], s["cache_limit_hits"]) == (limit + 1, limit - 1, 1)
+    fl = _failure(s, 0)
+    assert (fl["guard_kind"], fl["source"], fl["expected"], fl["seen"]) == ("EQUALS_MATCH", "G['SCALE']", "0.0", "1.0")
+    line = _line(by_global, "x * SCALE")
+    assert (fl["created_at"]["line"], fl["created_at"]["source_line"]) == (line, "return x * SCALE")
+    hit = s["recompile_reasons"][-1]
+    assert (hit["status"], hit["eager_runs"]) == ("cache_limit", 3)
+    assert s["eager_runs"] == 3
     text = prof.report()
-    assert f"Recompile profile: 1 function, {limit} compiles, {limit - 1} recompiles, 1 hit cache_size_limit" in text
-    assert f"cache_size_limit hit after {limit} compiles; then 3 eager runs\n" in text
-    assert f"last reason: [EQUALS_MATCH] 'G['SCALE']' changed: expected {limit - 1.0}, got {float(limit)}" in text
-    assert f"- the global 'SCALE' was rebound in {limit - 1} recompiles (values 0.0, 1.0, " in text
-    assert f"- hit cache_size_limit after {limit} compiles; 3 calls ran eagerly from then on." in text
-    assert f"... {limit - 1 - 5} more recompiles" in text      # not a wall of text
+    assert f"1 function: {limit + 1} compiles, {limit - 1} recompiles, 1 cache-limit hit, compile time " in text
+    assert (f"  #{limit} cache_size_limit hit: not compiled; the function runs eagerly from now on "
+            "(then 3 eager runs)\n") in text
+    assert f"       last reason: 'G['SCALE']' changed: expected {limit - 1.0}, got {float(limit)}\n" in text
+    assert f"       created at {s['file']}:{line}: return x * SCALE\n" in text
+    assert f"    - global 'SCALE' is rebound from call to call ({limit} recompiles; values seen: 0.0, 1.0, " in text
+    assert (f"    - hit cache_size_limit with {limit} compiled entries; from then on every call ran eagerly "
+            f"(3 calls counted): remove the recompile causes above, or raise "
+            f"dynamo.config.cache_size_limit above {limit}") in text
+    assert f"  ... {limit - 1 - 5} more recompiles (the JSON form lists all)\n" in text   # not a wall of text
     assert '"eager_runs": 3' in prof.report(fmt="json")
+
+
+def test_other_formats_are_the_cpp_report():
+    f = dynamo.compile(by_size)
+    with dynamo.profile_recompiles() as prof:
+        for n in (2, 3, 4):
+            f(torch.ones(n, 3))
+    path = prof._path
+    for fmt in ("markdown", "junit", "sarif"):
+        assert prof.report(fmt=fmt) == _C._reports.profile_report(
+            path, fmt, run_id=prof._run_id, since_us=prof._since_us, until_us=prof._until_us,
+            root_dir=os.getcwd())
+    assert "changing-size" in prof.report(fmt="sarif")
+    assert "| `by_size`" in prof.report(fmt="markdown")
+
+
+def test_temporary_store_is_removed_and_recording_stays_off(tmp_path):
+    assert not dynamo.recording.is_enabled()
+    with dynamo.profile_recompiles() as prof:
+        dynamo.compile(by_size)(torch.ones(2, 3))
+    path = prof._path
+    assert os.path.exists(path) and not dynamo.recording.is_enabled()
+    assert "by_size" in prof.report()
+    del prof
+    gc.collect()
+    assert not os.path.exists(path)
+
+
+def test_uses_the_store_already_recorded_into(tmp_path):
+    db = str(tmp_path / "trace.db")
+    dynamo.recording.enable(db)
+    try:
+        f, g = dynamo.compile(by_size), dynamo.compile(by_int)
+        f(torch.ones(2, 3))                     # before the block: not in the report
+        with dynamo.profile_recompiles() as prof:
+            f(torch.ones(3, 3))
+            f(torch.ones(4, 3))
+        g(torch.ones(2), 1)                     # after the block: not in the report
+        assert prof._path == db and dynamo.recording.is_enabled()
+        s = prof.summary()
+        assert [(fn["name"], fn["compiles"], fn["recompiles"]) for fn in s] == [("by_size", 2, 2)]
+        assert _failure(s[0], 0)["expected"] == "2" and _failure(s[0], 0)["seen"] == "3"
+    finally:
+        dynamo.recording.disable()
+    assert os.path.exists(db)
 
 
 def test_report_format_errors_and_empty():
     with dynamo.profile_recompiles() as prof:
         pass
-    assert prof.report() == "Recompile profile: no compiles while profiling\n"
-    with pytest.raises(ValueError, match=r"fmt must be 'text' or 'json'"):
+    assert prof.summary() == []
+    assert prof.report().endswith("\nNo function was compiled. If the script does not call dynamo itself, "
+                                  "run it with --capture-all.\n")
+    with pytest.raises(dynamo.UserError, match=r"unknown report format 'html'"):
         prof.report(fmt="html")
 
 

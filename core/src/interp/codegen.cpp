@@ -128,6 +128,17 @@ class Planner {
           p.obj = v->real;
           return p;
         }
+        {
+          // A container made during the trace: built once, referenced wherever it appears again.
+          auto seen = memoOf_.find(v.get());
+          if (seen != memoOf_.end()) {
+            p.kind = OutPlan::Kind::kMemoRef;
+            p.index = seen->second;
+            return p;
+          }
+          p.memo = spec_.memoSlots++;
+          memoOf_[v.get()] = p.memo;
+        }
         p.kind = v->kind == ValueKind::kList ? OutPlan::Kind::kList : OutPlan::Kind::kDict;
         for (const ValueRef& item : v->items) p.children.push_back(plan(item));
         p.keys = v->keys;
@@ -164,6 +175,8 @@ class Planner {
   }
 
   std::vector<NodeRef> outputs;
+  /// Values made for planning only: kept alive so their addresses stay unique in memoOf_.
+  void keep(ValueRef v) { keepAlive_.push_back(std::move(v)); }
 
  private:
   int outputIndex(const NodeRef& n) {
@@ -177,6 +190,8 @@ class Planner {
   GraphCallSpec& spec_;
   std::vector<Source>& roots_;
   std::unordered_map<Source, int, SourceHash> fetchIndex_;
+  std::unordered_map<const Value*, int> memoOf_;
+  std::vector<ValueRef> keepAlive_;
 };
 
 // A function made in the frame, rebuilt from its code, the frame's cells and constant defaults.
@@ -257,6 +272,7 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
         ValueRef contents = std::make_shared<Value>(*e.target);
         contents->source = Source{};
         contents->real = PyObjectRef{};
+        planner.keep(contents);
         EffectPlan p{e.kind == SideEffect::Kind::kListContents ? EffectPlan::Kind::kListContents
                                                                 : EffectPlan::Kind::kDictContents,
                      planner.plan(e.target), "", planner.plan(contents)};

@@ -117,8 +117,10 @@ class Compiler : public FrameCompiler {
     auto t0 = Clock::now();
     if (!opts_.onlyFunction.empty() && userFunctionName(code) != opts_.onlyFunction)
       return CompileResult::skipCode();
+    bool forced = false;
+    for (const PyObjectRef& c : opts_.forceCodes) forced = forced || c.get() == reinterpret_cast<PyObject*>(code);
     for (const std::string& prefix : opts_.skipFilePrefixes) {
-      if (rec.where.file.compare(0, prefix.size(), prefix) == 0) return CompileResult::skipCode();
+      if (!forced && rec.where.file.compare(0, prefix.size(), prefix) == 0) return CompileResult::skipCode();
     }
     if (static_cast<int>(state.entries().size()) >= opts_.cacheSizeLimit) {
       std::string last = state.lastMissReasons().empty() ? "" : state.lastMissReasons().front();

@@ -87,6 +87,22 @@ ValueRef CompileContext::wrapTensor(PyObject* obj, const Source& source) {
   return v;
 }
 
+// Objects whose behaviour is their value: enum members, numbers and strings of subclassed types,
+// numpy scalars. Identity-guarded (a new object recompiles, a changed value cannot slip through).
+static bool isValueLike(PyObject* obj) {
+  if (PyLong_Check(obj) || PyFloat_Check(obj) || PyUnicode_Check(obj) || PyComplex_Check(obj)) return true;
+  static PyObject* enumType = [] {
+    PyObject* m = PyImport_ImportModule("enum");  // new ref, kept
+    PyObject* t = m ? PyObject_GetAttrString(m, "Enum") : nullptr;  // new ref, kept
+    PyErr_Clear();
+    return t;
+  }();
+  if (enumType && PyObject_IsInstance(obj, enumType) == 1) return true;
+  PyErr_Clear();
+  std::string mod = moduleOf((PyObject*)Py_TYPE(obj));
+  return mod == "numpy";  // numpy scalar types (np.float32, np.int64, np.bool_)
+}
+
 ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded) {
   if (!isConstantObject(obj)) {
     auto it = byIdentity.find(obj);
@@ -171,8 +187,11 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
       guard(source, makeTypeMatch(obj));
       guard(Source::attr(source, "__code__"), makeIdMatch(PyFunction_GET_CODE(obj)));
     } else if (isModule(obj) || PyType_Check(obj) || PyModule_Check(obj) ||
-        PyCFunction_Check(obj) || PyMethod_Check(obj)) {
+        PyCFunction_Check(obj) || PyMethod_Check(obj) || isValueLike(obj)) {
+      // Value-like objects (enum members, numpy scalars, int/float/str subclasses) are folded
+      // into constants when compared or converted: guard their identity, not just their type.
       guard(source, makeIdMatch(obj));
+      v->idGuarded = true;
     } else {
       guard(source, makeTypeMatch(obj));
     }
@@ -402,11 +421,56 @@ static PyObjectRef toMeta(PyObject* t) {
   return metaExample(t);
 }
 
-// Real zero tensors standing in for symbolic ones, on the device each lives on (new ref).
-static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v) {
+// Shapes of two results (tensors, or sequences of tensors) are equal.
+static bool sameShapes(PyObject* a, PyObject* b) {
+  if (isTensor(a) && isTensor(b)) {
+    PyObjectRef sa = PyObjectRef::steal(PyObject_GetAttrString(a, "shape"));
+    PyObjectRef sb = PyObjectRef::steal(PyObject_GetAttrString(b, "shape"));
+    if (!sa || !sb) {
+      PyErr_Clear();
+      return false;
+    }
+    return PyObject_RichCompareBool(sa.get(), sb.get(), Py_EQ) == 1;
+  }
+  if ((PyTuple_Check(a) || PyList_Check(a)) && (PyTuple_Check(b) || PyList_Check(b))) {
+    Py_ssize_t n = PySequence_Size(a);
+    if (n != PySequence_Size(b)) return false;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObjectRef x = PyObjectRef::steal(PySequence_GetItem(a, i));
+      PyObjectRef y = PyObjectRef::steal(PySequence_GetItem(b, i));
+      if (!x || !y || !sameShapes(x.get(), y.get())) return false;
+    }
+    return true;
+  }
+  return true;
+}
+
+static bool isIntegralTensorValue(const ValueRef& v) {
   if (v->isTensor()) {
-    // torch.zeros, not zeros_like: in torch 1.13 zeros_like(meta, device=...) is not zeroed.
-    PyObjectRef zeros = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().torch, "zeros")));
+    PyObjectRef dt = PyObjectRef::steal(PyObject_GetAttrString(v->obj.get(), "is_floating_point"));
+    PyObjectRef fp = dt ? PyObjectRef::steal(PyObject_CallNoArgs(dt.get())) : PyObjectRef{};
+    PyErr_Clear();
+    return fp.get() == Py_False;
+  }
+  for (const ValueRef& i : v->items)
+    if (i && isIntegralTensorValue(i)) return true;
+  return false;
+}
+
+static bool hasIntegralTensor(const std::vector<ValueRef>& args,
+                              const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
+  for (const ValueRef& a : args)
+    if (isIntegralTensorValue(a)) return true;
+  for (const auto& kv : kwargs)
+    if (isIntegralTensorValue(kv.second)) return true;
+  return false;
+}
+
+// Real tensors filled with `fill` standing in for symbolic ones, on the device each lives on.
+static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v, int fill) {
+  if (v->isTensor()) {
+    // torch.full, not *_like: in torch 1.13 zeros_like(meta, device=...) is not zeroed.
+    PyObjectRef zeros = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().torch, fill ? "ones" : "zeros")));
     PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "shape")));
     PyObjectRef dtype = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "dtype")));
     PyObjectRef args = PyObjectRef::steal(checkPy(PyTuple_Pack(1, shape.get())));
@@ -417,7 +481,7 @@ static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v) {
   }
   if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList) {
     PyObjectRef out = PyObjectRef::steal(checkPy(PyList_New(0)));
-    for (const ValueRef& item : v->items) PyList_Append(out.get(), materialize(ctx, item).get());
+    for (const ValueRef& item : v->items) PyList_Append(out.get(), materialize(ctx, item, fill).get());
     if (v->kind == ValueKind::kList) return out;
     return PyObjectRef::steal(checkPy(PyList_AsTuple(out.get())));
   }
@@ -426,11 +490,11 @@ static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v) {
 
 static PyObject* callMaterialized(CompileContext& ctx, PyObject* fn, const std::string& method,
                                   const std::vector<ValueRef>& args,
-                                  const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
+                                  const std::vector<std::pair<std::string, ValueRef>>& kwargs, int fill) {
   PyObjectRef t = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
-  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, materialize(ctx, args[i]).release());
+  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, materialize(ctx, args[i], fill).release());
   PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
-  for (const auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), materialize(ctx, v).get());
+  for (const auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), materialize(ctx, v, fill).get());
   PyObjectRef callable = PyObjectRef::borrow(fn);
   PyObjectRef callArgs = t;
   if (!method.empty()) {
@@ -505,10 +569,24 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   PyObject* result = PyObject_Call(callable.get(), callArgs.get(),
                                    PyDict_Size(exKwargs.get()) ? exKwargs.get() : nullptr);  // new
   if (result == nullptr) {
-    // No meta kernel, or a kernel that needs data (one_hot): run once on zero tensors of the
-    // right shapes on the real device. A real error (a shape mismatch) fails here too.
+    // No meta kernel, or a kernel that needs data (one_hot): run on stand-in tensors of the right
+    // shapes on the real device. A real error (a shape mismatch) fails here too. With integer or
+    // bool inputs the output shape may depend on the values (one_hot, bincount,
+    // repeat_interleave): run again on ones, and break if the shapes differ.
     PyErr_Clear();
-    result = callMaterialized(*this, fn, method, args, kwargs);
+    result = callMaterialized(*this, fn, method, args, kwargs, 0);
+    if (result != nullptr && hasIntegralTensor(args, kwargs)) {
+      PyObject* again = callMaterialized(*this, fn, method, args, kwargs, 1);  // new ref
+      bool same = again != nullptr && sameShapes(result, again);
+      Py_XDECREF(again);
+      if (!same) {
+        Py_DECREF(result);
+        PyErr_Clear();
+        breakHere(BreakKind::kDynamicShape,
+                  (method.empty() ? Target::fromCallable(fn).qualifiedName() : "Tensor." + method) +
+                      "() has an output shape that depends on the input values");
+      }
+    }
   }
   PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
   if (result == nullptr) PyErr_Fetch(&et, &ev, &tb);

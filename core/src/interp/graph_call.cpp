@@ -42,7 +42,7 @@ PyObject* makeTupleSubclass(PyObject* cls, PyObject* items) {
 
 namespace {
 
-PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched) {
+PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched, std::vector<PyObject*>& memo) {
   switch (plan.kind) {
     case OutPlan::Kind::kGraphOutput: {
       PyObject* v = PyTuple_GET_ITEM(outputs, plan.index);  // borrowed ref
@@ -52,6 +52,11 @@ PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched) 
     case OutPlan::Kind::kConst:
       Py_INCREF(plan.obj.get());
       return plan.obj.get();
+    case OutPlan::Kind::kMemoRef: {
+      PyObject* v = memo[plan.index];  // owned by memo
+      Py_INCREF(v);
+      return v;
+    }
     case OutPlan::Kind::kFetched: {
       PyObject* v = fetched.values[plan.index];  // borrowed ref
       Py_INCREF(v);
@@ -65,13 +70,17 @@ PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched) 
       PyObject* out = list ? PyList_New(n) : PyTuple_New(n);  // new ref
       if (out == nullptr) return nullptr;
       for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject* item = build(plan.children[i], outputs, fetched);  // new ref
+        PyObject* item = build(plan.children[i], outputs, fetched, memo);  // new ref
         if (item == nullptr) {
           Py_DECREF(out);
           return nullptr;
         }
         if (list) PyList_SET_ITEM(out, i, item);
         else PyTuple_SET_ITEM(out, i, item);
+      }
+      if (plan.memo >= 0) {
+        Py_INCREF(out);
+        memo[plan.memo] = out;
       }
       if (plan.kind == OutPlan::Kind::kNamedTuple) {
         PyObject* nt = makeTupleSubclass(plan.obj.get(), out);  // new ref
@@ -84,7 +93,7 @@ PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched) 
       PyObject* out = PyDict_New();  // new ref
       if (out == nullptr) return nullptr;
       for (size_t i = 0; i < plan.children.size(); ++i) {
-        PyObject* item = build(plan.children[i], outputs, fetched);  // new ref
+        PyObject* item = build(plan.children[i], outputs, fetched, memo);  // new ref
         if (item == nullptr || PyDict_SetItem(out, plan.keys[i].get(), item) < 0) {
           Py_XDECREF(item);
           Py_DECREF(out);
@@ -92,10 +101,14 @@ PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched) 
         }
         Py_DECREF(item);
       }
+      if (plan.memo >= 0) {
+        Py_INCREF(out);
+        memo[plan.memo] = out;
+      }
       return out;
     }
     case OutPlan::Kind::kGetAttr: {
-      PyObject* base = build(plan.children[0], outputs, fetched);  // new ref
+      PyObject* base = build(plan.children[0], outputs, fetched, memo);  // new ref
       if (base == nullptr) return nullptr;
       PyObject* r = PyObject_GetAttrString(base, plan.name.c_str());  // new ref
       Py_DECREF(base);
@@ -103,16 +116,16 @@ PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched) 
     }
     case OutPlan::Kind::kBoundMethod: {
       // MethodType(function, self): exact even when getattr(self, name) would find an override.
-      PyObject* self = build(plan.children[0], outputs, fetched);  // new ref
+      PyObject* self = build(plan.children[0], outputs, fetched, memo);  // new ref
       if (self == nullptr) return nullptr;
       PyObject* m = PyMethod_New(plan.obj.get(), self);  // new ref
       Py_DECREF(self);
       return m;
     }
     case OutPlan::Kind::kSlice: {
-      PyObject* a = build(plan.children[0], outputs, fetched);
-      PyObject* b = a ? build(plan.children[1], outputs, fetched) : nullptr;
-      PyObject* c = b ? build(plan.children[2], outputs, fetched) : nullptr;
+      PyObject* a = build(plan.children[0], outputs, fetched, memo);
+      PyObject* b = a ? build(plan.children[1], outputs, fetched, memo) : nullptr;
+      PyObject* c = b ? build(plan.children[2], outputs, fetched, memo) : nullptr;
       PyObject* s = c ? PySlice_New(a, b, c) : nullptr;
       Py_XDECREF(a);
       Py_XDECREF(b);
@@ -123,16 +136,16 @@ PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched) 
   return nullptr;
 }
 
-int applyEffect(const EffectPlan& e, PyObject* outputs, const Fetched& fetched) {
-  PyObject* target = build(e.target, outputs, fetched);  // new ref
+int applyEffect(const EffectPlan& e, PyObject* outputs, const Fetched& fetched, std::vector<PyObject*>& memo) {
+  PyObject* target = build(e.target, outputs, fetched, memo);  // new ref
   if (target == nullptr) return -1;
   int rc = 0;
   if (e.kind == EffectPlan::Kind::kSetAttr) {
-    PyObject* value = build(e.value, outputs, fetched);  // new ref
+    PyObject* value = build(e.value, outputs, fetched, memo);  // new ref
     rc = value ? PyObject_SetAttrString(target, e.name.c_str(), value) : -1;
     Py_XDECREF(value);
   } else {
-    PyObject* value = build(e.value, outputs, fetched);  // new ref: the new contents
+    PyObject* value = build(e.value, outputs, fetched, memo);  // new ref: the new contents
     if (value == nullptr) {
       rc = -1;
     } else if (e.kind == EffectPlan::Kind::kListContents) {
@@ -197,13 +210,21 @@ PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf
   } else {
     outputs = PyTuple_New(0);
   }
+  // Containers that appear in several places are built once (identity is preserved).
+  struct Memo {
+    std::vector<PyObject*> objs;
+    ~Memo() {
+      for (PyObject* o : objs) Py_XDECREF(o);
+    }
+  } memo;
+  memo.objs.assign(static_cast<size_t>(spec.memoSlots), nullptr);
   PyObject* result = nullptr;
   if (spec.returnSingle) {
-    result = build(spec.results[0], outputs, fetched);
+    result = build(spec.results[0], outputs, fetched, memo.objs);
   } else {
     result = PyTuple_New(static_cast<Py_ssize_t>(spec.results.size()));
     for (size_t i = 0; result && i < spec.results.size(); ++i) {
-      PyObject* item = build(spec.results[i], outputs, fetched);
+      PyObject* item = build(spec.results[i], outputs, fetched, memo.objs);
       if (item == nullptr) {
         Py_CLEAR(result);
         break;
@@ -213,7 +234,7 @@ PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf
   }
   if (result != nullptr) {
     for (const EffectPlan& e : spec.effects) {
-      if (applyEffect(e, outputs, fetched) < 0) {
+      if (applyEffect(e, outputs, fetched, memo.objs) < 0) {
         Py_CLEAR(result);
         break;
       }

@@ -30,13 +30,15 @@ struct FetchStep {
 
 /// How to build one Python value after the graph ran.
 struct OutPlan {
-  enum class Kind { kGraphOutput, kConst, kFetched, kTuple, kList, kDict, kNamedTuple, kGetAttr, kSlice, kBoundMethod };
+  enum class Kind { kGraphOutput, kConst, kFetched, kTuple, kList, kDict, kNamedTuple, kGetAttr, kSlice, kBoundMethod, kMemoRef };
   Kind kind = Kind::kConst;
   int index = -1;                  ///< kGraphOutput: output position; kFetched: fetch index
   PyObjectRef obj;                 ///< kConst: the object; kNamedTuple: the class; kBoundMethod: the function
   std::vector<OutPlan> children;   ///< containers; kGetAttr: [object]
   std::vector<PyObjectRef> keys;   ///< kDict keys
   std::string name;                ///< kGetAttr: attribute name
+  int memo = -1;                   ///< kList/kDict built here: slot that remembers the object;
+                                   ///< kMemoRef: index = the slot to reuse (same object again)
 };
 
 /// A side effect replayed after the graph.
@@ -59,6 +61,7 @@ struct GraphCallSpec {
   std::vector<OutPlan> results;          ///< values returned
   bool returnSingle = false;             ///< return results[0] itself instead of a tuple
   std::vector<EffectPlan> effects;       ///< replayed in order
+  int memoSlots = 0;                     ///< containers that appear more than once in the plans
   std::string name;                      ///< "__compiled_fn_3 <f at model.py:10>" for errors
 };
 

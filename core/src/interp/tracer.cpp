@@ -305,10 +305,15 @@ bool Tracer::truthiness(const ValueRef& v) {
       return false;
     case ValueKind::kObject: {
       if (v->py() == Py_None) return false;
-      if (isModule(v->py()) || PyCallable_Check(v->py())) return true;
-      if (PyDict_Check(v->py()) || PyList_Check(v->py()) || PyTuple_Check(v->py())) {
+      PyTypeObject* t = Py_TYPE(v->py());
+      const bool hasLen = (t->tp_as_sequence && t->tp_as_sequence->sq_length) ||
+                          (t->tp_as_mapping && t->tp_as_mapping->mp_length);
+      const bool hasBool = t->tp_as_number && t->tp_as_number->nb_bool;
+      if ((isModule(v->py()) || PyCallable_Check(v->py())) && !hasLen && !hasBool) return true;
+      if (hasBool) ctx_.breakHere(BreakKind::kUnsupported, "truth value of " + describe(*v) + " (defines __bool__)");
+      if (hasLen || PyDict_Check(v->py()) || PyList_Check(v->py()) || PyTuple_Check(v->py())) {
         Py_ssize_t n = PyObject_Length(v->py());
-        if (n < 0) throw PythonError{};
+        if (n < 0) ctx_.breakHere(BreakKind::kException, "len() of " + describe(*v) + " raised");
         ctx_.guard(v->source, makeLengthCheck(n));
         return n > 0;
       }
@@ -564,8 +569,14 @@ void Tracer::step(const bc::Instruction& ins) {
         same = a->py() == b->py();
       } else if ((a->kind == ValueKind::kObject || a->isConst()) &&
                  (b->kind == ValueKind::kObject || b->isConst())) {
+        if (a->kind == ValueKind::kObject && b->kind == ValueKind::kObject && a->source && b->source &&
+            a->source != b->source && !(a->idGuarded && b->idGuarded))
+          ctx_.breakHere(BreakKind::kUnsupported, "identity test between two inputs ('" + a->source.name() +
+                                                      "' is '" + b->source.name() + "')");
         same = a->py() == b->py();
       } else if (a->isTensor() && b->isTensor()) {
+        if (a->node != b->node && a->source && b->source)
+          ctx_.breakHere(BreakKind::kUnsupported, "identity test between two input tensors");
         same = a->node == b->node;
       } else if ((a->isConst() && a->py() == Py_None) || (b->isConst() && b->py() == Py_None)) {
         same = false;  // a symbolic value is never None

@@ -226,6 +226,15 @@ ValueRef getAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
 void setAttr(CompileContext& ctx, const ValueRef& v, const std::string& name, ValueRef value) {
   if (v->kind != ValueKind::kObject || PyModule_Check(v->py()) || PyType_Check(v->py()))
     ctx.breakHere(BreakKind::kUnsupported, "assignment to attribute ." + name + " of " + describe(*v));
+  // A property setter, a slot or a custom __setattr__ decides what is stored: reading the
+  // attribute back would not give `value`, so such assignments run as Python.
+  PyTypeObject* type = Py_TYPE(v->py());
+  PyObjectRef nameStr = PyObjectRef::steal(checkPy(PyUnicode_FromString(name.c_str())));
+  PyObject* descr = _PyType_Lookup(type, nameStr.get());  // borrowed ref
+  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr)
+    ctx.breakHere(BreakKind::kUnsupported, "assignment through the descriptor " + std::string(type->tp_name) + "." + name);
+  if (type->tp_setattro != PyObject_GenericSetAttr && !isModule(v->py()))
+    ctx.breakHere(BreakKind::kUnsupported, std::string(type->tp_name) + " defines __setattr__");
   ctx.attrOverlay[{v->py(), name}] = value;
   ctx.effects.push_back({SideEffect::Kind::kSetAttr, v, name, -1, value});
 }

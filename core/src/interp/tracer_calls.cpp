@@ -299,6 +299,24 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
   CompileContext& ctx = tr.ctx();
   PyObject* m = mod->py();
   if (hasHooks(m)) ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks (" + std::string(Py_TYPE(m)->tp_name) + ")");
+  if (mod->source) {
+    // Hooks registered later must not be skipped by the compiled code.
+    for (const char* h : {"_forward_hooks", "_forward_pre_hooks"})
+      ctx.guard(Source::moduleAttr(mod->source, h, ModuleSlot::kInstanceDict), makeLengthCheck(0));
+    static PyObject* moduleGlobals = [] {
+      PyObject* m = PyImport_ImportModule("torch.nn.modules.module");  // new ref, kept
+      PyObject* d = m ? PyModule_GetDict(m) : nullptr;                 // borrowed from the module
+      PyErr_Clear();
+      return d;
+    }();
+    if (moduleGlobals != nullptr) {
+      Source g = moduleGlobalsSource(moduleGlobals);
+      for (const char* h : {"_global_forward_hooks", "_global_forward_pre_hooks"}) {
+        PyObjectRef key = PyObjectRef::steal(checkPy(PyUnicode_FromString(h)));
+        if (PyDict_GetItem(moduleGlobals, key.get())) ctx.guard(Source::item(g, key.get()), makeLengthCheck(0));
+      }
+    }
+  }
   PyObjectRef forward = PyObjectRef::steal(checkPy(PyObject_GetAttrString((PyObject*)Py_TYPE(m), "forward")));
   if (!PyFunction_Check(forward.get())) unsupportedCall(ctx, forward.get(), "forward is not a Python function");
   args.insert(args.begin(), mod);
@@ -444,7 +462,10 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
       return makeConst(n.get());
     }
     if (v->kind == ValueKind::kObject && isModule(v->py())) {
-      PyObjectRef n = PyObjectRef::steal(PyLong_FromSsize_t(PyObject_Length(v->py())));
+      Py_ssize_t len = PyObject_Length(v->py());
+      if (len < 0) ctx.breakHere(BreakKind::kException, "len() of " + describe(*v) + " raised");
+      ctx.guard(v->source, makeLengthCheck(len));
+      PyObjectRef n = PyObjectRef::steal(PyLong_FromSsize_t(len));
       return makeConst(n.get());
     }
   }

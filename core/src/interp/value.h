@@ -79,6 +79,7 @@ struct Value {
   size_t index = 0;              ///< kIterator: next position
   bool flag = false;             ///< kGradMode: the grad mode it sets
   bool mutated = false;          ///< kList/kDict with a source: changed during tracing
+  bool idGuarded = false;        ///< kObject: its identity is guarded (ID_MATCH on its source)
 
   bool isConst() const { return kind == ValueKind::kConst; }
   bool isTensor() const { return kind == ValueKind::kTensor; }

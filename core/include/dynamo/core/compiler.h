@@ -65,6 +65,9 @@ struct CompilerOptions {
   /// When not empty, only frames whose code name (co_name) is this are compiled
   /// (DYNAMO_DEBUG_FUNCTION); everything else runs as usual.
   std::string onlyFunction;
+  /// Code objects compiled even when their file is skipped: the forward of a module passed to
+  /// dynamo.compile (nn.Linear's forward lives in torch's files).
+  std::vector<PyObjectRef> forceCodes;
 };
 
 /// A new compiler. Needs the GIL.

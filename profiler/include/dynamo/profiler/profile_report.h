@@ -8,6 +8,10 @@
 // that compile's end (python/dynamo/recording.py writes them so); the verbose reason is parsed
 // (parseGuardFailure) into the guard kind, the value's source, expected and seen, and the user
 // line that created the guard ("(guard created at file:line: source)").
+//
+// dynamo.profile_recompiles() (python/dynamo/profiling.py) records into a store and renders this
+// report: it asks for the compiles of a time window (ProfileWindow) and writes the calls that
+// ran eagerly after a cache-limit hit as the kEagerRunsArtifact artifact.
 #pragma once
 
 #include <cstdint>
@@ -42,12 +46,19 @@ struct GuardFailureInfo {
 /// Fields it cannot find stay empty; `reason` is always set.
 GuardFailureInfo parseGuardFailure(std::string_view reason);
 
+/// The artifact holding the calls that ran eagerly after a cache-limit hit (text/plain, one
+/// "compile_id calls" line per cache_limit compile; the run's newest such artifact counts),
+/// written by dynamo.profile_recompiles(), which counts them.
+inline constexpr const char* kEagerRunsArtifact = "dynamo.eager_runs";
+
 /// One recompile (attempt >= 1) or cache-limit hit.
 struct Recompile {
+  RowId compileId = 0;                     ///< the compile's row
   int attempt = 0;                         ///< the compile's attempt
   std::string status;                      ///< "ok", "graph_break", "cache_limit", ...
   std::int64_t durationUs = 0;             ///< its compile time
   std::vector<GuardFailureInfo> failures;  ///< why no entry matched, newest entry first
+  std::int64_t eagerRuns = -1;             ///< cache_limit: calls run eagerly after it, -1 unknown
 };
 
 /// A concrete suggestion for a known recompile pattern.
@@ -67,6 +78,7 @@ struct FunctionProfile {
   int cacheLimitHits = 0;                 ///< compiles refused by cache_size_limit
   int entriesAtLimit = 0;                 ///< compiled entries when the limit was hit
   std::int64_t compileUs = 0;             ///< total compile time
+  std::int64_t eagerRuns = -1;            ///< calls run eagerly after cache-limit hits, -1 unknown
   std::vector<Suggestion> suggestions;    ///< for the patterns found
   int recompileCount() const;             ///< recompiles that compiled (cache-limit hits excluded)
 };
@@ -87,8 +99,21 @@ struct ProfileReport {
   std::vector<RunProfile> runs;  ///< oldest first
 };
 
-/// Builds the report for run `runId`, or every run when 0 (UserError when there is no such run).
-ProfileReport buildProfileReport(const storage::TraceReader& reader, RowId runId = 0);
+/// Which compiles a report covers: those that ended in [sinceUs, untilUs] (a bound of 0 is
+/// open), with the guard failures recorded in that window. The compiles before the window still
+/// count the cache entries alive when the limit is hit.
+struct ProfileWindow {
+  std::int64_t sinceUs = 0;  ///< compiles that ended at or after this time (us since the epoch)
+  std::int64_t untilUs = 0;  ///< compiles that ended at or before this time; 0: no bound
+  bool contains(std::int64_t timeUs) const {
+    return timeUs >= sinceUs && (untilUs == 0 || timeUs <= untilUs);
+  }
+};
+
+/// Builds the report for run `runId`, or every run when 0 (UserError when there is no such run),
+/// over the compiles of `window`. A function with no compile in the window is left out.
+ProfileReport buildProfileReport(const storage::TraceReader& reader, RowId runId = 0,
+                                 const ProfileWindow& window = {});
 
 /// Renders the report in `format`: text, JSON, JUnit (one case per function; a failure per
 /// recompile cause and cache-limit hit), Markdown, SARIF (results at the guard-creating lines).
