@@ -433,3 +433,63 @@ def test_forward_hook_added_after_compiling_runs():
     c(x)
     m[1].register_forward_hook(lambda mod, i, o: o * 10)
     assert torch.equal(c(x), m(x))
+
+
+def test_dict_subclass_and_parameter_types_are_kept():
+    def f(x, d, p):
+        a = 1 if isinstance(d, collections.OrderedDict) else 2
+        b = 3 if type(p).__name__ == "Parameter" else 4
+        return x * a * b
+
+    dynamo.reset()
+    d, p = collections.OrderedDict(k=1), torch.nn.Parameter(torch.ones(2))
+    assert torch.equal(dynamo.compile(f)(X, d, p), f(X, d, p))
+
+
+def test_dict_views_behave_as_views():
+    def g(x, d):
+        return x * len(d.keys() & {"a"})
+
+    dynamo.reset()
+    assert torch.equal(dynamo.compile(g)(X, {"a": 1, "b": 2}), g(X, {"a": 1, "b": 2}))
+
+
+def test_method_defaults_are_guarded():
+    class M:
+        def helper(self, a, b=2.0):
+            return a * b
+
+    def f(x, m):
+        return m.helper(x)
+
+    dynamo.reset()
+    c = dynamo.compile(f)
+    m = M()
+    assert torch.equal(c(X, m), X * 2)
+    M.helper.__defaults__ = (3.0,)
+    assert torch.equal(c(X, m), X * 3)
+
+
+def test_backend_returning_a_non_sequence_is_a_clear_error():
+    def bad(gm, ex):
+        return lambda *a: 5
+
+    dynamo.reset()
+    with pytest.raises(TypeError) as info:
+        dynamo.compile(lambda x: x + 1, backend=bad)(X)
+    assert "must return the graph's outputs as a tuple or list" in str(info.value)
+
+
+def test_class_level_containers_reached_through_type():
+    class C:
+        table = {}
+        shared = 0
+
+    def f(x, o):
+        type(o).table[1] = 1
+        return x + len(type(o).table)
+
+    dynamo.reset()
+    o = C()
+    assert torch.equal(dynamo.compile(f)(X, o), X + 1)
+    assert C.table == {1: 1}

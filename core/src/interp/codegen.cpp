@@ -118,6 +118,8 @@ class Planner {
         return p;
       case ValueKind::kList:
       case ValueKind::kDict:
+        if (v->name == "dict_view")
+          ctx_.breakHere(BreakKind::kUnsupported, "a dict view (keys(), values(), items()) alive after the graph");
         if (v->source) {
           p.kind = OutPlan::Kind::kFetched;
           p.index = fetch(v->source);
@@ -297,6 +299,7 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
   spec.returnSingle = brk == nullptr && out.stores.empty();
   std::vector<Arg> outs;
   for (const NodeRef& n : planner.outputs) outs.push_back(Arg::node(n));
+  spec.numOutputs = planner.outputs.size();
   ctx.graph.output(Arg::tuple(std::move(outs)));
   spec.nargs = static_cast<int>(out.roots.size());
   (void)root;

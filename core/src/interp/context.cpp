@@ -81,6 +81,7 @@ ValueRef CompileContext::wrapTensor(PyObject* obj, const Source& source) {
   NodeRef node = graph.placeholder(source.name(), meta);
   guard(source, makeTensorMatch(obj));
   ValueRef v = makeTensor(node, example, device, source);
+  v->real = PyObjectRef::borrow(type);  // Tensor or Parameter, for type() and isinstance
   inputs_.emplace_back(node, source);
   realInputs.push_back(PyObjectRef::borrow(obj));
   byIdentity.emplace(obj, v);  // the first source stays the canonical one
@@ -167,6 +168,7 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
     v->kind = ValueKind::kDict;
     v->source = source;
     v->real = PyObjectRef::borrow(obj);
+    if (!PyDict_CheckExact(obj)) v->obj = PyObjectRef::borrow((PyObject*)Py_TYPE(obj));  // OrderedDict ...
     PyObject *key, *value;  // borrowed refs
     Py_ssize_t pos = 0;
     while (PyDict_Next(obj, &pos, &key, &value)) {

@@ -202,10 +202,25 @@ PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf
     if (outputs == nullptr) return nullptr;
     if (!PyTuple_Check(outputs)) {
       // Backends may return a list (FX GraphModules return what the output node holds).
+      if (!PyList_Check(outputs)) {
+        PyErr_Format(PyExc_TypeError,
+                     "the backend's compiled function for the %s returned %s; it must return the graph's "
+                     "outputs as a tuple or list (as the GraphModule it was given does)",
+                     spec.name.c_str(), Py_TYPE(outputs)->tp_name);
+        Py_DECREF(outputs);
+        return nullptr;
+      }
       PyObject* t = PySequence_Tuple(outputs);  // new ref
       Py_DECREF(outputs);
       if (t == nullptr) return nullptr;
       outputs = t;
+    }
+    if (PyTuple_GET_SIZE(outputs) != static_cast<Py_ssize_t>(spec.numOutputs)) {
+      PyErr_Format(PyExc_TypeError,
+                   "the backend's compiled function for the %s returned %zd outputs; the graph has %zd",
+                   spec.name.c_str(), PyTuple_GET_SIZE(outputs), static_cast<Py_ssize_t>(spec.numOutputs));
+      Py_DECREF(outputs);
+      return nullptr;
     }
   } else {
     outputs = PyTuple_New(0);

@@ -62,6 +62,7 @@ struct GraphCallSpec {
   bool returnSingle = false;             ///< return results[0] itself instead of a tuple
   std::vector<EffectPlan> effects;       ///< replayed in order
   int memoSlots = 0;                     ///< containers that appear more than once in the plans
+  size_t numOutputs = 0;                 ///< the graph's output count (checked on backend results)
   std::string name;                      ///< "__compiled_fn_3 <f at model.py:10>" for errors
 };
 

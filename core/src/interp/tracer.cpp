@@ -950,6 +950,8 @@ void Tracer::doCall(int nargs) {
 void Tracer::doBinary(int nbOp) {
   ValueRef b = pop();
   ValueRef a = pop();
+  if ((a->kind == ValueKind::kList && a->name == "dict_view") || (b->kind == ValueKind::kList && b->name == "dict_view"))
+    ctx_.breakHere(BreakKind::kUnsupported, "operator on a dict view (keys(), values(), items())");
   std::string name;
   PyObject* fn = binaryOperator(nbOp, &name);  // borrowed ref
   DYNAMO_INTERNAL_ASSERT(fn != nullptr, "unknown BINARY_OP ", nbOp);

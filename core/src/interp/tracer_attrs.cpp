@@ -147,12 +147,18 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
   PyObject* classAttr = PyType_Check(obj) ? nullptr : _PyType_Lookup((PyTypeObject*)type, nameStr.get());  // borrowed
   if (classAttr != nullptr) {
     if (PyFunction_Check(classAttr)) {
-      // A plain method, unless the instance dict shadows it.
+      // A plain method, unless the instance dict shadows it. Reached as type(obj).name, so its
+      // defaults and closure are guarded when it is inlined.
       PyObject* dict = PyObject_GenericGetDict(obj, nullptr);  // new ref
       bool shadowed = dict && PyDict_GetItem(dict, nameStr.get()) != nullptr;
       Py_XDECREF(dict);
       PyErr_Clear();
-      if (!shadowed) return methodOf(v, classAttr);
+      if (!shadowed) {
+        ValueRef m = methodOf(v, classAttr);
+        if (v->source && PyFunction_GET_DEFAULTS(classAttr) != nullptr)
+          m->source = Source::attr(Source::attr(v->source, "__class__"), name);
+        return m;
+      }
     }
     if (PyObject_TypeCheck(classAttr, &PyProperty_Type)) {
       PyObjectRef fget = PyObjectRef::steal(checkPy(PyObject_GetAttrString(classAttr, "fget")));

@@ -320,7 +320,8 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
   PyObjectRef forward = PyObjectRef::steal(checkPy(PyObject_GetAttrString((PyObject*)Py_TYPE(m), "forward")));
   if (!PyFunction_Check(forward.get())) unsupportedCall(ctx, forward.get(), "forward is not a Python function");
   args.insert(args.begin(), mod);
-  return inlineFunction(tr, forward.get(), Source{}, std::move(args), std::move(kwargs));
+  Source fwdSource = mod->source ? Source::attr(Source::attr(mod->source, "__class__"), "forward") : Source{};
+  return inlineFunction(tr, forward.get(), fwdSource, std::move(args), std::move(kwargs));
 }
 
 // ---- containers --------------------------------------------------------------------------------
@@ -396,14 +397,25 @@ ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name
       mutated();
       return makeConst(Py_None);
     }
+    // Views are snapshots here: good for iteration and len, not for set operations or for
+    // outliving the dict's changes (such uses break, see doBinary and the planner).
+    auto view = [](std::vector<ValueRef> items) {
+      ValueRef v = makeList(std::move(items));
+      v->name = "dict_view";
+      return v;
+    };
     if (name == "items") {
       std::vector<ValueRef> pairs;
       for (size_t i = 0; i < self->keys.size(); ++i)
         pairs.push_back(makeTuple({makeConst(self->keys[i].get()), self->items[i]}));
-      return makeList(std::move(pairs));
+      return view(std::move(pairs));
     }
-    if (name == "keys") return makeList(iterateValue(ctx, self));
-    if (name == "values") return makeList(self->items);
+    if (name == "keys") {
+      std::vector<ValueRef> keys;
+      for (const PyObjectRef& k : self->keys) keys.push_back(makeConst(k.get()));
+      return view(std::move(keys));
+    }
+    if (name == "values") return view(self->items);
     if (name == "get" && !args.empty()) {
       PyObjectRef key = concrete(args[0]);
       if (key)
@@ -431,10 +443,10 @@ ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name
 
 ValueRef typeOf(CompileContext& ctx, const ValueRef& v) {
   switch (v->kind) {
-    case ValueKind::kTensor: return makeObject(torchApi().tensorType);
+    case ValueKind::kTensor: return makeObject(v->real ? v->real.get() : torchApi().tensorType);
     case ValueKind::kTuple: return makeObject(v->obj ? v->obj.get() : (PyObject*)&PyTuple_Type);
     case ValueKind::kList: return makeObject((PyObject*)&PyList_Type);
-    case ValueKind::kDict: return makeObject((PyObject*)&PyDict_Type);
+    case ValueKind::kDict: return makeObject(v->obj ? v->obj.get() : (PyObject*)&PyDict_Type);
     case ValueKind::kConst:
     case ValueKind::kObject: return makeObject((PyObject*)Py_TYPE(v->py()));
     default: ctx.breakHere(BreakKind::kUnsupported, "type() of " + describe(*v));
@@ -799,7 +811,7 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
     case ValueKind::kMethod: {
       if (!fn->obj) return containerCall(tr, fn->self, fn->name, std::move(args), std::move(kwargs));
       args.insert(args.begin(), fn->self);
-      return callObject(tr, makeObject(fn->obj.get()), std::move(args), std::move(kwargs));
+      return callObject(tr, makeObject(fn->obj.get(), fn->source), std::move(args), std::move(kwargs));
     }
     case ValueKind::kFunction: {
       PyCodeObject* code = (PyCodeObject*)fn->py();  // borrowed ref

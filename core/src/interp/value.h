@@ -67,7 +67,8 @@ struct Value {
   NodeRef node;                  ///< kTensor: the graph node producing it
   PyObjectRef device;            ///< kTensor: the real torch.device (meta examples lose it)
   PyObjectRef globals;           ///< kFunction: the globals dict of the module that made it
-  PyObjectRef real;              ///< kList/kDict: the real container it stands for, when it is one
+  PyObjectRef real;              ///< kList/kDict: the real container it stands for, when it is one;
+                                 ///< kTensor input: its exact type (Tensor or Parameter)
   Source source;                 ///< where it came from in the frame, when it did
   std::vector<ValueRef> items;   ///< container elements / slice parts / defaults
   std::vector<PyObjectRef> keys; ///< kDict: constant keys, parallel to items
@@ -86,7 +87,7 @@ struct Value {
   bool isNull() const { return kind == ValueKind::kNull; }
   /// A list or dict that exists outside the trace (read from the frame or through objects): its
   /// mutations are side effects to replay on it.
-  bool external() const { return static_cast<bool>(source) || static_cast<bool>(real); }
+  bool external() const { return static_cast<bool>(source) || (kind != ValueKind::kTensor && static_cast<bool>(real)); }
   /// Borrowed ref to the Python object of a kConst/kObject value.
   PyObject* py() const { return obj.get(); }
 };
