@@ -493,3 +493,31 @@ def test_class_level_containers_reached_through_type():
     o = C()
     assert torch.equal(dynamo.compile(f)(X, o), X + 1)
     assert C.table == {1: 1}
+
+
+def test_autocast_region_keeps_its_dtype_and_state():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+        return y, x @ w
+
+    dynamo.reset()
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    got, expected = dynamo.compile(f)(x, w), f(x, w)
+    assert got[0].dtype == expected[0].dtype == torch.bfloat16
+    assert got[1].dtype == expected[1].dtype == torch.float32
+    assert not torch.is_autocast_cpu_enabled()
+
+
+def test_torch_state_functions_are_not_run_while_tracing():
+    def f(x):
+        torch.manual_seed(123)
+        return x + torch.rand(2)
+
+    dynamo.reset()
+    torch.manual_seed(0)
+    got = dynamo.compile(f)(X)
+    after = torch.rand(1)
+    torch.manual_seed(0)
+    expected = f(X)
+    assert torch.equal(got, expected) and torch.equal(after, torch.rand(1))

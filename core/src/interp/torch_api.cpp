@@ -117,17 +117,20 @@ static bool startsWith(const std::string& s, const char* prefix) {
 }
 
 bool isTorchOp(PyObject* callable) {
-  if (PyType_Check(callable)) return false;
+  // Bound methods (autocast.__exit__, Module methods) and classes are Python to trace, not ops.
+  if (PyType_Check(callable) || PyMethod_Check(callable)) return false;
   std::string mod = moduleOf(callable);
   if (mod.empty()) return false;
-  if (!(mod == "torch" || startsWith(mod, "torch.") || startsWith(mod, "torch._C")))
-    return false;
-  // nn.Module code is inlined, not recorded as one opaque call.
-  if (startsWith(mod, "torch.nn.modules")) return false;
-  if (startsWith(mod, "torch.autograd.grad_mode")) return false;
-  if (startsWith(mod, "torch.jit") || startsWith(mod, "torch._jit_internal")) return false;
-  if (startsWith(mod, "torch.overrides")) return false;
-  return true;
+  // The namespaces whose callables compute on tensors without other effects. Anything else in the
+  // torch package is Python like user code: it is inlined, and what it calls is judged in turn.
+  static const char* kOpModules[] = {"torch", "torch.functional", "torch.nn.functional", "torch._tensor",
+                                     "torch.nn.init", "torch._ops"};
+  for (const char* m : kOpModules)
+    if (mod == m) return true;
+  static const char* kOpPrefixes[] = {"torch._C", "torch.linalg", "torch.fft", "torch.special", "torch.ops"};
+  for (const char* p : kOpPrefixes)
+    if (startsWith(mod, p)) return true;
+  return false;
 }
 
 PyObject* binaryOperator(int nbOp, std::string* name) {

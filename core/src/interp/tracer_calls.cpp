@@ -117,6 +117,17 @@ const char* kToPython[] = {"item", "tolist", "numpy", "__bool__", "__int__", "__
 const char* kDynamicShape[] = {"nonzero", "unique", "masked_select", "unique_consecutive",
                                "argwhere", "nonzero_static"};
 
+// Torch functions that change process- or thread-wide state. Examples come from running ops for
+// real while tracing, so these would change the state at trace time; they break instead.
+bool changesGlobalTorchState(const std::string& n) {
+  static const char* kPrefixes[] = {"set_", "_set_", "manual_seed", "seed", "initial_seed", "autocast_",
+                                    "clear_autocast_cache", "use_deterministic_algorithms",
+                                    "_jit_", "_enable_", "_disable_"};
+  for (const char* p : kPrefixes)
+    if (n.rfind(p, 0) == 0) return true;
+  return false;
+}
+
 bool nameIn(const std::string& n, const char* const* list, size_t count) {
   for (size_t i = 0; i < count; ++i)
     if (n == list[i]) return true;
@@ -739,6 +750,9 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
   }
 
   if (isTorchOp(fn)) {
+    if (changesGlobalTorchState(name))
+      ctx.breakHere(BreakKind::kUnsupportedCall,
+                    "torch." + name + "() changes global torch state (autocast, seeds, flags); it runs as Python");
     if (nameIn(name, kDynamicShape, std::size(kDynamicShape)))
       ctx.breakHere(BreakKind::kDynamicShape, "torch." + name + "() has a data-dependent output shape");
     if (!anyTensor(args, kwargs) && mod == "torch.functional" && name != "split") {
