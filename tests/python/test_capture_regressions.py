@@ -521,3 +521,35 @@ def test_torch_state_functions_are_not_run_while_tracing():
     torch.manual_seed(0)
     expected = f(X)
     assert torch.equal(got, expected) and torch.equal(after, torch.rand(1))
+
+
+def test_set_inputs_are_not_folded_into_constants():
+    def f(x, s):
+        return (x + 1 if "a" in s else x - 1) * len(s)
+
+    dynamo.reset()
+    c = dynamo.compile(f)
+    s = {"a"}
+    assert torch.equal(c(X, s), f(X, s))
+    s.discard("a")
+    s.update({"b", "c"})
+    assert torch.equal(c(X, s), f(X, s))
+
+
+def test_user_object_equality_is_not_folded():
+    class P:
+        def __init__(self, v):
+            self.v = v
+
+        def __eq__(self, other):
+            return self.v == other.v
+
+    def f(x, a, b):
+        return x + 1 if a == b else x - 1
+
+    dynamo.reset()
+    c = dynamo.compile(f)
+    a, b = P(1), P(1)
+    assert torch.equal(c(X, a, b), f(X, a, b))
+    b.v = 2
+    assert torch.equal(c(X, a, b), f(X, a, b))

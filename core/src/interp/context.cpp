@@ -205,10 +205,24 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
 
 // ---- conversions ------------------------------------------------------------------------------
 
+// Objects that are guarded by type only, yet whose contents or value decide what an operation on
+// them gives (a set's members, a user object's __eq__): their concrete value must not be folded
+// into the graph's code.
+static bool unsafeToFold(const Value& v) {
+  if (v.kind != ValueKind::kObject || !v.source || v.idGuarded) return false;
+  PyObject* o = v.obj.get();
+  if (PyType_Check(o) || PyModule_Check(o) || PyFunction_Check(o) || PyCFunction_Check(o) ||
+      PyMethod_Check(o) || isModule(o))
+    return false;
+  return true;
+}
+
 PyObjectRef concrete(const ValueRef& v) {
   switch (v->kind) {
     case ValueKind::kConst:
+      return v->obj;
     case ValueKind::kObject:
+      if (unsafeToFold(*v)) return {};
       return v->obj;
     case ValueKind::kTuple:
     case ValueKind::kList: {
