@@ -553,3 +553,26 @@ def test_user_object_equality_is_not_folded():
     assert torch.equal(c(X, a, b), f(X, a, b))
     b.v = 2
     assert torch.equal(c(X, a, b), f(X, a, b))
+
+
+def test_frame_introspection_runs_as_python():
+    def f(x, name):
+        y = x * 2
+        text = "v-{name}".format(**locals())
+        return y + len(text)
+
+    dynamo.reset()
+    c = dynamo.compile(f)
+    assert torch.equal(c(X, "ab"), f(X, "ab"))
+    assert torch.equal(c(X, "abcd"), f(X, "abcd"))
+
+
+def test_a_generator_object_is_never_shared_between_calls_or_advanced_by_tracing():
+    def f(x):
+        g = torch.Generator().manual_seed(1)
+        return x + torch.rand(2, generator=g)
+
+    dynamo.reset()
+    c = dynamo.compile(f)
+    assert torch.equal(c(torch.zeros(2)), f(torch.zeros(2)))
+    assert torch.equal(c(torch.zeros(2)), f(torch.zeros(2)))

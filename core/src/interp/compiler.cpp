@@ -216,12 +216,17 @@ class Compiler : public FrameCompiler {
       const RootBreak* brk = root->rootBreak();
       if (brk && brk->needsRestart) {
         rec.breaks.push_back(recordOf(brk->info));
-        topts.forcedBreaks[brk->instruction] = brk->info;
+        GraphBreak forced = brk->info;
+        forced.wholeFrame = false;  // the callee needs its frame; this frame can break at the call
+        topts.forcedBreaks[brk->instruction] = forced;
         continue;
       }
       if (brk) {
         if (!topts.forcedBreaks.count(brk->instruction)) rec.breaks.push_back(recordOf(brk->info));
         if (opts_.fullgraph) raiseFullgraph(brk->info);
+        if (brk->info.wholeFrame) {
+          return skip(rec, brk->info.detail + "; the function runs as Python");
+        }
         if (root->bytecode().instructions[brk->instruction].handler.active()) {
           return skip(rec, "graph break inside a try block (" + brk->info.detail + "); the function runs eagerly so its exception handlers stay in force");
         }

@@ -27,6 +27,17 @@ void CompileContext::breakHere(BreakKind kind, std::string detail) const {
   throw b;
 }
 
+void CompileContext::breakWholeFrame(std::string detail) const {
+  PyErr_Clear();
+  GraphBreak b;
+  b.kind = BreakKind::kUnsupportedCall;
+  b.detail = std::move(detail);
+  b.where = here();
+  b.userStack = userStack;
+  b.wholeFrame = true;
+  throw b;
+}
+
 void CompileContext::guard(const Source& source, LeafGuardPtr leaf) {
   if (!source) return;
   guards.add(source, std::move(leaf), here());
@@ -524,6 +535,12 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
                                     const std::vector<ValueRef>& args,
                                     const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
   const TorchApi& api = torchApi();
+  // Graph arguments first: what cannot be a graph argument (a Generator, a user object) breaks
+  // before anything runs, so nothing it would change is touched at trace time.
+  std::vector<Arg> gargs;
+  for (const ValueRef& a : args) gargs.push_back(argOf(*this, a));
+  Kwargs gkwargs;
+  for (const auto& [k, v] : kwargs) gkwargs.emplace_back(k, argOf(*this, v));
   // Examples: run the call on meta tensors under the traced grad mode.
   PyObjectRef exArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
   for (size_t i = 0; i < args.size(); ++i)
@@ -655,10 +672,6 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   }
   if (!hasTensor && res.get() == Py_None) {
     // Mutation for its side effect (operator.setitem, Tensor.__setitem__): always a node.
-    std::vector<Arg> gargs;
-    for (const ValueRef& a : args) gargs.push_back(argOf(*this, a));
-    Kwargs gkwargs;
-    for (const auto& [k, v] : kwargs) gkwargs.emplace_back(k, argOf(*this, v));
     if (method.empty())
       graph.callFunction(Target::fromCallable(fn), std::move(gargs), std::move(gkwargs), metaHere(nullptr));
     else
@@ -677,10 +690,6 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     breakHere(BreakKind::kUnsupported, std::string("a torch call returning ") + Py_TYPE(res.get())->tp_name);
   }
   PyObjectRef device = inferDevice(method, args, kwargs);
-  std::vector<Arg> gargs;
-  for (const ValueRef& a : args) gargs.push_back(argOf(*this, a));
-  Kwargs gkwargs;
-  for (const auto& [k, v] : kwargs) gkwargs.emplace_back(k, argOf(*this, v));
   NodeMeta meta = metaHere(isTensor(res.get()) ? res.get() : nullptr);
   if (meta.tensor) meta.tensor->device = strOf(device.get());
   NodeRef node = method.empty()

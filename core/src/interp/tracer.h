@@ -46,6 +46,7 @@ struct GraphBreak {
   SourceLocation where;                  ///< innermost user location
   std::vector<SourceLocation> userStack; ///< user frames, outermost first
   bool inlined = false;                  ///< raised inside an inlined call (restart needed)
+  bool wholeFrame = false;               ///< the frame must run as Python (it reads its own frame)
 };
 
 /// A change to an object outside the graph, replayed after the graph runs, in order.
@@ -107,6 +108,8 @@ class CompileContext {
                       const std::vector<std::pair<std::string, ValueRef>>& kwargs);
 
   [[noreturn]] void breakHere(BreakKind kind, std::string detail) const;
+  /// A break after which the frame cannot be resumed in pieces (locals(), eval, exec).
+  [[noreturn]] void breakWholeFrame(std::string detail) const;
 
  private:
   FrameValues frame_;

@@ -474,6 +474,10 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
   if (!same || same.get() != fn) return nullptr;
 
   if (name == "print") ctx.breakHere(BreakKind::kPrint, "call to print()");
+  static const char* kFrameIntrospection[] = {"locals", "globals", "vars", "dir", "eval", "exec",
+                                              "compile", "breakpoint", "__import__", "input", "open"};
+  for (const char* n : kFrameIntrospection)
+    if (name == n) ctx.breakWholeFrame("call to " + name + "(), which needs the real frame or I/O");
   if (name == "len" && args.size() == 1) {
     const ValueRef& v = args[0];
     if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList || v->kind == ValueKind::kDict) {
@@ -744,7 +748,12 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
     if (fn == api.deviceType || fn == api.dtypeType) return foldOrBreak(ctx, fn, args, kwargs);
     if (mod.rfind("torch", 0) == 0) {
       if (anyTensor(args, kwargs)) unsupportedCall(ctx, fn, "constructing a torch object from tensors");
-      return foldOrBreak(ctx, fn, args, kwargs);
+      // Only value objects (torch.device, torch.Size ...) may be made now and used as constants;
+      // a stateful object made while tracing (torch.Generator) would be shared by every call.
+      ValueRef made = foldOrBreak(ctx, fn, args, kwargs);
+      if (!made->isConst() && made->kind != ValueKind::kTuple)
+        unsupportedCall(ctx, fn, "creating a stateful torch object inside the compiled function");
+      return made;
     }
     unsupportedCall(ctx, fn, "creating an instance of a class inside the compiled function");
   }
