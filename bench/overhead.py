@@ -14,7 +14,7 @@ mostly drop out; torch runs on 1 thread (--threads). Variants:
     compiled  the user-facing compiled call: dynamo.compile(f)(x, y) / dynamo.compile(module)(x)
     hooked    the captured function called inside the compile context (the loop's own frame is
               skipped): f(x, y) / module.forward(x), i.e. compiled minus the Python wrapper
-              (`with ctx:`, _Context.__enter__/__exit__, and for modules _CompiledModule.__call__
+              (`with ctx:`, _Context.__enter__/__exit__, and for modules OptimizedModule (nn.Module.__call__ + the C wrapper)
               plus nn.Module.__call__)
     graph     the CompiledGraph object taken from the cache entry's transformed code, called
               directly: input fetching, GraphRunner, output rebuilding; no hook, no guards

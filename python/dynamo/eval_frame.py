@@ -67,7 +67,7 @@ class _Context:
 def _wrap(fn, ctx):
     import torch
     if isinstance(fn, torch.nn.Module):
-        return _CompiledModule(fn, ctx)
+        return OptimizedModule(fn, ctx, getattr(ctx, "_compile_args", {}))
     if not callable(fn):
         raise _C.UserError(
             f"error: dynamo can only compile a function or an nn.Module, not {type(fn).__name__} ({fn!r})\n"
@@ -82,28 +82,65 @@ def _wrap(fn, ctx):
     return compiled
 
 
-class _CompiledModule:
-    """A module whose calls run under Dynamo. Attribute access and state_dict reach the module."""
+def _optimized_module_class():
+    import torch
 
-    def __init__(self, module, ctx):
-        object.__setattr__(self, "_orig_mod", module)
-        object.__setattr__(self, "_ctx", ctx)
+    class OptimizedModule(torch.nn.Module):
+        """What dynamo.compile(module) returns: an nn.Module that runs the original under Dynamo.
 
-    def __call__(self, *args, **kwargs):
-        with self._ctx:
-            return self._orig_mod(*args, **kwargs)
+        It shares the original's parameter, buffer and submodule dicts, so parameters(),
+        state_dict() keys, optimizers and parent modules see exactly the original's (no
+        `_orig_mod.` prefix); attributes read or set on it reach the original. copy.deepcopy and
+        pickle give a compiled copy of a copy of the original."""
 
-    def forward(self, *args, **kwargs):
-        return self(*args, **kwargs)
+        _own = ("_orig_mod", "_dynamo_args", "forward", "training")
 
-    def __getattr__(self, name):
-        return getattr(self._orig_mod, name)
+        def __init__(self, module, ctx, compile_args):
+            super().__init__()
+            d = self.__dict__
+            for shared in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"):
+                d[shared] = getattr(module, shared)
+            d["_orig_mod"] = module
+            d["_dynamo_args"] = compile_args
+            d["training"] = module.training
+            # A C wrapper: switches the hook mode, then calls the original module.
+            d["forward"] = _C._compiler.wrap(module, ctx._mode, ctx._handle)
 
-    def __setattr__(self, name, value):
-        setattr(self._orig_mod, name, value)
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self.__dict__["_orig_mod"], name)
 
-    def __repr__(self):
-        return f"dynamo.compile({self._orig_mod!r})"
+        def __setattr__(self, name, value):
+            if name in OptimizedModule._own:
+                self.__dict__[name] = value
+            else:
+                setattr(self.__dict__["_orig_mod"], name, value)
+
+        def train(self, mode=True):
+            self._orig_mod.train(mode)
+            self.__dict__["training"] = mode
+            return self
+
+        def __deepcopy__(self, memo):
+            import copy
+            return compile(copy.deepcopy(self._orig_mod, memo), **self._dynamo_args)
+
+        def __reduce__(self):
+            return (_recompile, (self._orig_mod, self._dynamo_args))
+
+        def __repr__(self):
+            return f"dynamo.compile({self._orig_mod!r})"
+
+    return OptimizedModule
+
+
+def _recompile(module, args):
+    return compile(module, **args)
+
+
+OptimizedModule = _optimized_module_class()
 
 
 def _skip_torch_call_machinery():
@@ -119,7 +156,6 @@ def _skip_torch_call_machinery():
 _skip_torch_call_machinery()
 _C._compiler.disable_code(_Context.__enter__.__code__)
 _C._compiler.disable_code(_Context.__exit__.__code__)
-_C._compiler.disable_code(_CompiledModule.__call__.__code__)
 
 
 def optimize(backend="eager", nopython=False):
@@ -147,7 +183,9 @@ def compile(fn_or_module, backend="eager", fullgraph=False):
         # The module's own forward is compiled even when it lives in torch's files (nn.Linear).
         forward = getattr(type(fn_or_module), "forward", None)
         force = (forward.__code__,) if hasattr(forward, "__code__") else ()
-    return _wrap(fn_or_module, _Context("compile", _make_handle(backend, fullgraph, force)))
+    ctx = _Context("compile", _make_handle(backend, fullgraph, force))
+    ctx._compile_args = {"backend": backend, "fullgraph": fullgraph}
+    return _wrap(fn_or_module, ctx)
 
 
 def run(fn=None):

@@ -384,3 +384,30 @@ def test_same_module_twice_then_different_modules():
     x = torch.ones(1, 2)
     assert torch.equal(c(a, a, x), f(a, a, x))
     assert torch.equal(c(a, b, x), f(a, b, x))
+
+
+def test_compiled_module_is_a_module_for_parents_copies_and_pickle():
+    import copy
+    import pickle
+
+    class Parent(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.enc(x).relu()
+
+    p = Parent()
+    keys = list(p.state_dict().keys())
+    p.enc = dynamo.compile(p.enc)                      # assignable as a child module
+    assert isinstance(p.enc, torch.nn.Module)
+    assert list(p.state_dict().keys()) == keys         # no "_orig_mod." prefix
+    x = torch.ones(2, 3)
+    assert torch.equal(p(x), p.enc._orig_mod(x).relu())
+    twin = copy.deepcopy(p)
+    assert torch.equal(twin(x), p(x)) and twin.enc.weight is not p.enc.weight
+    back = pickle.loads(pickle.dumps(p.enc))
+    assert torch.equal(back(x), p.enc(x))
+    p.eval()
+    assert not p.enc._orig_mod.training
