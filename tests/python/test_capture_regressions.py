@@ -576,3 +576,19 @@ def test_a_generator_object_is_never_shared_between_calls_or_advanced_by_tracing
     c = dynamo.compile(f)
     assert torch.equal(c(torch.zeros(2)), f(torch.zeros(2)))
     assert torch.equal(c(torch.zeros(2)), f(torch.zeros(2)))
+
+
+def test_torch_flags_read_by_the_code_are_guarded():
+    def f(x):
+        return x * (2 if torch.backends.cudnn.benchmark else 3)
+
+    dynamo.reset()
+    c = dynamo.compile(f)
+    old = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = False
+        assert torch.equal(c(X), X * 3)
+        torch.backends.cudnn.benchmark = True
+        assert torch.equal(c(X), X * 2)
+    finally:
+        torch.backends.cudnn.benchmark = old
