@@ -1,6 +1,8 @@
 // Shared rendering pieces (format.h): formats, paths, times, JSON, XML, JUnit and SARIF.
 #include "dynamo/explain/format.h"
 
+#include "dynamo/common/format.h"
+
 #include <cstdio>
 
 namespace dynamo::explain {
@@ -37,13 +39,7 @@ std::string displayPath(const std::string& file, const RenderOptions& options) {
 }
 
 std::string displayDuration(std::int64_t us, const RenderOptions& options) {
-  if (options.masked) return "<time>";
-  char buf[64];
-  if (us >= 1000000)
-    std::snprintf(buf, sizeof buf, "%.2fs", static_cast<double>(us) / 1e6);
-  else
-    std::snprintf(buf, sizeof buf, "%.1fms", static_cast<double>(us) / 1e3);
-  return buf;
+  return options.masked ? "<time>" : formatMicroseconds(us);
 }
 
 std::string junitSeconds(std::int64_t us, const RenderOptions& options) {

@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "dynamo/core/frame_cache.h"
@@ -28,6 +29,25 @@ using PythonErrorAlreadySet = core::PythonError;
 inline PyObject* check(PyObject* o) {
   if (o == nullptr) throw PythonErrorAlreadySet{};
   return o;
+}
+
+/// Runs fn with the GIL released; C++ exceptions propagate after the GIL is taken back.
+template <typename Fn>
+auto withoutGil(Fn&& fn) -> decltype(fn()) {
+  PyThreadState* state = PyEval_SaveThread();  // borrowed ref: restored below
+  try {
+    if constexpr (std::is_void_v<decltype(fn())>) {
+      fn();
+      PyEval_RestoreThread(state);
+    } else {
+      auto result = fn();
+      PyEval_RestoreThread(state);
+      return result;
+    }
+  } catch (...) {
+    PyEval_RestoreThread(state);
+    throw;
+  }
 }
 
 /// UTF-8 view of a str object; throws PythonErrorAlreadySet on failure.

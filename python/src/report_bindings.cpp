@@ -27,18 +27,6 @@ namespace {
 using explain::Format;
 using explain::RenderOptions;
 
-template <typename Fn>
-auto withoutGil(Fn&& fn) -> decltype(fn()) {
-  PyThreadState* state = PyEval_SaveThread();  // borrowed ref: restored below
-  try {
-    auto result = fn();
-    PyEval_RestoreThread(state);
-    return result;
-  } catch (...) {
-    PyEval_RestoreThread(state);
-    throw;
-  }
-}
 
 Format parseFormat(const char* name) {
   std::optional<Format> f = explain::formatFromName(name);

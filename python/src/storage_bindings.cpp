@@ -32,25 +32,6 @@ using namespace dynamo::storage;
 
 // ---- conversions --------------------------------------------------------------------------
 
-// Runs fn with the GIL released; C++ exceptions propagate after the GIL is taken back.
-template <typename Fn>
-auto withoutGil(Fn&& fn) -> decltype(fn()) {
-  PyThreadState* state = PyEval_SaveThread();  // borrowed ref: restored below
-  try {
-    if constexpr (std::is_void_v<decltype(fn())>) {
-      fn();
-      PyEval_RestoreThread(state);
-    } else {
-      auto result = fn();
-      PyEval_RestoreThread(state);
-      return result;
-    }
-  } catch (...) {
-    PyEval_RestoreThread(state);
-    throw;
-  }
-}
-
 // str -> UTF-8, bytes / bytearray -> raw bytes. `o` is a borrowed ref.
 std::string toBytes(PyObject* o, const char* what) {
   if (PyBytes_Check(o)) {

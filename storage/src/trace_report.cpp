@@ -1,6 +1,8 @@
 // Plain-text reports over a trace store (trace_report.h). Pure: they return text.
 #include "dynamo/storage/trace_report.h"
 
+#include "dynamo/common/format.h"
+
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -22,13 +24,7 @@ std::string formatTime(std::int64_t us, const ReportOptions& options) {
 }
 
 std::string formatDuration(std::int64_t us, const ReportOptions& options) {
-  if (options.maskVolatile) return "<masked>";
-  char buf[32];
-  if (us >= 1000000)
-    std::snprintf(buf, sizeof buf, "%.2fs", static_cast<double>(us) / 1e6);
-  else
-    std::snprintf(buf, sizeof buf, "%.1fms", static_cast<double>(us) / 1e3);
-  return buf;
+  return options.maskVolatile ? "<masked>" : formatMicroseconds(us);
 }
 
 std::string joinArgv(const std::vector<std::string>& argv) {
