@@ -232,8 +232,6 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
   // Graph inputs first, in placeholder order.
   for (const auto& [node, source] : ctx.inputs()) spec.graphInputs.push_back(planner.fetch(source));
 
-  CompileContext& c = ctx;
-  (void)c;
   if (brk == nullptr) {
     spec.results.push_back(planner.plan(returned));
   } else {

@@ -67,17 +67,6 @@ NodeMeta CompileContext::metaHere(PyObject* example) const {
   return meta;
 }
 
-static bool isTorchModuleObject(PyObject* o) {
-  if (!PyModule_Check(o)) return false;
-  const char* name = PyModule_GetName(o);
-  if (name == nullptr) {
-    PyErr_Clear();
-    return false;
-  }
-  return std::strcmp(name, "torch") == 0 || std::strncmp(name, "torch.", 6) == 0 ||
-         std::strcmp(name, "math") == 0 || std::strcmp(name, "operator") == 0;
-}
-
 ValueRef CompileContext::wrapTensor(PyObject* obj, const Source& source) {
   PyObject* type = (PyObject*)Py_TYPE(obj);  // borrowed ref
   const TorchApi& api = torchApi();
@@ -210,7 +199,6 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
     }
   }
   if (!PyModule_Check(obj)) byIdentity[obj] = v;
-  (void)isTorchModuleObject;
   return v;
 }
 

@@ -764,9 +764,6 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
                     "torch." + name + "() changes global torch state (autocast, seeds, flags); it runs as Python");
     if (nameIn(name, kDynamicShape, std::size(kDynamicShape)))
       ctx.breakHere(BreakKind::kDynamicShape, "torch." + name + "() has a data-dependent output shape");
-    if (!anyTensor(args, kwargs) && mod == "torch.functional" && name != "split") {
-      // e.g. torch.functional helpers on constants
-    }
     return ctx.recordCall(fn, "", args, kwargs);
   }
   if (mod == "operator" || mod == "_operator") {
