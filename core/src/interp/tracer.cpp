@@ -141,12 +141,15 @@ bool Tracer::insideLoop(int i) const {
 }
 
 SourceLocation Tracer::locationOf(const bc::Instruction& ins) const {
+  // Consecutive instructions mostly share a line: read the source text once per line.
+  const int line = ins.pos.line > 0 ? ins.pos.line : 0;
+  if (line == lastLine_) return lastLocation_;
   SourceLocation loc;
   PyObject* fn = code_->co_filename;  // borrowed ref
   loc.file = PyUnicode_Check(fn) ? PyUnicode_AsUTF8(fn) : "";
-  loc.line = ins.pos.line > 0 ? ins.pos.line : 0;
+  loc.line = line;
   if (loc.line > 0) {
-    PyObject* linecache = PyImport_ImportModule("linecache");  // new ref
+    static PyObject* linecache = PyImport_ImportModule("linecache");  // new ref, kept
     if (linecache != nullptr) {
       PyObject* text = PyObject_CallMethod(linecache, "getline", "Oi", fn, loc.line);  // new
       if (text != nullptr && PyUnicode_Check(text)) {
@@ -156,10 +159,11 @@ SourceLocation Tracer::locationOf(const bc::Instruction& ins) const {
         loc.sourceLine = b == std::string::npos ? "" : s.substr(b, e - b + 1);
       }
       Py_XDECREF(text);
-      Py_DECREF(linecache);
     }
     PyErr_Clear();
   }
+  lastLine_ = line;
+  lastLocation_ = loc;
   return loc;
 }
 

@@ -198,6 +198,8 @@ class Tracer {
   std::vector<std::pair<int, int>> loops_;  // (target, jump) of backward jumps
   std::unique_ptr<RootBreak> rootBreak_;
   bool generator_ = false;
+  mutable int lastLine_ = -1;              // locationOf's one-line cache
+  mutable SourceLocation lastLocation_;
   std::vector<ValueRef> yields_;
 };
 
