@@ -13,7 +13,7 @@ import dynamo
 
 
 def step(x, i):
-    x = x * 2
+    x = x * 2 + i
     print("step", i)
     return x + 1
 
@@ -26,7 +26,7 @@ def loop(x):
 
 dynamo.compile(loop)(torch.ones(3))
 """
-PRINT_LINE, CALL_LINE, STEP_DEF = 7, 13, 5
+PRINT_LINE, CALL_LINE, STEP_DEF, I_USE = 7, 13, 5, 6
 
 
 def _run(tmp_path, logs=None, script=SCRIPT, extra_env=None):
@@ -63,18 +63,18 @@ def test_graph_breaks_verbose_prints_the_user_stack(tmp_path):
 def test_recompiles(tmp_path):
     assert _run(tmp_path, "recompiles") == (
         f"[dynamo] recompiling step (prog.py:{STEP_DEF}), attempt 1: 'i' changed: expected 0, got 1 "
-        f"(guard created at prog.py:{STEP_DEF})\n"
+        f"(guard created at prog.py:{I_USE})\n"
         f"[dynamo] recompiling step (prog.py:{STEP_DEF}), attempt 2: 'i' changed: expected 1, got 2 "
-        f"(guard created at prog.py:{STEP_DEF})\n")
+        f"(guard created at prog.py:{I_USE})\n")
 
 
 def test_recompiles_verbose_lists_every_reason(tmp_path):
     err = _run(tmp_path, "+recompiles")
     assert err.splitlines()[-3:] == [
         f"[dynamo] recompiling step (prog.py:{STEP_DEF}), attempt 2: 'i' changed: expected 1, got 2 "
-        f"(guard created at prog.py:{STEP_DEF})",
-        f"    - 'i' changed: expected 1, got 2  (guard created at prog.py:{STEP_DEF}: def step(x, i):)",
-        f"    - 'i' changed: expected 0, got 2  (guard created at prog.py:{STEP_DEF}: def step(x, i):)"]
+        f"(guard created at prog.py:{I_USE})",
+        f"    - 'i' changed: expected 1, got 2  (guard created at prog.py:{I_USE}: x = x * 2 + i)",
+        f"    - 'i' changed: expected 0, got 2  (guard created at prog.py:{I_USE}: x = x * 2 + i)"]
 
 
 def test_cache_limit_line(tmp_path):
@@ -82,15 +82,15 @@ def test_cache_limit_line(tmp_path):
                             "dynamo.config.cache_size_limit = 2\n")
     err = _run(tmp_path, "recompiles", script)
     assert (f"[dynamo] step (prog.py:{STEP_DEF}) hit cache_size_limit after 2 compiles; it runs eagerly "
-            f"from now on. Last reason: 'i' changed: expected 1, got 2 (guard created at prog.py:{STEP_DEF})") in err
+            f"from now on. Last reason: 'i' changed: expected 1, got 2 (guard created at prog.py:{I_USE})") in err
 
 
 def test_guards_graph_bytecode(tmp_path):
     err = _run(tmp_path, "guards,graph,bytecode")
     assert f"[dynamo] guards of step (prog.py:{STEP_DEF}), attempt 0:\n    GRAD_MODE     grad mode is enabled\n" in err
     assert "    EQUALS_MATCH  i == 2 (int)" in err
-    assert (f"[dynamo] graph 0 of step (prog.py:{STEP_DEF}), attempt 0 (1 nodes):\n    graph(%x):\n"
-            f"      %x: f32[3] = placeholder[source=x]  # {tmp_path / 'prog.py'}:{STEP_DEF}\n") in err
+    assert (f"[dynamo] graph 0 of step (prog.py:{STEP_DEF}), attempt 0 (2 nodes):\n    graph(%x):\n"
+            f"      %x: f32[3] = placeholder[source=x]  # {tmp_path / 'prog.py'}:{I_USE}\n") in err
     assert f"[dynamo] transformed bytecode of step (prog.py:{STEP_DEF}), attempt 0:\n" in err
     assert "RESUME" in err and "graph break" not in err and "recompiling" not in err
 

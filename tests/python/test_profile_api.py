@@ -63,16 +63,17 @@ def test_size_change_reason_and_suggestion():
     fl = _failure(s, 0)
     assert (fl["guard_kind"], fl["source"], fl["property"], fl["dim"], fl["expected"], fl["seen"]) == \
         ("TENSOR_MATCH", "x", "size", 0, "2", "3")
-    line = _line(by_size, "def by_size")
-    assert fl["created_at"] == {"file": s["file"], "line": line, "source_line": "def by_size(x):"}
+    # The guard is created by the line that first uses x.
+    line = _line(by_size, "return x.sum(0) * 2")
+    assert fl["created_at"] == {"file": s["file"], "line": line, "source_line": "return x.sum(0) * 2"}
     assert s["file"] in (__file__, "test_profile_api.py", os.path.relpath(__file__))
     text = prof.report()
     assert ("  #1 tensor 'x' size mismatch at dim 0: expected 2, got 3\n"
             "       guard TENSOR_MATCH on x (size at dim 0): expected 2, seen 3\n"
-            f"       created at {s['file']}:{line}: def by_size(x):\n") in text
+            f"       created at {s['file']}:{line}: return x.sum(0) * 2\n") in text
     assert ("  #2 tensor 'x' size mismatch at dim 0: expected 3, got 4\n"
             "       guard TENSOR_MATCH on x (size at dim 0): expected 3, seen 4\n"
-            f"       created at {s['file']}:{line}: def by_size(x):\n"
+            f"       created at {s['file']}:{line}: return x.sum(0) * 2\n"
             "       + 1 more guard failure against older entries\n") in text
     assert ("    - tensor 'x' changes size at dim 0 from call to call (2 recompiles; sizes seen: 2, 3, 4): "
             f"pad or bucket the input to a few sizes; dynamic shapes are not supported yet [{s['file']}:{line}]\n") in text
@@ -87,8 +88,8 @@ def test_varying_int_argument_suggestion():
     fl = _failure(s, 1)
     assert (fl["guard_kind"], fl["source"], fl["property"], fl["expected"], fl["seen"]) == \
         ("EQUALS_MATCH", "n", "value", "2", "3")
-    line = _line(by_int, "def by_int")
-    assert fl["created_at"]["line"] == line and fl["created_at"]["source_line"] == "def by_int(x, n):"
+    line = _line(by_int, "return x * n")
+    assert fl["created_at"]["line"] == line and fl["created_at"]["source_line"] == "return x * n"
     text = prof.report()
     assert "  #1 'n' changed: expected 1, got 2\n       guard EQUALS_MATCH on n (value): expected 1, seen 2\n" in text
     assert ("    - Python int 'n' varies from call to call (2 recompiles; values seen: 1, 2, 3): pass it as a "

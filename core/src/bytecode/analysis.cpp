@@ -149,6 +149,44 @@ std::vector<int> stackDepths(const Bytecode& bc, int coFlags) {
 
 int computeStackSize(const Bytecode& bc, int coFlags) { return analyze(bc, coFlags).maxDepth; }
 
+std::vector<std::vector<bool>> liveLocals(const Bytecode& bc, int nlocals) {
+  const auto& instrs = bc.instructions;
+  const int n = static_cast<int>(instrs.size());
+  std::vector<std::vector<bool>> live(n, std::vector<bool>(static_cast<size_t>(nlocals), false));
+  auto local = [&](const Instruction& ins) {
+    return opcodeInfo(ins.opcode) && opcodeInfo(ins.opcode)->has(kHasLocal) && ins.arg >= 0 && ins.arg < nlocals;
+  };
+  // Iterate to a fixed point; walking backwards converges in a few rounds for reducible code.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = n - 1; i >= 0; --i) {
+      const Instruction& ins = instrs[i];
+      std::vector<bool> out(static_cast<size_t>(nlocals), false);
+      auto merge = [&](int j) {
+        if (j < 0 || j >= n) return;
+        for (int s = 0; s < nlocals; ++s)
+          if (live[j][s]) out[s] = true;
+      };
+      const OpcodeInfo* info = opcodeInfo(ins.opcode);
+      if (!(info && info->has(kNoFallthrough))) merge(i + 1);
+      if (ins.isJump()) merge(ins.target);
+      if (ins.handler.active()) merge(ins.handler.target);
+      if (local(ins)) {
+        if (ins.opcode == STORE_FAST) {
+          out[ins.arg] = false;
+        } else {
+          out[ins.arg] = true;  // loads, deletes (of an unbound local: an error) and checks read it
+        }
+      }
+      if (out != live[i]) {
+        live[i] = std::move(out);
+        changed = true;
+      }
+    }
+  }
+  return live;
+}
+
 void verify(const Bytecode& bc, const CodeOptions* opts) {
   if (bc.instructions.empty()) throw InternalError(__FILE__, __LINE__, "", "bytecode verifier: "
                                                    "no instructions");

@@ -210,6 +210,10 @@ GuardSetBuilder::~GuardSetBuilder() = default;
 
 std::size_t GuardSetBuilder::size() const { return pending_.size(); }
 
+void GuardSetBuilder::truncate(std::size_t n) {
+  if (n < pending_.size()) pending_.resize(n);
+}
+
 bool GuardSetBuilder::add(const Source& source, LeafGuardPtr guard, SourceLocation where) {
   DYNAMO_INTERNAL_ASSERT(guard != nullptr, "null guard");
   DYNAMO_USER_CHECK(guard->needsSource() == static_cast<bool>(source),

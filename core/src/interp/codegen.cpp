@@ -107,6 +107,10 @@ class Planner {
         p.kind = OutPlan::Kind::kConst;
         p.obj = v->obj;
         return p;
+      case ValueKind::kLazy:  // passed through untouched: read again from the frame
+        p.kind = OutPlan::Kind::kFetched;
+        p.index = fetch(v->source);
+        return p;
       case ValueKind::kObject:
         if (v->source) {
           p.kind = OutPlan::Kind::kFetched;
@@ -241,9 +245,17 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
       out.stores.push_back({OutputPlan::Store::Kind::kFast, -1, "__dynamo_s" + std::to_string(out.stackTemps)});
       ++out.stackTemps;
     }
+    // Only locals the rest of the code may read are rebuilt and passed on: a dead value (a
+    // resume function's spent ___stack arguments, a temporary) is neither guarded nor passed.
+    const int nvar = root.bytecode().instructions.empty() ? 0 : static_cast<int>(bc::codeOptionsFrom(ctx.rootCode()).varnames.size());
+    std::vector<std::vector<bool>> live = bc::liveLocals(root.bytecode(), nvar);
+    out.liveLocals.assign(brk->locals.size(), true);
+    for (int i = 0; i < nvar && i < static_cast<int>(brk->locals.size()); ++i)
+      out.liveLocals[i] = live[brk->instruction][i];
     for (size_t i = 0; i < brk->locals.size(); ++i) {
       const ValueRef& v = brk->locals[i];
       if (!v || v->kind == ValueKind::kCell) continue;
+      if (!out.liveLocals[i]) continue;
       if (v->kind == ValueKind::kFunction) {
         out.functions.push_back(functionLocal(ctx, *brk, static_cast<int>(i), *v));
         continue;
@@ -357,9 +369,15 @@ PyObjectRef makeResumeCode(PyCodeObject* code, const bc::Bytecode& body, int tar
   bc::CodeOptions orig = bc::codeOptionsFrom(code);
   std::vector<std::string> origSlots = orig.localsPlusNames();
   bc::CodeOptions opts = orig;
+  // Stack arguments get names no slot of the continued code has (a resume of a resume function
+  // has ___stackN slots of its own, which must not share a slot with the new ones).
   std::vector<std::string> stackNames;
-  for (size_t i = 0; i < nullMask.size(); ++i)
-    if (!nullMask[i]) stackNames.push_back("___stack" + std::to_string(i));
+  for (size_t i = 0; i < nullMask.size(); ++i) {
+    if (nullMask[i]) continue;
+    std::string name = "___stack" + std::to_string(i);
+    for (int k = 1; slotOf(origSlots, name) >= 0; ++k) name = "___stack" + std::to_string(i) + "_" + std::to_string(k);
+    stackNames.push_back(name);
+  }
   std::vector<std::string> varnames = stackNames;
   for (const std::string& n : passedLocals) varnames.push_back(n);
   for (const std::string& n : passedCells) varnames.push_back(n);
@@ -589,6 +607,7 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
     for (size_t i = 0; i < brk->locals.size(); ++i) {
       const ValueRef& v = brk->locals[i];
       if (!v) continue;
+      if (v->kind != ValueKind::kCell && i < plan.liveLocals.size() && !plan.liveLocals[i]) continue;
       if (v->kind == ValueKind::kCell) {
         if (e.isFree(static_cast<int>(i))) continue;
         passedCells.push_back(e.origSlots[i]);

@@ -52,6 +52,7 @@ struct OutputPlan {
   };
   std::vector<FunctionLocal> functions;
   int stackTemps = 0;                    ///< break path: number of non-null stack values
+  std::vector<bool> liveLocals;          ///< break path: per frame slot, read after the break
 };
 
 /// Plans the outputs and sets the graph's output node (return path when brk is null).

@@ -94,9 +94,23 @@ void Tracer::initRootLocals() {
       locals_[i] = cell;
       continue;
     }
-    locals_[i] = ctx_.wrap(v, Source::local(i, localNames_[i]));
+    locals_[i] = makeLazy(v, Source::local(i, localNames_[i]));
   }
   ctx_.userStack.pop_back();
+}
+
+const ValueRef& Tracer::realize(ValueRef& v) {
+  if (v && v->kind == ValueKind::kLazy) {
+    auto it = realized_.find(v.get());
+    if (it == realized_.end()) {
+      // Guards on the value are created by the line that first uses it.
+      ValueRef w = ctx_.wrap(v->obj.get(), v->source);
+      it = realized_.emplace(v.get(), std::move(w)).first;
+      lazyKeep_.push_back(v);
+    }
+    v = it->second;
+  }
+  return v;
 }
 
 bool Tracer::preCelled(int slot) const {
@@ -120,9 +134,9 @@ ValueRef Tracer::zeroArgSuper() {
   }
   if (classSlot < 0 || selfSlot < 0 || !locals_[classSlot] || !locals_[selfSlot])
     ctx_.breakHere(BreakKind::kUnsupported, "super() outside a method");
-  ValueRef cls = locals_[classSlot];
+  ValueRef cls = realize(locals_[classSlot]);
   if (cls->kind == ValueKind::kCell) cls = cls->cell->contents;
-  ValueRef self = locals_[selfSlot];
+  ValueRef self = realize(locals_[selfSlot]);
   if (self->kind == ValueKind::kCell) self = self->cell->contents;
   if (!cls || cls->kind != ValueKind::kObject || !self || self->kind != ValueKind::kObject)
     ctx_.breakHere(BreakKind::kUnsupported, "super() with a receiver that is not a known object");
@@ -190,22 +204,29 @@ void setDictItem(const ValueRef& d, const PyObjectRef& key, ValueRef value) {
 
 // ---- stack helpers ----------------------------------------------------------------------------
 
-ValueRef Tracer::pop() {
+ValueRef Tracer::popRaw() {
   DYNAMO_INTERNAL_ASSERT(!stack_.empty(), "stack underflow at instruction ", ip_);
   ValueRef v = std::move(stack_.back());
   stack_.pop_back();
   return v;
 }
 
+ValueRef Tracer::pop() {
+  ValueRef v = popRaw();
+  realize(v);
+  return v;
+}
+
 ValueRef& Tracer::top(int n) {
   DYNAMO_INTERNAL_ASSERT(static_cast<int>(stack_.size()) >= n, "stack underflow at ", ip_);
-  return stack_[stack_.size() - n];
+  return const_cast<ValueRef&>(realize(stack_[stack_.size() - n]));
 }
 
 std::vector<ValueRef> Tracer::popN(int n) {
   DYNAMO_INTERNAL_ASSERT(static_cast<int>(stack_.size()) >= n, "stack underflow at ", ip_);
   std::vector<ValueRef> out(stack_.end() - n, stack_.end());
   stack_.resize(stack_.size() - n);
+  for (ValueRef& v : out) realize(v);
   return out;
 }
 
@@ -232,6 +253,9 @@ ValueRef Tracer::run() {
       std::vector<ValueRef> stackBefore = stack_;
       std::vector<ValueRef> localsBefore = locals_;
       ValueRef kwBefore = kwNames_;
+      const size_t guardsBefore = ctx_.guards.size();
+      const size_t nodesBefore = ctx_.graph.size();
+      const size_t effectsBefore = ctx_.effects.size();
       try {
         auto forced = ctx_.options.forcedBreaks.find(ip_);
         if (forced != ctx_.options.forcedBreaks.end()) {
@@ -247,7 +271,11 @@ ValueRef Tracer::run() {
         rootBreak_->stack = std::move(stackBefore);
         rootBreak_->locals = std::move(localsBefore);
         rootBreak_->kwNames = kwBefore;
-        rootBreak_->needsRestart = b.inlined;
+        // The instruction runs as Python: what tracing it added is not part of the capture.
+        // Guards go (values it only looked at need none); recorded nodes or effects cannot be
+        // taken back from the append-only graph, so the compile restarts with a break there.
+        ctx_.guards.truncate(guardsBefore);
+        rootBreak_->needsRestart = b.inlined || ctx_.graph.size() != nodesBefore || ctx_.effects.size() != effectsBefore;
         ctx_.userStack.pop_back();
         return nullptr;
       }
@@ -348,7 +376,7 @@ void Tracer::step(const bc::Instruction& ins) {
         int slot = n - arg + k;
         auto box = std::make_shared<CellBox>();
         if (parent_ == nullptr) {
-          box->contents = locals_[slot];  // the value read through the closure at entry
+          box->contents = realize(locals_[slot]);  // the value read through the closure at entry
           box->rootSlot = slot;
           ValueRef cell = std::make_shared<Value>();
           cell->kind = ValueKind::kCell;
@@ -383,10 +411,12 @@ void Tracer::step(const bc::Instruction& ins) {
       push(makeNull());
       return;
     case COPY:
-      push(top(arg));
+      DYNAMO_INTERNAL_ASSERT(static_cast<int>(stack_.size()) >= arg, "stack underflow at ", ip_);
+      push(stack_[stack_.size() - arg]);
       return;
     case SWAP:
-      std::swap(top(1), top(arg));
+      DYNAMO_INTERNAL_ASSERT(static_cast<int>(stack_.size()) >= arg, "stack underflow at ", ip_);
+      std::swap(stack_[stack_.size() - 1], stack_[stack_.size() - arg]);
       return;
     case LOAD_CONST:
       push(makeConst(PyTuple_GET_ITEM(code_->co_consts, arg)));  // borrowed ref
@@ -414,7 +444,7 @@ void Tracer::step(const bc::Instruction& ins) {
       return;
 #endif
     case STORE_FAST: {
-      ValueRef v = pop();
+      ValueRef v = popRaw();
       locals_[arg] = v->isNull() ? nullptr : v;
       return;
     }

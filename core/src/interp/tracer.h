@@ -162,7 +162,11 @@ class Tracer {
   void step(const bytecode::Instruction& ins);
   SourceLocation locationOf(const bytecode::Instruction& ins) const;
   ValueRef pop();
+  /// pop() without wrapping a kLazy value (for moves that do not look at it).
+  ValueRef popRaw();
   ValueRef& top(int n = 1);
+  /// The wrapped Value of a kLazy (the same one each time); other values as they are.
+  const ValueRef& realize(ValueRef& v);
   std::vector<ValueRef> popN(int n);
   void push(ValueRef v) { stack_.push_back(std::move(v)); }
   void jumpTo(int target) { next_ = target; }
@@ -201,6 +205,8 @@ class Tracer {
   mutable int lastLine_ = -1;              // locationOf's one-line cache
   mutable SourceLocation lastLocation_;
   std::vector<ValueRef> yields_;
+  std::unordered_map<const Value*, ValueRef> realized_;  // kLazy -> its wrapped Value
+  std::vector<ValueRef> lazyKeep_;                       // keeps realized_'s keys alive
 };
 
 /// Index of `key` among a kDict's keys, or -1 (Python equality).

@@ -57,6 +57,14 @@ ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Sourc
   return v;
 }
 
+ValueRef makeLazy(PyObject* o, Source source) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kLazy;
+  v->obj = PyObjectRef::borrow(o);
+  v->source = std::move(source);
+  return v;
+}
+
 bool isConstantObject(PyObject* o) {
   if (o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || PyLong_CheckExact(o) ||
       PyFloat_CheckExact(o) || PyComplex_CheckExact(o) || PyUnicode_CheckExact(o) ||
@@ -113,6 +121,7 @@ std::string describe(const Value& v) {
     case ValueKind::kCell: return "cell";
     case ValueKind::kIterator: return "iterator";
     case ValueKind::kGradMode: return "grad-mode context manager";
+    case ValueKind::kLazy: return "'" + v.source.name() + "'";
   }
   return "value";
 }

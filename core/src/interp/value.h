@@ -20,6 +20,12 @@
 //   kCell       a cell (closure variable)                 cell (shared contents)
 //   kIterator   iterator over a known sequence            items, index
 //   kGradMode   torch.no_grad()/enable_grad() object     flag
+//   kLazy       a root-frame value not looked at yet      obj (the object), source
+//
+// kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
+// when an instruction first consumes it, so values that only pass through the frame (arguments
+// never read, a resume function's stack values handed straight to the breaking call) add no
+// guards and cause no recompiles.
 #pragma once
 
 #include <Python.h>
@@ -52,6 +58,7 @@ enum class ValueKind {
   kCell,
   kIterator,
   kGradMode,
+  kLazy,
 };
 
 /// A cell's contents; shared by every function that closes over it.
@@ -100,6 +107,8 @@ ValueRef makeTuple(std::vector<ValueRef> items);
 ValueRef makeList(std::vector<ValueRef> items);
 ValueRef makeSlice(ValueRef start, ValueRef stop, ValueRef step);
 ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Source source = {});
+/// A root-frame object not wrapped yet (see kLazy). `o` is borrowed.
+ValueRef makeLazy(PyObject* o, Source source);
 
 /// True for Python objects that can live in a kConst: None, bool, int, float, complex, str,
 /// bytes, Ellipsis, torch.dtype/device/layout/memory_format, and tuples/frozensets of those.

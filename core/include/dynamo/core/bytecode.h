@@ -171,6 +171,12 @@ void verify(const Bytecode& bc, const CodeOptions* opts = nullptr);
 /// Throws like verify() on inconsistency.
 std::vector<int> stackDepths(const Bytecode& bc, int coFlags);
 
+/// Live local slots before each instruction (a backward data-flow over fall-through, jump and
+/// exception edges): slot s is live at i when some path from i reads s (LOAD_FAST, DELETE_FAST
+/// and 3.12's LOAD_FAST_CHECK / LOAD_FAST_AND_CLEAR) before a STORE_FAST writes it. Deref slots
+/// (cells) are not tracked. Result: [instruction][slot], nlocals slots each.
+std::vector<std::vector<bool>> liveLocals(const Bytecode& bc, int nlocals);
+
 /// dis-like listing: one line per instruction (line, index, opcode, arg, arg meaning, jump
 /// target as "to #N", handler), then the exception table. Uses opts for arg meanings when given.
 std::string print(const Bytecode& bc, const CodeOptions* opts = nullptr);

@@ -178,6 +178,8 @@ class GuardSetBuilder {
   bool add(const Source& source, LeafGuardPtr guard, SourceLocation where = {});
   /// Number of guards kept so far.
   std::size_t size() const;
+  /// Drops the guards added after the first `n` (those of an instruction that was not captured).
+  void truncate(std::size_t n);
   /// The GuardSet, ordered for checking: global-state guards, then per source the cheap guards
   /// first, sources with cheap guards before those with expensive ones. Empties the builder.
   GuardSet build();

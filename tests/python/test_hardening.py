@@ -1,0 +1,109 @@
+"""Regression tests for issue 7 (hardening): silent wrong results after graph breaks, values
+computed from tensor data, exceptions and side effects, guards on replaced methods, torch.Size,
+in-place results, and the error paths of compile. Each compares dynamo.compile(fn) (default
+settings: graph breaks allowed) with eager, outputs and side effects."""
+import collections
+import contextlib
+import io
+
+import pytest
+import torch
+
+import dynamo
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+def _quiet(fn, *args):
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args)
+
+
+def same(a, b):
+    """Exact equality of nested outputs, container types and key order included."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a.keys()) == list(b.keys()) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def check(fn, *args, calls=2):
+    compiled = dynamo.compile(fn)
+    for _ in range(calls):
+        expected = _quiet(fn, *args)
+        got = _quiet(compiled, *args)
+        assert same(got, expected), (got, expected)
+
+
+X = torch.tensor([3.0, 1.0, 2.0])
+
+
+# ---- 1. locals across two breaks in a row -------------------------------------------------------
+
+def test_local_survives_two_breaks_in_a_row():
+    def g(x):
+        a = x.tolist()
+        print("hi")
+        return x + 1, a
+    check(g, X)
+
+
+def test_list_sorted_after_a_break():
+    def g(x):
+        l = x.tolist()
+        l.sort()
+        return l
+    check(g, X)
+
+
+def test_list_appended_then_second_break():
+    def g(x):
+        a = x.tolist()
+        a.append(9.0)
+        b = x.max().item()
+        return x * b, a
+    check(g, X)
+
+
+def test_three_breaks_keep_every_local():
+    def g(x):
+        a = x.tolist()
+        s = {1, 2}
+        print("one")
+        d = collections.deque([x.sum().item()])
+        print("two")
+        dd = collections.defaultdict(list)
+        dd["k"].append(len(a))
+        print("three")
+        return x * 2, a, sorted(s), list(d), dict(dd)
+    check(g, X)
+
+
+def test_value_passed_through_a_break_is_not_guarded():
+    # print("loss", loss.item()) gets a new float each call: it must not recompile.
+    def step(x):
+        loss = (x * 2).sum()
+        print("loss", loss.item())
+        return loss
+
+    compiled = dynamo.compile(step)
+    records = []
+    listener = dynamo.add_compile_listener(records.append)
+    try:
+        _quiet(compiled, X)
+        first = len(records)
+        for k in range(1, 5):
+            _quiet(compiled, X + k)
+    finally:
+        dynamo.remove_compile_listener(listener)
+    assert first >= 2 and len(records) == first, [(r["function"], r["reason"]) for r in records]
