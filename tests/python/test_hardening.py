@@ -107,3 +107,81 @@ def test_value_passed_through_a_break_is_not_guarded():
     finally:
         dynamo.remove_compile_listener(listener)
     assert first >= 2 and len(records) == first, [(r["function"], r["reason"]) for r in records]
+
+
+# ---- 2. dicts built in the function -------------------------------------------------------------
+
+def test_ordered_dict_built_and_returned():
+    def g(x):
+        d = collections.OrderedDict()
+        d["b"] = x
+        d["a"] = x * 3
+        return d
+    check(g, X)
+
+
+def test_ordered_dict_filled_across_a_break():
+    def g(x):
+        d = collections.OrderedDict()
+        d["b"] = x
+        print("between")
+        d["a"] = x * 3
+        d.update(c=x - 1)
+        return d
+    check(g, X)
+
+
+def test_dict_from_pairs_and_copy_is_a_new_dict():
+    def g(x, cfg):
+        d = dict([("x", x), ("y", x + 1)], z=2)
+        c = cfg.copy()
+        c["extra"] = x.sum()
+        return d, c, c is cfg, cfg
+
+    compiled = dynamo.compile(g)
+    cfg_e, cfg_c = {"lr": 0.1}, {"lr": 0.1}
+    expected = _quiet(g, X, cfg_e)
+    got = _quiet(compiled, X, cfg_c)
+    assert same(got, expected) and got[2] is False and cfg_c == {"lr": 0.1}
+
+
+class ModelOutput(collections.OrderedDict):
+    """The model-output pattern of many libraries: items are attributes too."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __setattr__(self, name, value):
+        super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+
+def test_dict_subclass_with_its_own_setitem_runs_its_code():
+    def g(x, out):
+        out["logits"] = x * 2
+        out.hidden = x + 1
+        return out
+
+    compiled = dynamo.compile(g)
+    e, c = ModelOutput(), ModelOutput()
+    expected = _quiet(g, X, e)
+    got = _quiet(compiled, X, c)
+    assert list(got.keys()) == list(expected.keys()) == ["logits", "hidden"]
+    assert torch.equal(got.logits, expected.logits) and torch.equal(got["hidden"], expected.hidden)
+
+
+def test_model_output_built_in_forward():
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            out = ModelOutput()
+            out["a"] = x.relu()
+            out.b = x.sin()
+            return out
+
+    net = Net()
+    compiled = dynamo.compile(net)
+    for _ in range(2):
+        e, c = net(X), _quiet(compiled, X)
+        assert type(c) is ModelOutput and list(c.keys()) == list(e.keys())
+        assert torch.equal(c.a, e.a) and torch.equal(c["b"], e["b"])

@@ -59,6 +59,21 @@ RootInfo rootInfoOf(PyCodeObject*, const Source& root, const std::vector<std::st
   return info;
 }
 
+// The slot of the receiver that zero-argument super() reads implicitly (the first argument, which
+// CPython takes from the frame's first slot), or -1 when the code uses no `__class__` cell.
+static int superReceiverSlot(PyCodeObject* code, const std::vector<std::string>& slots) {
+  bc::CodeOptions opts = bc::codeOptionsFrom(code);
+  bool usesClassCell = false;
+  for (const std::string& f : opts.freevars) usesClassCell = usesClassCell || f == "__class__";
+  if (!usesClassCell) return -1;
+  std::string first;
+  if (const ResumeInfo* info = resumeInfo(code)) first = info->firstArgName;
+  else if (opts.argcount > 0 && !opts.varnames.empty()) first = opts.varnames[0];
+  for (size_t i = 0; !first.empty() && i < slots.size(); ++i)
+    if (slots[i] == first) return static_cast<int>(i);
+  return -1;
+}
+
 // ---- planning ---------------------------------------------------------------------------------
 
 namespace {
@@ -146,6 +161,12 @@ class Planner {
           memoOf_[v.get()] = p.memo;
         }
         p.kind = v->kind == ValueKind::kList ? OutPlan::Kind::kList : OutPlan::Kind::kDict;
+        if (v->kind == ValueKind::kDict && v->obj) {
+          // A dict subclass made during the trace: only OrderedDict is rebuilt (by its own type).
+          if (v->obj.get() != torchApi().orderedDictType)
+            ctx_.breakHere(BreakKind::kUnsupported, "cannot rebuild a " + std::string(((PyTypeObject*)v->obj.get())->tp_name) + " made in the function after the graph");
+          p.obj = v->obj;
+        }
         for (const ValueRef& item : v->items) p.children.push_back(plan(item));
         p.keys = v->keys;
         return p;
@@ -252,6 +273,9 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
     out.liveLocals.assign(brk->locals.size(), true);
     for (int i = 0; i < nvar && i < static_cast<int>(brk->locals.size()); ++i)
       out.liveLocals[i] = live[brk->instruction][i];
+    // super() reads the receiver without a LOAD_FAST: it stays live.
+    const int receiver = superReceiverSlot(ctx.rootCode(), bc::codeOptionsFrom(ctx.rootCode()).localsPlusNames());
+    if (receiver >= 0 && receiver < static_cast<int>(out.liveLocals.size())) out.liveLocals[receiver] = true;
     for (size_t i = 0; i < brk->locals.size(); ++i) {
       const ValueRef& v = brk->locals[i];
       if (!v || v->kind == ValueKind::kCell) continue;
@@ -363,8 +387,10 @@ struct Emitter {
 
 // Builds the resume code object that continues `bytecode` at instruction `target` with the given
 // stack layout (true = NULL) and passed locals. New ref.
+// `first` (may be empty) is passed before everything else: the receiver super() finds in slot 0.
 PyObjectRef makeResumeCode(PyCodeObject* code, const bc::Bytecode& body, int target,
-                           const std::vector<bool>& nullMask, const std::vector<std::string>& passedLocals,
+                           const std::vector<bool>& nullMask, const std::string& first, bool firstIsCell,
+                           const std::vector<std::string>& passedLocals,
                            const std::vector<std::string>& passedCells) {
   bc::CodeOptions orig = bc::codeOptionsFrom(code);
   std::vector<std::string> origSlots = orig.localsPlusNames();
@@ -378,13 +404,15 @@ PyObjectRef makeResumeCode(PyCodeObject* code, const bc::Bytecode& body, int tar
     for (int k = 1; slotOf(origSlots, name) >= 0; ++k) name = "___stack" + std::to_string(i) + "_" + std::to_string(k);
     stackNames.push_back(name);
   }
-  std::vector<std::string> varnames = stackNames;
+  std::vector<std::string> varnames;
+  if (!first.empty()) varnames.push_back(first);
+  for (const std::string& n : stackNames) varnames.push_back(n);
   for (const std::string& n : passedLocals) varnames.push_back(n);
   for (const std::string& n : passedCells) varnames.push_back(n);
   for (const std::string& n : orig.varnames)
     if (slotOf(varnames, n) < 0) varnames.push_back(n);
   opts.varnames = varnames;
-  opts.argcount = static_cast<int>(stackNames.size() + passedLocals.size() + passedCells.size());
+  opts.argcount = static_cast<int>((first.empty() ? 0 : 1) + stackNames.size() + passedLocals.size() + passedCells.size());
   opts.posonlyargcount = 0;
   opts.kwonlyargcount = 0;
   opts.flags &= ~(CO_VARARGS | CO_VARKEYWORDS);
@@ -430,6 +458,7 @@ PyObjectRef makeResumeCode(PyCodeObject* code, const bc::Bytecode& body, int tar
     info.firstArgName = orig.varnames[0];
   }
   for (const std::string& n : passedCells) info.preCelledSlots.push_back(slotOf(newSlots, n));
+  if (!first.empty() && firstIsCell) info.preCelledSlots.push_back(slotOf(newSlots, first));
   resumeRegistry()[reinterpret_cast<PyCodeObject*>(result.get())] = ResumeEntry{result, info};
   return result;
 }
@@ -604,9 +633,20 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
     // Live values: non-cell locals that are bound, and every cell (passed as a cell object).
     std::vector<std::string> passedLocals, passedCells;
     std::vector<int> localSlots, cellSlots;
+    // super()'s receiver goes first, so zero-argument super() in the resume function finds it.
+    std::string first;
+    bool firstIsCell = false;
+    int firstSlot = superReceiverSlot(code, e.origSlots);
+    if (firstSlot >= 0 && (firstSlot >= static_cast<int>(brk->locals.size()) || !brk->locals[firstSlot] ||
+                           e.isFree(firstSlot)))
+      firstSlot = -1;
+    if (firstSlot >= 0) {
+      first = e.origSlots[firstSlot];
+      firstIsCell = brk->locals[firstSlot]->kind == ValueKind::kCell;
+    }
     for (size_t i = 0; i < brk->locals.size(); ++i) {
       const ValueRef& v = brk->locals[i];
-      if (!v) continue;
+      if (!v || static_cast<int>(i) == firstSlot) continue;
       if (v->kind != ValueKind::kCell && i < plan.liveLocals.size() && !plan.liveLocals[i]) continue;
       if (v->kind == ValueKind::kCell) {
         if (e.isFree(static_cast<int>(i))) continue;
@@ -627,7 +667,7 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
       else e.emit(LOAD_FAST, slotOf(e.newSlots, "__dynamo_s" + std::to_string(tempOf[i])));
     };
     auto makeResumeFn = [&](int target, const std::vector<bool>& nullMask) {
-      PyObjectRef rc = makeResumeCode(code, body, target, nullMask, passedLocals, passedCells);
+      PyObjectRef rc = makeResumeCode(code, body, target, nullMask, first, firstIsCell, passedLocals, passedCells);
       if (e.nfree > 0) {
         for (int k = 0; k < e.nfree; ++k) e.emit(LOAD_CLOSURE, static_cast<int>(e.newSlots.size()) - e.nfree + k);
         e.emit(BUILD_TUPLE, e.nfree);
@@ -637,6 +677,11 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
         e.out.push_back(bc::loadConst(e.opts, rc.get()));
         e.emit(MAKE_FUNCTION, 0);
       }
+    };
+    auto loadFirst = [&] {
+      if (firstSlot < 0) return 0;
+      e.emit(firstIsCell ? LOAD_CLOSURE : LOAD_FAST, e.newSlot(firstSlot));
+      return 1;
     };
     auto loadLive = [&] {
       for (int s : localSlots) e.emit(LOAD_FAST, e.newSlot(s));
@@ -656,7 +701,7 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
         for (int i = 0; i < keep; ++i) mask.push_back(brk->stack[i]->isNull());
         e.emit(PUSH_NULL);
         makeResumeFn(target, mask);
-        int n = 0;
+        int n = loadFirst();
         for (int i = 0; i < keep; ++i)
           if (!brk->stack[i]->isNull()) {
             loadStack(i);
@@ -695,7 +740,7 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
       for (int i = below; i < after; ++i) mask.push_back(false);
       e.emit(PUSH_NULL);
       makeResumeFn(brk->instruction + 1, mask);
-      int n = 0;
+      int n = loadFirst();
       for (int i = 0; i < below; ++i)
         if (!brk->stack[i]->isNull()) {
           loadStack(i);

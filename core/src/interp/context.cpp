@@ -162,7 +162,7 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
     }
     return v;
   }
-  if (PyDict_Check(obj)) {
+  if (PyDict_Check(obj) && !overridesMapping(Py_TYPE(obj))) {
     if (guarded) guard(source, makeDictKeys(obj));
     v = std::make_shared<Value>();
     v->kind = ValueKind::kDict;
@@ -178,6 +178,23 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
     }
     byIdentity[obj] = v;
     return v;
+  }
+  if (Py_TYPE(obj) == &PySuper_Type) {
+    // A super object made before a break (the resume function gets it as a stack value): it
+    // resolves attributes past its class and binds them to its receiver, as a traced super().
+    PyObjectRef self = PyObjectRef::steal(PyObject_GetAttrString(obj, "__self__"));
+    PyObjectRef thisclass = PyObjectRef::steal(PyObject_GetAttrString(obj, "__thisclass__"));
+    PyErr_Clear();
+    if (self && thisclass && self.get() != Py_None) {
+      v = makeObject(obj, source);
+      v->name = "__super__";
+      if (source && guarded) {
+        guard(source, makeTypeMatch(obj));
+        guard(Source::attr(source, "__thisclass__"), makeIdMatch(thisclass.get()));
+      }
+      v->self = wrap(self.get(), source ? Source::attr(source, "__self__") : Source{}, guarded);
+      return v;
+    }
   }
   // Everything else is known exactly: modules, functions, classes, user objects.
   v = makeObject(obj, source);

@@ -90,11 +90,15 @@ PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched, 
       return out;
     }
     case OutPlan::Kind::kDict: {
-      PyObject* out = PyDict_New();  // new ref
+      // OrderedDict keeps its own order list: it is filled through its own __setitem__.
+      PyObject* out = plan.obj ? PyObject_CallNoArgs(plan.obj.get()) : PyDict_New();  // new ref
       if (out == nullptr) return nullptr;
       for (size_t i = 0; i < plan.children.size(); ++i) {
         PyObject* item = build(plan.children[i], outputs, fetched, memo);  // new ref
-        if (item == nullptr || PyDict_SetItem(out, plan.keys[i].get(), item) < 0) {
+        int rc = item == nullptr ? -1
+                 : plan.obj ? PyObject_SetItem(out, plan.keys[i].get(), item)
+                            : PyDict_SetItem(out, plan.keys[i].get(), item);
+        if (rc < 0) {
           Py_XDECREF(item);
           Py_DECREF(out);
           return nullptr;
@@ -136,6 +140,40 @@ PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched, 
   return nullptr;
 }
 
+// target's items become those of `contents` (a dict), in its order. Exact dicts through the C
+// API; a subclass (OrderedDict, defaultdict, a user's dict class) through the methods of the
+// builtin mapping it derives from, so OrderedDict's order list stays right and no user
+// __setitem__ runs a second time (the tracer replays what it did separately).
+int replaceDictContents(PyObject* target, PyObject* contents) {
+  if (PyDict_CheckExact(target)) {
+    PyDict_Clear(target);
+    return PyDict_Update(target, contents);
+  }
+  static PyObject* orderedDict = [] {
+    PyObject* m = PyImport_ImportModule("collections");  // new ref, kept
+    PyObject* t = m ? PyObject_GetAttrString(m, "OrderedDict") : nullptr;  // new ref, kept
+    PyErr_Clear();
+    return t;
+  }();
+  PyObject* base = (PyObject*)&PyDict_Type;  // borrowed ref
+  if (orderedDict != nullptr && PyObject_IsInstance(target, orderedDict) == 1) base = orderedDict;
+  PyObject* r = PyObject_CallMethod(base, "clear", "O", target);  // new ref
+  if (r == nullptr) return -1;
+  Py_DECREF(r);
+  PyObject* setitem = PyObject_GetAttrString(base, "__setitem__");  // new ref
+  if (setitem == nullptr) return -1;
+  PyObject *key, *value;  // borrowed refs
+  Py_ssize_t pos = 0;
+  int rc = 0;
+  while (rc == 0 && PyDict_Next(contents, &pos, &key, &value)) {
+    PyObject* done = PyObject_CallFunctionObjArgs(setitem, target, key, value, nullptr);  // new ref
+    if (done == nullptr) rc = -1;
+    Py_XDECREF(done);
+  }
+  Py_DECREF(setitem);
+  return rc;
+}
+
 int applyEffect(const EffectPlan& e, PyObject* outputs, const Fetched& fetched, std::vector<PyObject*>& memo) {
   PyObject* target = build(e.target, outputs, fetched, memo);  // new ref
   if (target == nullptr) return -1;
@@ -151,8 +189,7 @@ int applyEffect(const EffectPlan& e, PyObject* outputs, const Fetched& fetched, 
     } else if (e.kind == EffectPlan::Kind::kListContents) {
       rc = PyList_SetSlice(target, 0, PyList_GET_SIZE(target), value);
     } else {
-      PyDict_Clear(target);
-      rc = PyDict_Update(target, value);
+      rc = replaceDictContents(target, value);
     }
     Py_XDECREF(value);
   }

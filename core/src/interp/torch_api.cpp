@@ -38,6 +38,7 @@ TorchApi load() {
   api.functionType = importAttr("types", "FunctionType");
   api.methodType = importAttr("types", "MethodType");
   api.moduleTypeType = importAttr("types", "ModuleType");
+  api.orderedDictType = importAttr("collections", "OrderedDict");
   return api;
 }
 
@@ -158,6 +159,22 @@ PyObject* compareOperator(int cmpIndex) {
   if (cache[cmpIndex] == nullptr)
     cache[cmpIndex] = checkPy(PyObject_GetAttrString(torchApi().operatorModule, kNames[cmpIndex]));
   return cache[cmpIndex];
+}
+
+bool overridesMapping(PyTypeObject* type) {
+  static const char* kMappingNames[] = {
+      "__setitem__", "__getitem__", "__delitem__", "__iter__", "__len__", "__contains__", "__missing__",
+      "keys", "values", "items", "get", "update", "pop", "popitem", "setdefault", "clear", "copy",
+      "__eq__", "__or__", "__ior__", "__reversed__", "__setattr__", "__getattr__", "__getattribute__"};
+  PyObject* mro = type->tp_mro;  // borrowed ref
+  if (mro == nullptr) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));  // borrowed ref
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE) || t->tp_dict == nullptr) continue;  // builtins' own
+    for (const char* n : kMappingNames)
+      if (PyDict_GetItemString(t->tp_dict, n) != nullptr) return true;  // borrowed ref
+  }
+  return false;
 }
 
 }  // namespace dynamo::core::interp

@@ -37,6 +37,7 @@ struct TorchApi {
   PyObject* functionType;     ///< types.FunctionType
   PyObject* methodType;       ///< types.MethodType
   PyObject* moduleTypeType;   ///< types.ModuleType
+  PyObject* orderedDictType;  ///< collections.OrderedDict
 };
 
 /// The table, filled on first use (imports torch). Throws PythonError when an import fails.
@@ -56,6 +57,9 @@ bool isTorchOp(PyObject* callable);
 /// The operator-module function for a BINARY_OP argument (NB_ADD ...), in-place forms for the
 /// inplace variants; borrowed. `name` receives e.g. "add" / "iadd".
 PyObject* binaryOperator(int nbOp, std::string* name);
+/// True when a dict subclass changes how it behaves as a mapping in Python code (__setitem__,
+/// keys, update, ... defined by a class of its own): such dicts are opaque objects to the tracer.
+bool overridesMapping(PyTypeObject* type);
 /// operator.lt, operator.eq ... for COMPARE_OP index 0..5; borrowed.
 PyObject* compareOperator(int cmpIndex);
 

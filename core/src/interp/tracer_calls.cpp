@@ -435,8 +435,13 @@ ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name
       return args.size() > 1 ? args[1] : makeConst(Py_None);
     }
     if (name == "copy") {
+      // dict.copy() of a subclass is a plain dict; OrderedDict.copy() an OrderedDict.
+      if (self->obj && self->obj.get() != torchApi().orderedDictType)
+        ctx.breakHere(BreakKind::kUnsupported, "copy() of a " + std::string(((PyTypeObject*)self->obj.get())->tp_name));
       auto d = std::make_shared<Value>(*self);
       d->source = Source{};
+      d->real = PyObjectRef{};  // a new dict, not the one it was copied from
+      d->mutated = false;
       return d;
     }
   }
@@ -451,6 +456,30 @@ ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name
 }
 
 // ---- builtins ----------------------------------------------------------------------------------
+
+// dict(...) / OrderedDict(...): from nothing, a mapping, or an iterable of pairs, then keywords.
+ValueRef makeDict(CompileContext& ctx, PyObject* cls, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  auto d = std::make_shared<Value>();
+  d->kind = ValueKind::kDict;
+  if (cls != nullptr) d->obj = PyObjectRef::borrow(cls);
+  if (!args.empty()) {
+    const ValueRef& src = args[0];
+    if (src->kind == ValueKind::kDict) {
+      for (size_t i = 0; i < src->keys.size(); ++i) setDictItem(d, src->keys[i], src->items[i]);
+    } else {
+      for (const ValueRef& pair : iterateValue(ctx, src)) {
+        std::vector<ValueRef> kv = iterateValue(ctx, pair);
+        if (kv.size() != 2) ctx.breakHere(BreakKind::kException, "dict() from a sequence whose items are not pairs");
+        PyObjectRef key = concrete(kv[0]);
+        if (!key) ctx.breakHere(BreakKind::kUnsupported, "dict with a non-constant key");
+        setDictItem(d, key, kv[1]);
+      }
+    }
+  }
+  for (const auto& [k, v] : kwargs)
+    setDictItem(d, PyObjectRef::steal(checkPy(PyUnicode_FromString(k.c_str()))), v);
+  return d;
+}
 
 ValueRef typeOf(CompileContext& ctx, const ValueRef& v) {
   switch (v->kind) {
@@ -583,15 +612,7 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
     std::vector<ValueRef> items = args.empty() ? std::vector<ValueRef>{} : iterateValue(ctx, args[0]);
     return name == "list" ? makeList(std::move(items)) : makeTuple(std::move(items));
   }
-  if (name == "dict" && args.empty()) {
-    auto d = std::make_shared<Value>();
-    d->kind = ValueKind::kDict;
-    for (auto& [k, v] : kwargs) {
-      d->keys.push_back(PyObjectRef::steal(checkPy(PyUnicode_FromString(k.c_str()))));
-      d->items.push_back(v);
-    }
-    return d;
-  }
+  if (name == "dict" && args.size() <= 1) return makeDict(ctx, nullptr, args, kwargs);
   if (name == "iter" && args.size() == 1) {
     auto it = std::make_shared<Value>();
     it->kind = ValueKind::kIterator;
@@ -741,6 +762,7 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
   if (PyType_Check(fn)) {
     if (PyType_IsSubtype((PyTypeObject*)fn, &PyTuple_Type) && PyObject_HasAttrString(fn, "_fields"))
       return callNamedTuple(ctx, fn, std::move(args), std::move(kwargs));
+    if (fn == api.orderedDictType && args.size() <= 1) return makeDict(ctx, fn, args, kwargs);
     if (PyObject_IsSubclass(fn, api.moduleType) == 1)
       ctx.breakHere(BreakKind::kUnsupportedCall, std::string("creating a module (") + ((PyTypeObject*)fn)->tp_name + ") inside the compiled function");
     PyErr_Clear();
