@@ -185,3 +185,61 @@ def test_model_output_built_in_forward():
         e, c = net(X), _quiet(compiled, X)
         assert type(c) is ModelOutput and list(c.keys()) == list(e.keys())
         assert torch.equal(c.a, e.a) and torch.equal(c["b"], e["b"])
+
+
+# ---- 3. Python values computed from tensor data -------------------------------------------------
+
+def test_torch_equal_is_not_folded():
+    def f(q, k, v):
+        if torch.equal(q, k) and torch.equal(k, v):
+            return q * 2
+        elif torch.equal(k, v):
+            return q + k
+        return q - v
+
+    compiled = dynamo.compile(f)
+    for args in [(X, X + 1, X + 1), (X, X, X), (X, X + 1, X + 2)]:
+        assert same(compiled(*args), f(*args))
+
+
+@pytest.mark.parametrize("expr", [
+    lambda x: torch.allclose(x, x + 1e-9),
+    lambda x: x.is_nonzero() if x.numel() == 1 else bool(x.sum()),
+    lambda x: bool(x.any()),
+    lambda x: x.sum().item() > 2,
+    lambda x: repr(x).startswith("tensor"),
+    lambda x: x.data_ptr() != 0,
+    lambda x: 2.0 in x,
+    lambda x: x[1:].storage_offset(),
+])
+def test_data_dependent_python_values_match_eager(expr):
+    def f(x):
+        r = expr(x)
+        return x * 2, r
+
+    compiled = dynamo.compile(f)
+    for x in (X, torch.zeros(3), torch.tensor([5.0])):
+        assert same(compiled(x), f(x))
+
+
+# ---- 7. sizes are torch.Size -------------------------------------------------------------------
+
+def test_shape_and_size_are_torch_size():
+    def f(x):
+        s = x.shape
+        return (isinstance(s, torch.Size), isinstance(x.size(), torch.Size), s.numel(), x.size(),
+                x.new_zeros(s), s[1:], type(s[1:]).__name__)
+    check(f, torch.ones(2, 3))
+
+
+# ---- 8. in-place results -----------------------------------------------------------------------
+
+def test_inplace_result_is_its_input():
+    def f(x):
+        y = x.add_(1)
+        z = torch.relu_(y)
+        return y is x, z is x, x * 2
+
+    e_in, c_in = X.clone(), X.clone()
+    compiled = dynamo.compile(f)
+    assert same(compiled(c_in), f(e_in)) and torch.equal(c_in, e_in)

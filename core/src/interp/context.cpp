@@ -536,6 +536,26 @@ static PyObject* callMaterialized(CompileContext& ctx, PyObject* fn, const std::
   return PyObject_Call(callable.get(), callArgs.get(), kw.get());  // new ref or NULL
 }
 
+static std::string callableName(PyObject* fn) {
+  PyObjectRef n = PyObjectRef::steal(PyObject_GetAttrString(fn, "__name__"));
+  PyErr_Clear();
+  return n && PyUnicode_Check(n.get()) ? PyUnicode_AsUTF8(n.get()) : "";
+}
+
+// Torch calls whose Python result depends only on metadata a meta example has exactly (sizes,
+// strides, dtype, layout): tensor_queries.def. Device queries are answered from the real device
+// elsewhere (x.device, x.is_cuda), never from the meta example.
+static bool isMetadataQuery(const std::string& name) {
+  static const char* kQueries[] = {
+#define DYNAMO_TENSOR_QUERY(name) #name,
+#include "tensor_queries.def"
+#undef DYNAMO_TENSOR_QUERY
+  };
+  for (const char* q : kQueries)
+    if (name == q) return true;
+  return false;
+}
+
 ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
                                     const std::vector<ValueRef>& args,
                                     const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
@@ -648,6 +668,18 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     breakHere(BreakKind::kException, what + " raised while capturing: " + text.substr(0, 300));
   }
   PyObjectRef res = PyObjectRef::steal(result);
+  // An in-place op returns its input itself (y = x.add_(1); y is x): the result is the input's
+  // Value, and the node records the mutation in program order.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i]->isTensor() || PyTuple_GET_ITEM(exArgs.get(), i) != res.get()) continue;
+    NodeMeta meta = metaHere(res.get());
+    if (meta.tensor) meta.tensor->device = strOf(args[i]->device.get());
+    if (method.empty())
+      graph.callFunction(Target::fromCallable(fn), std::move(gargs), std::move(gkwargs), meta);
+    else
+      graph.callMethod(method, std::move(gargs), std::move(gkwargs), meta);
+    return args[i];
+  }
   // Factory functions (and the materialized fallback) give real tensors: bring them to meta.
   bool hasTensor = isTensor(res.get());
   if (hasTensor) {
@@ -684,14 +716,16 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     return makeConst(Py_None);
   }
   if (!hasTensor) {
-    // A function of the example's metadata (x.dim(), x.size(1), x.is_contiguous()).
+    // A Python value out of a torch call is taken as a constant only when the call reads
+    // metadata the example has exactly (x.dim(), x.size(1), x.is_contiguous()); anything that
+    // reads the data (torch.equal, allclose, is_nonzero, __bool__, data_ptr, __repr__) would be
+    // computed on stand-in tensors: a break, so it runs on the real values.
+    const std::string what = method.empty() ? callableName(fn) : method;
+    if (anyTensorArg && !isMetadataQuery(what))
+      breakHere(BreakKind::kTensorToPython,
+                (method.empty() ? Target::fromCallable(fn).qualifiedName() : "Tensor." + method) +
+                    "() returns a Python value computed from tensor data");
     if (isConstantObject(res.get())) return makeConst(res.get());
-    PyObject* t = (PyObject*)Py_TYPE(res.get());
-    if (PyTuple_Check(res.get())) {  // torch.Size
-      PyObjectRef tup = PyObjectRef::steal(checkPy(PySequence_Tuple(res.get())));
-      (void)t;
-      return makeConst(tup.get());
-    }
     breakHere(BreakKind::kUnsupported, std::string("a torch call returning ") + Py_TYPE(res.get())->tp_name);
   }
   PyObjectRef device = inferDevice(method, args, kwargs);

@@ -52,10 +52,9 @@ const char* kTensorConstAttrs[] = {"dtype", "ndim", "requires_grad", "is_sparse"
 ValueRef tensorAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
   CompileContext& ctx = tr.ctx();
   PyObject* ex = v->obj.get();  // borrowed: the meta example
-  if (name == "shape") {
+  if (name == "shape") {  // a torch.Size, as in eager (isinstance, .numel(), returned as is)
     PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(ex, "shape")));
-    PyObjectRef tup = PyObjectRef::steal(checkPy(PySequence_Tuple(shape.get())));
-    return makeConst(tup.get());
+    return makeConst(shape.get());
   }
   if (name == "device") return makeObject(v->device.get());
   if (name == "is_cuda") {

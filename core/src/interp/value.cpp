@@ -70,7 +70,8 @@ bool isConstantObject(PyObject* o) {
       PyFloat_CheckExact(o) || PyComplex_CheckExact(o) || PyUnicode_CheckExact(o) ||
       PyBytes_CheckExact(o) || PyCode_Check(o))
     return true;
-  if (PyTuple_CheckExact(o) || PyFrozenSet_CheckExact(o)) {
+  if (PyTuple_CheckExact(o) || PyFrozenSet_CheckExact(o) ||
+      (PyTuple_Check(o) && std::string(Py_TYPE(o)->tp_name) == "torch.Size")) {
     PyObject* it = PyObject_GetIter(o);  // new ref
     if (it == nullptr) {
       PyErr_Clear();

@@ -111,7 +111,8 @@ ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Sourc
 ValueRef makeLazy(PyObject* o, Source source);
 
 /// True for Python objects that can live in a kConst: None, bool, int, float, complex, str,
-/// bytes, Ellipsis, torch.dtype/device/layout/memory_format, and tuples/frozensets of those.
+/// bytes, Ellipsis, torch.dtype/device/layout/memory_format, and tuples/frozensets (and
+/// torch.Size) of those.
 bool isConstantObject(PyObject* o);
 
 /// A short description for break messages: "tensor", "int 3", "list of 2", "module Linear".
