@@ -243,3 +243,81 @@ def test_inplace_result_is_its_input():
     e_in, c_in = X.clone(), X.clone()
     compiled = dynamo.compile(f)
     assert same(compiled(c_in), f(e_in)) and torch.equal(c_in, e_in)
+
+
+# ---- 6. replaced methods -----------------------------------------------------------------------
+
+class K:
+    def go(self, x):
+        return x + 1
+
+
+def test_method_replaced_on_the_class_recompiles():
+    k = K()
+
+    def f(x):
+        return k.go(x)
+
+    compiled = dynamo.compile(f)
+    assert same(compiled(X), X + 1)
+    old = K.go
+    try:
+        K.go = lambda self, x: x * 100
+        assert same(compiled(X), X * 100)
+    finally:
+        K.go = old
+    assert same(compiled(X), X + 1)
+
+
+def test_method_replaced_on_the_instance_recompiles():
+    k = K()
+
+    def f(x):
+        return k.go(x)
+
+    compiled = dynamo.compile(f)
+    assert same(compiled(X), X + 1)
+    k.go = lambda x: x * 7
+    assert same(compiled(X), X * 7)
+    del k.go
+    assert same(compiled(X), X + 1)
+
+
+def test_module_helper_and_forward_replaced_recompile():
+    class M(torch.nn.Module):
+        def helper(self, x):
+            return x - 1
+
+        def forward(self, x):
+            return self.helper(x) * 2
+
+    m = M()
+    compiled = dynamo.compile(m)
+    assert same(compiled(X), (X - 1) * 2)
+    M.helper = lambda self, x: x + 10
+    assert same(compiled(X), (X + 10) * 2)
+    m.forward = lambda x: x * 0
+    assert same(compiled(X), X * 0)
+
+
+def test_bound_method_of_another_object_keeps_its_receiver():
+    class Manager:
+        def __init__(self):
+            self.scale = 3.0
+
+        def run(self, x):
+            return x * self.scale
+
+    class Caller:
+        def __init__(self, fn):
+            self.scale = 1.0
+            self._fn = fn
+
+        def __call__(self, x):
+            return self._fn(x)
+
+    caller = Caller(Manager().run)
+
+    def f(x):
+        return caller(x)
+    check(f, X)

@@ -42,13 +42,14 @@ def test_size_recompile_names_dim_expected_seen_and_user_line(functions, db):
     assert first["guard_kind"] == "TENSOR_MATCH"
     assert first["source"] == "x" and first["property"] == "size" and first["dim"] == 0
     assert (first["expected"], first["seen"]) == ("1", "2")
-    assert first["created_at"]["line"] == line_of(SCRIPT, "def scale(x):")
-    assert first["created_at"]["source_line"] == "def scale(x):"
+    # The guard is created by the line that first uses x.
+    assert first["created_at"]["line"] == line_of(SCRIPT, "return x * 2")
+    assert first["created_at"]["source_line"] == "return x * 2"
     text = run(TOOL, "--db", db).stdout
     assert ("  #1 tensor 'x' size mismatch at dim 0: expected 1, got 2\n"
             "       guard TENSOR_MATCH on x (size at dim 0): expected 1, seen 2\n"
-            f"       created at profile_recompiles.py:{line_of(SCRIPT, 'def scale(x):')}: "
-            "def scale(x):\n") in text
+            f"       created at profile_recompiles.py:{line_of(SCRIPT, 'return x * 2')}: "
+            "return x * 2\n") in text
 
 
 def test_suggestions(functions):
@@ -93,10 +94,10 @@ def test_sarif_lines(db):
     assert sarif_run["tool"]["driver"]["name"] == "dynamo-profile"
     got = {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"])
            for r in sarif_run["results"]}
-    assert got == {("changing-size", line_of(SCRIPT, "def scale(x):")),
+    assert got == {("changing-size", line_of(SCRIPT, "return x * 2")),
                    ("global-rebound", line_of(SCRIPT, "return x + OFFSET")),
-                   ("varying-int", line_of(SCRIPT, "def power(x, n):")),
-                   ("changing-size", line_of(SCRIPT, "def limited(x):")),
+                   ("varying-int", line_of(SCRIPT, "return x * n")),
+                   ("changing-size", line_of(SCRIPT, "return x - 1")),
                    ("cache-limit", line_of(SCRIPT, "def limited(x):"))}
     for r in sarif_run["results"]:
         uri = r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]

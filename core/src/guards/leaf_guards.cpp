@@ -329,7 +329,48 @@ class HasAttrGuard final : public LeafGuard {
   bool present_;      // expected hasattr() result
 };
 
+class NoInstanceAttrGuard final : public LeafGuard {
+ public:
+  NoInstanceAttrGuard(PyObject* name, std::string text)
+      : LeafGuard(GuardKind::kNoInstanceAttr), name_(name), text_(std::move(text)) {}
+  ~NoInstanceAttrGuard() override { Py_DECREF(name_); }
+
+  bool check(PyObject* value) const override {
+    PyObject** slot = _PyObject_GetDictPtr(value);  // borrowed: the instance dict's slot
+    if (slot == nullptr || *slot == nullptr) {
+      PyErr_Clear();
+      return true;  // no instance dict: nothing can shadow the class attribute
+    }
+    int r = PyDict_Contains(*slot, name_);
+    if (r < 0) PyErr_Clear();
+    return r == 0;
+  }
+  std::string describeFailure(PyObject*, const std::string& source) const override {
+    return quoted(source) + " now has an instance attribute '" + text_ + "' hiding the class's";
+  }
+  std::string describe(const std::string& source) const override {
+    return "'" + text_ + "' not in " + source + ".__dict__";
+  }
+  bool sameAs(const LeafGuard& other) const override {
+    auto* o = dynamic_cast<const NoInstanceAttrGuard*>(&other);
+    return o != nullptr && o->text_ == text_;
+  }
+
+ private:
+  PyObject* name_;    // new ref: interned attribute name
+  std::string text_;  // the name as text
+};
+
 }  // namespace
+
+LeafGuardPtr makeNoInstanceAttr(const std::string& name) {
+  PyObject* nameObj = PyUnicode_InternFromString(name.c_str());  // new ref, owned by the guard
+  if (nameObj == nullptr) {
+    PyErr_Clear();
+    throw UserError(UserErrorKind::kInvalidArgument, "NO_INSTANCE_ATTR name is not valid UTF-8");
+  }
+  return std::make_unique<NoInstanceAttrGuard>(nameObj, name);
+}
 
 LeafGuardPtr makeTypeMatch(PyObject* example) {
   return std::make_unique<TypeMatchGuard>(Py_TYPE(example));

@@ -156,8 +156,16 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
       PyErr_Clear();
       if (!shadowed) {
         ValueRef m = methodOf(v, classAttr);
-        if (v->source && PyFunction_GET_DEFAULTS(classAttr) != nullptr)
-          m->source = Source::attr(Source::attr(v->source, "__class__"), name);
+        if (v->source) {
+          // Replacing the method on the class (K.go = ...) or on the instance (k.go = ...) must
+          // recompile: guard the function found on the class and the instance dict's lack of it.
+          // The class is fixed by the object's own type guard, so the function is guarded on the
+          // class object itself: one guard per class, however many instances call it.
+          Source fnSource = Source::attr(Source::object(type, std::string(Py_TYPE(obj)->tp_name)), name);
+          ctx.guard(fnSource, makeIdMatch(classAttr));
+          ctx.guard(v->source, makeNoInstanceAttr(name));
+          if (PyFunction_GET_DEFAULTS(classAttr) != nullptr) m->source = fnSource;
+        }
         return m;
       }
     }
@@ -182,10 +190,12 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     ctx.breakHere(BreakKind::kUnsupportedAttribute,
                   std::string(Py_TYPE(obj)->tp_name) + " has no attribute ." + name);
   }
-  if (PyMethod_Check(r.get())) {
-    // A bound method of a user object: trace the function with self.
+  if (PyMethod_Check(r.get()) && PyMethod_GET_SELF(r.get()) == obj) {
+    // A bound method of this object (through __getattr__ or a descriptor): trace it with self.
     return methodOf(v, PyMethod_GET_FUNCTION(r.get()));
   }
+  // Anything else, bound methods of other objects stored as attributes included, is the object
+  // itself: a call binds its own __self__.
   return ctx.wrap(r.get(), v->source ? Source::attr(v->source, name) : Source{}, !PyType_Check(obj) || true);
 }
 

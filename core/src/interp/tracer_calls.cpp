@@ -328,10 +328,25 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
       }
     }
   }
+  // module(...) calls self.forward: an instance attribute (m.forward = ..., as hooks libraries
+  // set) wins over the class's method.
+  PyObject** dictSlot = _PyObject_GetDictPtr(m);  // borrowed
+  PyObject* own = dictSlot && *dictSlot ? PyDict_GetItemString(*dictSlot, "forward") : nullptr;  // borrowed
+  PyErr_Clear();
+  if (own != nullptr) {
+    ValueRef f = ctx.wrap(own, mod->source ? Source::attr(mod->source, "forward") : Source{});
+    return callValue(tr, f, std::move(args), std::move(kwargs));
+  }
   PyObjectRef forward = PyObjectRef::steal(checkPy(PyObject_GetAttrString((PyObject*)Py_TYPE(m), "forward")));
   if (!PyFunction_Check(forward.get())) unsupportedCall(ctx, forward.get(), "forward is not a Python function");
   args.insert(args.begin(), mod);
-  Source fwdSource = mod->source ? Source::attr(Source::attr(mod->source, "__class__"), "forward") : Source{};
+  // M.forward = ... or m.forward = ... later recompiles: the class's function is guarded on the
+  // class object (fixed by the module's type guard), the instance dict for not shadowing it.
+  Source fwdSource = mod->source ? Source::attr(Source::object((PyObject*)Py_TYPE(m), Py_TYPE(m)->tp_name), "forward") : Source{};
+  if (mod->source) {
+    ctx.guard(fwdSource, makeIdMatch(forward.get()));
+    ctx.guard(mod->source, makeNoInstanceAttr("forward"));
+  }
   return inlineFunction(tr, forward.get(), fwdSource, std::move(args), std::move(kwargs));
 }
 

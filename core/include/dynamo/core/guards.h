@@ -97,6 +97,8 @@ LeafGuardPtr makeIsNone();
 LeafGuardPtr makeNotNone();
 /// HASATTR: hasattr(value, name) == present.
 LeafGuardPtr makeHasAttr(const std::string& name, bool present);
+/// NO_INSTANCE_ATTR: `name` is not in the object's own __dict__ (a method is not shadowed).
+LeafGuardPtr makeNoInstanceAttr(const std::string& name);
 /// TENSOR_MATCH: the tensor matches `exampleTensor` in exact Python type (Tensor, Parameter or a
 /// subclass), dispatch key set (TLS include/exclude applied), dtype, device, requires_grad, ndim,
 /// sizes and strides. (tensor_guards.cpp, the one TU with torch headers.)
