@@ -321,3 +321,103 @@ def test_bound_method_of_another_object_keeps_its_receiver():
     def f(x):
         return caller(x)
     check(f, X)
+
+
+# ---- 4. exceptions raised by graph code reach the user's handlers --------------------------------
+
+def test_try_except_around_an_op_that_fails_at_run_time():
+    def f(x, idx):
+        try:
+            y = x[idx] * 2
+        except IndexError:
+            y = torch.zeros(1)
+        return y + 1
+
+    compiled = dynamo.compile(f)
+    for idx in (torch.tensor(1), torch.tensor(9), torch.tensor(2)):
+        assert same(compiled(X, idx), f(X, idx))
+
+
+def test_try_except_in_an_inlined_helper():
+    def safe_chol(a):
+        try:
+            return torch.linalg.cholesky(a)
+        except RuntimeError:
+            return torch.linalg.cholesky(a + torch.eye(2) * 10)
+
+    def f(a):
+        return safe_chol(a) * 2
+
+    compiled = dynamo.compile(f)
+    for a in (torch.eye(2), -torch.eye(2)):
+        assert same(compiled(a), f(a))
+
+
+def test_contextlib_suppress_around_a_failing_op():
+    def f(x, idx):
+        y = x * 2
+        with contextlib.suppress(IndexError):
+            y = x[idx]
+        return y
+
+    compiled = dynamo.compile(f)
+    for idx in (torch.tensor(1), torch.tensor(7)):
+        assert same(compiled(X, idx), f(X, idx))
+
+
+def test_no_grad_block_that_raises_restores_grad_mode():
+    def f(x, idx):
+        with torch.no_grad():
+            y = x * 2
+            z = y[idx]
+        return z
+
+    compiled = dynamo.compile(f)
+    assert same(compiled(X, torch.tensor(1)), f(X, torch.tensor(1)))
+    with pytest.raises(IndexError):
+        compiled(X, torch.tensor(9))
+    assert torch.is_grad_enabled()
+
+
+# ---- 5. side effects before a failing op ---------------------------------------------------------
+
+class Counter:
+    def __init__(self):
+        self.count = 0
+
+
+def _raise_and_state(fn, x, idx):
+    log, o = [], Counter()
+    try:
+        fn(x, idx, log, o)
+        err = None
+    except Exception as e:  # noqa: BLE001 - compared with eager below
+        err = (type(e), str(e))
+    return err, log, o.count
+
+
+def test_side_effects_before_a_runtime_error_are_applied():
+    def f(x, idx, log, o):
+        log.append("start")
+        o.count += 1
+        y = (x * 2)[idx]
+        log.append("end")
+        o.count += 1
+        return y
+
+    compiled = dynamo.compile(f)
+    for idx in (torch.tensor(1), torch.tensor(5)):
+        assert _raise_and_state(compiled, X, idx) == _raise_and_state(f, X, idx)
+
+
+def test_runtime_error_message_is_eager_s():
+    def f(x):
+        return x.view(-1)
+
+    x = torch.randn(3, 4).t()
+    with pytest.raises(RuntimeError) as eager:
+        f(x)
+    with pytest.raises(RuntimeError) as compiled:
+        dynamo.compile(f)(x)
+    assert str(compiled.value) == str(eager.value)
+    assert any("While running node 'view'" in n for n in compiled.value.__notes__)

@@ -61,8 +61,9 @@ struct Step {
   size_t builtCount = 0;         ///< how many args are kBuilt
 };
 
-// Adds "While running node ..." and the user's location to the pending exception's message
-// (when its args are one str; otherwise as a PEP 678 note where supported), keeping its type.
+// Adds "While running node ..." and the user's location to the pending exception as a PEP 678
+// note (shown by tracebacks), keeping its type and its message exactly as eager's, and sets its
+// `graph_node` attribute to the node's name.
 void annotateError(const Node& node) {
   PyObject* exc = takePythonException();  // new ref, restored below
   if (exc == nullptr) return;
@@ -73,24 +74,7 @@ void annotateError(const Node& node) {
     context += "\n  --> " + loc.str();
     if (!loc.sourceLine.empty()) context += "\n   |  " + loc.sourceLine;
   }
-  PyObjectRef args = PyObjectRef::steal(PyObject_GetAttrString(exc, "args"));  // new ref
-  bool done = false;
-  if (args && PyTuple_Check(args.get()) && PyTuple_GET_SIZE(args.get()) <= 1) {
-    PyObject* first = PyTuple_GET_SIZE(args.get()) ? PyTuple_GET_ITEM(args.get(), 0)
-                                                   : nullptr;  // borrowed ref
-    if (first == nullptr || PyUnicode_Check(first)) {
-      PyObjectRef message = PyObjectRef::steal(
-          first ? PyUnicode_FromFormat("%U\n\n%s", first, context.c_str())
-                : PyUnicode_FromString(context.c_str()));  // new ref
-      PyObjectRef newArgs =
-          message ? PyObjectRef::steal(PyTuple_Pack(1, message.get())) : PyObjectRef();
-      done = newArgs && PyObject_SetAttrString(exc, "args", newArgs.get()) == 0;
-    }
-  }
-  if (!done) {
-    PyErr_Clear();
-    PyObjectRef r = PyObjectRef::steal(PyObject_CallMethod(exc, "add_note", "s", context.c_str()));
-  }
+  PyObjectRef r = PyObjectRef::steal(PyObject_CallMethod(exc, "add_note", "s", context.c_str()));
   PyErr_Clear();
   PyObjectRef name = PyObjectRef::steal(PyUnicode_FromString(node.name().c_str()));  // new ref
   if (name && PyObject_SetAttrString(exc, "graph_node", name.get()) < 0) PyErr_Clear();
@@ -197,7 +181,7 @@ size_t GraphRunner::inputCount() const { return plan_->inputCount; }
 
 std::vector<int> GraphRunner::lastUses() const { return plan_->lastUse; }
 
-PyObject* GraphRunner::run(PyObject* const* inputs, size_t count) const {
+PyObject* GraphRunner::run(PyObject* const* inputs, size_t count, size_t* failedAt) const {
   const Plan& p = *plan_;
   if (count != p.inputCount) {
     PyErr_Format(PyExc_TypeError, "the graph takes %zu inputs but %zu were given",
@@ -213,7 +197,8 @@ PyObject* GraphRunner::run(PyObject* const* inputs, size_t count) const {
     for (size_t s = p.inputCount; s < p.slotCount; ++s) Py_CLEAR(slots[s]);
   };
 
-  for (const Step& step : p.steps) {
+  for (size_t stepIndex = 0; stepIndex < p.steps.size(); ++stepIndex) {
+    const Step& step = p.steps[stepIndex];
     size_t nbuilt = 0;
     for (size_t j = 0; j < step.args.size(); ++j) {
       const ArgSource& a = step.args[j];
@@ -242,6 +227,7 @@ PyObject* GraphRunner::run(PyObject* const* inputs, size_t count) const {
     if (result == nullptr) {
       annotateError(*step.node);
       releaseSlots();
+      if (failedAt != nullptr) *failedAt = stepIndex;
       return nullptr;
     }
     slots[size_t(step.resultSlot)] = result;  // owned by the slot

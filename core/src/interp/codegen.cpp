@@ -3,6 +3,7 @@
 
 #include <opcode.h>
 
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -296,22 +297,23 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
     switch (e.kind) {
       case SideEffect::Kind::kSetAttr: {
         EffectPlan p{EffectPlan::Kind::kSetAttr, planner.plan(e.target), e.name, planner.plan(e.value)};
+        p.bodyBefore = e.bodyBefore;
         spec.effects.push_back(std::move(p));
         break;
       }
       case SideEffect::Kind::kListContents:
       case SideEffect::Kind::kDictContents: {
+        // Every change is planned with the contents right after it: a successful run applies
+        // the last one; a run that fails at some node applies the last one before that node.
         bool later = false;
         for (size_t j = k + 1; j < ctx.effects.size(); ++j)
           if (ctx.effects[j].kind == e.kind && ctx.effects[j].target == e.target) later = true;
-        if (later) break;
-        ValueRef contents = std::make_shared<Value>(*e.target);
-        contents->source = Source{};
-        contents->real = PyObjectRef{};
-        planner.keep(contents);
+        planner.keep(e.snapshot);
         EffectPlan p{e.kind == SideEffect::Kind::kListContents ? EffectPlan::Kind::kListContents
                                                                 : EffectPlan::Kind::kDictContents,
-                     planner.plan(e.target), "", planner.plan(contents)};
+                     planner.plan(e.target), "", planner.plan(e.snapshot)};
+        p.bodyBefore = e.bodyBefore;
+        p.final = !later;
         spec.effects.push_back(std::move(p));
         break;
       }
@@ -328,6 +330,34 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
                               e.slot, e.name});
         break;
       }
+    }
+  }
+  // For a run that fails part-way: which changes of a container follow each other, and which
+  // effects need values only a finished run has.
+  std::function<bool(const OutPlan&)> usesOutputs = [&](const OutPlan& p) {
+    if (p.kind == OutPlan::Kind::kGraphOutput) return true;
+    for (const OutPlan& c : p.children)
+      if (usesOutputs(c)) return true;
+    return false;
+  };
+  for (size_t k = 0; k < spec.effects.size(); ++k) {
+    EffectPlan& p = spec.effects[k];
+    p.usesOutputs = usesOutputs(p.target) || usesOutputs(p.value);
+  }
+  {
+    // Effects in spec order match the SideEffects that made them (setattr and contents only).
+    std::vector<const SideEffect*> made;
+    for (const SideEffect& e : ctx.effects)
+      if (e.kind == SideEffect::Kind::kSetAttr || e.kind == SideEffect::Kind::kListContents ||
+          e.kind == SideEffect::Kind::kDictContents)
+        made.push_back(&e);
+    for (size_t k = 0; k < spec.effects.size(); ++k) {
+      if (spec.effects[k].kind == EffectPlan::Kind::kSetAttr) continue;
+      for (size_t j = k + 1; j < spec.effects.size(); ++j)
+        if (spec.effects[j].kind == spec.effects[k].kind && made[j]->target == made[k]->target) {
+          spec.effects[k].nextSameTarget = static_cast<int>(j);
+          break;
+        }
     }
   }
   spec.returnSingle = brk == nullptr && out.stores.empty();

@@ -283,6 +283,7 @@ class Compiler : public FrameCompiler {
     GraphCallSpec& spec = *plan.spec;
     spec.name = "graph of " + rec.function + " at " + rec.where.str();
     spec.hasGraph = hasOps || !graph.output()->outputValue().items().empty();
+    if (ctx.switchesGradMode) spec.restoreGradMode = ctx.initialGradEnabled ? 1 : 0;
     if (spec.hasGraph) {
       if (!opts_.backend) {
         spec.runner = std::make_unique<GraphRunner>(graph);

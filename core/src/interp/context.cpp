@@ -14,6 +14,7 @@ CompileContext::CompileContext(const FrameValues& frame, PyCodeObject* rootCode,
     : options(std::move(opts)), frame_(frame), rootCode_(rootCode) {
   int r = PyObject_IsTrue(checkPy(PyObject_CallNoArgs(torchApi().isGradEnabled)));
   gradEnabled = r == 1;
+  initialGradEnabled = gradEnabled;
   guards.add(Source{}, makeGradModeFromCurrent());
 }
 
@@ -36,6 +37,25 @@ void CompileContext::breakWholeFrame(std::string detail) const {
   b.userStack = userStack;
   b.wholeFrame = true;
   throw b;
+}
+
+void CompileContext::recordEffect(SideEffect e) {
+  e.bodyBefore = graph.bodySize();
+  if ((e.kind == SideEffect::Kind::kListContents || e.kind == SideEffect::Kind::kDictContents) && e.target) {
+    auto snap = std::make_shared<Value>(*e.target);  // items and keys as they are now
+    snap->source = Source{};
+    snap->real = PyObjectRef{};
+    snap->mutated = false;
+    e.snapshot = std::move(snap);
+  }
+  effects.push_back(std::move(e));
+}
+
+void CompileContext::recordContents(const ValueRef& container) {
+  if (!container->external()) return;
+  container->mutated = true;
+  recordEffect({container->kind == ValueKind::kList ? SideEffect::Kind::kListContents : SideEffect::Kind::kDictContents,
+                container, "", -1, nullptr});
 }
 
 void CompileContext::guard(const Source& source, LeafGuardPtr leaf) {
@@ -560,6 +580,12 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
                                     const std::vector<ValueRef>& args,
                                     const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
   const TorchApi& api = torchApi();
+  // Graph code that raises at run time cannot reach a handler of the user's: such code runs as
+  // Python (the root frame runs eagerly; an inlined callee becomes a frame of its own).
+  for (const Tracer* t : tracers)
+    if (t->underUserHandler())
+      breakHere(BreakKind::kUnsupported, "a tensor operation inside a try block (or a `with` block of a context manager that handles exceptions); its exception handlers must stay in force");
+  if (fn == api.setGradEnabled) switchesGradMode = true;
   // Graph arguments first: what cannot be a graph argument (a Generator, a user object) breaks
   // before anything runs, so nothing it would change is touched at trace time.
   std::vector<Arg> gargs;

@@ -54,6 +54,10 @@ PyObject* build(const OutPlan& plan, PyObject* outputs, const Fetched& fetched, 
       return plan.obj.get();
     case OutPlan::Kind::kMemoRef: {
       PyObject* v = memo[plan.index];  // owned by memo
+      if (v == nullptr) {  // only after a failed run, where not every value was built
+        PyErr_SetString(PyExc_RuntimeError, "value not built");
+        return nullptr;
+      }
       Py_INCREF(v);
       return v;
     }
@@ -197,6 +201,40 @@ int applyEffect(const EffectPlan& e, PyObject* outputs, const Fetched& fetched, 
   return rc;
 }
 
+// After a graph run that failed at body node `failedAt`: the setattrs recorded before that node,
+// and for each container the last change recorded before it, in program order. Effects whose
+// values are graph outputs cannot be built (the run produced none) and are left out. The
+// pending Python error is kept.
+void applyEffectsBefore(const GraphCallSpec& spec, size_t failedAt, const Fetched& fetched) {
+  if (spec.effects.empty()) return;
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  PyObject* none = PyTuple_New(0);  // new ref: no outputs
+  std::vector<PyObject*> memo(static_cast<size_t>(spec.memoSlots), nullptr);
+  for (size_t k = 0; none != nullptr && k < spec.effects.size(); ++k) {
+    const EffectPlan& e = spec.effects[k];
+    if (e.bodyBefore > failedAt || e.usesOutputs) continue;
+    if (e.nextSameTarget >= 0 && spec.effects[e.nextSameTarget].bodyBefore <= failedAt) continue;
+    if (applyEffect(e, none, fetched, memo) < 0) PyErr_Clear();
+  }
+  for (PyObject* o : memo) Py_XDECREF(o);
+  Py_XDECREF(none);
+  PyErr_Restore(et, ev, tb);
+}
+
+// After a graph that switches grad mode (a `with torch.no_grad()` block) raised part-way: back to
+// the mode the frame was entered with, as the block's __exit__ does in eager. The error stays set.
+void restoreGradMode(bool enabled) {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  PyObject* torchC = PyImport_ImportModule("torch._C");  // new ref
+  PyObject* r = torchC ? PyObject_CallMethod(torchC, "_set_grad_enabled", "O", enabled ? Py_True : Py_False) : nullptr;
+  Py_XDECREF(r);
+  Py_XDECREF(torchC);
+  PyErr_Clear();
+  PyErr_Restore(et, ev, tb);
+}
+
 PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   const GraphCallSpec& spec = *reinterpret_cast<CompiledGraphObject*>(self)->spec;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -231,12 +269,20 @@ PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf
       inputs = inputsBig.data();
     }
     for (size_t i = 0; i < spec.graphInputs.size(); ++i) inputs[i] = fetched.values[spec.graphInputs[i]];
+    // A node that raises: its error propagates as eager's would, after the side effects that
+    // come before it in program order (the runner says which node; a backend's callable does
+    // not, so only those before the first node are known to precede it).
+    size_t failedAt = 0;
     if (spec.runner) {
-      outputs = spec.runner->run(inputs, spec.graphInputs.size());
+      outputs = spec.runner->run(inputs, spec.graphInputs.size(), &failedAt);
     } else {
       outputs = PyObject_Vectorcall(spec.backendFn.get(), inputs, spec.graphInputs.size(), nullptr);
     }
-    if (outputs == nullptr) return nullptr;
+    if (outputs == nullptr) {
+      if (spec.restoreGradMode >= 0) restoreGradMode(spec.restoreGradMode != 0);
+      applyEffectsBefore(spec, failedAt, fetched);
+      return nullptr;
+    }
     if (!PyTuple_Check(outputs)) {
       // Backends may return a list (FX GraphModules return what the output node holds).
       if (!PyList_Check(outputs)) {
@@ -286,6 +332,7 @@ PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf
   }
   if (result != nullptr) {
     for (const EffectPlan& e : spec.effects) {
+      if (!e.final) continue;
       if (applyEffect(e, outputs, fetched, memo.objs) < 0) {
         Py_CLEAR(result);
         break;

@@ -48,6 +48,10 @@ struct EffectPlan {
   OutPlan target;
   std::string name;
   OutPlan value;
+  size_t bodyBefore = 0;     ///< graph call nodes that precede it in program order
+  bool final = true;         ///< applied after a successful run (contents: the last change)
+  int nextSameTarget = -1;   ///< contents: index of the next change of the same container
+  bool usesOutputs = false;  ///< its target or value is built from graph outputs
 };
 
 /// Everything a CompiledGraph needs; built by codegen.
@@ -64,6 +68,8 @@ struct GraphCallSpec {
   int memoSlots = 0;                     ///< containers that appear more than once in the plans
   size_t numOutputs = 0;                 ///< the graph's output count (checked on backend results)
   std::string name;                      ///< "__compiled_fn_3 <f at model.py:10>" for errors
+  int restoreGradMode = -1;              ///< 0/1: grad mode to restore when the graph raises
+                                         ///< (it switches modes inside); -1: it never does
 };
 
 /// An instance of a tuple subclass (namedtuple or structseq) holding `items` (a tuple). New ref.

@@ -148,6 +148,34 @@ ValueRef Tracer::zeroArgSuper() {
   return v;
 }
 
+bool Tracer::underUserHandler() const {
+  const auto& ins = bc_.instructions;
+  const int n = static_cast<int>(ins.size());
+  if (ip_ < 0 || ip_ >= n) return false;
+  bc::ExceptionHandler h = ins[ip_].handler;
+  // Walk out through the handlers that only clean up: a traced grad-mode `with` (its __exit__
+  // is replayed by the graph) and the exception-state cleanup blocks CPython adds around them.
+  for (int hops = 0; h.active() && hops < 64; ++hops) {
+    const int t = h.target;
+    if (t < 0 || t >= n) return true;
+    if (ins[t].opcode == COPY && ins[t].arg == 3 && t + 2 < n && ins[t + 1].opcode == POP_EXCEPT &&
+        ins[t + 2].opcode == RERAISE) {
+      h = ins[t].handler;
+      continue;
+    }
+    if (ins[t].opcode == PUSH_EXC_INFO && t + 1 < n && ins[t + 1].opcode == WITH_EXCEPT_START) {
+      const int exitAt = h.depth - 1;  // the with's __exit__ sits just below the handler depth
+      const bool gradWith = exitAt >= 0 && exitAt < static_cast<int>(stack_.size()) && stack_[exitAt] &&
+                            stack_[exitAt]->kind == ValueKind::kGradMode;
+      if (!gradWith) return true;
+      h = ins[t].handler;
+      continue;
+    }
+    return true;
+  }
+  return h.active();
+}
+
 bool Tracer::insideLoop(int i) const {
   for (const auto& [target, jump] : loops_)
     if (i >= target && i <= jump) return true;
@@ -241,6 +269,11 @@ ValueRef Tracer::run() {
       loops_.emplace_back(ins.target, static_cast<int>(i));
   }
   ctx_.userStack.push_back({});
+  ctx_.tracers.push_back(this);
+  struct PopTracer {
+    CompileContext& ctx;
+    ~PopTracer() { ctx.tracers.pop_back(); }
+  } popTracer{ctx_};
   ip_ = 0;
   while (!done_) {
     DYNAMO_INTERNAL_ASSERT(ip_ >= 0 && ip_ < static_cast<int>(bc_.instructions.size()),
@@ -468,7 +501,7 @@ void Tracer::step(const bc::Instruction& ins) {
       c->cell->contents = v;
       if (c->cell->rootSlot >= 0) {
         // A cell of the root frame, written here or by an inlined closure: stored after the graph.
-        ctx_.effects.push_back({SideEffect::Kind::kCell, nullptr, "", c->cell->rootSlot, v});
+        ctx_.recordEffect({SideEffect::Kind::kCell, nullptr, "", c->cell->rootSlot, v});
       } else if (c->cell->external) {
         ctx_.breakHere(BreakKind::kUnsupported, "assignment to a closure variable of an outer function");
       }
@@ -487,7 +520,7 @@ void Tracer::step(const bc::Instruction& ins) {
       std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg));
       if (parent_ != nullptr && globals_ != ctx_.frame().globals)
         ctx_.breakHere(BreakKind::kUnsupported, "assignment to a global of another module");
-      ctx_.effects.push_back({SideEffect::Kind::kGlobal, nullptr, name, -1, v});
+      ctx_.recordEffect({SideEffect::Kind::kGlobal, nullptr, name, -1, v});
       return;
     }
     case LOAD_ATTR: {
@@ -673,18 +706,12 @@ void Tracer::step(const bc::Instruction& ins) {
         if (k < 0 || k >= static_cast<Py_ssize_t>(obj->items.size()))
           ctx_.breakHere(BreakKind::kException, "list index out of range");
         obj->items[k] = v;
-        if (obj->external()) {
-          obj->mutated = true;
-          ctx_.effects.push_back({SideEffect::Kind::kListContents, obj, "", -1, nullptr});
-        }
+        ctx_.recordContents(obj);
         return;
       }
       if (obj->kind == ValueKind::kDict && key) {
         setDictItem(obj, key, v);
-        if (obj->external()) {
-          obj->mutated = true;
-          ctx_.effects.push_back({SideEffect::Kind::kDictContents, obj, "", -1, nullptr});
-        }
+        ctx_.recordContents(obj);
         return;
       }
       ctx_.breakHere(BreakKind::kUnsupported, "item assignment on " + describe(*obj));
@@ -729,10 +756,7 @@ void Tracer::step(const bc::Instruction& ins) {
       ValueRef v = pop();
       ValueRef& list = top(arg);
       list->items.push_back(v);
-      if (list->external()) {
-        list->mutated = true;
-        ctx_.effects.push_back({SideEffect::Kind::kListContents, list, "", -1, nullptr});
-      }
+      ctx_.recordContents(list);
       return;
     }
     case LIST_EXTEND: {
@@ -995,10 +1019,7 @@ void Tracer::doBinary(int nbOp) {
   if (nbOp >= 13 && !a->isTensor() && a->kind != ValueKind::kList) fn = binaryOperator(nbOp - 13, &name);
   if (nbOp >= 13 && a->kind == ValueKind::kList && name == "iadd") {
     for (ValueRef& item : iterateValue(ctx_, b)) a->items.push_back(item);
-    if (a->external()) {
-      a->mutated = true;
-      ctx_.effects.push_back({SideEffect::Kind::kListContents, a, "", -1, nullptr});
-    }
+    ctx_.recordContents(a);
     push(a);
     return;
   }

@@ -57,6 +57,8 @@ struct SideEffect {
   std::string name;   ///< kSetAttr: attribute; kGlobal: name
   int slot = -1;      ///< kCell: the frame slot of the cell
   ValueRef value;     ///< kSetAttr / kGlobal / kCell: the new value
+  size_t bodyBefore = 0;  ///< graph call nodes recorded before it (its place in program order)
+  ValueRef snapshot;      ///< kList/DictContents: the container's contents right after it
 };
 
 /// Options of one compile.
@@ -66,6 +68,8 @@ struct TraceOptions {
 };
 
 /// Everything one compile of one frame shares across the root and inlined Tracers.
+class Tracer;
+
 class CompileContext {
  public:
   CompileContext(const FrameValues& frame, PyCodeObject* rootCode, TraceOptions options);
@@ -78,6 +82,11 @@ class CompileContext {
   /// Wraps a Python object read from the frame through `source`: tensors become graph inputs,
   /// constants constants, other objects kObject; installs the guards that make the wrapping valid.
   ValueRef wrap(PyObject* obj, const Source& source, bool guarded = true);
+  /// Records a side effect at this point of the program (stamps its place among the graph's
+  /// nodes and, for container contents, a snapshot of the contents now).
+  void recordEffect(SideEffect e);
+  /// Records that the contents of an external list or dict changed (marks it mutated).
+  void recordContents(const ValueRef& container);
   /// Adds a guard created at the current user location.
   void guard(const Source& source, LeafGuardPtr leaf);
 
@@ -97,11 +106,17 @@ class CompileContext {
   std::vector<PyObjectRef> realInputs;
   /// Whether torch grad mode is on at this point of the trace.
   bool gradEnabled = true;
+  /// Grad mode when the frame was entered (the GRAD_MODE guard holds it on every call).
+  bool initialGradEnabled = true;
+  /// The graph switches grad mode (set_grad_enabled nodes): a failing run must switch it back.
+  bool switchesGradMode = false;
   /// The user location of the instruction being traced, and the stack of inlined calls.
   std::vector<SourceLocation> userStack;
   SourceLocation here() const { return userStack.empty() ? SourceLocation{} : userStack.back(); }
   /// Node metadata for a node created now.
   NodeMeta metaHere(PyObject* example) const;
+  /// The Tracers of the root and the inlined calls being traced, outermost first.
+  std::vector<const Tracer*> tracers;
   /// Records `fn(*args, **kwargs)` as a graph node (call_function, or call_method when method is
   /// non-empty), computing the result's meta example by running the call on meta tensors.
   ValueRef recordCall(PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
@@ -146,6 +161,11 @@ class Tracer {
   const bytecode::Bytecode& bytecode() const { return bc_; }
   /// True when instruction i lies inside a loop body (between a backward jump and its target).
   bool insideLoop(int i) const;
+
+  /// True when the instruction being traced runs under an exception handler of the user's
+  /// (try/except, try/finally, or a `with` whose manager is not a traced grad-mode one): an
+  /// error raised by graph code there must reach that handler, so such code is not captured.
+  bool underUserHandler() const;
 
   /// Generator mode: YIELD_VALUE appends to yields() instead of suspending.
   void collectYields() { generator_ = true; }

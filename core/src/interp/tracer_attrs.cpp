@@ -253,7 +253,7 @@ void setAttr(CompileContext& ctx, const ValueRef& v, const std::string& name, Va
   if (type->tp_setattro != PyObject_GenericSetAttr && !isModule(v->py()))
     ctx.breakHere(BreakKind::kUnsupported, std::string(type->tp_name) + " defines __setattr__");
   ctx.attrOverlay[{v->py(), name}] = value;
-  ctx.effects.push_back({SideEffect::Kind::kSetAttr, v, name, -1, value});
+  ctx.recordEffect({SideEffect::Kind::kSetAttr, v, name, -1, value});
 }
 
 ValueRef getItem(CompileContext& ctx, const ValueRef& v, const ValueRef& index) {

@@ -355,14 +355,7 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
 ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name,
                        std::vector<ValueRef> args, Kw kwargs) {
   CompileContext& ctx = tr.ctx();
-  auto mutated = [&] {
-    if (self->external()) {
-      self->mutated = true;
-      ctx.effects.push_back({self->kind == ValueKind::kList ? SideEffect::Kind::kListContents
-                                                            : SideEffect::Kind::kDictContents,
-                             self, "", -1, nullptr});
-    }
-  };
+  auto mutated = [&] { ctx.recordContents(self); };
   if (self->kind == ValueKind::kList) {
     if (name == "append" && args.size() == 1) {
       self->items.push_back(args[0]);

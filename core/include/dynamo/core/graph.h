@@ -70,6 +70,8 @@ class GraphBuilder {
 
   /// Nodes added so far (inputs and body).
   size_t size() const { return inputs_.size() + body_.size(); }
+  /// Call nodes added so far (the body, in program order).
+  size_t bodySize() const { return body_.size(); }
 
  private:
   std::string uniqueName(const std::string& candidate);

@@ -3,7 +3,7 @@
 // after its last use, so peak memory matches eager execution.
 //
 // Construction does all planning (slots, last uses, constant objects, kwnames tuples); run() is a
-// tight loop. Errors raised by a node keep their type; their message gains the node's name and
+// tight loop. Errors raised by a node keep their type and message; a PEP 678 note names the node and
 // the user's file:line and source line.
 #pragma once
 
@@ -28,8 +28,9 @@ class GraphRunner {
   GraphRunner& operator=(const GraphRunner&) = delete;
 
   /// Runs the graph on `count` inputs (borrowed refs; count must equal inputCount()). Returns a
-  /// new reference to the output structure, or NULL with a Python error set.
-  PyObject* run(PyObject* const* inputs, size_t count) const;
+  /// new reference to the output structure, or NULL with a Python error set; then, when
+  /// `failedAt` is given and a node raised, *failedAt is that node's index in the body.
+  PyObject* run(PyObject* const* inputs, size_t count, size_t* failedAt = nullptr) const;
 
   /// Number of graph inputs.
   size_t inputCount() const;
