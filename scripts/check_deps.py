@@ -318,10 +318,8 @@ def tool_uses(cache):
     Returns (uses, names of TEST_TOOLS not found on PATH)."""
     uses = []
     for key, (kind, value) in sorted(cache.items()):
-        if kind in ("FILEPATH", "INTERNAL", "UNINITIALIZED", "STRING") and os.path.isabs(value) \
-                and os.path.isfile(value) and not key.startswith("CMAKE_CACHEFILE"):
-            if kind != "FILEPATH" and not re.search(r"(COMMAND|EXECUTABLE|PROGRAM)$", key):
-                continue
+        wanted = kind == "FILEPATH" or re.search(r"(COMMAND|EXECUTABLE|PROGRAM)$", key)
+        if wanted and os.path.isabs(value) and os.path.isfile(value):
             uses.append(Use(value, f"CMakeCache.txt {key}"))
     compiler = cache.get("CMAKE_CXX_COMPILER", ("", "c++"))[1]
     for prog in ("cc1plus", "as", "ld"):
@@ -330,7 +328,7 @@ def tool_uses(cache):
         uses += _compiler_part(compiler, "-print-file-name=" + lib, f"linked by {compiler}")
     uses.append(Use(sys.executable, "the Python interpreter of the tests"))
     missing = []
-    for name in TEST_TOOLS:
+    for name in TEST_TOOLS + ((os.environ["CXX"],) if os.environ.get("CXX") else ()):
         found = shutil.which(name)
         if found:
             uses.append(Use(found, f"program '{name}' run by the tests or the code generator"))
