@@ -1,9 +1,12 @@
 // Several processes opening one file at the same moment: writers creating a store that does not
-// exist yet, writers migrating an old store, and a reader opening it meanwhile. The children are
+// exist yet, writers migrating an old store, and a reader opening it meanwhile; then a reader
+// beside a live writer, and a file left mid-change by a writer that stopped. The children are
 // trace_writer_child processes held at a start barrier until all of them are ready, so that
 // their opens overlap as closely as the scheduler allows. See "Concurrent opening" in
 // docs/trace-store.md.
+#include <sqlite3.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <set>
 #include <string>
@@ -130,4 +133,79 @@ TEST_CASE("three writers and a reader open a version 1 file at once: it is migra
   CHECK(reader->counts().frames == 3 * rows + 1);  // the version 1 row is kept
   CHECK(testing::rawQueryInt(path, "PRAGMA user_version") == kSchemaVersion);
   CHECK(indexCount(path) == 11);
+}
+
+TEST_CASE("a reader changes neither the file nor the WAL of a writer that has it open") {
+  ScratchDir dir;
+  std::string path = dir.file("live.db");
+  auto writer = TraceWriter::open(path, {});
+  for (int i = 1; i <= 100; ++i) writer->recordFrame({0, 0, "live.py", i, "f"});
+  writer->flush();
+  std::string file = testing::readFile(path);
+  std::string wal = testing::readFile(path + "-wal");
+  REQUIRE_FALSE(wal.empty());  // the rows are in the WAL, not yet in the file
+  {
+    auto reader = TraceReader::open(path);
+    CHECK(reader->counts().frames == 100);
+    CHECK(reader->integrityCheck() == "ok");
+  }
+  CHECK(testing::readFile(path) == file);
+  CHECK(testing::readFile(path + "-wal") == wal);
+  writer->close();
+}
+
+TEST_CASE("a writer that stopped mid-change: readers refuse the file untouched, a writer recovers") {
+  ScratchDir dir;
+  std::string path = dir.file("stopped.db");
+  {
+    auto writer = TraceWriter::open(path, {});
+    writer->recordFrame({0, 0, "kept.py", 1, "f"});
+  }
+  // A store in rollback-journal mode (as a new store is until its creation commits), and a
+  // process that dies in the middle of a transaction big enough to spill pages into the file.
+  testing::rawExec(path, "PRAGMA journal_mode = DELETE;");
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    sqlite3* db = nullptr;
+    sqlite3_open(path.c_str(), &db);
+    int rc = sqlite3_exec(db,
+                          "PRAGMA cache_size = 5; BEGIN IMMEDIATE;"
+                          "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                          "WHERE i < 400) INSERT INTO meta SELECT 'junk' || i, "
+                          "hex(randomblob(500)) FROM n;",
+                          nullptr, nullptr, nullptr);
+    _exit(rc == SQLITE_OK ? 0 : 1);  // no COMMIT, no close: a hot journal stays
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(testing::fileExists(path + "-journal"));
+  std::string file = testing::readFile(path);
+  std::string journal = testing::readFile(path + "-journal");
+
+  try {
+    TraceReader::open(path);
+    FAIL("the reader opened a file with a hot journal");
+  } catch (const dynamo::UserError& e) {
+    CHECK(e.summary() == "trace store '" + path +
+                             "' holds an unfinished change of a writer that stopped");
+    CHECK(e.hint() == "open it once for writing to roll the change back (dynamo-trace upgrade "
+                      "FILE)");
+  }
+  CHECK(testing::readFile(path) == file);
+  CHECK(testing::readFile(path + "-journal") == journal);
+
+  // The next writer rolls the change back (SQLite's recovery) and goes on in WAL mode.
+  auto writer = TraceWriter::open(path, {});
+  writer->recordFrame({0, 0, "after.py", 1, "g"});
+  writer->close();
+  CHECK_FALSE(testing::fileExists(path + "-journal"));
+  auto reader = TraceReader::open(path);
+  CHECK(reader->runs().size() == 2);
+  CHECK(reader->counts().frames == 2);
+  CHECK(reader->integrityCheck() == "ok");
+  CHECK(testing::rawQueryInt(path, "SELECT count(*) FROM meta WHERE key LIKE 'junk%'") == 0);
+  CHECK(testing::readFile(path)[18] == 2);  // header byte 18: 2 is WAL mode
 }
