@@ -1,6 +1,9 @@
 // RAII wrappers over the SQLite C API, and the mapping of SQLite errors to user errors.
 #include "sqlite.h"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "dynamo/common/error.h"
@@ -38,7 +41,8 @@ void throwSqlite(sqlite3* db, int rc, const std::string& path, std::string_view 
                     detail::concat("SQLite result code ", rc), hintFor(rc));
 }
 
-Database::Database(const std::string& path, int flags) : path_(path) {
+Database::Database(const std::string& path, int flags, int busyTimeoutMs)
+    : path_(path), busyTimeoutMs_(busyTimeoutMs) {
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     // sqlite3_open_v2 may allocate a handle even on failure; it must be closed.
@@ -49,16 +53,20 @@ Database::Database(const std::string& path, int flags) : path_(path) {
                       detail::concat("SQLite result code ", rc), hintFor(rc));
   }
   sqlite3_extended_result_codes(db_, 1);
+  sqlite3_busy_timeout(db_, busyTimeoutMs_);
 }
 
 Database::Database(Database&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+    : db_(std::exchange(other.db_, nullptr)),
+      path_(std::move(other.path_)),
+      busyTimeoutMs_(other.busyTimeoutMs_) {}
 
 Database& Database::operator=(Database&& other) noexcept {
   if (this != &other) {
     close();
     db_ = std::exchange(other.db_, nullptr);
     path_ = std::move(other.path_);
+    busyTimeoutMs_ = other.busyTimeoutMs_;
   }
   return *this;
 }
@@ -87,7 +95,22 @@ std::string Database::queryText(const char* sql) {
   return s.step() ? s.columnText(0) : std::string();
 }
 
-void Database::setBusyTimeout(int ms) { sqlite3_busy_timeout(db_, ms); }
+int Database::retryWhileBusy(const std::function<int()>& attempt) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(busyTimeoutMs_);
+  std::chrono::milliseconds pause(1);
+  for (;;) {
+    int rc = attempt();
+    if ((rc & 0xff) != SQLITE_BUSY || Clock::now() >= deadline) return rc;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+void Database::execRetryingBusy(const char* sql, std::string_view what) {
+  int rc = retryWhileBusy([&] { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); });
+  if (rc != SQLITE_OK) throwSqlite(db_, rc, path_, what);
+}
 
 Statement::Statement(Database& db, const char* sql) : db_(&db) {
   int rc = sqlite3_prepare_v2(db.get(), sql, -1, &stmt_, nullptr);
@@ -139,6 +162,12 @@ bool Statement::step() {
   std::string sql = sqlite3_sql(stmt_) != nullptr ? sqlite3_sql(stmt_) : "";
   sqlite3_reset(stmt_);
   throwSqlite(db_->get(), rc, db_->path(), detail::concat("running '", sql, "'"));
+}
+
+int Statement::tryStep() {
+  int rc = sqlite3_step(stmt_);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) sqlite3_reset(stmt_);
+  return rc;
 }
 
 void Statement::run() {

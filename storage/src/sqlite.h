@@ -1,11 +1,15 @@
 // RAII wrappers over sqlite3* and sqlite3_stmt* (private to dynamo::storage: SQL lives here
 // only). Every SQLite failure becomes a UserError(kTraceStore) that names the file, what we were
 // doing, SQLite's message, and a fix chosen from the result code.
+//
+// Several processes open one file at once, so no connection may run a statement without a busy
+// handler: the constructor takes the busy timeout and installs it before anything else can run.
 #pragma once
 
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -22,6 +26,8 @@ class SqliteError : public UserError {
         rc_(rc) {}
   /// The primary SQLite result code (SQLITE_NOTADB, SQLITE_BUSY, ...).
   int resultCode() const { return rc_ & 0xff; }
+  /// The extended result code (SQLITE_READONLY_ROLLBACK, SQLITE_BUSY_RECOVERY, ...).
+  int extendedCode() const { return rc_; }
 
  private:
   int rc_;
@@ -34,8 +40,9 @@ class SqliteError : public UserError {
 class Database {
  public:
   Database() = default;
-  /// Opens `path` with sqlite3_open_v2 `flags`; throws on failure.
-  Database(const std::string& path, int flags);
+  /// Opens `path` with sqlite3_open_v2 `flags` and sets the busy timeout to `busyTimeoutMs`
+  /// before any statement can run; throws on failure.
+  Database(const std::string& path, int flags, int busyTimeoutMs);
   Database(Database&& other) noexcept;
   Database& operator=(Database&& other) noexcept;
   Database(const Database&) = delete;
@@ -50,14 +57,23 @@ class Database {
   std::int64_t queryInt(const char* sql);
   /// Runs a statement returning one text value ("" when no row).
   std::string queryText(const char* sql);
-  /// Sets the busy timeout in milliseconds.
-  void setBusyTimeout(int ms);
+  /// The busy timeout in milliseconds given at open.
+  int busyTimeoutMs() const { return busyTimeoutMs_; }
+  /// Calls `attempt` (one SQLite operation returning a result code) again while it returns
+  /// SQLITE_BUSY, with short sleeps, until busyTimeoutMs() has passed since the first call;
+  /// returns the last result code. The busy handler already waits inside most calls; this covers
+  /// the ones where SQLite answers SQLITE_BUSY at once (deadlock avoidance, a journal-mode switch
+  /// racing another opener, WAL recovery by another process).
+  int retryWhileBusy(const std::function<int()>& attempt);
+  /// exec() of one statement, retried with retryWhileBusy(); throws on failure.
+  void execRetryingBusy(const char* sql, std::string_view what);
   /// Closes now (idempotent).
   void close();
 
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  int busyTimeoutMs_ = 0;
 };
 
 /// A prepared statement; finalized on destruction.
@@ -81,6 +97,9 @@ class Statement {
 
   /// Steps once: true when a row is available, false when done. Throws on error.
   bool step();
+  /// Steps once and returns SQLite's result code (SQLITE_ROW, SQLITE_DONE, or an error, after
+  /// which the statement is reset); never throws. For callers that retry on SQLITE_BUSY.
+  int tryStep();
   /// Steps a statement that returns no rows, then resets it for reuse.
   void run();
   /// Resets the statement and clears its bindings.

@@ -8,15 +8,18 @@
 
 namespace dynamo::storage {
 
-/// Opens `path` read-write (creating it when missing), in WAL mode, and migrates it to at least
-/// `targetVersion` (never downgrades). Returns the connection; `versionOut` gets the version.
+/// Opens `path` read-write (creating it when missing), creates or migrates its schema to at least
+/// `targetVersion` in one transaction (never downgrades), then puts it in WAL mode. Returns the
+/// connection; `versionOut` gets the version now, `versionFoundOut` (optional) the version found
+/// under the write lock before migrating (0 for a new store).
 sql::Database openStoreForWriting(const std::string& path, int targetVersion, int busyTimeoutMs,
-                                  int& versionOut);
+                                  int& versionOut, int* versionFoundOut = nullptr);
 
 /// Opens an existing store read-only; `versionOut` gets its schema version (1..kSchemaVersion).
 sql::Database openStoreForReading(const std::string& path, int& versionOut);
 
-/// BEGIN IMMEDIATE, retrying while another process holds the write lock (busy timeout first).
+/// BEGIN IMMEDIATE, retrying while another process holds the write lock (busy timeout first, then
+/// retries until the connection's busy timeout has passed).
 void beginImmediate(sql::Database& db);
 
 }  // namespace dynamo::storage

@@ -2,16 +2,25 @@
 // migrations. To add a schema version: append a Migration to kMigrations (never edit a shipped
 // one), bump kSchemaVersion in trace_store.h, teach the reader/writer the new columns, and add a
 // test that opens a file of the previous version (see tests/storage/test_migration.cpp).
+//
+// Several processes may open one file at the same moment ("Concurrent opening" in
+// docs/trace-store.md). The states another opener can see are only these:
+//
+//   no file / 0 bytes --(one writer: BEGIN IMMEDIATE; schema; user_version; COMMIT)-->
+//   complete store, rollback journal --(PRAGMA journal_mode = WAL)--> complete store, WAL
+//
+// and a migration is one transaction too. Every connection has a busy handler before its first
+// statement, and classification reads one snapshot, so nobody mistakes a store being created for
+// something else or fails on a lock that another opener holds for a moment.
 #include "dynamo/storage/trace_store.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
+#include <exception>
 #include <fstream>
-#include <thread>
 
 #include "dynamo/common/error.h"
 #include "store_file.h"
@@ -148,6 +157,13 @@ constexpr Migration kMigrations[] = {
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version, in order");
 
+// The busy timeout of the read-only connections that classify a file (the probe, a reader). They
+// wait only while another process creates the file, switches it to WAL or recovers its WAL.
+constexpr int kOpenBusyTimeoutMs = 30000;
+
+// StoreProbe::version when a read-only connection cannot tell (see probeExistingDatabase).
+constexpr int kVersionUnknown = -1;
+
 const char* kPathHint =
     "pass a path in a writable directory (DYNAMO_TRACE=/tmp/trace.db, or "
     "dynamo.trace.start_run(path))";
@@ -201,6 +217,14 @@ void checkDirectoryWritable(const std::string& path) {
        kNewFileHint);
 }
 
+[[noreturn]] void failInterrupted(const std::string& path) {
+  fail(detail::concat("trace store '", path,
+                      "' holds an unfinished change of a writer that stopped"),
+       detail::concat("'", path, "-journal' must be rolled back before the file can be read, "
+                                 "and a reader never changes the file"),
+       "open it once for writing to roll the change back (dynamo-trace upgrade FILE)");
+}
+
 [[noreturn]] void failNewer(const std::string& path, std::int64_t version) {
   fail(detail::concat("'", path, "' was written by trace-store schema version ", version,
                       "; this Dynamo reads up to version ", kSchemaVersion),
@@ -223,14 +247,68 @@ int classify(sql::Database& db, const std::string& path) {
   return static_cast<int>(version);
 }
 
-int probeExistingDatabase(const std::string& path) {
+// classify() in one read transaction, so that its queries see one state of the file while other
+// processes commit; started again while SQLite answers SQLITE_BUSY (busy timeout first).
+int classifyInSnapshot(sql::Database& db, const std::string& path) {
+  int version = 0;
+  std::exception_ptr busy;
+  int rc = db.retryWhileBusy([&] {
+    try {
+      db.exec("BEGIN", "starting a read transaction");
+      version = classify(db, path);
+      db.exec("COMMIT", "ending a read transaction");
+      return SQLITE_OK;
+    } catch (const sql::SqliteError& e) {
+      sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+      if (e.resultCode() != SQLITE_BUSY) throw;
+      busy = std::current_exception();
+      return SQLITE_BUSY;
+    } catch (...) {
+      sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  });
+  if (rc != SQLITE_OK) std::rethrow_exception(busy);
+  return version;
+}
+
+// Opens `path` read-only (never changing it) and classifies it. A writer that stopped in the
+// middle of a transaction in rollback-journal mode (a new store is created in that mode) leaves
+// a hot journal, which only a read-write connection may roll back: for a writer the answer is
+// then kVersionUnknown, and its own open rolls the journal back and classifies under the lock.
+int probeExistingDatabase(const std::string& path, bool forWriting) {
   try {
-    sql::Database db(path, SQLITE_OPEN_READONLY);
-    return classify(db, path);
+    sql::Database db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, kOpenBusyTimeoutMs);
+    return classifyInSnapshot(db, path);
   } catch (const sql::SqliteError& e) {
     if (e.resultCode() == SQLITE_NOTADB || e.resultCode() == SQLITE_CORRUPT) failNotSqlite(path);
+    if (e.extendedCode() == SQLITE_READONLY_ROLLBACK) {
+      if (forWriting) return kVersionUnknown;
+      failInterrupted(path);
+    }
     throw;
   }
+}
+
+// PRAGMA journal_mode = WAL (a no-op for a file already in WAL mode). On a file still in
+// rollback-journal mode it needs an exclusive lock, which other openers may hold for a moment;
+// SQLite can answer SQLITE_BUSY here without calling the busy handler, so it is retried.
+void switchToWal(sql::Database& db, const std::string& path) {
+  sql::Statement pragma(db, "PRAGMA journal_mode = WAL");
+  std::string mode;
+  int rc = db.retryWhileBusy([&] {
+    int stepped = pragma.tryStep();
+    if (stepped != SQLITE_ROW && stepped != SQLITE_DONE) return stepped;
+    if (stepped == SQLITE_ROW) mode = pragma.columnText(0);
+    pragma.reset();
+    return SQLITE_OK;
+  });
+  if (rc != SQLITE_OK) sql::throwSqlite(db.get(), rc, path, "switching to WAL mode");
+  if (mode != "wal")
+    fail(detail::concat("cannot put trace store '", path, "' in WAL mode (got '", mode, "')"),
+         "the file system may not support the shared memory WAL needs (e.g. some network "
+         "file systems)",
+         "write the trace to a local disk");
 }
 
 void migrate(sql::Database& db, int from, int to) {
@@ -280,7 +358,7 @@ StoreProbe probeTraceStore(const std::string& path, bool forWriting) {
     if (in.gcount() != static_cast<std::streamsize>(sizeof header)) failNotSqlite(path);
   }
   if (std::memcmp(header, "SQLite format 3", 16) != 0) failNotSqlite(path);
-  int version = probeExistingDatabase(path);
+  int version = probeExistingDatabase(path, forWriting);
   if (forWriting) {
     if (access(path.c_str(), W_OK) != 0)
       fail(detail::concat("cannot write trace store '", path, "': the file is read-only"),
@@ -291,41 +369,37 @@ StoreProbe probeTraceStore(const std::string& path, bool forWriting) {
 }
 
 void beginImmediate(sql::Database& db) {
-  // The busy timeout already waits inside sqlite3_exec; the loop covers the cases where SQLite
+  // The busy timeout already waits inside sqlite3_exec; the retries cover the cases where SQLite
   // returns SQLITE_BUSY at once (e.g. a deadlock-avoiding writer in WAL mode).
-  for (int attempt = 0;; ++attempt) {
-    int rc = sqlite3_exec(db.get(), "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-    if (rc == SQLITE_OK) return;
-    if ((rc & 0xff) != SQLITE_BUSY || attempt >= 50) sql::throwSqlite(db.get(), rc, db.path(), "BEGIN IMMEDIATE");
-    std::this_thread::sleep_for(std::chrono::milliseconds(10 + attempt * 10));
-  }
+  db.execRetryingBusy("BEGIN IMMEDIATE", "BEGIN IMMEDIATE");
 }
 
 sql::Database openStoreForWriting(const std::string& path, int targetVersion, int busyTimeoutMs,
-                                  int& versionOut) {
+                                  int& versionOut, int* versionFoundOut) {
   DYNAMO_INTERNAL_ASSERT(targetVersion >= 1 && targetVersion <= kSchemaVersion,
                          "bad target schema version ", targetVersion);
   probeTraceStore(path, /*forWriting=*/true);
-  sql::Database db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX);
-  db.setBusyTimeout(busyTimeoutMs);
-  std::string mode = db.queryText("PRAGMA journal_mode = WAL");
-  if (mode != "wal")
-    fail(detail::concat("cannot put trace store '", path, "' in WAL mode (got '", mode, "')"),
-         "the file system may not support the shared memory WAL needs (e.g. some network "
-         "file systems)",
-         "write the trace to a local disk");
-  db.exec("PRAGMA synchronous = NORMAL", "setting synchronous = NORMAL");
+  sql::Database db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                   busyTimeoutMs);
+  // The schema first, in one transaction under the write lock: whoever opens the file meanwhile
+  // sees no schema (0 bytes) or all of it, never an empty database. A new file is still in
+  // rollback-journal mode here (the switch to WAL cannot happen inside a transaction).
   beginImmediate(db);
+  int found = 0;
   try {
-    // Checked again under the write lock: another process may have created the file meanwhile.
-    int version = classify(db, path);
-    if (version < targetVersion) migrate(db, version, targetVersion);
-    db.exec("COMMIT", "committing the schema");
-    versionOut = version < targetVersion ? targetVersion : version;
+    // Classified again under the write lock: another process may have created, migrated or
+    // (after a crash) rolled back the file since the probe.
+    found = classify(db, path);
+    if (found < targetVersion) migrate(db, found, targetVersion);
+    db.execRetryingBusy("COMMIT", "committing the schema");
   } catch (...) {
     sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
+  switchToWal(db, path);
+  db.exec("PRAGMA synchronous = NORMAL", "setting synchronous = NORMAL");
+  versionOut = found < targetVersion ? targetVersion : found;
+  if (versionFoundOut != nullptr) *versionFoundOut = found;
   return db;
 }
 
@@ -334,9 +408,15 @@ sql::Database openStoreForReading(const std::string& path, int& versionOut) {
   if (probe.version == 0)
     fail(detail::concat("'", path, "' is an empty SQLite database, not a trace store yet"), "",
          "check the path; the writer may not have recorded anything yet");
-  sql::Database db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
-  db.setBusyTimeout(5000);
-  versionOut = classify(db, path);
+  // A connection of its own for the queries; classified again, as a writer may have migrated the
+  // file since the probe (a reader of an older version still reads a newer one's columns).
+  sql::Database db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, kOpenBusyTimeoutMs);
+  try {
+    versionOut = classifyInSnapshot(db, path);
+  } catch (const sql::SqliteError& e) {
+    if (e.extendedCode() == SQLITE_READONLY_ROLLBACK) failInterrupted(path);
+    throw;
+  }
   return db;
 }
 
@@ -346,8 +426,9 @@ int upgradeTraceStore(const std::string& path) {
     fail(detail::concat("trace store '", path, "' does not exist"), "",
          "check the path; nothing to upgrade");
   int version = 0;
-  openStoreForWriting(path, kSchemaVersion, 30000, version);
-  return probe.version;
+  int found = 0;
+  openStoreForWriting(path, kSchemaVersion, 30000, version, &found);
+  return found;
 }
 
 std::string describeMigrations() {

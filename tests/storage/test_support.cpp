@@ -116,4 +116,23 @@ int waitChild(Child& child) {
   return status;
 }
 
+StartBarrier::StartBarrier() {
+  if (pipe(fds_) != 0) throw std::runtime_error("pipe failed");
+  // Children inherit only the read end; otherwise closing ours would never reach them as EOF.
+  if (fcntl(fds_[1], F_SETFD, FD_CLOEXEC) != 0) throw std::runtime_error("fcntl failed");
+}
+
+StartBarrier::~StartBarrier() {
+  close(fds_[0]);
+  close(fds_[1]);
+}
+
+std::string StartBarrier::readFd() const { return std::to_string(fds_[0]); }
+
+void StartBarrier::release(int children) {
+  std::string bytes(static_cast<size_t>(children), 'g');
+  if (write(fds_[1], bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()))
+    throw std::runtime_error("writing to the start barrier failed");
+}
+
 }  // namespace dynamo::storage::testing

@@ -48,4 +48,22 @@ bool readLine(Child& child, std::string& line);
 /// Waits for the child; returns the raw wait status.
 int waitChild(Child& child);
 
+/// A start line for child processes: each child blocks reading one byte from readFd() (passed
+/// as an argument; the descriptor is inherited across exec) until release() writes one byte per
+/// child. The write end is close-on-exec, so destroying the barrier unblocks children with EOF.
+class StartBarrier {
+ public:
+  StartBarrier();
+  ~StartBarrier();
+  StartBarrier(const StartBarrier&) = delete;
+  StartBarrier& operator=(const StartBarrier&) = delete;
+  /// The descriptor children read, as an argument string.
+  std::string readFd() const;
+  /// Lets `children` waiting children go at once.
+  void release(int children);
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
 }  // namespace dynamo::storage::testing

@@ -4,15 +4,28 @@
 //                                        "ack <n>" (every event <= n is acknowledged)
 //   trace_writer_child burst PATH TAG N  write N frames (+ a compile and a guard each), flushing
 //                                        every 50, then close; prints "run <id>" first
+//   trace_writer_child burst PATH TAG N GO_FD
+//                                        the same, but print "ready" and wait for a byte on the
+//                                        inherited pipe GO_FD before opening (a start barrier)
+//   trace_writer_child read PATH GO_FD   print "ready", wait for the barrier, then open the store
+//                                        read-only until 30 opens succeeded (or 5 s); "not there
+//                                        yet" (missing or 0-byte file) is fine, any other
+//                                        refusal is printed to stderr and exits 1; prints
+//                                        "reads <n>" (successful opens) at the end
 //   trace_writer_child bench PATH N      time N record calls and the final flush
 //
-// Every mode prints "run <id>" first.
+// The writer modes print "run <id>" first (after "ready" with a barrier).
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
+#include "dynamo/common/error.h"
+#include "dynamo/storage/trace_reader.h"
 #include "dynamo/storage/trace_writer.h"
 
 using namespace dynamo::storage;
@@ -46,7 +59,24 @@ int ack(const char* path) {
   return 0;  // the parent kills us long before
 }
 
-int burst(const char* path, const char* tag, int n) {
+// Says "ready", then blocks until the parent writes a byte to `fd` (or closes it: exit 3).
+void waitAtBarrier(int fd) {
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char go = 0;
+  if (read(fd, &go, 1) != 1) {
+    std::fprintf(stderr, "trace_writer_child: the start barrier closed before it opened\n");
+    std::exit(3);
+  }
+  close(fd);
+}
+
+bool contains(const std::string& text, const char* part) {
+  return text.find(part) != std::string::npos;
+}
+
+int burst(const char* path, const char* tag, int n, int goFd) {
+  if (goFd >= 0) waitAtBarrier(goFd);
   auto writer = openWriter(path, tag);
   for (int i = 1; i <= n; ++i) {
     RowId frame = writer->recordFrame({0, 0, std::string(tag) + ".py", i, "f"});
@@ -63,6 +93,29 @@ int burst(const char* path, const char* tag, int n) {
     if (i % 50 == 0) writer->flush();
   }
   writer->close();
+  return 0;
+}
+
+int readWhileCreated(const char* path, int goFd) {
+  waitAtBarrier(goFd);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int reads = 0;
+  while (reads < 30 && std::chrono::steady_clock::now() < deadline) {
+    try {
+      auto reader = TraceReader::open(path);
+      if (reader->schemaVersion() < 1) throw std::runtime_error("schema version below 1");
+      (void)reader->runs();
+      (void)reader->counts();
+      ++reads;
+    } catch (const dynamo::UserError& e) {
+      // Before the first writer's creation commits, the file is missing or has 0 bytes.
+      std::string summary = e.summary();
+      bool notThereYet = contains(summary, "does not exist") ||
+                         contains(summary, "' is empty, not a trace store");
+      if (!notThereYet) throw;
+    }
+  }
+  std::printf("reads %d\n", reads);
   return 0;
 }
 
@@ -89,13 +142,17 @@ int bench(const char* path, int n) {
 int main(int argc, char** argv) {
   try {
     if (argc == 3 && std::strcmp(argv[1], "ack") == 0) return ack(argv[2]);
-    if (argc == 5 && std::strcmp(argv[1], "burst") == 0)
-      return burst(argv[2], argv[3], std::atoi(argv[4]));
+    if ((argc == 5 || argc == 6) && std::strcmp(argv[1], "burst") == 0)
+      return burst(argv[2], argv[3], std::atoi(argv[4]), argc == 6 ? std::atoi(argv[5]) : -1);
+    if (argc == 4 && std::strcmp(argv[1], "read") == 0)
+      return readWhileCreated(argv[2], std::atoi(argv[3]));
     if (argc == 4 && std::strcmp(argv[1], "bench") == 0) return bench(argv[2], std::atoi(argv[3]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: trace_writer_child ack PATH | burst PATH TAG N | bench PATH N\n");
+  std::fprintf(stderr,
+               "usage: trace_writer_child ack PATH | burst PATH TAG N [GO_FD] | "
+               "read PATH GO_FD | bench PATH N\n");
   return 2;
 }

@@ -20,7 +20,8 @@ constexpr const char* kTraceStoreFormat = "dynamo-trace-store";
 /// What an existing file at a path is, found without changing it.
 struct StoreProbe {
   bool exists = false;  ///< the path names an existing file (size > 0)
-  int version = 0;      ///< its schema version; 0 for a new or empty file
+  int version = 0;      ///< its schema version; 0 for a new or empty file; -1 (forWriting only)
+                        ///< when a writer stopped mid-change: the next writer's open decides
 };
 
 /// Checks that `path` can hold a trace store without changing anything on disk: its directory is
