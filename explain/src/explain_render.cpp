@@ -98,9 +98,15 @@ std::string renderExplainText(const ExplainReport& report, const RenderOptions& 
     if (!firstRun) out << "\n";
     firstRun = false;
     out << "dynamo-explain: " << runTitle(r, o) << "\n";
+    std::string unfinished = unfinishedRunNote(r.run);
+    if (!unfinished.empty()) out << unfinished << ".\n";
     if (r.functions.empty()) {
-      out << "No function was compiled. If the script does not call dynamo itself, run it with "
-             "--capture-all.\n";
+      // Advice only when the run is complete: else the compiles may simply be missing.
+      if (unfinished.empty())
+        out << "No function was compiled. If the script does not call dynamo itself, run it with "
+               "--capture-all.\n";
+      else
+        out << "No compile was recorded.\n";
       continue;
     }
     out << runTotals(r, o) << "\n";
@@ -214,7 +220,8 @@ std::string renderExplainJson(const ExplainReport& report, const RenderOptions& 
 std::string renderExplainJunit(const ExplainReport& report, const RenderOptions& o) {
   std::vector<JunitSuite> suites;
   for (const RunExplain& r : report.runs) {
-    JunitSuite suite{"dynamo-explain: " + runTitle(r, o), r.compileUs, {}};
+    JunitSuite suite =
+        junitSuite("dynamo-explain", "dynamo-explain: " + runTitle(r, o), r.run, r.compileUs, o);
     for (const FunctionReport& f : r.functions) {
       JunitCase c;
       c.className = displayPath(f.file, o);
@@ -252,6 +259,8 @@ std::string renderExplainMarkdown(const ExplainReport& report, const RenderOptio
   out << "### dynamo-explain: " << plural(distinct, "distinct graph break") << "\n";
   for (const RunExplain& r : report.runs) {
     out << "\n**" << markdownCell(runTitle(r, o)) << "**: " << markdownCell(runTotals(r, o)) << "\n";
+    std::string unfinished = unfinishedRunNote(r.run);
+    if (!unfinished.empty()) out << "\n> **Warning:** " << markdownCell(unfinished) << ".\n";
     if (!r.breaks.empty()) {
       out << "\n| # | Break | Location | Count | Source |\n|---|---|---|---:|---|\n";
       size_t i = 0;

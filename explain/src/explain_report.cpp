@@ -44,34 +44,6 @@ std::map<std::string, int> graphOpCounts(const std::string& serialized) {
 
 namespace {
 
-// compile id -> runtime hits of its cache entry, from the newest hits artifact of the run.
-std::map<RowId, std::int64_t> entryHits(const TraceReader& reader, RowId runId, bool& found) {
-  std::map<RowId, std::int64_t> hits;
-  found = false;
-  for (const storage::ArtifactRecord& a : reader.artifacts(runId)) {
-    if (a.name != kEntryHitsArtifact) continue;
-    found = true;
-    hits.clear();
-    std::istringstream in(a.data);
-    RowId compileId = 0;
-    std::int64_t count = 0;
-    while (in >> compileId >> count) hits[compileId] = count;
-  }
-  return hits;
-}
-
-bool madeEntry(const CompileRecord& c) { return c.status == "ok" || c.status == "graph_break"; }
-
-// How many times the break of `c` with this user stack happened (see the header's banner).
-std::int64_t occurrencesOf(const CompileRecord& c, const storage::GraphBreakRecord& b,
-                           const std::map<RowId, std::int64_t>& hits) {
-  if (madeEntry(c)) {
-    auto it = hits.find(c.id);
-    return 1 + (it == hits.end() ? 0 : it->second);
-  }
-  return b.userStack.size() <= 1 ? 1 : 0;
-}
-
 bool sameSite(const BreakGroup& g, const std::string& kind, const SourceLocation& where) {
   return g.kind == kind && g.location.file == where.file && g.location.line == where.line;
 }
@@ -80,7 +52,7 @@ bool sameSite(const BreakGroup& g, const std::string& kind, const SourceLocation
 void addBreak(std::vector<BreakGroup>& groups, const BreakGroup& b) {
   for (BreakGroup& g : groups) {
     if (sameSite(g, b.kind, b.location)) {
-      g.occurrences += b.occurrences;
+      g.tally.merge(b.tally);
       g.compiles += b.compiles;
       return;
     }
@@ -88,9 +60,9 @@ void addBreak(std::vector<BreakGroup>& groups, const BreakGroup& b) {
   groups.push_back(b);
 }
 
-// Most frequent first; ties in file and line order. Raw counts of 0 become 1 (met once).
+// Occurrences from the tallies; most frequent first, ties in file and line order.
 void finishGroups(std::vector<BreakGroup>& groups) {
-  for (BreakGroup& g : groups) g.occurrences = std::max<std::int64_t>(g.occurrences, 1);
+  for (BreakGroup& g : groups) g.occurrences = g.tally.occurrences();
   std::stable_sort(groups.begin(), groups.end(), [](const BreakGroup& a, const BreakGroup& b) {
     return std::tie(b.occurrences, a.location.file, a.location.line, a.kind) <
            std::tie(a.occurrences, b.location.file, b.location.line, b.kind);
@@ -109,7 +81,7 @@ void addPhases(std::vector<storage::CompilePhase>& total,
 
 FunctionReport buildFunction(const TraceReader& reader, const storage::FrameRecord& frame,
                              const std::vector<CompileRecord>& compiles,
-                             const std::map<RowId, std::int64_t>& hits,
+                             const storage::EntryHits& hits,
                              std::vector<BreakGroup>& rawRunBreaks) {
   FunctionReport f;
   f.name = frame.name;
@@ -120,13 +92,13 @@ FunctionReport buildFunction(const TraceReader& reader, const storage::FrameReco
     ++f.statuses[c.status];
     f.compileUs += c.durationUs;
     addPhases(f.phases, c.phases);
-    if (!madeEntry(c)) f.notCompiledReason = c.reason;
+    if (!storage::compileMadeEntry(c)) f.notCompiledReason = c.reason;
     for (const storage::GraphRecord& g : reader.graphs(c.id))
       f.graphs.push_back({c.id, c.attempt, g.index, g.numNodes, graphOpCounts(g.serialized)});
     f.guards += static_cast<std::int64_t>(reader.guards(c.id).size());
     for (const storage::GraphBreakRecord& b : reader.graphBreaks(c.id)) {
-      BreakGroup one{b.kind, b.location, b.explanation, b.hints, b.userStack,
-                     occurrencesOf(c, b, hits), 1};
+      BreakGroup one{b.kind, b.location, b.explanation, b.hints, b.userStack, 0, 1, {}};
+      one.tally.add(c, b, hits);
       addBreak(f.breaks, one);
       addBreak(rawRunBreaks, one);
     }
@@ -138,7 +110,8 @@ FunctionReport buildFunction(const TraceReader& reader, const storage::FrameReco
 RunExplain buildRun(const TraceReader& reader, const storage::RunRecord& run) {
   RunExplain r;
   r.run = run;
-  std::map<RowId, std::int64_t> hits = entryHits(reader, run.id, r.hitsRecorded);
+  storage::EntryHits hits = reader.entryHits(run.id);
+  r.hitsRecorded = hits.recorded;
   for (const storage::FrameRecord& frame : reader.frames(run.id)) {
     std::vector<CompileRecord> compiles = reader.compilesOfFrame(frame.id);
     if (compiles.empty()) continue;

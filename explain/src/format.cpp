@@ -3,7 +3,9 @@
 
 #include "dynamo/common/format.h"
 
+#include <cctype>
 #include <cstdio>
+#include <ctime>
 
 namespace dynamo::explain {
 
@@ -36,6 +38,22 @@ std::string displayPath(const std::string& file, const RenderOptions& options) {
     if (file.compare(0, root.size(), root) == 0) return file.substr(root.size());
   }
   return file;
+}
+
+std::string uriReference(const std::string& path) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out = !path.empty() && path[0] == '/' ? "file://" : "";
+  for (unsigned char c : path) {
+    bool unreserved = std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
+    if ((unreserved && c < 0x80) || c == '/') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
 }
 
 std::string displayDuration(std::int64_t us, const RenderOptions& options) {
@@ -157,41 +175,72 @@ std::string markdownCell(std::string_view text) {
 
 // ---- JUnit ----------------------------------------------------------------------------------
 
+std::string junitTimestamp(std::int64_t us, const RenderOptions& options) {
+  if (options.masked || us <= 0) return "1970-01-01T00:00:00";
+  std::time_t seconds = static_cast<std::time_t>(us / 1000000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
+  return buf;
+}
+
+namespace {
+
+// The one <failure> the schema allows per case: the case's failures joined.
+JunitCase::Failure joinFailures(const std::vector<JunitCase::Failure>& failures) {
+  if (failures.size() == 1) return failures.front();
+  JunitCase::Failure out;
+  out.message = std::to_string(failures.size()) + " failures: ";
+  for (size_t i = 0; i < failures.size(); ++i) {
+    const JunitCase::Failure& f = failures[i];
+    out.message += (i ? "; " : "") + f.message;
+    if (out.type.find(f.type) == std::string::npos) out.type += (out.type.empty() ? "" : ",") + f.type;
+    out.body += (i ? "\n" : "") + f.body;
+  }
+  return out;
+}
+
+void junitCase(std::string& out, const JunitCase& c, const RenderOptions& options) {
+  out += "    <testcase classname=\"" + xmlEscape(c.className) + "\" name=\"" +
+         xmlEscape(c.name) + "\" time=\"" + junitSeconds(c.timeUs, options) + "\"";
+  if (c.failures.empty()) {
+    out += "/>\n";
+    return;
+  }
+  JunitCase::Failure f = joinFailures(c.failures);
+  out += ">\n      <failure message=\"" + xmlEscape(f.message) + "\" type=\"" +
+         xmlEscape(f.type) + "\">" + xmlEscape(f.body) + "</failure>\n    </testcase>\n";
+}
+
+}  // namespace
+
 std::string renderJunit(std::string_view tool, const std::vector<JunitSuite>& suites,
                         const RenderOptions& options) {
-  size_t tests = 0, failures = 0;
-  std::int64_t timeUs = 0;
-  for (const JunitSuite& s : suites) {
-    tests += s.cases.size();
-    timeUs += s.timeUs;
-    for (const JunitCase& c : s.cases) failures += c.failures.empty() ? 0 : 1;
-  }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += "<testsuites name=\"" + xmlEscape(tool) + "\" tests=\"" + std::to_string(tests) +
-         "\" failures=\"" + std::to_string(failures) + "\" errors=\"0\" time=\"" +
-         junitSeconds(timeUs, options) + "\">\n";
+  out += "<testsuites>\n";
+  int id = 0;
   for (const JunitSuite& s : suites) {
-    size_t suiteFailures = 0;
-    for (const JunitCase& c : s.cases) suiteFailures += c.failures.empty() ? 0 : 1;
-    out += "  <testsuite name=\"" + xmlEscape(s.name) + "\" tests=\"" +
-           std::to_string(s.cases.size()) + "\" failures=\"" + std::to_string(suiteFailures) +
-           "\" errors=\"0\" skipped=\"0\" time=\"" + junitSeconds(s.timeUs, options) + "\">\n";
+    size_t failures = 0;
+    for (const JunitCase& c : s.cases) failures += c.failures.empty() ? 0 : 1;
+    std::string host = options.masked ? "<masked>" : s.hostname.empty() ? "localhost" : s.hostname;
+    out += "  <testsuite name=\"" + xmlEscape(s.name) + "\" package=\"" +
+           xmlEscape(s.package.empty() ? std::string(tool) : s.package) + "\" id=\"" +
+           std::to_string(id++) + "\" timestamp=\"" + junitTimestamp(s.startTimeUs, options) +
+           "\" hostname=\"" + xmlEscape(host) + "\" tests=\"" + std::to_string(s.cases.size()) +
+           "\" failures=\"" + std::to_string(failures) + "\" errors=\"0\" skipped=\"0\" time=\"" +
+           junitSeconds(s.timeUs, options) + "\">\n";
+    out += "    <properties>\n";
+    for (const auto& [name, value] : s.properties)
+      out += "      <property name=\"" + xmlEscape(name) + "\" value=\"" + xmlEscape(value) + "\"/>\n";
+    out += "    </properties>\n";
+    std::string systemOut;
     for (const JunitCase& c : s.cases) {
-      out += "    <testcase classname=\"" + xmlEscape(c.className) + "\" name=\"" +
-             xmlEscape(c.name) + "\" time=\"" + junitSeconds(c.timeUs, options) + "\"";
-      if (c.failures.empty() && c.systemOut.empty()) {
-        out += "/>\n";
-        continue;
-      }
-      out += ">\n";
-      for (const JunitCase::Failure& f : c.failures) {
-        out += "      <failure message=\"" + xmlEscape(f.message) + "\" type=\"" +
-               xmlEscape(f.type) + "\">" + xmlEscape(f.body) + "</failure>\n";
-      }
-      if (!c.systemOut.empty())
-        out += "      <system-out>" + xmlEscape(c.systemOut) + "</system-out>\n";
-      out += "    </testcase>\n";
+      junitCase(out, c, options);
+      if (!c.systemOut.empty()) systemOut += "== " + c.name + "\n" + c.systemOut;
     }
+    out += "    <system-out>" + xmlEscape(systemOut) + "</system-out>\n";
+    out += "    <system-err>" + xmlEscape(s.systemErr) + "</system-err>\n";
     out += "  </testsuite>\n";
   }
   return out + "</testsuites>\n";
@@ -227,7 +276,7 @@ std::string renderSarif(std::string_view tool, const std::vector<SarifRule>& rul
     w.key("message").beginObject().key("text").value(r.message).endObject();
     w.key("locations").beginArray().beginObject();
     w.key("physicalLocation").beginObject();
-    w.key("artifactLocation").beginObject().key("uri").value(displayPath(r.file, options));
+    w.key("artifactLocation").beginObject().key("uri").value(uriReference(displayPath(r.file, options)));
     w.endObject();
     w.key("region").beginObject().key("startLine").value(r.line > 0 ? r.line : 1);
     if (!r.sourceLine.empty())

@@ -31,8 +31,38 @@ std::string commandLine(const storage::RunRecord& run, const RenderOptions& opti
   return out;
 }
 
+std::string unfinishedRunNote(const storage::RunRecord& run) {
+  if (run.endTimeUs != 0) return "";
+  return "the run did not finish cleanly: its process ended without closing the trace store "
+         "(os._exit, a crash or a kill) or is still running, so its last records and the "
+         "runtime hit counts may be missing; the counts below may be low. Rerun it to the end, "
+         "or call dynamo.trace.end_run() before os._exit";
+}
+
 std::string plural(std::int64_t n, const std::string& one, const std::string& many) {
   return std::to_string(n) + " " + (n == 1 ? one : many.empty() ? one + "s" : many);
+}
+
+JunitSuite junitSuite(const std::string& tool, const std::string& name,
+                      const storage::RunRecord& run, std::int64_t timeUs,
+                      const RenderOptions& options) {
+  JunitSuite suite;
+  suite.name = name;
+  // The script: the first argument after the runner's own ("-m dynamo._run_script ... --").
+  std::string script = run.argv.empty() ? tool : run.argv.front();
+  suite.package = displayPath(script, options);
+  suite.hostname = run.hostname;
+  suite.startTimeUs = run.startTimeUs;
+  suite.timeUs = timeUs;
+  auto masked = [&](const std::string& v) { return options.masked ? std::string("<masked>") : v; };
+  suite.systemErr = unfinishedRunNote(run);
+  suite.properties = {{"tool", tool},
+                      {"command", commandLine(run, options)},
+                      {"pid", masked(std::to_string(run.pid))},
+                      {"python_version", masked(run.pythonVersion)},
+                      {"torch_version", masked(run.torchVersion)},
+                      {"dynamo_version", masked(run.dynamoVersion)}};
+  return suite;
 }
 
 void jsonTime(JsonWriter& w, std::int64_t us, const RenderOptions& options) {
@@ -42,6 +72,7 @@ void jsonTime(JsonWriter& w, std::int64_t us, const RenderOptions& options) {
 
 void jsonRun(JsonWriter& w, const storage::RunRecord& run, const RenderOptions& options) {
   w.key("run_id").value(run.id);
+  w.key("finished_cleanly").value(run.endTimeUs != 0);
   w.key("argv").beginArray();
   for (const std::string& arg : run.argv)
     w.value(arg.find('/') != std::string::npos ? displayPath(arg, options) : arg);

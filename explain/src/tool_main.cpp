@@ -1,8 +1,10 @@
 // toolMain and option parsing of the report programs (tool_main.h).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -114,6 +116,17 @@ std::string currentDir() {
   return getcwd(buf, sizeof buf) != nullptr ? std::string(buf) : std::string();
 }
 
+// --root as an absolute directory (the store records absolute files); the working directory
+// by default.
+std::string rootDirOf(const ToolOptions& o) {
+  if (o.rootDir.empty()) return currentDir();
+  std::string root = o.rootDir[0] == '/' ? o.rootDir : currentDir() + "/" + o.rootDir;
+  char resolved[PATH_MAX];
+  if (realpath(root.c_str(), resolved) != nullptr) root = resolved;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root;
+}
+
 // A temporary directory for the store, removed with everything in it.
 struct TempDir {
   std::string path;
@@ -148,10 +161,30 @@ bool writeOutput(const ToolSpec& spec, const ToolOptions& o, const std::string& 
   return true;
 }
 
+// Why the report cannot be written to `path` ("" when it can), found before anything runs.
+std::string outputProblem(const std::string& path) {
+  struct stat st{};
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return "it is a directory (pass -o with a file name)";
+    if (access(path.c_str(), W_OK) != 0)
+      return "it is not writable (pass -o with a writable path)";
+    return "";
+  }
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (stat(dir.c_str(), &st) != 0)
+    return "directory '" + dir + "' does not exist (create it, or pass -o with a path in an "
+           "existing directory)";
+  if (!S_ISDIR(st.st_mode)) return "'" + dir + "' is not a directory (pass -o with a writable path)";
+  if (access(dir.c_str(), W_OK) != 0)
+    return "directory '" + dir + "' is not writable (pass -o with a writable path)";
+  return "";
+}
+
 // Renders the store at `path`, writes it, applies the policy. Returns the exit code.
 int report(const ToolSpec& spec, const ToolOptions& o, const std::string& path, RowId runId) {
   auto reader = storage::TraceReader::open(path);
-  RenderOptions render{o.masked, o.rootDir.empty() ? currentDir() : o.rootDir};
+  RenderOptions render{o.masked, rootDirOf(o)};
   std::string text = spec.render(*reader, runId, o, render);
   if (!writeOutput(spec, o, text)) return kExitBadInput;
   PolicyResult policy = spec.policy ? spec.policy(*reader, runId, o, render) : PolicyResult{};
@@ -216,6 +249,15 @@ int toolMain(const ToolSpec& spec, int argc, char** argv, const std::string& pyt
   if (o.help) {
     std::fputs(toolUsage(spec).c_str(), stdout);
     return kExitOk;
+  }
+  if (!o.output.empty()) {
+    std::string problem = outputProblem(o.output);
+    if (!problem.empty()) {
+      std::fprintf(stderr, "%s: cannot write the report to '%s': %s%s\n", spec.name.c_str(),
+                   o.output.c_str(), problem.c_str(),
+                   o.db.empty() ? "; the script was not run" : "");
+      return kExitBadInput;
+    }
   }
   try {
     if (!o.db.empty()) return report(spec, o, o.db, o.runId);

@@ -34,10 +34,19 @@ std::string functionTitle(const FunctionProfile& f, const RenderOptions& o) {
   return f.name + " (" + displayWhere(f.file, f.firstLine, o) + ")";
 }
 
+// "1 + 2 in resume functions after graph breaks", or "" when it has none.
+std::string resumeSplit(const FunctionProfile& f) {
+  if (f.resumeCompiles == 0) return "";
+  return std::to_string(f.compiles) + " + " + std::to_string(f.resumeCompiles) + " in " +
+         plural(f.resumeFunctions, "resume function") + " after graph breaks";
+}
+
 std::string functionTotals(const FunctionProfile& f, const RenderOptions& o) {
-  std::string out = plural(f.compiles, "compile") + " (" + plural(f.recompileCount(), "recompile");
+  std::string split = resumeSplit(f);
+  std::string out = plural(f.totalCompiles(), "compile") + " (" + (split.empty() ? "" : split + "; ") +
+                    plural(f.recompileCount(), "recompile");
   if (f.cacheLimitHits) out += ", " + plural(f.cacheLimitHits, "cache-limit hit");
-  return out + "), " + displayDuration(f.compileUs, o) + " compiling";
+  return out + "), " + displayDuration(f.compileUs + f.resumeCompileUs, o) + " compiling";
 }
 
 // "guard TENSOR_MATCH on x (dim 0): expected 1, seen 2"
@@ -113,21 +122,38 @@ std::string renderText(const ProfileReport& report, const RenderOptions& o) {
     if (!firstRun) out << "\n";
     firstRun = false;
     out << "dynamo-profile: " << runTitle(r, o) << "\n";
+    std::string unfinished = explain::unfinishedRunNote(r.run);
+    if (!unfinished.empty()) out << unfinished << ".\n";
     if (r.functions.empty()) {
-      out << "No function was compiled. If the script does not call dynamo itself, run it with "
-             "--capture-all.\n";
+      // Advice only when the run is complete: else the compiles may simply be missing.
+      if (unfinished.empty())
+        out << "No function was compiled. If the script does not call dynamo itself, run it with "
+               "--capture-all.\n";
+      else
+        out << "No compile was recorded.\n";
       continue;
     }
     out << runTotals(r, o) << "\n";
-    std::int64_t once = 0;
+    std::int64_t once = 0, resumed = 0;
     for (const FunctionProfile& f : r.functions) {
-      if (f.recompiles.empty()) ++once;
-      else textFunction(out, f, o);
+      if (!f.recompiles.empty()) textFunction(out, f, o);
+      else if (f.totalCompiles() == 1) ++once;
+      else ++resumed;
+    }
+    if (resumed > 0) {
+      out << "\n" << plural(resumed, "function") << " without recompiles, compiled more than once "
+          << "(resume functions after graph breaks):\n";
+      for (const FunctionProfile& f : r.functions)
+        if (f.recompiles.empty() && f.totalCompiles() > 1)
+          out << "  " << functionTitle(f, o) << ": compiled " << f.totalCompiles() << " times ("
+              << resumeSplit(f) << "), " << displayDuration(f.compileUs + f.resumeCompileUs, o)
+              << " compiling\n";
     }
     if (once > 0) {
       out << "\n" << plural(once, "function") << " compiled once:";
       for (const FunctionProfile& f : r.functions)
-        if (f.recompiles.empty()) out << " " << f.name << " (" << displayDuration(f.compileUs, o) << ")";
+        if (f.recompiles.empty() && f.totalCompiles() == 1)
+          out << " " << f.name << " (" << displayDuration(f.compileUs, o) << ")";
       out << "\n";
     }
   }
@@ -170,6 +196,9 @@ void jsonFunction(JsonWriter& w, const FunctionProfile& f, const RenderOptions& 
   w.key("file").value(displayPath(f.file, o));
   w.key("line").value(f.firstLine);
   w.key("compiles").value(f.compiles);
+  w.key("resume_compiles").value(f.resumeCompiles);
+  w.key("resume_functions").value(f.resumeFunctions);
+  w.key("compiles_with_resume").value(f.totalCompiles());
   w.key("recompiles").value(f.recompileCount());
   w.key("cache_limit_hits").value(f.cacheLimitHits);
   w.key("ran_eagerly_after_cache_limit").value(f.cacheLimitHits > 0);
@@ -232,7 +261,8 @@ std::string renderJson(const ProfileReport& report, const RenderOptions& o) {
 std::string renderJunitReport(const ProfileReport& report, const RenderOptions& o) {
   std::vector<explain::JunitSuite> suites;
   for (const RunProfile& r : report.runs) {
-    explain::JunitSuite suite{"dynamo-profile: " + runTitle(r, o), r.compileUs, {}};
+    explain::JunitSuite suite = explain::junitSuite("dynamo-profile", "dynamo-profile: " + runTitle(r, o),
+                                                    r.run, r.compileUs, o);
     for (const FunctionProfile& f : r.functions) {
       explain::JunitCase c;
       c.className = displayPath(f.file, o);
@@ -263,13 +293,17 @@ std::string renderMarkdown(const ProfileReport& report, const RenderOptions& o) 
   out << "### dynamo-profile: " << plural(recompiles, "recompile") << "\n";
   for (const RunProfile& r : report.runs) {
     out << "\n**" << markdownCell(runTitle(r, o)) << "**: " << markdownCell(runTotals(r, o)) << "\n";
+    std::string unfinished = explain::unfinishedRunNote(r.run);
+    if (!unfinished.empty()) out << "\n> **Warning:** " << markdownCell(unfinished) << ".\n";
     if (r.functions.empty()) continue;
     out << "\n| Function | Compiles | Recompiles | Cache-limit hits | Compile time | Main reason |\n"
            "|---|---:|---:|---:|---:|---|\n";
     for (const FunctionProfile& f : r.functions) {
       std::string reason = f.recompiles.empty() ? "" : recompileHeadline(f.recompiles.front());
       out << "| `" << markdownCell(f.name) << "` (" << markdownCell(displayWhere(f.file, f.firstLine, o))
-          << ") | " << f.compiles << " | " << f.recompileCount() << " | " << f.cacheLimitHits << " | "
+          << ") | " << f.totalCompiles()
+          << (f.resumeCompiles ? " (" + std::to_string(f.compiles) + " + " + std::to_string(f.resumeCompiles) + " resume)" : "")
+          << " | " << f.recompileCount() << " | " << f.cacheLimitHits << " | "
           << displayDuration(f.compileUs, o) << " | " << markdownCell(reason) << " |\n";
     }
     for (const FunctionProfile& f : r.functions) {

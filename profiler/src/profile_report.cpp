@@ -238,6 +238,48 @@ FunctionProfile buildFunction(const TraceReader& reader, const storage::FrameRec
   return fn;
 }
 
+// "<resume in <resume in f>>" -> "f"; "" when `name` is not a resume function's.
+std::string resumeRoot(const std::string& name) {
+  static const std::string kPrefix = "<resume in ";
+  std::string root = name;
+  bool resume = false;
+  while (root.size() > kPrefix.size() && root.compare(0, kPrefix.size(), kPrefix) == 0 &&
+         root.back() == '>') {
+    root = root.substr(kPrefix.size(), root.size() - kPrefix.size() - 1);
+    resume = true;
+  }
+  return resume ? root : "";
+}
+
+// Counts each resume function's compiles with its function (see buildProfileReport); drops the
+// resume functions that have nothing of their own to show.
+void foldResumeFunctions(std::vector<FunctionProfile>& functions) {
+  std::vector<bool> drop(functions.size(), false);
+  for (size_t i = 0; i < functions.size(); ++i) {
+    const FunctionProfile& r = functions[i];
+    std::string root = resumeRoot(r.name);
+    if (root.empty()) continue;
+    FunctionProfile* parent = nullptr;
+    auto better = [&](const FunctionProfile& f) {
+      if (parent == nullptr) return true;
+      bool before = f.firstLine <= r.firstLine, parentBefore = parent->firstLine <= r.firstLine;
+      if (before != parentBefore) return before;
+      return before && f.firstLine > parent->firstLine;
+    };
+    for (FunctionProfile& f : functions)
+      if (f.name == root && f.file == r.file && better(f)) parent = &f;
+    if (parent == nullptr) continue;
+    parent->resumeCompiles += r.compiles;
+    parent->resumeFunctions += 1;
+    parent->resumeCompileUs += r.compileUs;
+    drop[i] = r.recompiles.empty();
+  }
+  std::vector<FunctionProfile> kept;
+  for (size_t i = 0; i < functions.size(); ++i)
+    if (!drop[i]) kept.push_back(std::move(functions[i]));
+  functions = std::move(kept);
+}
+
 RunProfile buildRun(const TraceReader& reader, const storage::RunRecord& run,
                     const ProfileWindow& window) {
   RunProfile rp;
@@ -258,9 +300,10 @@ RunProfile buildRun(const TraceReader& reader, const storage::RunRecord& run,
     rp.compileUs += fn.compileUs;
     rp.functions.push_back(std::move(fn));
   }
+  foldResumeFunctions(rp.functions);
   std::stable_sort(rp.functions.begin(), rp.functions.end(),
                    [](const FunctionProfile& a, const FunctionProfile& b) {
-                     return a.compiles > b.compiles;
+                     return a.totalCompiles() > b.totalCompiles();
                    });
   return rp;
 }

@@ -36,6 +36,32 @@ def _imports_dynamo(source):
     return False
 
 
+def _flush_before_os_exit():
+    """``os._exit`` skips atexit hooks, so the trace's batched records, the runtime hits and the
+    run's end would be lost and the report would advise on missing data. In this process (not
+    in children the script forks, which own no run) os._exit first closes the run and writes
+    the ``done`` status."""
+    real_exit = os._exit
+    runner_pid = os.getpid()
+
+    def _exit(status):
+        if os.getpid() == runner_pid:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                import dynamo.recording
+                import dynamo.trace
+                dynamo.recording.record_entry_hits()  # what the atexit hook would record
+                dynamo.trace.end_run()                # flushed, end time recorded
+            except BaseException:  # noqa: BLE001 - the exit must happen whatever failed
+                pass
+            _status(f"done\t{status}")
+        real_exit(status)
+
+    _exit.__doc__ = real_exit.__doc__
+    os._exit = _exit
+
+
 def _status(line):
     path = os.environ.get("DYNAMO_RUN_STATUS")
     if path:
@@ -73,6 +99,7 @@ def _parse(argv):
 
 def main(argv):
     tool, capture, path, args = _parse(list(argv))
+    argv_path = path  # sys.argv[0] stays as given, as with `python script.py`
     _status("started")
     try:
         with open(path, "rb") as f:
@@ -80,18 +107,22 @@ def main(argv):
     except OSError as e:
         _status(f"unreadable\t{e.strerror or e}")
         return 3
+    # As `python script.py` does (3.9+): the code and __file__ name the script by its absolute
+    # path, so the store records absolute files and the reports can show them under --root.
+    path = os.path.abspath(path)
     try:
         code = compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as e:
         _status(f"syntax_error\t{e.lineno or 0}\t{e.msg}\t{(e.text or '').strip()}")
         return 3
 
-    sys.argv = [path, *args]
+    sys.argv = [argv_path, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(path))
     import dynamo
     import dynamo.recording
     if os.environ.get("DYNAMO_TRACE"):
         dynamo.recording.enable(os.environ["DYNAMO_TRACE"])  # the run starts now, argv = script
+        _flush_before_os_exit()
     wrap = capture == "all" or (capture == "auto" and not _imports_dynamo(source))
     context = contextlib.nullcontext()
     if wrap:

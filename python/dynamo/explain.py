@@ -25,7 +25,7 @@ class BreakReason:
     stack of its first occurrence (outermost first) and how many compiles met it."""
 
     __slots__ = ("kind", "file", "line", "source", "detail", "explanation", "hint", "user_stack",
-                 "count", "functions")
+                 "count", "functions", "compiles", "_direct", "_inlined")
 
     def __init__(self, brk, function):
         self.kind = brk.get("kind", "")
@@ -37,7 +37,21 @@ class BreakReason:
         self.hint = brk.get("hint", "")
         self.user_stack = [dict(s) for s in brk.get("user_stack") or ()]
         self.count = 1
+        self.compiles = 0             # compiles that met it
         self.functions = [function]   # the compiled functions that met it, first first
+        self._direct = self._inlined = 0
+
+    def _add(self, brk):
+        # The storage::BreakTally rule (storage/include/dynamo/storage/trace_reader.h): a break
+        # in a callee is met both by the caller's compile, which inlined it (user stack of 2+
+        # frames), and by the callee's own compile; each saw the same pass, so the larger of the
+        # two sums counts. Here every compile ran once, so each record adds 1.
+        self.compiles += 1
+        if len(brk.get("user_stack") or ()) > 1:
+            self._inlined += 1
+        else:
+            self._direct += 1
+        self.count = max(self._direct, self._inlined, 1)
 
     @property
     def reason(self):
@@ -54,8 +68,9 @@ class ExplainOutput:
     """What ``dynamo.explain(fn)(*args)`` found.
 
     graphs: printed graph texts, in compile order; graph_count: len(graphs).
-    graph_break_count: graph breaks met, every compile counted (a break in a loop that four
-      compiles meet counts 4); break_reasons: the distinct breaks (BreakReason, with .count).
+    graph_break_count: graph break occurrences, summed over break_reasons (a break in a loop that
+      four compiles meet counts 4; a break in a called function, met by the caller's compile and
+      by the callee's own, counts once); break_reasons: the distinct breaks (BreakReason, .count).
     op_count: ops over all graphs; ops_per_graph: {qualified op: count} per graph.
     out_guards: the guard dicts of every compiled entry.
     compile_times: milliseconds per phase (capture, guards, backend) and total, summed.
@@ -121,12 +136,11 @@ def _distinct_breaks(records):
     for r in records:
         for b in r.get("breaks") or ():
             key = (b.get("kind", ""), b.get("file", ""), int(b.get("line") or 0))
-            if key in groups:
-                groups[key].count += 1
-                if r.get("function") not in groups[key].functions:
-                    groups[key].functions.append(r.get("function"))
-            else:
+            if key not in groups:
                 groups[key] = BreakReason(b, r.get("function", "?"))
+            elif r.get("function") not in groups[key].functions:
+                groups[key].functions.append(r.get("function"))
+            groups[key]._add(b)
     return list(groups.values())
 
 

@@ -1,6 +1,10 @@
 // TraceReader: read-only queries over a trace store (schema versions 1..kSchemaVersion).
 #include "dynamo/storage/trace_reader.h"
 
+#include <algorithm>
+#include <sstream>
+#include <tuple>
+
 #include "dynamo/common/error.h"
 #include "dynamo/storage/trace_store.h"
 #include "store_file.h"
@@ -166,25 +170,86 @@ std::vector<GraphBreakRecord> TraceReader::graphBreaks(RowId compileId) const {
   return out;
 }
 
-std::vector<GraphBreakGroup> TraceReader::graphBreakGroups(RowId runId) const {
-  // SQLite returns the bare columns of an aggregate from the row with min(break_id): the first
-  // break of each group.
-  const char* sqlText =
-      "SELECT kind, user_file, user_line, source_line, explanation, hints, count(*), "
-      "min(break_id) FROM graph_breaks WHERE (?1 IS NULL OR run_id = ?1) "
-      "GROUP BY kind, user_file, user_line ORDER BY count(*) DESC, kind, user_file, user_line";
-  std::vector<GraphBreakGroup> out;
-  sql::Statement s(impl_->db, sqlText);
-  s.bindIdOrNull(1, runId);
-  while (s.step()) {
-    GraphBreakGroup g;
-    g.kind = s.columnText(0);
-    g.location = {s.columnText(1), static_cast<int>(s.columnInt(2)), s.columnText(3)};
-    g.explanation = s.columnText(4);
-    g.hints = impl_->list(s, 5, "graph_breaks.hints", s.columnInt(7));
-    g.count = s.columnInt(6);
-    out.push_back(std::move(g));
+bool compileMadeEntry(const CompileRecord& c) {
+  return c.status == "ok" || c.status == "graph_break";
+}
+
+void BreakTally::add(const CompileRecord& c, const GraphBreakRecord& b, const EntryHits& hits) {
+  std::int64_t n = 1;
+  if (compileMadeEntry(c)) {
+    auto it = hits.byCompile.find(c.id);
+    if (it != hits.byCompile.end()) n += it->second;
   }
+  (b.userStack.size() > 1 ? inlined_ : direct_) += n;
+  ++records_;
+}
+
+void BreakTally::merge(const BreakTally& other) {
+  direct_ += other.direct_;
+  inlined_ += other.inlined_;
+  records_ += other.records_;
+}
+
+std::int64_t BreakTally::occurrences() const {
+  return std::max<std::int64_t>({direct_, inlined_, 1});
+}
+
+EntryHits TraceReader::entryHits(RowId runId) const {
+  EntryHits hits;
+  for (const ArtifactRecord& a : artifacts(runId)) {
+    if (a.name != kEntryHitsArtifact) continue;
+    hits.recorded = true;
+    hits.byCompile.clear();
+    std::istringstream in(a.data);
+    RowId compileId = 0;
+    std::int64_t count = 0;
+    while (in >> compileId >> count) hits.byCompile[compileId] = count;
+  }
+  return hits;
+}
+
+std::vector<GraphBreakGroup> TraceReader::graphBreakGroups(RowId runId) const {
+  // Per run: the sites in first-seen order with their tallies; then summed over the runs.
+  std::vector<GraphBreakGroup> out;
+  auto find = [](std::vector<GraphBreakGroup>& groups, const GraphBreakRecord& b) {
+    return std::find_if(groups.begin(), groups.end(), [&](const GraphBreakGroup& g) {
+      return g.kind == b.kind && g.location.file == b.location.file &&
+             g.location.line == b.location.line;
+    });
+  };
+  for (const RunRecord& run : runs()) {
+    if (runId != 0 && run.id != runId) continue;
+    EntryHits hits = entryHits(run.id);
+    std::vector<GraphBreakGroup> groups;
+    std::vector<BreakTally> tallies;
+    for (const CompileRecord& c : compilesOfRun(run.id)) {
+      for (const GraphBreakRecord& b : graphBreaks(c.id)) {
+        auto it = find(groups, b);
+        if (it == groups.end()) {
+          groups.push_back({b.kind, b.location, b.explanation, b.hints, 0, 0});
+          tallies.emplace_back();
+          it = groups.end() - 1;
+        }
+        tallies[static_cast<size_t>(it - groups.begin())].add(c, b, hits);
+      }
+    }
+    for (size_t i = 0; i < groups.size(); ++i) {
+      GraphBreakRecord site;
+      site.kind = groups[i].kind;
+      site.location = groups[i].location;
+      auto it = find(out, site);
+      if (it == out.end()) {
+        out.push_back(groups[i]);
+        it = out.end() - 1;
+      }
+      it->count += tallies[i].occurrences();
+      it->records += tallies[i].records();
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const GraphBreakGroup& a, const GraphBreakGroup& b) {
+    return std::tie(b.count, a.kind, a.location.file, a.location.line) <
+           std::tie(a.count, b.kind, b.location.file, b.location.line);
+  });
   return out;
 }
 

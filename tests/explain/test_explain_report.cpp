@@ -77,7 +77,8 @@ TEST_CASE("a break in a loop is one group counting compiles plus runtime hits") 
   const RunExplain& run = report.runs[0];
   REQUIRE(run.hitsRecorded);
   REQUIRE(run.breaks.size() == 1);
-  CHECK(run.breaks[0].occurrences == 1000);  // step: 1 + 999 hits; train (nested, no entry): 0
+  // step: 1 + 999 hits; train's skipped compile met the same break inlined (1): the larger sum.
+  CHECK(run.breaks[0].occurrences == 1000);
   CHECK(run.breaks[0].compiles == 2);
   CHECK(run.breaks[0].userStack.size() == 2);  // the first break's stack (train's)
   CHECK(report.distinctBreaks() == 1);
@@ -143,7 +144,9 @@ TEST_CASE("renderers: masked text, JSON, JUnit, Markdown, SARIF") {
   CHECK(json.find("\"occurrences\": 1000") != std::string::npos);
   CHECK(json.find("\"operator.mul\": 2") != std::string::npos);
   std::string junit = renderExplain(report, Format::kJunit, masked);
-  CHECK(junit.find("<testsuites name=\"dynamo-explain\" tests=\"2\" failures=\"2\"") != std::string::npos);
+  CHECK(junit.find("<testsuites>\n  <testsuite name=\"dynamo-explain: run 1 (train.py)\" "
+                   "package=\"train.py\" id=\"0\" timestamp=\"1970-01-01T00:00:00\" "
+                   "hostname=\"&lt;masked&gt;\" tests=\"2\" failures=\"2\"") != std::string::npos);
   CHECK(junit.find("if y.sum() &gt; 0:") != std::string::npos);
   std::string md = renderExplain(report, Format::kMarkdown, masked);
   CHECK(md.find("| 1 | data-dependent-branch | `model.py:12` | 1000 | `if y.sum() > 0:` |") !=
@@ -182,4 +185,65 @@ TEST_CASE("JSON writer and XML escaping") {
   CHECK(w.str() == "{\n  \"a\": \"x\\\"\\n\",\n  \"b\": [\n    1,\n    true\n  ],\n  \"c\": {}\n}\n");
   CHECK(xmlEscape("<a & 'b'>\x01") == "&lt;a &amp; &apos;b&apos;&gt;");
   CHECK(markdownCell("a|b\nc") == "a\\|b<br>c");
+}
+
+TEST_CASE("a break in a called function counts once per call, in every report") {
+  // outer inlined helper, met the branch (user stack of 2) and broke at the call; helper was
+  // then compiled on its own and met it again (stack of 1). 20 calls: each entry hit 19 times.
+  ScratchDir dir;
+  std::string path = dir.file("callee.db");
+  auto w = TraceWriter::open(path, RunRecord{});
+  std::string hits;
+  for (const char* name : {"outer", "helper"}) {
+    RowId frame = w->recordFrame({0, 0, "/src/model.py", 10, name});
+    CompileRecord c;
+    c.frameId = frame;
+    c.status = "graph_break";
+    RowId id = w->recordCompile(c);
+    std::vector<std::string> stack = {"/src/model.py:12: if y.sum() > 0:"};
+    if (std::string(name) == "outer") stack.insert(stack.begin(), "/src/model.py:20: helper(x)");
+    w->recordGraphBreak(branchBreak(id, stack));
+    hits += std::to_string(id) + " 19\n";
+  }
+  w->recordArtifact({0, 0, 0, kEntryHitsArtifact, "text/plain", hits, 0});
+  w->close();
+  auto reader = TraceReader::open(path);
+  ExplainReport report = buildExplainReport(*reader);
+  REQUIRE(report.runs[0].breaks.size() == 1);
+  CHECK(report.runs[0].breaks[0].occurrences == 20);
+  CHECK(report.runs[0].breaks[0].compiles == 2);
+  for (const FunctionReport& f : report.runs[0].functions) CHECK(f.breaks[0].occurrences == 20);
+  std::vector<GraphBreakGroup> groups = reader->graphBreakGroups();  // dynamo-trace breaks
+  REQUIRE(groups.size() == 1);
+  CHECK(groups[0].count == 20);
+  CHECK(groups[0].records == 2);
+}
+
+TEST_CASE("SARIF URIs are RFC 3986 references: file URIs or relative, percent-encoded") {
+  CHECK(uriReference("model.py") == "model.py");
+  CHECK(uriReference("sub dir/a#b?.py") == "sub%20dir/a%23b%3F.py");
+  CHECK(uriReference("/home/me/my model/m.py") == "file:///home/me/my%20model/m.py");
+  CHECK(uriReference("caf\xc3\xa9/100%.py") == "caf%C3%A9/100%25.py");
+  CHECK(uriReference("c:x.py") == "c%3Ax.py");  // never read as a scheme
+}
+
+TEST_CASE("a run that did not close says so instead of advising") {
+  ExplainReport report;
+  report.storePath = "/tmp/t.db";
+  RunExplain run;
+  run.run.id = 1;
+  run.run.argv = {"train.py"};
+  report.runs.push_back(run);
+  std::string text = renderExplain(report, Format::kText, {true, ""});
+  CHECK(text ==
+        "dynamo-explain: run 1 (train.py)\n"
+        "the run did not finish cleanly: its process ended without closing the trace store "
+        "(os._exit, a crash or a kill) or is still running, so its last records and the runtime "
+        "hit counts may be missing; the counts below may be low. Rerun it to the end, or call "
+        "dynamo.trace.end_run() before os._exit.\n"
+        "No compile was recorded.\n");
+  report.runs[0].run.endTimeUs = 5;
+  CHECK(renderExplain(report, Format::kText, {true, ""}).find("--capture-all") != std::string::npos);
+  CHECK(renderExplain(report, Format::kJson, {true, ""}).find("\"finished_cleanly\": true") !=
+        std::string::npos);
 }

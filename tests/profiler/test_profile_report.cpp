@@ -194,7 +194,10 @@ TEST_CASE("profile renderers and policy") {
                   "       guard TENSOR_MATCH on x (size at dim 0): expected 1, seen 2\n"
                   "       created at m.py:5: def f(x):\n") != std::string::npos);
   CHECK(renderProfile(report, Format::kJson, masked).find("\"dim\": 0") != std::string::npos);
-  CHECK(renderProfile(report, Format::kJunit, masked).find("type=\"cache-limit\"") != std::string::npos);
+  // One <failure> per case (the Ant JUnit schema): the suggestions joined, their ids in type.
+  std::string junit = renderProfile(report, Format::kJunit, masked);
+  CHECK(junit.find("type=\"changing-size,cache-limit\"") != std::string::npos);
+  CHECK(junit.find("message=\"2 failures: changing-size: ") != std::string::npos);
   CHECK(renderProfile(report, Format::kSarif, masked).find("\"ruleId\": \"changing-size\"") != std::string::npos);
   CHECK(renderProfile(report, Format::kMarkdown, masked).find("| `f` (m.py:5) | 5 | 3 | 1 |") != std::string::npos);
   ProfilePolicy policy;
@@ -204,4 +207,37 @@ TEST_CASE("profile renderers and policy") {
   CHECK(r.message == "dynamo-profile: f (m.py:5) recompiled 3 times, more than --max-recompiles 2\n");
   policy.maxRecompiles = 3;
   CHECK(checkProfilePolicy(report, policy, masked).code == 0);
+}
+
+TEST_CASE("resume functions' compiles count for their function") {
+  ScratchDir dir;
+  std::string path = dir.file("resume.db");
+  auto w = TraceWriter::open(path, RunRecord{});
+  for (const char* name : {"f", "<resume in f>", "<resume in <resume in f>>", "g"}) {
+    RowId frame = w->recordFrame({0, 0, "/src/m.py", std::string(name) == "g" ? 30 : 5, name});
+    CompileRecord c;
+    c.frameId = frame;
+    c.status = "ok";
+    c.durationUs = 100;
+    w->recordCompile(c);
+  }
+  w->close();
+  auto reader = TraceReader::open(path);
+  ProfileReport report = buildProfileReport(*reader);
+  const std::vector<FunctionProfile>& fns = report.runs[0].functions;
+  REQUIRE(fns.size() == 2);  // the resume functions did not recompile: not listed on their own
+  CHECK(fns[0].name == "f");
+  CHECK(fns[0].compiles == 1);
+  CHECK(fns[0].resumeCompiles == 2);
+  CHECK(fns[0].totalCompiles() == 3);
+  RenderOptions masked{true, ""};
+  std::string text = renderProfile(report, Format::kText, masked);
+  CHECK(text.find("\n1 function without recompiles, compiled more than once (resume functions "
+                  "after graph breaks):\n"
+                  "  f (m.py:5): compiled 3 times (1 + 2 in 2 resume functions after graph "
+                  "breaks), <time> compiling\n") != std::string::npos);
+  CHECK(text.find("\n1 function compiled once: g (<time>)\n") != std::string::npos);
+  std::string json = renderProfile(report, Format::kJson, masked);
+  CHECK(json.find("\"resume_compiles\": 2") != std::string::npos);
+  CHECK(json.find("\"compiles_with_resume\": 3") != std::string::npos);
 }

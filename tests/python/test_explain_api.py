@@ -81,11 +81,12 @@ def test_explain_resets_before_and_after():
 def test_break_in_loop_is_one_reason_with_a_count():
     out = _explain(looped, torch.ones(3))
     # looped runs eagerly (a break inside its loop); stepper compiles once per value of i and
-    # meets the print each time: one distinct break, 5 occurrences (looped's own attempt + 4).
+    # meets the print each time: one distinct break, 4 occurrences (the 4 calls). looped's own
+    # attempt met it too, inlined, on the first of those calls: counted once, not again.
     assert len(out.break_reasons) == 1
     b = out.break_reasons[0]
-    assert (b.kind, b.line, b.count) == ("print", _line(stepper, 'print("step"'), 5)
-    assert out.graph_break_count == 5
+    assert (b.kind, b.line, b.count, b.compiles) == ("print", _line(stepper, 'print("step"'), 4, 5)
+    assert out.graph_break_count == 4
     assert b.functions == ["looped", "stepper"]
     assert [s["line"] for s in b.user_stack] == [_line(looped, "x = stepper"), b.line]
     assert out.not_compiled[0][0] == "looped" and out.not_compiled[0][3] == "skipped"
@@ -126,7 +127,7 @@ def test_str_format_loop_shows_count_and_stack_once():
     text = _masked(str(_explain(looped, torch.ones(3))))
     assert """\
 Break Reasons (1 distinct):
-  1. print at FILE:N (5 times)
+  1. print at FILE:N (4 times)
        print("step", i)
      why: call to print(): print() writes to the console, a side effect that cannot be part of a graph
      hint: remove the print from the hot path, or log after the compiled function returns

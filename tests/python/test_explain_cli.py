@@ -2,6 +2,7 @@
 interpreter and reports. Golden files per format (masked), JUnit and SARIF structure, the
 1000-call loop counted on one line, exit codes 0/1/2, and every bad input with its message."""
 import json
+import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -179,3 +180,116 @@ def test_help():
     r = run(TOOL, "--help")
     assert r.returncode == 0
     assert "--max-breaks N" in r.stdout and "exit codes: 0 ok, 1 policy failed" in r.stdout
+
+
+# ---- issue #7: one definition of a break occurrence, --root, -o, unfinished runs -------------
+
+@pytest.fixture(scope="module")
+def callee_db(tmp_path_factory):
+    """explain_callee_break.py: outer calls helper 20 times; helper's branch breaks."""
+    db = tmp_path_factory.mktemp("callee") / "callee.db"
+    r = run(TOOL, "--save-db", db, "explain_callee_break.py")
+    assert r.returncode == 0, r.stderr
+    return db
+
+
+def test_break_in_called_function_counted_once_per_call(callee_db):
+    # outer's compile met the break inlined and broke at the call; helper's own compile met it
+    # again. Both saw the same 20 passes: 20, not 40 (explain) or 2 (dynamo-trace).
+    line = line_of("explain_callee_break.py", "if y.sum() > 0:")
+    (r,) = json.loads(run(TOOL, "--json", "--db", callee_db).stdout)["runs"]
+    (b,) = r["breaks"]
+    assert (b["kind"], b["line"], b["occurrences"], b["compiles"]) == (
+        "data-dependent-branch", line, 20, 2)
+    assert r["break_occurrences"] == 20
+    text = run(TOOL, "--db", callee_db).stdout
+    assert (f"  1. data-dependent-branch at explain_callee_break.py:{line}, 20 times "
+            "(met in 2 compiles)\n") in text
+    assert "40 times" not in text
+    trace = run("dynamo-trace", "breaks", callee_db)
+    assert trace.returncode == 0, trace.stderr
+    first, _, second = trace.stdout.splitlines()[:3]
+    assert first == "20 graph breaks at 1 location"
+    assert second.startswith("20 x data-dependent-branch at ")
+    assert second.endswith(f"explain_callee_break.py:{line}")
+
+
+def test_root_applies_when_running_a_script():
+    # Run from scripts/ with --root its parent: the files show as scripts/..., as with --db on a
+    # store with absolute files. The runner used to record the script's path as given
+    # (relative), so no --root could apply to it.
+    for root in (SCRIPTS.parent, ".."):
+        r = run(TOOL, "--root", root, "--json", "explain_callee_break.py")
+        assert r.returncode == 0, r.stderr
+        (doc_run,) = json.loads(r.stdout)["runs"]
+        assert {f["file"] for f in doc_run["functions"]} == {"scripts/explain_callee_break.py"}
+        assert {b["file"] for b in doc_run["breaks"]} == {"scripts/explain_callee_break.py"}
+
+
+def test_output_path_checked_before_the_script_runs(tmp_path):
+    marker = tmp_path / "ran"
+    script = tmp_path / "touch.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    r = run(TOOL, "-o", "/nonexistent/x", script)
+    assert r.returncode == 3
+    assert r.stderr == ("dynamo-explain: cannot write the report to '/nonexistent/x': directory "
+                        "'/nonexistent' does not exist (create it, or pass -o with a path in an "
+                        "existing directory); the script was not run\n")
+    assert not marker.exists()
+    r = run(TOOL, "-o", tmp_path, script)
+    assert r.stderr == (f"dynamo-explain: cannot write the report to '{tmp_path}': it is a "
+                        "directory (pass -o with a file name); the script was not run\n")
+    assert not marker.exists()
+    db_mode = run(TOOL, "-o", "/nonexistent/x", "--db", "x.db")
+    assert db_mode.returncode == 3
+    assert db_mode.stderr == ("dynamo-explain: cannot write the report to '/nonexistent/x': "
+                              "directory '/nonexistent' does not exist (create it, or pass -o "
+                              "with a path in an existing directory)\n")
+
+
+def test_os_exit_keeps_the_trace():
+    r = run(TOOL, "--json", "explain_os_exit.py")
+    assert r.returncode == 0, r.stderr
+    (doc_run,) = json.loads(r.stdout)["runs"]
+    assert doc_run["finished_cleanly"] is True
+    assert doc_run["runtime_hits_recorded"] is True
+    (b,) = doc_run["breaks"]
+    assert (b["kind"], b["occurrences"]) == ("print", 5)
+
+
+UNFINISHED = ("the run did not finish cleanly: its process ended without closing the trace store "
+              "(os._exit, a crash or a kill) or is still running, so its last records and the "
+              "runtime hit counts may be missing; the counts below may be low. Rerun it to the "
+              "end, or call dynamo.trace.end_run() before os._exit.\n")
+
+
+def test_run_that_did_not_close_says_so_instead_of_advising():
+    r = run(TOOL, "--mask", "explain_killed.py")
+    assert r.returncode == 2
+    assert "dynamo-explain: the script was killed by signal 9" in r.stderr
+    assert r.stdout.startswith("dynamo-explain: run 1 (explain_killed.py)\n" + UNFINISHED)
+    assert "--capture-all" not in r.stdout
+    profile = run("dynamo-profile", "--mask", "explain_killed.py")
+    assert profile.stdout.startswith("dynamo-profile: run 1 (explain_killed.py)\n" + UNFINISHED)
+    assert "--capture-all" not in profile.stdout
+    (doc_run,) = json.loads(run(TOOL, "--json", "explain_killed.py").stdout)["runs"]
+    assert doc_run["finished_cleanly"] is False
+
+
+def test_sarif_uri_is_percent_encoded(tmp_path):
+    # A file under a directory with a space, '#' and a non-ASCII name.
+    odd = tmp_path / "my dir #1" / "caf\u00e9"
+    odd.mkdir(parents=True)
+    shutil.copy(SCRIPTS / "explain_callee_break.py", odd / "a b.py")
+    r = run(TOOL, "--sarif", odd / "a b.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (sarif_run,) = json.loads(r.stdout)["runs"]
+    uris = {res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for res in sarif_run["results"]}
+    assert uris == {"my%20dir%20%231/caf%C3%A9/a%20b.py"}
+    outside = run(TOOL, "--sarif", "--root", SCRIPTS, odd / "a b.py", cwd=tmp_path)
+    (sarif_run,) = json.loads(outside.stdout)["runs"]
+    uris = {res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for res in sarif_run["results"]}
+    quoted = str(tmp_path).replace("%", "%25").replace(" ", "%20")
+    assert uris == {f"file://{quoted}/my%20dir%20%231/caf%C3%A9/a%20b.py"}

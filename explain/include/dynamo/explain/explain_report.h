@@ -5,14 +5,12 @@
 //   TraceReader --buildExplainReport--> ExplainReport --renderExplain(format)--> text
 //                                             \--checkExplainPolicy--> (exit code, message)
 //
-// Occurrences. A break met while compiling happens again at run time every time the compiled
-// code passes the break site. The store records a compile once, and at exit the runtime hits of
-// the cache entries whose compiles had breaks (the "dynamo.entry_hits" artifact written by
-// python/dynamo/recording.py). A break's occurrences are therefore:
-//   compiles that produced a cache entry and met it: 1 + the entry's hits each;
-//   compiles that made no entry (skipped, failed, cache limit): 1 each when the break is in
-//   the compiled function itself; 0 when it is in a callee (the callee is compiled on its own
-//   and counted there), but never less than 1 in all.
+// Occurrences: one pass of the program through a break site at run time, counted as
+// storage::BreakTally says (trace_reader.h), the one definition dynamo-trace and dynamo.explain()
+// use too: 1 + the runtime hits of the cache entry for each compile that met the break (the
+// "dynamo.entry_hits" artifact python/dynamo/recording.py writes at exit), 1 for a compile that
+// made no entry; a break in a callee, met both by its callers' compiles (inlined) and by its own
+// compile, counts the larger of the two sums, not both.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +45,7 @@ struct BreakGroup {
   std::vector<std::string> userStack;  ///< of the first break, outermost first
   std::int64_t occurrences = 0;        ///< see the banner; at least 1
   std::int64_t compiles = 0;           ///< compiles that met it
+  storage::BreakTally tally;           ///< what occurrences is computed from
 };
 
 /// One compiled function (a frame of the store: file, first line, name).
@@ -94,7 +93,7 @@ ExplainReport buildExplainReport(const storage::TraceReader& reader, RowId runId
 std::map<std::string, int> graphOpCounts(const std::string& serialized);
 
 /// The name of the runtime-hits artifact (python/dynamo/recording.py ENTRY_HITS_ARTIFACT).
-inline constexpr const char* kEntryHitsArtifact = "dynamo.entry_hits";
+using storage::kEntryHitsArtifact;
 
 /// Renders the report in `format`.
 std::string renderExplain(const ExplainReport& report, Format format,

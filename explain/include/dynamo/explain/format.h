@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dynamo::explain {
@@ -36,6 +37,11 @@ struct RenderOptions {
 /// How a user file is shown: relative to options.rootDir when under it, its base name when
 /// masked, else as recorded.
 std::string displayPath(const std::string& file, const RenderOptions& options);
+/// A file path as an RFC 3986 URI reference, for SARIF's artifactLocation.uri: an absolute path
+/// becomes a file URI ("file:///a%20b/m.py"), a relative one a relative reference
+/// ("a%20b/m.py"). Bytes other than unreserved characters and '/' are percent-encoded (the UTF-8
+/// bytes of non-ASCII names too), so ' ', '#', '?', ':' and '%' stay part of the path.
+std::string uriReference(const std::string& path);
 /// A duration: "12.3ms" ("<time>" when masked).
 std::string displayDuration(std::int64_t us, const RenderOptions& options);
 /// Seconds with 6 decimals for JUnit's time attribute ("0" when masked).
@@ -74,7 +80,10 @@ std::string xmlEscape(std::string_view text);
 /// Escapes | and newlines for a Markdown table cell, and wraps nothing.
 std::string markdownCell(std::string_view text);
 
-/// One JUnit test case. A case with failures fails; one without passes.
+/// One JUnit test case. A case with failures fails; one without passes. The Apache Ant JUnit
+/// schema (what strict CI importers validate against) allows one <failure> per case and no
+/// <system-out> in a case: renderJunit joins the failures into one and moves systemOut into
+/// the suite's <system-out>.
 struct JunitCase {
   std::string className;   ///< the file, e.g. "model.py"
   std::string name;        ///< "forward (model.py:10)"
@@ -86,17 +95,27 @@ struct JunitCase {
     std::string body;      ///< details (explanation, hint, user stack)
   };
   std::vector<Failure> failures;  ///< none: the case passes
-  std::string systemOut;          ///< optional <system-out> text (graphs, guards)
+  std::string systemOut;          ///< optional text (graphs, guards), shown in the suite's
 };
 /// One <testsuite> (a run).
 struct JunitSuite {
   std::string name;               ///< "dynamo-explain: script.py (run 1)"
+  std::string package;            ///< the package attribute: the script's name
+  std::string hostname;           ///< the run's host ("localhost" when unknown)
+  std::int64_t startTimeUs = 0;   ///< the run's start (us since the epoch), the timestamp
   std::int64_t timeUs = 0;        ///< total compile time
+  /// <properties>: (name, value) pairs, e.g. ("python_version", "3.11.2").
+  std::vector<std::pair<std::string, std::string>> properties;
   std::vector<JunitCase> cases;   ///< one per compiled function
+  std::string systemErr;          ///< <system-err> text (a run that did not finish cleanly)
 };
-/// <testsuites name=tool> with the suites, as CI reporters read it.
+/// The JUnit XML report: <testsuites> with one <testsuite> per suite, valid under the Apache Ant
+/// JUnit schema (id, package, timestamp, hostname, properties, system-out, system-err; at most
+/// one failure per case). Masked: timestamp 1970-01-01T00:00:00, host "<masked>", times 0.
 std::string renderJunit(std::string_view tool, const std::vector<JunitSuite>& suites,
                         const RenderOptions& options);
+/// The timestamp attribute: the UTC time as YYYY-MM-DDTHH:MM:SS (no zone, as the schema wants).
+std::string junitTimestamp(std::int64_t us, const RenderOptions& options);
 
 /// A SARIF rule (one per graph-break kind or recompile cause).
 struct SarifRule {
@@ -109,7 +128,7 @@ struct SarifResult {
   std::string ruleId;       ///< a SarifRule id
   std::string level;        ///< "error", "warning" or "note"
   std::string message;      ///< the text shown in the code-scanning annotation
-  std::string file;         ///< user file (shown with displayPath)
+  std::string file;         ///< user file (displayPath, then uriReference)
   int line = 0;             ///< 1-based; results without a line are given line 1
   std::string sourceLine;   ///< the line's text (region.snippet), may be empty
 };

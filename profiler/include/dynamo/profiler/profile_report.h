@@ -80,7 +80,14 @@ struct FunctionProfile {
   std::int64_t compileUs = 0;             ///< total compile time
   std::int64_t eagerRuns = -1;            ///< calls run eagerly after cache-limit hits, -1 unknown
   std::vector<Suggestion> suggestions;    ///< for the patterns found
+  /// Compiles of its resume functions ("<resume in f>", nested ones too: the code that runs the
+  /// rest of f after a graph break), counted with f; a resume function without recompiles is
+  /// not listed on its own (see buildProfileReport).
+  int resumeCompiles = 0;
+  int resumeFunctions = 0;                ///< how many resume functions those compiles were of
+  std::int64_t resumeCompileUs = 0;       ///< their compile time (not in compileUs)
   int recompileCount() const;             ///< recompiles that compiled (cache-limit hits excluded)
+  int totalCompiles() const { return compiles + resumeCompiles; }  ///< own + resume functions'
 };
 
 /// One run.
@@ -111,7 +118,10 @@ struct ProfileWindow {
 };
 
 /// Builds the report for run `runId`, or every run when 0 (UserError when there is no such run),
-/// over the compiles of `window`. A function with no compile in the window is left out.
+/// over the compiles of `window`. A function with no compile in the window is left out. The
+/// compiles of a resume function "<resume in f>" count for f (same file; the f that starts
+/// last at or before it); it stays listed on its own only when it recompiled or hit the cache
+/// limit. Functions are listed most compiles first (totalCompiles).
 ProfileReport buildProfileReport(const storage::TraceReader& reader, RowId runId = 0,
                                  const ProfileWindow& window = {});
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,13 +14,57 @@
 
 namespace dynamo::storage {
 
+/// The artifact holding the runtime hits of the cache entries whose compiles had graph breaks
+/// (text/plain, one "compile_id hits" line each; the run's newest one counts), written at exit
+/// by python/dynamo/recording.py (ENTRY_HITS_ARTIFACT).
+inline constexpr const char* kEntryHitsArtifact = "dynamo.entry_hits";
+
+/// The runtime hits of one run's cache entries (the kEntryHitsArtifact artifact).
+struct EntryHits {
+  std::map<RowId, std::int64_t> byCompile;  ///< compile id -> hits of the entry it made
+  bool recorded = false;                    ///< the run has the artifact
+};
+
+/// Break occurrences: the one definition every report uses (dynamo-trace breaks, dynamo-explain
+/// in every format, dynamo.explain(); docs/explain.md "Counting graph breaks").
+///
+/// One occurrence is one pass of the program through a break site at run time:
+///   - a break recorded by a compile that made a cache entry happened on the compiling call and
+///     on every later call that hit the entry: 1 + the entry's hits;
+///   - a break recorded by a compile that made no entry (skipped, failed, cache limit): 1.
+/// A break inside a called function is recorded twice: by the caller's compile, which inlined
+/// the callee, met the break (user stack of 2+ frames) and restarted with a break at the call;
+/// and by the callee's own compile when the call then runs (user stack of 1 frame). Both see
+/// the same passes, so a site counts the larger of its two sums ("direct" and "inlined"), never
+/// their total, and at least 1.
+class BreakTally {
+ public:
+  /// Adds one recorded break: `b` recorded by compile `c`, with the run's entry hits.
+  void add(const CompileRecord& c, const GraphBreakRecord& b, const EntryHits& hits);
+  /// Adds another tally of the same site (the same run).
+  void merge(const BreakTally& other);
+  /// Occurrences of the site (see the class comment).
+  std::int64_t occurrences() const;
+  /// Break rows counted (compiles that met the site).
+  std::int64_t records() const { return records_; }
+
+ private:
+  std::int64_t direct_ = 0;   ///< passes seen by compiles of the function that holds the break
+  std::int64_t inlined_ = 0;  ///< passes seen by compiles of callers that inlined it
+  std::int64_t records_ = 0;  ///< break rows
+};
+
+/// Whether a compile made a cache entry (status ok or graph_break).
+bool compileMadeEntry(const CompileRecord& c);
+
 /// Graph breaks that share a kind and a user location, with how often they happened.
 struct GraphBreakGroup {
   std::string kind;         ///< graph-break kind name
   SourceLocation location;  ///< user file:line and source line
   std::string explanation;  ///< explanation of the first break in the group
   std::vector<std::string> hints;  ///< hints of the first break in the group
-  std::int64_t count = 0;   ///< number of breaks in the group
+  std::int64_t count = 0;   ///< occurrences (BreakTally), summed over the runs asked for
+  std::int64_t records = 0; ///< break rows in the group (compiles that met it)
 };
 
 /// Row counts of one run (or of the whole file when runId is 0).
@@ -62,8 +107,11 @@ class TraceReader {
   std::vector<GraphRecord> graphs(RowId compileId) const;
   /// Graph breaks of a compile, in id order.
   std::vector<GraphBreakRecord> graphBreaks(RowId compileId) const;
-  /// Graph breaks grouped by kind and user location, most frequent first (runId 0: all runs).
+  /// Graph breaks grouped by kind and user location, counted as BreakTally says, most frequent
+  /// first (runId 0: all runs).
   std::vector<GraphBreakGroup> graphBreakGroups(RowId runId = 0) const;
+  /// The runtime hits of a run's cache entries (its newest kEntryHitsArtifact).
+  EntryHits entryHits(RowId runId) const;
   /// Guards of a compile, in id order.
   std::vector<GuardRecord> guards(RowId compileId) const;
   /// Guard failures of a run in time order (runId 0: all runs).
