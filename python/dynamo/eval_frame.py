@@ -10,7 +10,23 @@ _state = threading.local()
 _listeners = []        # callables receiving one dict per compile attempt
 
 
+_debug_function_seen = {}   # DYNAMO_DEBUG_FUNCTION name -> whether any compile matched it
+
+
+def _warn_unmatched_debug_function():
+    for name, seen in _debug_function_seen.items():
+        if not seen:
+            import warnings
+            warnings.warn_explicit(
+                f"dynamo: DYNAMO_DEBUG_FUNCTION={name!r} matched no function compiled in this process, so "
+                f"nothing was compiled; it names a function by its __name__ (a method's name without its "
+                f"class, e.g. 'forward'); dynamo-explain lists the names it saw",
+                UserWarning, "DYNAMO_DEBUG_FUNCTION", 0)
+
+
 def _on_compile(record):
+    if config.debug_function in _debug_function_seen:
+        _debug_function_seen[config.debug_function] = True
     if config.verbose:
         g = record["graphs"][0] if record["graphs"] else None
         ops = sum(g["op_counts"].values()) if g else 0
@@ -33,12 +49,45 @@ def _skip_file_prefixes():
     return sorted(out)
 
 
+#: Libraries with nothing to capture: their Python functions run as ordinary Python when traced
+#: code calls them (a graph break at the call), and their frames are never compiled. Listed in
+#: docs/capture.md ("Skip list").
+SKIPPED_LIBRARIES = ("numpy", "scipy", "pandas", "sklearn", "matplotlib", "PIL", "cv2", "h5py",
+                     "yaml", "tqdm", "pytest", "_pytest", "pluggy", "IPython")
+
+
+@functools.lru_cache(maxsize=1)
+def _library_prefixes():
+    """Directories of the skipped libraries that are installed (found without importing them)."""
+    import importlib.util
+    import os
+    out = []
+    for name in SKIPPED_LIBRARIES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            continue
+        for loc in (spec.submodule_search_locations or []):
+            out.append(os.path.join(loc, ""))
+        if not spec.submodule_search_locations and spec.origin:
+            out.append(spec.origin)
+    return tuple(sorted(set(out)))
+
+
 def _make_handle(backend, fullgraph, force_codes=()):
     name, fn = backends.lookup(backend)
+    if config.debug_function and config.debug_function not in _debug_function_seen:
+        if not _debug_function_seen:
+            import atexit
+            atexit.register(_warn_unmatched_debug_function)
+        _debug_function_seen[config.debug_function] = False
     native = fn is backends.eager
     return _C._compiler.make(name, None if native else fn, bool(fullgraph),
                              int(config.cache_size_limit), bool(config.suppress_errors), _on_compile,
-                             _skip_file_prefixes(), config.debug_function or "", tuple(force_codes))
+                             _skip_file_prefixes(), config.debug_function or "", tuple(force_codes),
+                             _library_prefixes())
 
 
 class _Context:

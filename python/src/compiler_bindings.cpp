@@ -146,8 +146,9 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   PyObject* skipPrefixes;
   const char* onlyFunction = "";
   PyObject* forceCodes = nullptr;
-  if (!PyArg_ParseTuple(args, "sOpipOO|sO", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
-                        &skipPrefixes, &onlyFunction, &forceCodes))
+  PyObject* noInlinePrefixes = nullptr;
+  if (!PyArg_ParseTuple(args, "sOpipOO|sOO", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
+                        &skipPrefixes, &onlyFunction, &forceCodes, &noInlinePrefixes))
     return nullptr;
   DYNAMO_PY_TRY
   core::CompilerOptions o;
@@ -160,6 +161,11 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   PyRef seq = PyRef::steal(check(PySequence_Fast(skipPrefixes, "skip_file_prefixes must be a sequence of str")));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i)
     o.skipFilePrefixes.push_back(toString(PySequence_Fast_GET_ITEM(seq.get(), i)));
+  if (noInlinePrefixes != nullptr && noInlinePrefixes != Py_None) {
+    PyRef libs = PyRef::steal(check(PySequence_Fast(noInlinePrefixes, "no_inline_prefixes must be a sequence of str")));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(libs.get()); ++i)
+      o.noInlineFilePrefixes.push_back(toString(PySequence_Fast_GET_ITEM(libs.get(), i)));
+  }
   o.backendName = backendName;
   if (backend != Py_None) o.backend = core::PyObjectRef::borrow(backend);
   o.fullgraph = fullgraph;

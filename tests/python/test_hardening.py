@@ -421,3 +421,106 @@ def test_runtime_error_message_is_eager_s():
         dynamo.compile(f)(x)
     assert str(compiled.value) == str(eager.value)
     assert any("While running node 'view'" in n for n in compiled.value.__notes__)
+
+
+# ---- crashes and errors of compile --------------------------------------------------------------
+
+def _countdown(x, n):
+    if n == 0:
+        return x
+    return _countdown(x + 1, n - 1)
+
+
+def test_deep_recursion_falls_back_instead_of_raising():
+    def f(x):
+        return _countdown(x, 80) * 2
+
+    assert same(dynamo.compile(f)(X), f(X))
+
+
+def test_deep_recursion_with_fullgraph_names_the_user_line():
+    def f(x):
+        return _countdown(x, 80) * 2
+
+    with pytest.raises(dynamo.Unsupported) as e:
+        dynamo.compile(f, fullgraph=True)(X)
+    msg = str(e.value)
+    assert "inlining deeper than 64 nested calls (recursion)" in msg
+    assert __file__ in msg or "test_hardening.py" in msg
+
+
+def test_fullgraph_raises_after_a_default_compile_skipped_the_frame():
+    def f(x):
+        print("", end="")
+        return x + 1
+
+    _quiet(dynamo.compile(f), X)              # default mode: runs (in pieces)
+    with pytest.raises(dynamo.Unsupported):
+        _quiet(dynamo.compile(f, fullgraph=True), X)
+
+    def g(x):
+        with contextlib.suppress(ValueError):  # a frame run eagerly in default mode
+            print("", end="")
+        return x + 1
+
+    _quiet(dynamo.compile(g), X)
+    with pytest.raises(dynamo.Unsupported):
+        _quiet(dynamo.compile(g, fullgraph=True), X)
+
+
+def test_a_failed_backend_does_not_stop_another_backend():
+    calls = []
+
+    def bad(gm, example_inputs):
+        raise RuntimeError("backend A is broken")
+
+    def good(gm, example_inputs):
+        calls.append(len(example_inputs))
+        return gm.forward
+
+    def f(x):
+        return x * 3
+
+    with pytest.warns(UserWarning, match="backend A is broken"):
+        assert same(dynamo.compile(f, backend=bad)(X), X * 3)
+    assert same(dynamo.compile(f, backend=good)(X), X * 3)
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("result", [42, None])
+def test_backend_returning_a_non_callable_falls_back_like_one_that_raises(result):
+    def backend(gm, example_inputs):
+        return result
+
+    def f(x):
+        return x * 3
+
+    with pytest.warns(UserWarning, match=r"returned a non-callable \((int|NoneType)\)"):
+        assert same(dynamo.compile(f, backend=backend)(X), X * 3)
+    dynamo.reset()
+    dynamo.config.suppress_errors = False
+    try:
+        with pytest.raises(dynamo.BackendCompilerFailed, match="returned a non-callable"):
+            dynamo.compile(f, backend=backend)(X)
+    finally:
+        dynamo.config.suppress_errors = True
+
+
+# ---- the skip list -----------------------------------------------------------------------------
+
+def test_numpy_python_code_runs_as_python_not_in_pieces():
+    import numpy as np
+
+    def f(x):
+        y = x * 2
+        m = np.mean(y.numpy())            # numpy's own Python function (fromnumeric.mean)
+        p = np.pad(np.arange(3), 1)       # more numpy Python code
+        return y + float(m), p.tolist()
+
+    records = []
+    listener = dynamo.add_compile_listener(records.append)
+    try:
+        assert same(dynamo.compile(f)(X), f(X))
+    finally:
+        dynamo.remove_compile_listener(listener)
+    assert not [r for r in records if "numpy" in r["file"]]       # no numpy frame compiled

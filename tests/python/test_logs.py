@@ -135,3 +135,22 @@ def test_debug_function_compiles_only_that_function(tmp_path):
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "[('target', 'compiled')]\n"
+
+
+def test_debug_function_that_matches_nothing_says_so_once(tmp_path):
+    script = textwrap.dedent("""\
+        import torch
+        import dynamo
+
+        def f(x):
+            return x.cos()
+
+        c = dynamo.compile(f)
+        c(torch.ones(2))
+        c(torch.ones(3))
+        print("ran")
+        """)
+    err = _run(tmp_path, script=script, extra_env={"DYNAMO_DEBUG_FUNCTION": "forwrd"})
+    assert err.count("matched no function") == 1
+    assert ("UserWarning: dynamo: DYNAMO_DEBUG_FUNCTION='forwrd' matched no function compiled in this "
+            "process, so nothing was compiled") in err

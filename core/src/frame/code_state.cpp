@@ -179,6 +179,7 @@ void CodeState::clear() {
   entries_.clear();
   ++version_;
   skipped_ = false;
+  skippedBy_.clear();
   stats_ = CodeStats{};
   lastMissReasons_.clear();
 }

@@ -101,7 +101,7 @@ PyObject* compileMiss(ThreadHookState& thread, CodeState& state, const FrameView
       ++state.mutableStats().declined;
       return nullptr;
     case CompileResult::Action::kSkipCode:
-      state.setSkipped(true);
+      state.skipFor(compiler->ownerId());
       return nullptr;
     case CompileResult::Action::kAddEntry:
       break;
@@ -124,19 +124,19 @@ DynamoDispatch dispatch(ThreadHookState& thread, const DynamoFrameInfo& info, Py
   CodeState* state =
       thread.mode == HookMode::kCompile ? &CodeState::getOrCreate(code) : CodeState::find(code);
   if (state == nullptr || state->disabled()) return DYNAMO_DISPATCH_DEFAULT;
-  // A skipped code never compiles again, but the entries it already has still run (after the
-  // cache-size limit, for instance).
-  if (state->skipped() && state->entries().empty()) return DYNAMO_DISPATCH_DEFAULT;
+  const uint64_t owner = thread.mode == HookMode::kCompile && thread.compiler ? thread.compiler->ownerId() : 0;
+  // A skipped code never compiles again (for the compiler that skipped it), but the entries it
+  // already has still run (after the cache-size limit, for instance).
+  if (state->skippedFor(owner) && state->entries().empty()) return DYNAMO_DISPATCH_DEFAULT;
   FrameView view(info.code, info.function, info.globals, info.builtins, info.closure,
                  info.localsplus);
   Suspend suspend(thread);
-  const uint64_t owner = thread.mode == HookMode::kCompile && thread.compiler ? thread.compiler->ownerId() : 0;
   if (std::shared_ptr<CacheEntry> hit = state->lookup(view, owner)) {
     Py_INCREF(hit->code);
     *codeOut = hit->code;  // new ref
     return DYNAMO_DISPATCH_RUN;
   }
-  if (thread.mode != HookMode::kCompile || !thread.compiler || state->skipped()) return DYNAMO_DISPATCH_DEFAULT;
+  if (thread.mode != HookMode::kCompile || !thread.compiler || state->skippedFor(owner)) return DYNAMO_DISPATCH_DEFAULT;
   *codeOut = compileMiss(thread, *state, view);
   return *codeOut != nullptr ? DYNAMO_DISPATCH_RUN : DYNAMO_DISPATCH_DEFAULT;
 }

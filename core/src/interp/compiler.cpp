@@ -122,6 +122,9 @@ class Compiler : public FrameCompiler {
     for (const std::string& prefix : opts_.skipFilePrefixes) {
       if (!forced && rec.where.file.compare(0, prefix.size(), prefix) == 0) return CompileResult::skipCode();
     }
+    for (const std::string& prefix : opts_.noInlineFilePrefixes) {
+      if (!forced && rec.where.file.compare(0, prefix.size(), prefix) == 0) return CompileResult::skipCode();
+    }
     if (static_cast<int>(state.entries().size()) >= opts_.cacheSizeLimit) {
       std::string last = state.lastMissReasons().empty() ? "" : state.lastMissReasons().front();
       warn("dynamo: function '" + rec.function + "' (" + rec.where.str() + ") hit cache_size_limit (" +
@@ -130,7 +133,7 @@ class Compiler : public FrameCompiler {
       rec.status = "cache-limit";
       rec.reason = "cache_size_limit reached; last reason: " + last;
       notify(rec);
-      state.setSkipped(true);
+      state.skipFor(ownerId_);
       return CompileResult::runDefault();
     }
     try {
@@ -208,6 +211,7 @@ class Compiler : public FrameCompiler {
     fv.builtins = frame.builtins();
 
     TraceOptions topts;
+    topts.noInlinePrefixes = opts_.noInlineFilePrefixes;
     for (int restart = 0;; ++restart) {
       DYNAMO_INTERNAL_ASSERT(restart < 64, "too many restarts");
       auto ctx = std::make_unique<CompileContext>(fv, code, topts);
@@ -335,7 +339,11 @@ class Compiler : public FrameCompiler {
       throw Error("backend '" + opts_.backendName + "' raised " + why);
     }
     if (!PyCallable_Check(fn)) {
+      std::string got = Py_TYPE(fn)->tp_name;
       Py_DECREF(fn);
+      // Like a backend that raises: with suppress_errors the function runs eagerly (one warning).
+      if (opts_.suppressErrors)
+        throw Error("backend '" + opts_.backendName + "' returned a non-callable (" + got + ") instead of a compiled function");
       throw UserError(UserErrorKind::kBackend,
                       "backend '" + opts_.backendName + "' returned a non-callable for '" + rec.function + "'",
                       rec.where, "a backend must return a callable that takes the graph inputs",

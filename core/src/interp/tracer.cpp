@@ -261,8 +261,10 @@ std::vector<ValueRef> Tracer::popN(int n) {
 // ---- the loop ---------------------------------------------------------------------------------
 
 ValueRef Tracer::run() {
-  DYNAMO_USER_CHECK(depth_ <= ctx_.options.maxInlineDepth, UserErrorKind::kUnsupported,
-                    "inlining deeper than ", ctx_.options.maxInlineDepth, " calls");
+  // Deep recursion is not unrolled: the outermost call runs as Python (a break at the call).
+  if (depth_ > ctx_.options.maxInlineDepth)
+    ctx_.breakHere(BreakKind::kUnsupportedCall,
+                   "inlining deeper than " + std::to_string(ctx_.options.maxInlineDepth) + " nested calls (recursion)");
   for (size_t i = 0; i < bc_.instructions.size(); ++i) {
     const bc::Instruction& ins = bc_.instructions[i];
     if (ins.isJump() && ins.target >= 0 && ins.target <= static_cast<int>(i))

@@ -65,6 +65,7 @@ struct SideEffect {
 struct TraceOptions {
   int maxInlineDepth = 64;          ///< nested inlined calls before giving up
   std::map<int, GraphBreak> forcedBreaks;  ///< root instructions to break at (restarts), why
+  std::vector<std::string> noInlinePrefixes;  ///< files whose functions are never traced into
 };
 
 /// Everything one compile of one frame shares across the root and inlined Tracers.

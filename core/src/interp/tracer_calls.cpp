@@ -236,6 +236,12 @@ ValueRef inlineFunction(Tracer& tr, PyObject* fn, const Source& fnSource, std::v
                         Kw kwargs) {
   CompileContext& ctx = tr.ctx();
   PyCodeObject* code = (PyCodeObject*)PyFunction_GET_CODE(fn);  // borrowed ref
+  if (!ctx.options.noInlinePrefixes.empty() && PyUnicode_Check(code->co_filename)) {
+    const std::string file = PyUnicode_AsUTF8(code->co_filename);
+    for (const std::string& prefix : ctx.options.noInlinePrefixes)
+      if (file.compare(0, prefix.size(), prefix) == 0)
+        unsupportedCall(ctx, fn, "a library on Dynamo's skip list (it runs as Python; see docs/capture.md)");
+  }
   PyObject* globals = PyFunction_GET_GLOBALS(fn);              // borrowed ref
   std::vector<ValueRef> defaults;
   PyObject* defs = PyFunction_GET_DEFAULTS(fn);  // borrowed ref

@@ -68,6 +68,10 @@ struct CompilerOptions {
   /// Code objects compiled even when their file is skipped: the forward of a module passed to
   /// dynamo.compile (nn.Linear's forward lives in torch's files).
   std::vector<PyObjectRef> forceCodes;
+  /// Libraries with nothing to capture (numpy, scipy, ...: the skip list in docs/capture.md):
+  /// functions whose file starts with one of these are not traced into when user code calls them
+  /// (the call is a graph break and runs as Python), and their frames are never compiled.
+  std::vector<std::string> noInlineFilePrefixes;
 };
 
 /// A new compiler. Needs the GIL.

@@ -80,10 +80,26 @@ class CodeState {
   PyObject* code() const { return code_; }
   /// The cache entries, most recently hit first.
   const std::vector<std::shared_ptr<CacheEntry>>& entries() const { return entries_; }
-  /// Never try to compile this code again (cleared by reset()).
-  bool skipped() const { return skipped_; }
-  /// Sets or clears the skip mark.
-  void setSkipped(bool skipped) { skipped_ = skipped; }
+  /// Never try to compile this code again, for any compiler (cleared by reset()), or for one
+  /// compiler: the mark a compiler leaves when it declines a frame is its own, so another
+  /// backend or a fullgraph compile still gets to compile (and to raise) on its own terms.
+  bool skipped() const { return skipped_ || !skippedBy_.empty(); }
+  /// True when compiler `owner` must not try this code (a mark for all, or its own).
+  bool skippedFor(uint64_t owner) const {
+    if (skipped_) return true;
+    for (uint64_t o : skippedBy_)
+      if (o == owner) return true;
+    return false;
+  }
+  /// Sets or clears the mark for every compiler (clearing also drops the per-compiler marks).
+  void setSkipped(bool skipped) {
+    skipped_ = skipped;
+    if (!skipped) skippedBy_.clear();
+  }
+  /// Marks the code as declined by compiler `owner` only.
+  void skipFor(uint64_t owner) {
+    if (!skippedFor(owner)) skippedBy_.push_back(owner);
+  }
   /// Never capture this code at all, across reset(): our own generated code and compiler frames.
   bool disabled() const { return disabled_; }
   /// Sets or clears the disabled mark.
@@ -122,6 +138,7 @@ class CodeState {
   PyObject* code_;  // borrowed ref: the state lives in this code object's co_extra
   std::vector<std::shared_ptr<CacheEntry>> entries_;
   bool skipped_ = false;
+  std::vector<uint64_t> skippedBy_;  // compilers (owner ids) that declined this code
   bool disabled_ = false;
   CodeStats stats_;
   std::vector<std::string> lastMissReasons_;
