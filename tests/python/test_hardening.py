@@ -524,3 +524,171 @@ def test_numpy_python_code_runs_as_python_not_in_pieces():
     finally:
         dynamo.remove_compile_listener(listener)
     assert not [r for r in records if "numpy" in r["file"]]       # no numpy frame compiled
+
+
+# ---- more guards: default dtype, imports, classes reached through type() and super() ----------
+
+def test_default_dtype_change_recompiles():
+    def f(x):
+        t = torch.tensor([1.5]) + x
+        return t, t.dtype, torch.arange(3.0).dtype
+
+    x = torch.ones(1, dtype=torch.float64)
+    compiled = dynamo.compile(f)
+    assert same(compiled(x), f(x))
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert same(compiled(x), f(x))
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_attribute_of_a_module_imported_inside_is_guarded():
+    def f(x):
+        from hardening_helpers import cfgmod
+        return x * cfgmod.SCALE
+
+    from hardening_helpers import cfgmod
+    compiled = dynamo.compile(f)
+    for v in (2.0, 5.0):
+        cfgmod.SCALE = v
+        assert same(compiled(X), f(X))
+    cfgmod.SCALE = 2.0
+
+
+def test_class_attributes_through_type_and_super_are_guarded():
+    class Base(torch.nn.Module):
+        k = 1.0
+
+    class ViaType(Base):
+        def forward(self, x):
+            return x * type(self).k
+
+    class ViaSuper(Base):
+        def forward(self, x):
+            return x * super().k
+
+    for cls in (ViaType, ViaSuper):
+        m = cls()
+        compiled = dynamo.compile(m)
+        for v in (1.0, 5.0, 7.0):
+            Base.k = v
+            assert same(compiled(X), m(X))
+        Base.k = 1.0
+
+
+def test_keyword_only_defaults_are_guarded():
+    def helper(x, *, k=2.0):
+        return x * k
+
+    def f(x):
+        return helper(x)
+
+    compiled = dynamo.compile(f)
+    assert same(compiled(X), X * 2)
+    helper.__kwdefaults__ = {"k": 5.0}
+    assert same(compiled(X), X * 5)
+
+
+# ---- modules that override __setattr__ / __call__ ----------------------------------------------
+
+def test_module_with_its_own_setattr():
+    class Clamped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def __setattr__(self, k, v):
+            if k == "calls":
+                v = min(v, 2)
+            super().__setattr__(k, v)
+
+        def forward(self, x):
+            self.calls += 1
+            return x * self.calls
+
+    e, c = Clamped(), Clamped()
+    compiled = dynamo.compile(c)
+    for _ in range(4):
+        assert same(compiled(X), e(X))
+    assert c.calls == e.calls == 2
+
+
+def test_submodule_with_its_own_call():
+    class Counted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def __call__(self, *args, **kwargs):
+            self.n += 1
+            return super().__call__(*args, **kwargs) + self.n
+
+        def forward(self, x):
+            return x * 2
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Counted()
+
+        def forward(self, x):
+            return self.inner(x)
+
+    e, c = Outer(), Outer()
+    compiled = dynamo.compile(c)
+    for _ in range(3):
+        assert same(compiled(X), e(X))
+    assert c.inner.n == e.inner.n == 3
+
+
+# ---- iteration over a list the loop changes ----------------------------------------------------
+
+def test_loop_over_a_list_that_grows_and_shrinks():
+    def worklist(x):
+        queue = [x]
+        for t in queue:
+            if len(queue) < 4:
+                queue.append(t * 2)
+        return torch.stack(queue)
+
+    def shrink(x):
+        lst = [x, x + 1, x + 2, x + 3]
+        n = 0
+        for t in lst:
+            lst.pop()
+            n += 1
+        return x * n
+
+    def late_iter(x):
+        lst = [x]
+        it = iter(lst)
+        lst.append(x + 1)
+        return torch.stack(list(it))
+
+    for f in (worklist, shrink, late_iter):
+        check(f, X)
+
+
+# ---- sizes into the graph ----------------------------------------------------------------------
+
+def test_torch_size_arguments_stay_in_the_graph():
+    import torch.nn.functional as F
+
+    def f(a, b):
+        return F.interpolate(a, size=b.shape[-2:], mode="nearest") + b, a.new_zeros(b.shape[-2:]), \
+            a.view(a.size()[:-1] + (5, 1))
+
+    a, b = torch.randn(1, 2, 4, 5), torch.randn(1, 2, 8, 10)
+    compiled = dynamo.compile(f, fullgraph=True)
+    assert same(compiled(a, b), f(a, b))
+
+
+def test_dtype_queries_are_constants():
+    def f(x):
+        if not x.is_floating_point() or x.is_complex():
+            x = x.float()
+        return x * 2
+
+    for x in (X, torch.arange(3)):
+        assert same(dynamo.compile(f, fullgraph=True)(x), f(x))

@@ -16,6 +16,8 @@ CompileContext::CompileContext(const FrameValues& frame, PyCodeObject* rootCode,
   gradEnabled = r == 1;
   initialGradEnabled = gradEnabled;
   guards.add(Source{}, makeGradModeFromCurrent());
+  // Factory ops and dtype facts of their results follow the default dtype.
+  guards.add(Source{}, makeDefaultDtypeFromCurrent());
 }
 
 void CompileContext::breakHere(BreakKind kind, std::string detail) const {
@@ -382,7 +384,7 @@ Arg argOf(CompileContext& ctx, const ValueRef& v) {
       std::string tn = Py_TYPE(o)->tp_name;
       if (tn == "torch.layout") return Arg::layout(strOf(o));
       if (tn == "torch.memory_format") return Arg::memoryFormat(strOf(o));
-      if (PyTuple_CheckExact(o)) {
+      if (PyTuple_CheckExact(o) || (PyTuple_Check(o) && isConstantObject(o))) {  // torch.Size too
         std::vector<Arg> items;
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
           items.push_back(argOf(ctx, makeConst(PyTuple_GET_ITEM(o, i))));
@@ -775,8 +777,9 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
     }
     case ValueKind::kIterator: {
       // Consuming an iterator advances it, as in Python (list(it), for x in it, zip(it, ...)).
-      std::vector<ValueRef> rest(v->items.begin() + v->index, v->items.end());
-      v->index = v->items.size();
+      const std::vector<ValueRef>& items = iteratorItems(*v);
+      std::vector<ValueRef> rest(items.begin() + std::min(v->index, items.size()), items.end());
+      v->index = std::max(v->index, items.size());
       return rest;
     }
     case ValueKind::kConst: {

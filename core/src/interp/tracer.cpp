@@ -817,10 +817,7 @@ void Tracer::step(const bc::Instruction& ins) {
         push(v);
         return;
       }
-      ValueRef it = std::make_shared<Value>();
-      it->kind = ValueKind::kIterator;
-      it->items = iterateValue(ctx_, v);
-      push(it);
+      push(makeIterator(v, v->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx_, v)));
       return;
     }
     case FOR_ITER:
@@ -940,7 +937,11 @@ void Tracer::step(const bc::Instruction& ins) {
       PyObjectRef mod = PyObjectRef::steal(PyImport_ImportModuleLevelObject(
           name, globals_, nullptr, fromlist->py(), static_cast<int>(PyLong_AsLong(level->py()))));
       if (!mod) ctx_.breakHere(BreakKind::kException, std::string("import of ") + PyUnicode_AsUTF8(name) + " failed");
-      push(makeObject(mod.get()));
+      // Held by the trace, so attributes read from it are guarded (import cfg; cfg.SCALE).
+      PyObjectRef modName = PyObjectRef::steal(PyObject_GetAttrString(mod.get(), "__name__"));
+      PyErr_Clear();
+      push(makeObject(mod.get(), Source::object(mod.get(), modName && PyUnicode_Check(modName.get())
+                                                               ? PyUnicode_AsUTF8(modName.get()) : "<module>")));
       return;
     }
     case IMPORT_FROM: {
@@ -1040,8 +1041,9 @@ void Tracer::doForIter(const bc::Instruction& ins) {
   ValueRef& it = top();
   if (it->kind != ValueKind::kIterator)
     ctx_.breakHere(BreakKind::kUnsupported, "for loop over " + describe(*it));
-  if (it->index < it->items.size()) {
-    push(it->items[it->index++]);
+  const std::vector<ValueRef>& items = iteratorItems(*it);
+  if (it->index < items.size()) {
+    push(items[it->index++]);
     return;
   }
 #if PY_VERSION_HEX >= 0x030C0000

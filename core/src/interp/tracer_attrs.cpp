@@ -45,9 +45,10 @@ ValueRef containerMethod(const ValueRef& self, const std::string& name) {
   return m;
 }
 
+// Attributes (not methods: is_floating_point() and is_complex() are calls, see
+// tensor_queries.def) that the meta example has exactly.
 const char* kTensorConstAttrs[] = {"dtype", "ndim", "requires_grad", "is_sparse", "layout",
-                                   "is_quantized", "is_complex", "is_floating_point",
-                                   "is_nested", "is_mkldnn"};
+                                   "is_quantized", "is_nested", "is_mkldnn"};
 
 ValueRef tensorAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
   CompileContext& ctx = tr.ctx();
@@ -113,7 +114,8 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
         PyObject* d = PyDict_GetItemString(((PyTypeObject*)cls)->tp_dict, name.c_str());  // borrowed
         if (d != nullptr) {
           if (Py_TYPE(d)->tp_descr_get != nullptr && !PyType_Check(d)) return methodOf(v->self, d);
-          return ctx.wrap(d, Source{}, false);
+          // A class attribute (super().k): read from that class object and guarded there.
+          return ctx.wrap(d, Source::attr(Source::object(cls, ((PyTypeObject*)cls)->tp_name), name));
         }
       }
       if (cls == thisclass.get()) after = true;
@@ -252,6 +254,14 @@ void setAttr(CompileContext& ctx, const ValueRef& v, const std::string& name, Va
     ctx.breakHere(BreakKind::kUnsupported, "assignment through the descriptor " + std::string(type->tp_name) + "." + name);
   if (type->tp_setattro != PyObject_GenericSetAttr && !isModule(v->py()))
     ctx.breakHere(BreakKind::kUnsupported, std::string(type->tp_name) + " defines __setattr__");
+  if (isModule(v->py())) {
+    // nn.Module's own __setattr__ is modelled; a module class's override is user code.
+    static PyObject* moduleSetattr = PyObject_GetAttrString(torchApi().moduleType, "__setattr__");  // new, kept
+    PyObjectRef own = PyObjectRef::steal(PyObject_GetAttrString((PyObject*)type, "__setattr__"));
+    PyErr_Clear();
+    if (!own || own.get() != moduleSetattr)
+      ctx.breakHere(BreakKind::kUnsupported, std::string(type->tp_name) + " defines __setattr__");
+  }
   ctx.attrOverlay[{v->py(), name}] = value;
   ctx.recordEffect({SideEffect::Kind::kSetAttr, v, name, -1, value});
 }

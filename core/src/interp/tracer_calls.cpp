@@ -257,7 +257,8 @@ ValueRef inlineFunction(Tracer& tr, PyObject* fn, const Source& fnSource, std::v
   }
   ValueRef kwdefaults;
   PyObject* kwd = PyFunction_GET_KW_DEFAULTS(fn);  // borrowed ref
-  if (kwd != nullptr && PyDict_Check(kwd)) kwdefaults = ctx.wrap(kwd, Source{}, false);
+  if (kwd != nullptr && PyDict_Check(kwd))
+    kwdefaults = fnSource ? ctx.wrap(kwd, Source::attr(fnSource, "__kwdefaults__")) : ctx.wrap(kwd, Source{}, false);
   std::vector<std::shared_ptr<CellBox>> closure;
   PyObject* cl = PyFunction_GET_CLOSURE(fn);  // borrowed ref
   if (cl != nullptr) {
@@ -315,6 +316,17 @@ bool hasHooks(PyObject* module) {
 ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args, Kw kwargs) {
   CompileContext& ctx = tr.ctx();
   PyObject* m = mod->py();
+  // A module class with its own __call__ runs that (it usually calls super().__call__ itself).
+  static PyObject* moduleCall = PyObject_GetAttrString(torchApi().moduleType, "__call__");  // new ref, kept
+  PyObjectRef call = PyObjectRef::steal(PyObject_GetAttrString((PyObject*)Py_TYPE(m), "__call__"));
+  PyErr_Clear();
+  if (call && moduleCall && call.get() != moduleCall) {
+    if (!PyFunction_Check(call.get())) unsupportedCall(ctx, call.get(), "a module's own __call__ implemented in C");
+    Source callSource = mod->source ? Source::attr(Source::object((PyObject*)Py_TYPE(m), Py_TYPE(m)->tp_name), "__call__") : Source{};
+    if (mod->source) ctx.guard(callSource, makeIdMatch(call.get()));
+    args.insert(args.begin(), mod);
+    return inlineFunction(tr, call.get(), callSource, std::move(args), std::move(kwargs));
+  }
   if (hasHooks(m)) ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks (" + std::string(Py_TYPE(m)->tp_name) + ")");
   if (mod->source) {
     // Hooks registered later must not be skipped by the compiled code.
@@ -501,8 +513,16 @@ ValueRef typeOf(CompileContext& ctx, const ValueRef& v) {
     case ValueKind::kTuple: return makeObject(v->obj ? v->obj.get() : (PyObject*)&PyTuple_Type);
     case ValueKind::kList: return makeObject((PyObject*)&PyList_Type);
     case ValueKind::kDict: return makeObject(v->obj ? v->obj.get() : (PyObject*)&PyDict_Type);
-    case ValueKind::kConst:
-    case ValueKind::kObject: return makeObject((PyObject*)Py_TYPE(v->py()));
+    case ValueKind::kConst: return makeObject((PyObject*)Py_TYPE(v->py()));
+    case ValueKind::kObject: {
+      // The class of an object from the frame: fixed by the object's guards, and reached as
+      // obj.__class__ so that attributes read from it are guarded (type(self).expansion).
+      PyObject* cls = (PyObject*)Py_TYPE(v->py());
+      if (!v->source) return makeObject(cls);
+      ValueRef c = makeObject(cls, Source::attr(v->source, "__class__"));
+      c->idGuarded = true;
+      return c;
+    }
     default: ctx.breakHere(BreakKind::kUnsupported, "type() of " + describe(*v));
   }
 }
@@ -628,14 +648,13 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
   }
   if (name == "dict" && args.size() <= 1) return makeDict(ctx, nullptr, args, kwargs);
   if (name == "iter" && args.size() == 1) {
-    auto it = std::make_shared<Value>();
-    it->kind = ValueKind::kIterator;
-    it->items = iterateValue(ctx, args[0]);
-    return it;
+    if (args[0]->kind == ValueKind::kIterator) return args[0];  // iter(it) is it
+    return makeIterator(args[0], args[0]->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, args[0]));
   }
   if (name == "next" && !args.empty() && args[0]->kind == ValueKind::kIterator) {
     ValueRef& it = args[0];
-    if (it->index < it->items.size()) return it->items[it->index++];
+    const std::vector<ValueRef>& items = iteratorItems(*it);
+    if (it->index < items.size()) return items[it->index++];
     if (args.size() > 1) return args[1];
     ctx.breakHere(BreakKind::kException, "next() on an exhausted iterator");
   }

@@ -57,6 +57,19 @@ ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Sourc
   return v;
 }
 
+ValueRef makeIterator(const ValueRef& v, std::vector<ValueRef> snapshot) {
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  if (v && v->kind == ValueKind::kList) {
+    it->self = v;
+  } else {
+    it->items = std::move(snapshot);
+  }
+  return it;
+}
+
+const std::vector<ValueRef>& iteratorItems(const Value& it) { return it.self ? it.self->items : it.items; }
+
 ValueRef makeLazy(PyObject* o, Source source) {
   auto v = std::make_shared<Value>();
   v->kind = ValueKind::kLazy;

@@ -18,7 +18,7 @@
 //   kMethod     bound method: self + function             self, obj (function)
 //   kTensorAttr tensor method not yet called: x.view      self (tensor), name
 //   kCell       a cell (closure variable)                 cell (shared contents)
-//   kIterator   iterator over a known sequence            items, index
+//   kIterator   iterator over a known sequence            items (or self: a live list), index
 //   kGradMode   torch.no_grad()/enable_grad() object     flag
 //   kLazy       a root-frame value not looked at yet      obj (the object), source
 //
@@ -98,6 +98,12 @@ struct Value {
   /// Borrowed ref to the Python object of a kConst/kObject value.
   PyObject* py() const { return obj.get(); }
 };
+
+/// An iterator over `v`'s items: over a list it is live (it sees items the loop appends or
+/// removes, as a Python list iterator does); over anything else, over a snapshot of its items.
+ValueRef makeIterator(const ValueRef& v, std::vector<ValueRef> snapshot);
+/// The items an iterator walks (the list's current items for a live one).
+const std::vector<ValueRef>& iteratorItems(const Value& it);
 
 /// Constructors. `o` is a borrowed ref (a new reference is kept).
 ValueRef makeConst(PyObject* o);

@@ -1,0 +1,2 @@
+"""A config module imported inside compiled functions (test_hardening.py)."""
+SCALE = 2.0
