@@ -325,6 +325,8 @@ std::string renderSarifReport(const ProfileReport& report, const RenderOptions& 
        "pad or bucket the input to a few sizes; dynamic shapes are not supported yet"},
       {"global-rebound", "recompile: a global is rebound from call to call",
        "pass it as an argument or make it constant"},
+      {"value-across-break", "recompile: a Python value computed before a graph break varies",
+       "keep it a tensor (drop .item() / float()), or do the conversion outside the compiled function"},
       {"varying-int", "recompile: a Python int argument varies",
        "pass it as a tensor (torch.tensor(n)) or hoist it out of the compiled function"},
       {"cache-limit", "the function hit cache_size_limit and runs eagerly",

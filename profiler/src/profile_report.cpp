@@ -93,6 +93,8 @@ std::string patternId(const GuardFailureInfo& f) {
   bool global = f.source.rfind("G[", 0) == 0;
   if (f.guardKind == "TENSOR_MATCH" && f.property == "size" && f.dim >= 0) return "changing-size";
   if ((f.guardKind == "EQUALS_MATCH" || f.guardKind == "ID_MATCH") && global) return "global-rebound";
+  // A resume function's argument: a value the code computed before a graph break.
+  if (f.guardKind == "EQUALS_MATCH" && f.source.rfind("___stack", 0) == 0) return "value-across-break";
   if (f.guardKind == "EQUALS_MATCH" && !global && isInteger(f.expected) && isInteger(f.seen))
     return "varying-int";
   return "";
@@ -121,6 +123,14 @@ Suggestion suggestionFor(const Pattern& p) {
             "global '" + globalName(f.source) + "' is rebound from call to call (" + n +
                 " recompiles; values seen: " + values +
                 "): pass it as an argument or make it constant",
+            f.createdAt};
+  }
+  if (p.id == "value-across-break") {
+    std::string what = f.createdAt.sourceLine.empty() ? "the code at the break" : "`" + f.createdAt.sourceLine + "`";
+    return {p.id,
+            "a Python value computed by " + what + " before a graph break changes from call to call (" + n +
+                " recompiles; values seen: " + values +
+                "): keep it a tensor (drop .item() / float()), or do the conversion outside the compiled function",
             f.createdAt};
   }
   return {p.id,

@@ -203,3 +203,25 @@ def test_compile_times_tables():
     assert dynamo.utils.compile_times() == "Dynamo compile times (ms), 0 compiles since the last reset: none\n"
     with pytest.raises(ValueError, match=r"repr must be 'str' or 'csv'"):
         dynamo.utils.compile_times(repr="html")
+
+
+def crosses_a_break(x):
+    v = x.sum().item()
+    return x * v
+
+
+def test_value_crossing_a_break_names_the_break_line_and_suggests_keeping_a_tensor():
+    f = dynamo.compile(crosses_a_break)
+    with dynamo.profile_recompiles() as prof:
+        for k in range(3):
+            f(torch.ones(2) * (k + 1))
+    s = _function(prof, "<resume in crosses_a_break>")   # the code after the break recompiles
+    fl = _failure(s, 0)
+    line = _line(crosses_a_break, "v = x.sum().item()")
+    assert fl["guard_kind"] == "EQUALS_MATCH" and fl["source"].startswith("___stack")
+    assert fl["created_at"]["line"] == line and fl["created_at"]["source_line"] == "v = x.sum().item()"
+    (sug,) = [g for g in s["suggestions"] if g["id"] == "value-across-break"]
+    assert sug["message"].startswith("a Python value computed by `v = x.sum().item()` before a graph break "
+                                     "changes from call to call (2 recompiles; values seen: ")
+    assert sug["message"].endswith("keep it a tensor (drop .item() / float()), or do the conversion outside "
+                                   "the compiled function")

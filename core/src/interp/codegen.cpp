@@ -421,7 +421,7 @@ struct Emitter {
 PyObjectRef makeResumeCode(PyCodeObject* code, const bc::Bytecode& body, int target,
                            const std::vector<bool>& nullMask, const std::string& first, bool firstIsCell,
                            const std::vector<std::string>& passedLocals,
-                           const std::vector<std::string>& passedCells) {
+                           const std::vector<std::string>& passedCells, const SourceLocation& breakAt) {
   bc::CodeOptions orig = bc::codeOptionsFrom(code);
   std::vector<std::string> origSlots = orig.localsPlusNames();
   bc::CodeOptions opts = orig;
@@ -482,6 +482,7 @@ PyObjectRef makeResumeCode(PyCodeObject* code, const bc::Bytecode& body, int tar
 
   ResumeInfo info;
   info.originalName = orig.qualname;
+  info.breakAt = breakAt;
   if (const ResumeInfo* parent = resumeInfo(code)) {
     info.firstArgName = parent->firstArgName;
   } else if (orig.argcount > 0 && !orig.varnames.empty()) {
@@ -697,7 +698,8 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
       else e.emit(LOAD_FAST, slotOf(e.newSlots, "__dynamo_s" + std::to_string(tempOf[i])));
     };
     auto makeResumeFn = [&](int target, const std::vector<bool>& nullMask) {
-      PyObjectRef rc = makeResumeCode(code, body, target, nullMask, first, firstIsCell, passedLocals, passedCells);
+      const SourceLocation breakAt = brk->info.userStack.empty() ? brk->info.where : brk->info.userStack.front();
+      PyObjectRef rc = makeResumeCode(code, body, target, nullMask, first, firstIsCell, passedLocals, passedCells, breakAt);
       if (e.nfree > 0) {
         for (int k = 0; k < e.nfree; ++k) e.emit(LOAD_CLOSURE, static_cast<int>(e.newSlots.size()) - e.nfree + k);
         e.emit(BUILD_TUPLE, e.nfree);

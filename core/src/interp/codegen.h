@@ -28,6 +28,8 @@ struct ResumeInfo {
   std::vector<int> preCelledSlots;
   std::string originalName;  ///< the user function it continues
   std::string firstArgName;  ///< the original's first argument (self for methods); "" if none
+  SourceLocation breakAt;    ///< the user line whose break made it: its ___stack arguments are
+                             ///< values computed there (guards on them are blamed on that line)
 };
 /// The info of a resume code object made by this process, or null.
 const ResumeInfo* resumeInfo(PyCodeObject* code);

@@ -103,8 +103,13 @@ const ValueRef& Tracer::realize(ValueRef& v) {
   if (v && v->kind == ValueKind::kLazy) {
     auto it = realized_.find(v.get());
     if (it == realized_.end()) {
-      // Guards on the value are created by the line that first uses it.
+      // Guards on the value are created by the line that first uses it; a resume function's
+      // stack value was computed by the line of the break that made it, which is what it blames.
+      const ResumeInfo* info = v->source.name().rfind("___stack", 0) == 0 ? resumeInfo(code_) : nullptr;
+      SourceLocation saved = ctx_.userStack.empty() ? SourceLocation{} : ctx_.userStack.back();
+      if (info != nullptr && info->breakAt.known() && !ctx_.userStack.empty()) ctx_.userStack.back() = info->breakAt;
       ValueRef w = ctx_.wrap(v->obj.get(), v->source);
+      if (!ctx_.userStack.empty()) ctx_.userStack.back() = saved;
       it = realized_.emplace(v.get(), std::move(w)).first;
       lazyKeep_.push_back(v);
     }
