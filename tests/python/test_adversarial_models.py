@@ -1,0 +1,429 @@
+"""Adversarial pass (issue #7), category h: what real models do in forward: step counters on
+self, buffers updated in forward (EMA, queues, KV caches), in-place ops on inputs and on views of
+inputs, no_grad blocks, random ops under a seed, weight tying, RNNs, attention with masks,
+backward through the compiled graph."""
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from adversarial_harness import check_case, params, registry
+
+CASES, case = registry()
+
+
+@case
+def batchnorm_train_running_stats():
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())
+    m.train()
+    xs = [torch.randn(2, 3, 8, 8) for _ in range(3)]
+    return m, lambda f, i: f(xs[i]), lambda: {k: v.clone() for k, v in m.state_dict().items()}
+
+
+class StepCounter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.step = 0
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        self.step += 1
+        warmup = min(1.0, self.step / 2)
+        return self.fc(x) * warmup
+
+
+@case
+def self_step_counter_warmup():
+    m = StepCounter()
+    return m, lambda f, i: f(torch.ones(1, 2)), lambda: m.step
+
+
+class EMA(nn.Module):
+    def __init__(self, d=3, momentum=0.9):
+        super().__init__()
+        self.momentum = momentum
+        self.register_buffer("avg", torch.zeros(d))
+        self.register_buffer("count", torch.tensor(0))
+
+    def forward(self, x):
+        if self.training:
+            self.avg.mul_(self.momentum).add_(x.mean(0), alpha=1 - self.momentum)
+            self.count += 1
+        return x - self.avg
+
+
+@case
+def ema_buffer_updated_in_forward():
+    m = EMA()
+    xs = [torch.randn(4, 3) for _ in range(3)]
+
+    def drive(f, i):
+        m.train(i != 2)
+        return f(xs[i])
+    return m, drive, lambda: (m.avg.clone(), m.count.clone())
+
+
+@case
+def inplace_relu_on_input_returns_none():
+    def fn(x):
+        x.relu_()
+        x.mul_(2)
+
+    def drive(f, i):
+        x = torch.randn(4) + i
+        r = f(x)
+        return r, x
+    return fn, drive
+
+
+@case
+def inplace_on_view_of_input():
+    def fn(x):
+        row = x[0]
+        row.mul_(10)
+        x[1:, 0] = -1.0
+        return x.sum()
+    xs = [torch.ones(3, 2), torch.arange(6.0).reshape(3, 2), torch.ones(2, 2)]
+    return fn, lambda f, i: (f(xs[i]), xs[i].clone())
+
+
+class Distill(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.student = nn.Linear(3, 3)
+        self.teacher = nn.Linear(3, 3)
+
+    def forward(self, x):
+        with torch.no_grad():
+            target = self.teacher(x).softmax(-1)
+        logp = self.student(x).log_softmax(-1)
+        return F.kl_div(logp, target, reduction="batchmean"), target.requires_grad
+
+
+@case
+def no_grad_teacher_block_and_backward():
+    m = Distill()
+
+    def drive(f, i):
+        m.zero_grad()
+        loss, rg = f(torch.randn(2, 3))
+        loss.backward()
+        return loss, rg, m.student.weight.grad, m.teacher.weight.grad
+    return m, drive
+
+
+@case
+def dropout_train_with_seed():
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.3), nn.ReLU(), nn.Dropout(0.5))
+    return m, lambda f, i: f(torch.ones(3, 4))
+
+
+@case
+def random_ops_in_forward():
+    def fn(x):
+        noise = torch.randn_like(x) * 0.1
+        perm = torch.randperm(x.shape[0])
+        mask = torch.rand(x.shape) > 0.5
+        ints = torch.randint(0, 10, (2,))
+        return (x + noise)[perm], mask, ints, torch.bernoulli(torch.full_like(x, 0.5))
+    return fn, lambda f, i: f(torch.ones(4, 2))
+
+
+class Queue(nn.Module):
+    """MoCo-style memory queue: a buffer overwritten by slices, pointer as a buffer."""
+    def __init__(self, k=6, d=2):
+        super().__init__()
+        self.register_buffer("queue", torch.zeros(k, d))
+        self.register_buffer("ptr", torch.zeros(1, dtype=torch.long))
+        self.k = k
+
+    @torch.no_grad()
+    def enqueue(self, keys):
+        ptr = int(self.ptr)
+        n = keys.shape[0]
+        self.queue[ptr:ptr + n] = keys
+        self.ptr[0] = (ptr + n) % self.k
+
+    def forward(self, q, k):
+        logits = q @ self.queue.T
+        self.enqueue(k)
+        return logits
+
+
+@case
+def moco_queue_enqueue_with_pointer():
+    m = Queue()
+    qs = [torch.randn(2, 2) for _ in range(3)]
+    ks = [torch.randn(2, 2) for _ in range(3)]
+    return m, lambda f, i: f(qs[i], ks[i]), lambda: (m.queue.clone(), m.ptr.clone())
+
+
+class Memory(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mem", torch.zeros(0, 2))
+
+    def forward(self, x):
+        self.mem = torch.cat([self.mem, x.detach()])[-3:]
+        return x + self.mem.mean(0)
+
+
+@case
+def buffer_reassigned_in_forward_growing():
+    m = Memory()
+    return m, lambda f, i: f(torch.full((1, 2), float(i))), lambda: m.mem.clone()
+
+
+class KVCacheAttention(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, x, past=None):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        if past is not None:
+            pk, pv = past
+            k = torch.cat([pk, k], dim=1)
+            v = torch.cat([pv, v], dim=1)
+        att = (q @ k.transpose(1, 2)) / math.sqrt(q.size(-1))
+        return att.softmax(-1) @ v, (k, v)
+
+
+@case
+def kv_cache_decoding_loop():
+    m = KVCacheAttention()
+    tokens = torch.randn(1, 4, 4)
+
+    def drive(f, i):
+        past, outs = None, []
+        for t in range(i + 1):
+            out, past = f(tokens[:, t:t + 1], past)
+            outs.append(out)
+        return outs, past
+    return m, drive
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(6, 4)
+        self.out = nn.Linear(4, 6, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.out(self.emb(ids).tanh())
+
+
+@case
+def weight_tying_and_backward():
+    m = Tied()
+
+    def drive(f, i):
+        m.zero_grad()
+        y = f(torch.tensor([[1, 2, i]]))
+        y.sum().backward()
+        return y, m.emb.weight.grad
+    return m, drive
+
+
+@case
+def lstm_forward_with_state():
+    m = nn.LSTM(3, 4, batch_first=True)
+
+    def drive(f, i):
+        x = torch.randn(2, 5, 3)
+        out, (h, c) = f(x)
+        return out, h, c
+    return m, drive
+
+
+class MaskedAttention(nn.Module):
+    def __init__(self, d=4):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(d, 2, batch_first=True)
+
+    def forward(self, x, pad_mask):
+        causal = torch.triu(torch.ones(x.shape[1], x.shape[1], dtype=torch.bool), 1)
+        out, w = self.mha(x, x, x, key_padding_mask=pad_mask, attn_mask=causal)
+        return out.masked_fill(pad_mask.unsqueeze(-1), 0.0), w
+    
+
+@case
+def multihead_attention_with_masks():
+    m = MaskedAttention().eval()
+    x = torch.randn(2, 3, 4)
+    masks = [torch.tensor([[False, False, True], [False, False, False]]),
+             torch.zeros(2, 3, dtype=torch.bool), torch.tensor([[False, True, True], [False, False, True]])]
+    return m, lambda f, i: f(x, masks[i])
+
+
+@case
+def embedding_padding_idx_and_mask_fill():
+    emb = nn.Embedding(5, 3, padding_idx=0)
+
+    def fn(ids):
+        mask = ids == 0
+        h = emb(ids)
+        scores = h.sum(-1).masked_fill(mask, float("-inf"))
+        return scores.softmax(-1), h
+    ids = [torch.tensor([[1, 2, 0]]), torch.tensor([[0, 0, 4]]), torch.tensor([[3, 3, 3]])]
+    return fn, lambda f, i: f(ids[i])
+
+
+class ModuleDictHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleDict({"cls": nn.Linear(2, 3), "box": nn.Linear(2, 4), "aux": nn.Linear(2, 1)})
+
+    def forward(self, x, skip=()):
+        return {name: head(x) for name, head in self.heads.items() if name not in skip}
+
+
+@case
+def module_dict_heads_key_order():
+    m = ModuleDictHeads()
+    skips = [(), ("box",), ("cls", "aux")]
+    return m, lambda f, i: f(torch.randn(1, 2), skips[i])
+
+
+@case
+def explicit_generator_argument():
+    def fn(x, g):
+        return x + torch.randn(x.shape, generator=g), torch.rand(2, generator=g)
+
+    def drive(f, i):
+        g = torch.Generator().manual_seed(7 + i)
+        a = f(torch.zeros(3), g)
+        return a, g.get_state()
+    return fn, drive
+
+
+@case
+def half_roundtrip_and_autocast_like_casts():
+    def fn(x):
+        h = x.half()
+        y = (h * 3).float()
+        return y, h.dtype, (x.to(torch.bfloat16) + 1).to(x.dtype)
+    return fn, lambda f, i: f(torch.randn(4) * (i + 1))
+
+
+class GradAccum(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 1)
+        self.micro = 0
+
+    def forward(self, x, y):
+        self.micro += 1
+        loss = F.mse_loss(self.fc(x), y) / 2
+        return loss
+
+
+@case
+def grad_accumulation_over_calls():
+    m = GradAccum()
+    x, y = torch.randn(4, 2), torch.randn(4, 1)
+
+    def drive(f, i):
+        loss = f(x, y)
+        loss.backward()
+        return loss, m.fc.weight.grad.clone()
+    return m, drive, lambda: m.micro
+
+
+@case
+def x_requires_grad_input_grad():
+    def fn(x):
+        return (x.sin() * x).sum()
+
+    def drive(f, i):
+        x = torch.arange(3.0, requires_grad=True) + 0
+        x.retain_grad()
+        y = f(x)
+        y.backward()
+        return y, x.grad
+    return fn, drive
+
+
+class SelfTraining(nn.Module):
+    """Module that flips its own mode and stores the last output (e.g. SWA / stochastic depth)."""
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.last = None
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls % 2 == 0:
+            self.eval()
+        else:
+            self.train()
+        out = F.dropout(self.fc(x), 0.5, self.training)
+        self.last = out.detach()
+        return out
+
+
+@case
+def module_flips_its_own_training_flag():
+    m = SelfTraining()
+    return m, lambda f, i: f(torch.ones(1, 2)), lambda: (m.training, m.last, m.calls)
+
+
+class StochasticDepth(nn.Module):
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+        self.block = nn.Linear(3, 3)
+
+    def forward(self, x):
+        if self.training and torch.rand(1).item() < self.p:
+            return x
+        return x + self.block(x)
+
+
+@case
+def stochastic_depth_random_skip():
+    m = StochasticDepth()
+    return m, lambda f, i: f(torch.ones(1, 3))
+
+
+class ParamFree(nn.Module):
+    def forward(self, x, out=None):
+        if out is None:
+            out = torch.empty_like(x)
+        torch.mul(x, 2, out=out)
+        return out
+
+
+@case
+def out_argument_into_preallocated_tensor():
+    m = ParamFree()
+
+    def drive(f, i):
+        buf = torch.zeros(3)
+        r = f(torch.ones(3) * i, buf if i != 1 else None)
+        return r, buf, r is buf
+    return m, drive
+
+
+@case
+def setitem_with_tensor_mask_on_input():
+    def fn(x, thr):
+        x[x < thr] = 0
+        x[:, -1] += 1
+        return x
+    xs = [torch.randn(3, 3) for _ in range(3)]
+
+    def drive(f, i):
+        x = xs[i].clone()
+        r = f(x, [0.0, 0.5, -0.5][i])
+        return r, r is x, x
+    return fn, drive
+
+
+@pytest.mark.parametrize("case", params(CASES, {}))
+def test_adversarial_models(case):
+    check_case(case)
