@@ -383,11 +383,60 @@ def module_method_patched_on_class():
     return m, drive
 
 
+class PropHolder:
+    @property
+    def s(self):
+        return 2.0
+
+
+@case
+def property_replaced_on_class():
+    p = PropHolder()
+    orig = PropHolder.__dict__["s"]
+
+    def fn(x):
+        return x * p.s
+
+    def drive(f, i):
+        if i == 1:
+            PropHolder.s = property(lambda self: 5.0)
+        try:
+            return f(torch.ones(1))
+        finally:
+            PropHolder.s = orig
+    return fn, drive
+
+
+class CallHolder:
+    def __call__(self, x):
+        return x + 1
+
+
+@case
+def dunder_call_replaced_on_class():
+    c = CallHolder()
+    orig = CallHolder.__dict__["__call__"]
+
+    def fn(x):
+        return c(x)
+
+    def drive(f, i):
+        if i == 1:
+            CallHolder.__call__ = lambda self, x: x * 9
+        try:
+            return f(torch.ones(1))
+        finally:
+            CallHolder.__call__ = orig
+    return fn, drive
+
+
 _METHOD = "F1: method looked up through the class is inlined without a guard: stale after patching"
 XFAIL = {
     "method_replaced_on_class": _METHOD,
     "method_replaced_on_instance": _METHOD,
     "module_method_patched_on_class": _METHOD,
+    "property_replaced_on_class": _METHOD,
+    "dunder_call_replaced_on_class": _METHOD,
     "torch_function_monkeypatched_in_module_namespace":
         "F2: functions read from torch modules (F.softplus) are not guarded: stale after patching",
 }
