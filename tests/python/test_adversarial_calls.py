@@ -407,8 +407,6 @@ XFAIL = {
     "recursion_on_python_ints_depth_80": _DEEP,
     "recursion_on_tensors_depth_70": _DEEP,
     "mutual_recursion_depth_80": _DEEP,
-    "bound_method_of_other_object_as_attribute":
-        "G1: a bound method stored on another object is called with the wrong self",
 }
 
 

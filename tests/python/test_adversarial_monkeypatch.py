@@ -430,11 +430,8 @@ def dunder_call_replaced_on_class():
     return fn, drive
 
 
-_METHOD = "F1: method looked up through the class is inlined without a guard: stale after patching"
+_METHOD = "F1b: property / __call__ looked up through the class are not guarded: stale after patching"
 XFAIL = {
-    "method_replaced_on_class": _METHOD,
-    "method_replaced_on_instance": _METHOD,
-    "module_method_patched_on_class": _METHOD,
     "property_replaced_on_class": _METHOD,
     "dunder_call_replaced_on_class": _METHOD,
     "torch_function_monkeypatched_in_module_namespace":
