@@ -430,10 +430,27 @@ def dunder_call_replaced_on_class():
     return fn, drive
 
 
+@case
+def default_dtype_changed_between_calls():
+    def fn(x):
+        t = torch.tensor([1.5]) + x
+        a = torch.arange(3.0)
+        return t, a, t.dtype, a.dtype, torch.zeros(1).dtype
+
+    def drive(f, i):
+        torch.set_default_dtype([torch.float32, torch.float64, torch.float32][i])
+        try:
+            return f(torch.ones(1, dtype=torch.float64))
+        finally:
+            torch.set_default_dtype(torch.float32)
+    return fn, drive
+
+
 _METHOD = "F1b: property / __call__ looked up through the class are not guarded: stale after patching"
 XFAIL = {
     "property_replaced_on_class": _METHOD,
     "dunder_call_replaced_on_class": _METHOD,
+    "default_dtype_changed_between_calls": "F3: no guard on torch.get_default_dtype(): dtype facts of factory results stale",
     "torch_function_monkeypatched_in_module_namespace":
         "F2: functions read from torch modules (F.softplus) are not guarded: stale after patching",
 }
