@@ -424,6 +424,81 @@ def setitem_with_tensor_mask_on_input():
     return fn, drive
 
 
+@case
+def train_step_sgd_momentum():
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return train_step, lambda f, i: f(x, y), lambda: [p.detach().clone() for p in m.parameters()]
+
+
+@case
+def train_step_adam_clip_grad_item():
+    m = nn.Linear(3, 1)
+    opt = torch.optim.Adam(m.parameters(), lr=0.1)
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+
+    def train_step(x, y):
+        loss = ((m(x) - y) ** 2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+        opt.step()
+        return loss.item(), norm
+    return train_step, lambda f, i: f(x, y), lambda: ([p.detach().clone() for p in m.parameters()],
+                                                      opt.state_dict()["state"][0]["step"])
+
+
+@case
+def ema_of_parameters_loop():
+    m = nn.Linear(2, 2)
+    ema = nn.Linear(2, 2)
+    ema.load_state_dict(m.state_dict())
+
+    def update(decay):
+        with torch.no_grad():
+            for pe, pm in zip(ema.parameters(), m.parameters()):
+                pe.mul_(decay).add_(pm, alpha=1 - decay)
+            m.weight.add_(1)
+        return ema(torch.ones(1, 2))
+    return update, lambda f, i: f(0.9), lambda: [p.clone() for p in ema.parameters()]
+
+
+@case
+def load_state_dict_inside_function():
+    m = nn.Linear(2, 2)
+
+    def fn(v):
+        sd = m.state_dict()
+        sd["weight"] = sd["weight"] * 0 + v
+        m.load_state_dict(sd)
+        return m(torch.ones(1, 2))
+    return fn, lambda f, i: f(float(i)), lambda: m.weight.detach().clone()
+
+
+class BufAlias(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.zeros(3))
+
+    def forward(self, x):
+        self.b.add_(1)
+        return x * 2
+
+
+@case
+def input_is_a_view_of_a_buffer_mutated_in_forward():
+    m = BufAlias()
+    return m, lambda f, i: f(m.b[1:]), lambda: m.b.clone()
+
+
 @pytest.mark.parametrize("case", params(CASES, {}))
 def test_adversarial_models(case):
     check_case(case)
