@@ -521,7 +521,36 @@ def module_with_own_setattr():
     return m, lambda f, i: f(torch.ones(1, 2)), lambda: m.calls
 
 
+class Counted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __call__(self, *args, **kwargs):
+        self.n += 1
+        return super().__call__(*args, **kwargs) + self.n
+
+    def forward(self, x):
+        return x * 2
+
+
+class CountedOuter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Counted()
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+@case
+def submodule_overrides_dunder_call():
+    m = CountedOuter()
+    return m, lambda f, i: f(torch.ones(1)), lambda: m.inner.n
+
+
 XFAIL = {
+    "submodule_overrides_dunder_call": "H2: calling a submodule skips its class's __call__ override",
     "module_with_own_setattr": "H1: STORE_ATTR on a module ignores a user __setattr__ override inside the trace",
 }
 
