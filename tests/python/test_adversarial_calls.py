@@ -402,6 +402,20 @@ def getattr_string_dispatch():
     return m, lambda f, i: f(torch.randn(3), names[i])
 
 
+@case
+def itertools_chain_islice_accumulate_product():
+    import itertools
+
+    def fn(xs):
+        a = list(itertools.islice(itertools.chain(xs, xs), 3))
+        b = list(itertools.accumulate(xs, operator.add))
+        c = [u * v for u, v in itertools.product(xs, repeat=2)]
+        d = [u if v is None else u + v for u, v in itertools.zip_longest(xs, xs[1:])]
+        return a, b, c, d
+    xs = [torch.ones(2), -torch.ones(2), torch.arange(2.0)]
+    return fn, lambda f, i: f(xs[: i + 1])
+
+
 _DEEP = "G2: recursion deeper than 64 inlined calls raises dynamo.Unsupported instead of breaking"
 XFAIL = {
     "recursion_on_python_ints_depth_80": _DEEP,

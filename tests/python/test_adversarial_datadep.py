@@ -299,6 +299,46 @@ def early_exit_loop_over_layers():
     return m, lambda f, i: f(xs[i]), lambda: m.exit_layer
 
 
+@case
+def any_all_over_generators_of_tensor_bools():
+    def fn(xs):
+        return any(t.sum() > 0 for t in xs), all(t.sum() > 0 for t in xs), any([t.max() > 1 for t in xs])
+    P, N = torch.ones(2), -torch.ones(2)
+    sets = [[N, N], [N, P], [P, P * 2]]
+    return fn, lambda f, i: f(sets[i])
+
+
+@case
+def builtin_max_min_sorted_on_tensors():
+    def fn(xs):
+        return max(xs), min(xs, key=lambda t: t.sum()), sorted(xs), xs[0] in xs[1:]
+    sets = [[torch.tensor(1.0), torch.tensor(3.0)], [torch.tensor(5.0), torch.tensor(3.0)],
+            [torch.tensor(2.0), torch.tensor(2.0)]]
+    return fn, lambda f, i: f(sets[i])
+
+
+@case
+def tensor_and_or_and_chained_compare():
+    def fn(x, y):
+        a = x and y
+        b = (x or y) * 2
+        c = 0 < x.sum() < 5
+        return a, b, c, (not x)
+    args = [(torch.tensor(0.0), torch.tensor(5.0)), (torch.tensor(2.0), torch.tensor(5.0)),
+            (torch.tensor(9.0), torch.tensor(0.0))]
+    return fn, lambda f, i: f(*args[i])
+
+
+@case
+def tensor_equals_python_number_branch():
+    def fn(x):
+        if x == 3:
+            return "three", x + 1
+        return "other", x - 1
+    xs = [torch.tensor(3), torch.tensor(4), torch.tensor(3)]
+    return fn, lambda f, i: f(xs[i])
+
+
 XFAIL = {}
 
 
