@@ -439,20 +439,9 @@ def try_finally_op_fails_in_graph():
     return fn, lambda f, i: f(torch.ones(2), idx[i]), lambda: list(log)
 
 
-_TRY = "E2: an op failing when the graph runs escapes the enclosing try/except handler"
-_MSG = "D4: errors raised while the graph runs get a longer message ('While running node ...')"
 XFAIL = {
-    "oob_embedding_counter_and_list_before_raise":
-        "E1: side effects before an op that fails when the graph runs are lost (and D4 message)",
-    "oob_embedding_uncaught_message": _MSG,
     "gather_bad_index_global_side_effect":
-        "E1: side effects before an op that fails when the graph runs are lost (and D4 message)",
-    "oob_embedding_caught_fallback": _TRY,
-    "cholesky_not_pd_caught_adds_jitter": _TRY,
-    "tensor_index_caught": _TRY,
-    "no_grad_block_op_fails_in_graph_grad_mode_observed":
-        "E3: grad mode stays disabled after an op in a no_grad block fails when the graph runs",
-    "try_finally_op_fails_in_graph": "E1b: side effects and the finally body are lost when the graph raises (and D4 message)",
+        "E1c: a global written before an op that fails when the graph runs is not written",
 }
 
 
