@@ -24,6 +24,12 @@ fakecfg.FACTOR = 2.0
 fakecfg.use_bias = True
 sys.modules["adv_fakecfg"] = fakecfg
 
+# a second one for the programs that import it inside the function
+lazycfg = types.ModuleType("adv_lazycfg")
+lazycfg.SCALE = 1.0
+lazycfg.steps = 0
+sys.modules["adv_lazycfg"] = lazycfg
+
 
 class K:
     def go(self, x):
@@ -446,9 +452,49 @@ def default_dtype_changed_between_calls():
     return fn, drive
 
 
+@case
+def module_attribute_read_via_import_inside():
+    def fn(x):
+        import adv_lazycfg
+        return x * adv_lazycfg.SCALE
+
+    def drive(f, i):
+        lazycfg.SCALE = [1.0, 5.0, 7.0][i]
+        return f(torch.ones(1))
+    lazycfg.SCALE = 1.0
+    return fn, drive
+
+
+@case
+def module_attribute_from_import_inside():
+    def fn(x):
+        from adv_lazycfg import SCALE
+        return x * SCALE
+
+    def drive(f, i):
+        lazycfg.SCALE = [1.0, 5.0, 7.0][i]
+        return f(torch.ones(1))
+    lazycfg.SCALE = 1.0
+    return fn, drive
+
+
+@case
+def module_attribute_written_via_import_inside():
+    def fn(x):
+        import adv_lazycfg
+        adv_lazycfg.steps = adv_lazycfg.steps + 1
+        return x + adv_lazycfg.steps
+    lazycfg.steps = 0
+    return fn, lambda f, i: f(torch.zeros(1)), lambda: lazycfg.steps
+
+
+_IMPORT = "F4: attributes of a module imported inside the function are not guarded (constant-folded)"
 _METHOD = "F1b: property / __call__ looked up through the class are not guarded: stale after patching"
 XFAIL = {
     "property_replaced_on_class": _METHOD,
+    "module_attribute_read_via_import_inside": _IMPORT,
+    "module_attribute_from_import_inside": _IMPORT,
+    "module_attribute_written_via_import_inside": _IMPORT,
     "dunder_call_replaced_on_class": _METHOD,
     "default_dtype_changed_between_calls": "F3: no guard on torch.get_default_dtype(): dtype facts of factory results stale",
     "torch_function_monkeypatched_in_module_namespace":
