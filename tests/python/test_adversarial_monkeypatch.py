@@ -488,11 +488,34 @@ def module_attribute_written_via_import_inside():
     return fn, lambda f, i: f(torch.zeros(1)), lambda: lazycfg.steps
 
 
+class Bottleneck(nn.Module):
+    expansion = 1
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(x) * type(self).expansion + self.__class__.expansion
+
+
+@case
+def class_attribute_read_via_type_of_self():
+    m = Bottleneck()
+
+    def drive(f, i):
+        Bottleneck.expansion = [1, 4, 2][i]
+        return f(torch.ones(1, 2))
+    Bottleneck.expansion = 1
+    return m, drive
+
+
 _IMPORT = "F4: attributes of a module imported inside the function are not guarded (constant-folded)"
 _METHOD = "F1b: property / __call__ looked up through the class are not guarded: stale after patching"
 XFAIL = {
     "property_replaced_on_class": _METHOD,
     "module_attribute_read_via_import_inside": _IMPORT,
+    "class_attribute_read_via_type_of_self": "F5: attributes read through type(obj) are not guarded (stale)",
     "module_attribute_from_import_inside": _IMPORT,
     "module_attribute_written_via_import_inside": _IMPORT,
     "dunder_call_replaced_on_class": _METHOD,
