@@ -496,7 +496,7 @@ class Bottleneck(nn.Module):
         self.fc = nn.Linear(2, 2)
 
     def forward(self, x):
-        return self.fc(x) * type(self).expansion + self.__class__.expansion
+        return self.fc(x) * type(self).expansion
 
 
 @case
