@@ -510,11 +510,86 @@ def class_attribute_read_via_type_of_self():
     return m, drive
 
 
+class KBase(nn.Module):
+    k = 1.0
+
+
+class KViaSuper(KBase):
+    def forward(self, x):
+        return x * super().k
+
+
+class KViaGetattrType(KBase):
+    def forward(self, x):
+        return x * getattr(type(self), "k")
+
+
+def _class_attr_case(cls):
+    m = cls()
+
+    def drive(f, i):
+        KBase.k = [1.0, 5.0, 7.0][i]
+        return f(torch.ones(1))
+    KBase.k = 1.0
+    return m, drive
+
+
+@case
+def class_attribute_read_via_super():
+    return _class_attr_case(KViaSuper)
+
+
+@case
+def class_attribute_via_getattr_type():
+    return _class_attr_case(KViaGetattrType)
+
+
+def kw_helper(x, *, k=2.0):
+    return x * k
+
+
+@case
+def kwdefaults_changed():
+    def fn(x):
+        return kw_helper(x)
+
+    def drive(f, i):
+        kw_helper.__kwdefaults__ = {"k": [2.0, 5.0, 7.0][i]}
+        return f(torch.ones(1))
+    kw_helper.__kwdefaults__ = {"k": 2.0}
+    return fn, drive
+
+
+def _uses_max(x):
+    return x * max(2.0, 1.0)
+
+
+@case
+def builtin_shadowed_by_global_later():
+    g = globals()
+
+    def drive(f, i):
+        if i == 0:
+            g.pop("max", None)
+        else:
+            g["max"] = lambda a, b: float(i + 4)
+        try:
+            return f(torch.ones(1))
+        finally:
+            g.pop("max", None)
+    g.pop("max", None)
+    return _uses_max, drive
+
+
 _IMPORT = "F4: attributes of a module imported inside the function are not guarded (constant-folded)"
 _METHOD = "F1b: property / __call__ looked up through the class are not guarded: stale after patching"
 XFAIL = {
     "property_replaced_on_class": _METHOD,
     "module_attribute_read_via_import_inside": _IMPORT,
+    "class_attribute_read_via_super": "F6: class attributes read through super() are not guarded (stale)",
+    "class_attribute_via_getattr_type": "F6: class attributes read through getattr(type(self), name) are not guarded",
+    "kwdefaults_changed": "F7: __kwdefaults__ of inlined functions are not guarded",
+    "builtin_shadowed_by_global_later": "F8: a global shadowing a builtin after the first call is not seen",
     "class_attribute_read_via_type_of_self": "F5: attributes read through type(obj) are not guarded (stale)",
     "module_attribute_from_import_inside": _IMPORT,
     "module_attribute_written_via_import_inside": _IMPORT,
