@@ -549,6 +549,100 @@ def submodule_overrides_dunder_call():
     return m, lambda f, i: f(torch.ones(1)), lambda: m.inner.n
 
 
+class GradCamNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(3, 3)
+        self.fc2 = nn.Linear(3, 1)
+        self.grads = []
+        self.act = None
+
+    def forward(self, x):
+        h = self.fc1(x).relu()
+        h.register_hook(lambda g: self.grads.append(g.clone()))
+        self.act = h
+        h.retain_grad()
+        return self.fc2(h).sum()
+
+
+@case
+def tensor_hook_and_retain_grad_in_forward():
+    m = GradCamNet()
+
+    def drive(f, i):
+        m.grads.clear()
+        y = f(torch.ones(1, 3) * (i + 1))
+        y.backward()
+        return y, list(m.grads), m.act.grad
+    return m, drive
+
+
+class ClipGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(-1, 1)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * (x.abs() <= 1)
+
+
+@case
+def custom_autograd_function():
+    def fn(x):
+        return ClipGrad.apply(x * 2).sum()
+
+    def drive(f, i):
+        x = torch.tensor([0.2, 0.9, -3.0 * i], requires_grad=True)
+        y = f(x)
+        y.backward()
+        return y, x.grad
+    return fn, drive
+
+
+@case
+def gradient_penalty_autograd_grad():
+    m = nn.Linear(2, 2)
+
+    def fn(x):
+        x = x.requires_grad_(True)
+        y = m(x).sum()
+        g, = torch.autograd.grad(y, x, create_graph=True)
+        return g.pow(2).sum()
+
+    def drive(f, i):
+        m.zero_grad()
+        gp = f(torch.ones(1, 2) * (i + 1))
+        gp.backward()
+        return gp, m.weight.grad
+    return fn, drive
+
+
+class FailsLate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+        self.n = 0
+        self.log = []
+
+    def forward(self, x, idx):
+        self.count += 1
+        x.mul_(2)
+        self.n += 1
+        self.log.append(self.n)
+        return x[idx]
+
+
+@case
+def inplace_updates_then_op_fails_in_graph():
+    m = FailsLate()
+    x = torch.ones(2)
+    idx = [torch.tensor(0), torch.tensor(5), torch.tensor(1)]
+    return m, lambda f, i: f(x, idx[i]), lambda: (m.count.clone(), x.clone(), m.n, list(m.log))
+
+
 XFAIL = {
     "submodule_overrides_dunder_call": "H2: calling a submodule skips its class's __call__ override",
     "module_with_own_setattr": "H1: STORE_ATTR on a module ignores a user __setattr__ override inside the trace",
