@@ -2,6 +2,7 @@
 ints and on tensors), long call chains, generators, closures (late binding), lambdas,
 functools.partial / reduce / wraps / lru_cache, classmethods, staticmethods, properties, callable
 objects, bound methods stored on other objects, *args/**kwargs forwarding, diamond super()."""
+import collections
 import functools
 import operator
 
@@ -414,6 +415,50 @@ def itertools_chain_islice_accumulate_product():
         return a, b, c, d
     xs = [torch.ones(2), -torch.ones(2), torch.arange(2.0)]
     return fn, lambda f, i: f(xs[: i + 1])
+
+
+@case
+def match_statement_on_config_and_shape():
+    def fn(x, mode):
+        match mode:
+            case "relu":
+                y = x.relu()
+            case "scale" | "mul":
+                y = x * 2
+            case _:
+                y = x
+        match y.shape:
+            case (b, c, h, w):
+                return y.mean((2, 3)), (b, c)
+            case (b, c):
+                return y, (b, c)
+            case _:
+                return y, None
+    args = [(-torch.ones(1, 2, 3, 3), "relu"), (torch.ones(2, 3), "mul"), (torch.ones(3), "other")]
+    return fn, lambda f, i: f(*args[i])
+
+
+@case
+def match_mapping_and_class_patterns():
+    Pt = collections.namedtuple("Pt", ["a", "b"])
+
+    def fn(x, cfg, p):
+        match cfg:
+            case {"act": "gelu", **rest}:
+                x, extra = F.gelu(x), rest
+            case {"act": a}:
+                extra = a
+            case _:
+                extra = None
+        match p:
+            case Pt(a=0, b=b):
+                return x * b, extra
+            case Pt(a, b) if a > b:
+                return x * a, extra
+            case _:
+                return x, extra
+    args = [({"act": "gelu", "p": 1}, Pt(0, 3)), ({"act": "relu"}, Pt(5, 1)), ({}, Pt(1, 5))]
+    return fn, lambda f, i: f(torch.ones(2), *args[i])
 
 
 _DEEP = "G2: recursion deeper than 64 inlined calls raises dynamo.Unsupported instead of breaking"
