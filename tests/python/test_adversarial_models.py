@@ -643,6 +643,86 @@ def inplace_updates_then_op_fails_in_graph():
     return m, lambda f, i: f(x, idx[i]), lambda: (m.count.clone(), x.clone(), m.n, list(m.log))
 
 
+class Conv1D(nn.Module):
+    """GPT-2's Conv1D (transformers.pytorch_utils)."""
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.02)
+        self.bias = nn.Parameter(torch.zeros(nf))
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        x = x.view(size_out)
+        return x
+
+
+class BertSelfAttention(nn.Module):
+    """The shape of transformers' BertSelfAttention + embeddings' position_ids buffer."""
+    def __init__(self, hidden=8, heads=2, max_pos=16):
+        super().__init__()
+        self.num_attention_heads = heads
+        self.attention_head_size = hidden // heads
+        self.all_head_size = hidden
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = Conv1D(hidden, hidden)
+        self.dropout = nn.Dropout(0.1)
+        self.pos = nn.Embedding(max_pos, hidden)
+        self.register_buffer("position_ids", torch.arange(max_pos).expand((1, -1)), persistent=False)
+
+    def transpose_for_scores(self, x):
+        new_x_shape = x.size()[:-1] + (self.num_attention_heads, self.attention_head_size)
+        x = x.view(new_x_shape)
+        return x.permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, past_key_value=None,
+                output_attentions=False):
+        past_length = past_key_value[0].shape[2] if past_key_value is not None else 0
+        seq_length = hidden_states.size(1)
+        position_ids = self.position_ids[:, past_length: seq_length + past_length]
+        hidden_states = hidden_states + self.pos(position_ids)
+        query_layer = self.transpose_for_scores(self.query(hidden_states))
+        key_layer = self.transpose_for_scores(self.key(hidden_states))
+        value_layer = self.transpose_for_scores(self.value(hidden_states))
+        if past_key_value is not None:
+            key_layer = torch.cat([past_key_value[0], key_layer], dim=2)
+            value_layer = torch.cat([past_key_value[1], value_layer], dim=2)
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        if attention_mask is not None:
+            extended = attention_mask[:, None, None, :].to(dtype=attention_scores.dtype)
+            extended = (1.0 - extended) * torch.finfo(attention_scores.dtype).min
+            attention_scores = attention_scores + extended
+        attention_probs = nn.functional.softmax(attention_scores, dim=-1)
+        attention_probs = self.dropout(attention_probs)
+        if head_mask is not None:
+            attention_probs = attention_probs * head_mask
+        context_layer = torch.matmul(attention_probs, value_layer)
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        new_context_layer_shape = context_layer.size()[:-2] + (self.all_head_size,)
+        context_layer = context_layer.view(new_context_layer_shape)
+        outputs = (context_layer, attention_probs) if output_attentions else (context_layer,)
+        return outputs + ((key_layer, value_layer),)
+
+
+@case
+def hf_bert_self_attention_with_cache_and_masks():
+    m = BertSelfAttention()
+    h = torch.randn(2, 3, 8)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+
+    def drive(f, i):
+        m.train(i == 2)
+        m.zero_grad()
+        out = f(h, attention_mask=mask, output_attentions=(i == 1))
+        nxt = f(h[:, :1], past_key_value=out[-1], output_attentions=True)
+        (out[0].sum() + nxt[0].sum()).backward()
+        return out, nxt, m.query.weight.grad, m.value.weight.grad
+    return m, drive
+
+
 XFAIL = {
     "submodule_overrides_dunder_call": "H2: calling a submodule skips its class's __call__ override",
     "module_with_own_setattr": "H1: STORE_ATTR on a module ignores a user __setattr__ override inside the trace",
