@@ -362,6 +362,55 @@ def module_tracking_best_loss_via_item():
     return m, lambda f, i: f(xs[i]), lambda: (list(m.losses), m.best)
 
 
-@pytest.mark.parametrize("case", params(CASES, {}))
+@case
+def list_grows_while_iterated():
+    def fn(x, limit):
+        queue = [x]
+        for t in queue:
+            if len(queue) < limit:
+                queue.append(t * 2)
+        return len(queue), torch.stack(queue)
+    return fn, lambda f, i: f(torch.ones(1), 3 + i)
+
+
+@case
+def list_shrinks_while_iterated():
+    def fn(lst):
+        n = 0
+        for t in lst:
+            lst.pop()
+            n += 1
+        return n, len(lst)
+    return fn, lambda f, i: f([torch.ones(1)] * (4 + i))
+
+
+@case
+def iterator_made_before_append():
+    def fn(x, lst):
+        it = iter(lst)
+        lst.append(x)
+        return [t * 2 for t in it]
+    return fn, lambda f, i: f(torch.ones(1), [torch.zeros(1)] * (i + 1))
+
+
+@case
+def dict_grows_while_iterated():
+    def fn(x, d):
+        for k in d:
+            d[k + "_x"] = x
+        return d
+    return fn, lambda f, i: f(torch.ones(1), {"a": 1})
+
+
+_SNAP = "I1: iterating a list the loop mutates walks a snapshot (compiled loop length fixed at GET_ITER)"
+XFAIL = {
+    "list_grows_while_iterated": _SNAP,
+    "list_shrinks_while_iterated": _SNAP,
+    "iterator_made_before_append": _SNAP,
+    "dict_grows_while_iterated": "I1: dict changed size during iteration does not raise RuntimeError",
+}
+
+
+@pytest.mark.parametrize("case", params(CASES, XFAIL))
 def test_adversarial_breaks(case):
     check_case(case)
