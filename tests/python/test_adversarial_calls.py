@@ -461,6 +461,39 @@ def match_mapping_and_class_patterns():
     return fn, lambda f, i: f(torch.ones(2), *args[i])
 
 
+class TreeNode:
+    def __init__(self, val, children=()):
+        self.val = val
+        self.children = list(children)
+
+
+def make_tree(depth):
+    if depth == 0:
+        return TreeNode(torch.ones(1, 2))
+    return TreeNode(torch.ones(1, 2) * depth, [make_tree(depth - 1), make_tree(depth - 1)])
+
+
+class TreeNet(nn.Module):
+    """Recursive module over a Python tree (Tree-LSTM / recursive NN style)."""
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.visits = 0
+
+    def forward(self, node):
+        self.visits += 1
+        h = self.fc(node.val)
+        for c in node.children:
+            h = h + self(c)
+        return h.tanh()
+
+
+@case
+def recursive_module_over_python_tree():
+    m = TreeNet()
+    return m, lambda f, i: f(make_tree([2, 3, 2][i])), lambda: m.visits
+
+
 _DEEP = "G2: recursion deeper than 64 inlined calls raises dynamo.Unsupported instead of breaking"
 XFAIL = {
     "recursion_on_python_ints_depth_80": _DEEP,
