@@ -10,6 +10,7 @@ import contextlib
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from adversarial_harness import check_case, params, registry
 
@@ -439,7 +440,23 @@ def try_finally_op_fails_in_graph():
     return fn, lambda f, i: f(torch.ones(2), idx[i]), lambda: list(log)
 
 
+@case
+def torch_op_warning_count_and_line():
+    import warnings
+
+    def fn(x):
+        return F.softmax(x) * 2
+
+    def drive(f, i):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = f(torch.ones(2, 2) * i)
+        return out, [(str(x.message), x.category, x.lineno) for x in w if "dynamo" not in str(x.message)]
+    return fn, drive
+
+
 XFAIL = {
+    "torch_op_warning_count_and_line": "W1: torch warnings emitted at capture too, and attributed to the def line",
     "gather_bad_index_global_side_effect":
         "E1c: a global written before an op that fails when the graph runs is not written",
 }
