@@ -494,12 +494,7 @@ def recursive_module_over_python_tree():
     return m, lambda f, i: f(make_tree([2, 3, 2][i])), lambda: m.visits
 
 
-_DEEP = "G2: recursion deeper than 64 inlined calls raises dynamo.Unsupported instead of breaking"
-XFAIL = {
-    "recursion_on_python_ints_depth_80": _DEEP,
-    "recursion_on_tensors_depth_70": _DEEP,
-    "mutual_recursion_depth_80": _DEEP,
-}
+XFAIL = {}
 
 
 @pytest.mark.parametrize("case", params(CASES, XFAIL))
