@@ -544,6 +544,20 @@ def class_attribute_via_getattr_type():
     return _class_attr_case(KViaGetattrType)
 
 
+class KViaClassmethod(KBase):
+    @classmethod
+    def scale(cls):
+        return cls.k
+
+    def forward(self, x):
+        return x * self.scale()
+
+
+@case
+def class_attribute_read_in_classmethod():
+    return _class_attr_case(KViaClassmethod)
+
+
 def kw_helper(x, *, k=2.0):
     return x * k
 
@@ -588,6 +602,7 @@ XFAIL = {
     "module_attribute_read_via_import_inside": _IMPORT,
     "class_attribute_read_via_super": "F6: class attributes read through super() are not guarded (stale)",
     "class_attribute_via_getattr_type": "F6: class attributes read through getattr(type(self), name) are not guarded",
+    "class_attribute_read_in_classmethod": "F6: `cls.k` inside a classmethod called on self is not guarded (stale)",
     "kwdefaults_changed": "F7: __kwdefaults__ of inlined functions are not guarded",
     "builtin_shadowed_by_global_later": "F8: a global shadowing a builtin after the first call is not seen",
     "class_attribute_read_via_type_of_self": "F5: attributes read through type(obj) are not guarded (stale)",
