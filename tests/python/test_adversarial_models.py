@@ -723,6 +723,50 @@ def hf_bert_self_attention_with_cache_and_masks():
     return m, drive
 
 
+def detection_postprocess(boxes, scores, labels, score_thresh=0.3, nms_thresh=0.5, topk=3):
+    from torchvision.ops import boxes as box_ops
+    keep = scores > score_thresh
+    boxes, scores, labels = boxes[keep], scores[keep], labels[keep]
+    boxes = box_ops.clip_boxes_to_image(boxes, (10, 10))
+    keep = box_ops.remove_small_boxes(boxes, 1e-2)
+    boxes, scores, labels = boxes[keep], scores[keep], labels[keep]
+    keep = box_ops.batched_nms(boxes, scores, labels, nms_thresh)[:topk]
+    return {"boxes": boxes[keep], "scores": scores[keep], "labels": labels[keep]}
+
+
+@case
+def torchvision_detection_postprocess():
+    def make(n):
+        xy = torch.rand(n, 2) * 8
+        wh = torch.rand(n, 2) * 4
+        return torch.cat([xy, xy + wh], 1), torch.rand(n), torch.randint(0, 2, (n,))
+    sets = [make(8), make(5), make(12)]
+    return detection_postprocess, lambda f, i: f(*sets[i])
+
+
+class PyRandomDepth(nn.Module):
+    """Stochastic depth decided with Python's random module (common in research code)."""
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(2, 2) for _ in range(3))
+        self.taken = []
+
+    def forward(self, x):
+        import random
+        for j, b in enumerate(self.blocks):
+            if self.training and random.random() < 0.5:
+                self.taken.append(j)
+                continue
+            x = x + b(x)
+        return x
+
+
+@case(calls=4)
+def python_random_stochastic_depth():
+    m = PyRandomDepth()
+    return m, lambda f, i: f(torch.ones(1, 2)), lambda: list(m.taken)
+
+
 XFAIL = {
     "submodule_overrides_dunder_call": "H2: calling a submodule skips its class's __call__ override",
     "module_with_own_setattr": "H1: STORE_ATTR on a module ignores a user __setattr__ override inside the trace",
