@@ -558,6 +558,36 @@ def class_attribute_read_in_classmethod():
     return _class_attr_case(KViaClassmethod)
 
 
+class ActiveBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(2, 2) for _ in range(4))
+        self.active = range(0, 2)
+
+    def forward(self, x):
+        for i in self.active:
+            x = self.blocks[i](x)
+        return x
+
+
+@case
+def range_attribute_changed():
+    m = ActiveBlocks()
+
+    def drive(f, i):
+        m.active = [range(0, 2), range(0, 4), range(1, 3)][i]
+        return f(torch.ones(1, 2))
+    return m, drive
+
+
+@case
+def range_argument_changed():
+    def fn(x, r):
+        return x * sum(r), len(r)
+    rs = [range(3), range(4), range(1, 4)]
+    return fn, lambda f, i: f(torch.ones(1), rs[i])
+
+
 def kw_helper(x, *, k=2.0):
     return x * k
 
@@ -603,6 +633,8 @@ XFAIL = {
     "class_attribute_read_via_super": "F6: class attributes read through super() are not guarded (stale)",
     "class_attribute_via_getattr_type": "F6: class attributes read through getattr(type(self), name) are not guarded",
     "class_attribute_read_in_classmethod": "F6: `cls.k` inside a classmethod called on self is not guarded (stale)",
+    "range_attribute_changed": "F9: range values are not guarded (stale loop bounds)",
+    "range_argument_changed": "F9: range values are not guarded (stale loop bounds)",
     "kwdefaults_changed": "F7: __kwdefaults__ of inlined functions are not guarded",
     "builtin_shadowed_by_global_later": "F8: a global shadowing a builtin after the first call is not seen",
     "class_attribute_read_via_type_of_self": "F5: attributes read through type(obj) are not guarded (stale)",
