@@ -455,7 +455,33 @@ def torch_op_warning_count_and_line():
     return fn, drive
 
 
+def _tb_helper(x, idx):
+    y = x * 2
+    return y[idx]
+
+
+@case
+def traceback_points_at_failing_line():
+    import traceback
+
+    def fn(x, idx):
+        z = x + 1
+        if z.sum() > 0:
+            z = z * 3
+        return _tb_helper(z, idx)
+    idx = [torch.tensor(0), torch.tensor(5), torch.tensor(1)]
+
+    def drive(f, i):
+        try:
+            return f(torch.ones(2), idx[i])
+        except IndexError as e:
+            last = traceback.extract_tb(e.__traceback__)[-1]
+            return "IndexError", last.lineno, last.line
+    return fn, drive
+
+
 XFAIL = {
+    "traceback_points_at_failing_line": "W2: traceback of a graph runtime error points at the graph's first line",
     "torch_op_warning_count_and_line": "W1: torch warnings emitted at capture too, and attributed to the def line",
     "gather_bad_index_global_side_effect":
         "E1c: a global written before an op that fails when the graph runs is not written",
