@@ -767,6 +767,128 @@ def python_random_stochastic_depth():
     return m, lambda f, i: f(torch.ones(1, 2)), lambda: list(m.taken)
 
 
+class TinyViT(nn.Module):
+    """timm VisionTransformer shape: cls token, interpolated pos-embed, string pool config,
+    grad-checkpointing flag."""
+    def __init__(self, d=8, patch=4, depth=2):
+        super().__init__()
+        self.patch = patch
+        self.proj = nn.Conv2d(3, d, patch, patch)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        self.pos_embed = nn.Parameter(torch.randn(1, 1 + 4, d) * 0.02)  # trained for 2x2 patches
+        self.blocks = nn.Sequential(*[nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU())
+                                      for _ in range(depth)])
+        self.global_pool = "token"
+        self.grad_checkpointing = False
+        self.head = nn.Linear(d, 3)
+
+    def _pos_embed(self, x):
+        n = x.shape[1]
+        old = self.pos_embed.shape[1] - 1
+        pos = self.pos_embed
+        if n != old:
+            gs_old, gs_new = int(math.sqrt(old)), int(math.sqrt(n))
+            grid = pos[:, 1:].reshape(1, gs_old, gs_old, -1).permute(0, 3, 1, 2)
+            grid = F.interpolate(grid, size=(gs_new, gs_new), mode="bicubic", align_corners=False)
+            pos = torch.cat([pos[:, :1], grid.permute(0, 2, 3, 1).reshape(1, gs_new * gs_new, -1)], dim=1)
+        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1)
+        return x + pos
+
+    def forward(self, img):
+        x = self.proj(img).flatten(2).transpose(1, 2)
+        x = self._pos_embed(x)
+        if self.grad_checkpointing and not torch.jit.is_scripting():
+            from torch.utils.checkpoint import checkpoint_sequential
+            x = checkpoint_sequential(self.blocks, 2, x)
+        else:
+            x = self.blocks(x)
+        if self.global_pool == "avg":
+            x = x[:, 1:].mean(dim=1)
+        elif self.global_pool:
+            x = x[:, 0]
+        return self.head(x)
+
+
+@case
+def timm_vit_pos_embed_interpolation_and_config_strings():
+    m = TinyViT()
+
+    def drive(f, i):
+        m.global_pool = ["token", "avg", ""][i]
+        m.grad_checkpointing = i == 1
+        img = torch.randn(2, 3, 8 + 4 * i, 8 + 4 * i)
+        out = f(img)
+        out.sum().backward() if out.requires_grad else None
+        return out, m.cls_token.grad
+    return m, drive
+
+
+class UpBlock(nn.Module):
+    """milesial/Pytorch-UNet's Up: pad the upsampled map to the skip's size."""
+    def __init__(self, c):
+        super().__init__()
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+        self.conv = nn.Conv2d(2 * c, c, 3, padding=1)
+
+    def forward(self, x1, x2):
+        x1 = self.up(x1)
+        diffY = x2.size()[2] - x1.size()[2]
+        diffX = x2.size()[3] - x1.size()[3]
+        x1 = F.pad(x1, [diffX // 2, diffX - diffX // 2, diffY // 2, diffY - diffY // 2])
+        return self.conv(torch.cat([x2, x1], dim=1))
+
+
+class TinyUNet(nn.Module):
+    def __init__(self, c=2):
+        super().__init__()
+        self.inc = nn.Conv2d(1, c, 3, padding=1)
+        self.down = nn.MaxPool2d(2)
+        self.mid = nn.Conv2d(c, c, 3, padding=1)
+        self.up = UpBlock(c)
+
+    def forward(self, x):
+        skips = []
+        x = self.inc(x)
+        skips.append(x)
+        x = self.mid(self.down(x))
+        return self.up(x, skips.pop())
+
+
+@case
+def unet_skip_list_and_odd_size_padding():
+    m = TinyUNet()
+    sizes = [(8, 8), (9, 7), (8, 8)]
+    return m, lambda f, i: f(torch.randn(1, 1, *sizes[i]))
+
+
+class GreedyDecoder(nn.Module):
+    """Seq2seq greedy decoding: Python loop, .item() EOS check, break, list of tokens."""
+    def __init__(self, vocab=6, d=4, eos=0):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.cell = nn.GRUCell(d, d)
+        self.out = nn.Linear(d, vocab)
+        self.eos = eos
+
+    def forward(self, h, max_len=6, bos=1):
+        tok = torch.tensor([bos])
+        tokens = []
+        for _ in range(max_len):
+            h = self.cell(self.emb(tok), h)
+            tok = self.out(h).argmax(-1)
+            if tok.item() == self.eos:
+                break
+            tokens.append(tok.item())
+        return tokens, h
+
+
+@case
+def greedy_decode_loop_with_item_and_break():
+    m = GreedyDecoder()
+    hs = [torch.randn(1, 4) for _ in range(3)]
+    return m, lambda f, i: f(hs[i], max_len=4 + i)
+
+
 XFAIL = {
     "submodule_overrides_dunder_call": "H2: calling a submodule skips its class's __call__ override",
     "module_with_own_setattr": "H1: STORE_ATTR on a module ignores a user __setattr__ override inside the trace",
