@@ -368,6 +368,74 @@ def ordered_dict_subclass_items():
     return fn, lambda f, i: f(x + i)
 
 
+class LogitsProcessor:
+    def __call__(self, input_ids, scores):
+        raise NotImplementedError
+
+
+class TemperatureLogitsWarper(LogitsProcessor):
+    def __init__(self, t):
+        self.temperature = t
+
+    def __call__(self, input_ids, scores):
+        return scores / self.temperature
+
+
+class RepetitionPenaltyLogitsProcessor(LogitsProcessor):
+    def __init__(self, penalty):
+        self.penalty = penalty
+
+    def __call__(self, input_ids, scores):
+        score = torch.gather(scores, 1, input_ids)
+        score = torch.where(score < 0, score * self.penalty, score / self.penalty)
+        scores.scatter_(1, input_ids, score)
+        return scores
+
+
+class TopKLogitsWarper(LogitsProcessor):
+    def __init__(self, top_k, filter_value=-float("Inf")):
+        self.top_k = top_k
+        self.filter_value = filter_value
+
+    def __call__(self, input_ids, scores):
+        top_k = min(self.top_k, scores.size(-1))
+        indices_to_remove = scores < torch.topk(scores, top_k)[0][..., -1, None]
+        return scores.masked_fill(indices_to_remove, self.filter_value)
+
+
+class LogitsProcessorList(list):
+    """transformers.generation.LogitsProcessorList: a list subclass that is called."""
+    def __call__(self, input_ids, scores, **kwargs):
+        import inspect
+        for processor in self:
+            function_args = inspect.signature(processor.__call__).parameters
+            if len(function_args) > 2:
+                scores = processor(input_ids, scores, **kwargs)
+            else:
+                scores = processor(input_ids, scores)
+        return scores
+
+
+@case
+def hf_logits_processor_list_sampling_step():
+    def step(input_ids, scores, cfg):
+        procs = LogitsProcessorList()
+        if cfg.get("rep"):
+            procs.append(RepetitionPenaltyLogitsProcessor(cfg["rep"]))
+        if cfg.get("temp"):
+            procs.append(TemperatureLogitsWarper(cfg["temp"]))
+        if cfg.get("topk"):
+            procs.append(TopKLogitsWarper(cfg["topk"]))
+        scores = procs(input_ids, scores)
+        next_tokens = torch.multinomial(scores.softmax(-1), 1)
+        return torch.cat([input_ids, next_tokens], -1), len(procs), type(procs).__name__
+    cfgs = [{"rep": 1.2, "temp": 0.7, "topk": 3}, {"temp": 2.0}, {"topk": 2, "rep": 1.5}]
+
+    def drive(f, i):
+        return f(torch.tensor([[1, 2], [3, 3]]), torch.randn(2, 6), cfgs[i])
+    return step, drive
+
+
 XFAIL = {}
 
 
