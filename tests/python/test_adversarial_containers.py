@@ -442,3 +442,35 @@ XFAIL = {}
 @pytest.mark.parametrize("case", params(CASES, XFAIL))
 def test_adversarial_containers(case):
     check_case(case)
+
+
+class _SetattrOutput(OrderedDict):
+    def __setattr__(self, name, value):
+        if name in self.keys() and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+
+@pytest.mark.xfail(strict=True, reason="R1: guard on the bound method `self.keys` (new object per access) "
+                                        "recompiles on every call")
+def test_model_output_setattr_does_not_recompile_every_call():
+    import warnings
+
+    import dynamo
+    from capture_harness import Recorder
+
+    def fn(x):
+        o = _SetattrOutput(a=x)
+        o.a = x * 2
+        o.b = x * 3
+        return o
+    dynamo.reset()
+    cf = dynamo.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cf(torch.ones(1))
+        with Recorder() as rec:
+            for _ in range(3):
+                cf(torch.ones(1))
+    dynamo.reset()
+    assert rec.compiled == [], [(r["function"], r["reason"]) for r in rec.compiled][:3]
