@@ -163,3 +163,18 @@ def params(cases, xfail):
     return [pytest.param(c, id=c.name,
                          marks=[pytest.mark.xfail(strict=True, reason=xfail[c.name])] if c.name in xfail else [])
             for c in cases]
+
+
+def recompiles(fn, make_args, calls=3):
+    """Compiles fn, calls it once, then `calls` more times with equal fresh arguments; returns
+    the (function, reason) of every compile made by the later calls (none is expected)."""
+    dynamo.reset()
+    f = dynamo.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f(*make_args())
+        with Recorder() as rec:
+            for _ in range(calls):
+                f(*make_args())
+    dynamo.reset()
+    return [(r["function"], (r["reason"] or "").splitlines()[0]) for r in rec.compiled]

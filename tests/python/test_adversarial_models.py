@@ -898,3 +898,47 @@ XFAIL = {
 @pytest.mark.parametrize("case", params(CASES, XFAIL))
 def test_adversarial_models(case):
     check_case(case)
+
+
+_ID_GUARD = "R2: ID_MATCH guard on an object made fresh every call: recompiles every call"
+
+
+@pytest.mark.xfail(strict=True, reason=_ID_GUARD + " (autograd.Function.apply bound classmethod)")
+def test_custom_autograd_function_does_not_recompile_every_call():
+    from adversarial_harness import recompiles
+
+    def fn(x):
+        return ClipGrad.apply(x * 2).sum()
+    assert recompiles(fn, lambda: (torch.ones(3),)) == []
+
+
+@pytest.mark.xfail(strict=True, reason=_ID_GUARD + " (set.add bound C method)")
+def test_set_add_does_not_recompile_every_call():
+    from adversarial_harness import recompiles
+
+    def fn(x, seen):
+        seen.add(1)
+        return x * 2
+    seen = set()
+    assert recompiles(fn, lambda: (torch.ones(1), seen)) == []
+
+
+@pytest.mark.xfail(strict=True, reason=_ID_GUARD + " (a list made in the frame, aliased, passed to the resume function)")
+def test_aliased_local_list_across_break_does_not_recompile_every_call():
+    import io
+    from adversarial_harness import recompiles
+
+    def fn(x):
+        a = [x]
+        b = a
+        print("break", file=io.StringIO())
+        b.append(x + 1)
+        return len(a)
+    assert recompiles(fn, lambda: (torch.ones(1),)) == []
+
+
+def test_plain_model_does_not_recompile():
+    # the control: an ordinary module with a counter-free forward compiles once
+    from adversarial_harness import recompiles
+    m = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    assert recompiles(m, lambda: (torch.ones(1, 2),)) == []
