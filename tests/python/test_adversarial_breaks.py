@@ -402,11 +402,7 @@ def dict_grows_while_iterated():
     return fn, lambda f, i: f(torch.ones(1), {"a": 1})
 
 
-_SNAP = "I1: iterating a list the loop mutates walks a snapshot (compiled loop length fixed at GET_ITER)"
 XFAIL = {
-    "list_grows_while_iterated": _SNAP,
-    "list_shrinks_while_iterated": _SNAP,
-    "iterator_made_before_append": _SNAP,
     "dict_grows_while_iterated": "I1: dict changed size during iteration does not raise RuntimeError",
 }
 

@@ -889,10 +889,7 @@ def greedy_decode_loop_with_item_and_break():
     return m, lambda f, i: f(hs[i], max_len=4 + i)
 
 
-XFAIL = {
-    "submodule_overrides_dunder_call": "H2: calling a submodule skips its class's __call__ override",
-    "module_with_own_setattr": "H1: STORE_ATTR on a module ignores a user __setattr__ override inside the trace",
-}
+XFAIL = {}
 
 
 @pytest.mark.parametrize("case", params(CASES, XFAIL))

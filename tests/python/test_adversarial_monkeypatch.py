@@ -625,23 +625,14 @@ def builtin_shadowed_by_global_later():
     return _uses_max, drive
 
 
-_IMPORT = "F4: attributes of a module imported inside the function are not guarded (constant-folded)"
 _METHOD = "F1b: property / __call__ looked up through the class are not guarded: stale after patching"
 XFAIL = {
     "property_replaced_on_class": _METHOD,
-    "module_attribute_read_via_import_inside": _IMPORT,
-    "class_attribute_read_via_super": "F6: class attributes read through super() are not guarded (stale)",
-    "class_attribute_via_getattr_type": "F6: class attributes read through getattr(type(self), name) are not guarded",
     "class_attribute_read_in_classmethod": "F6: `cls.k` inside a classmethod called on self is not guarded (stale)",
     "range_attribute_changed": "F9: range values are not guarded (stale loop bounds)",
     "range_argument_changed": "F9: range values are not guarded (stale loop bounds)",
-    "kwdefaults_changed": "F7: __kwdefaults__ of inlined functions are not guarded",
     "builtin_shadowed_by_global_later": "F8: a global shadowing a builtin after the first call is not seen",
-    "class_attribute_read_via_type_of_self": "F5: attributes read through type(obj) are not guarded (stale)",
-    "module_attribute_from_import_inside": _IMPORT,
-    "module_attribute_written_via_import_inside": _IMPORT,
     "dunder_call_replaced_on_class": _METHOD,
-    "default_dtype_changed_between_calls": "F3: no guard on torch.get_default_dtype(): dtype facts of factory results stale",
     "torch_function_monkeypatched_in_module_namespace":
         "F2: functions read from torch modules (F.softplus) are not guarded: stale after patching",
 }
