@@ -625,9 +625,43 @@ def builtin_shadowed_by_global_later():
     return _uses_max, drive
 
 
+@case
+def full_backward_hook_added_after_first_call():
+    m = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    log = []
+
+    def drive(f, i):
+        if i == 1:
+            m[0].register_full_backward_hook(lambda mod, gin, gout: log.append(("bw", gout[0].shape)))
+        out = f(torch.ones(1, 2))
+        out.sum().backward()
+        return out, list(log)
+    return m, drive
+
+
+@case
+def global_forward_hook_sees_wrapper():
+    from torch.nn.modules import module as modmod
+    m = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+
+    def drive(f, i):
+        log = []
+        h = modmod.register_module_forward_hook(lambda mod, inp, out: log.append(type(mod).__name__))
+        h2 = modmod.register_module_forward_hook(lambda mod, inp, out: out * 10) if i == 2 else None
+        try:
+            return f(torch.ones(1, 2)), log
+        finally:
+            h.remove()
+            if h2 is not None:
+                h2.remove()
+    return m, drive
+
+
 _METHOD = "F1b: property / __call__ looked up through the class are not guarded: stale after patching"
 XFAIL = {
     "property_replaced_on_class": _METHOD,
+    "full_backward_hook_added_after_first_call": "H4: backward hooks added after the first call are not guarded (never run)",
+    "global_forward_hook_sees_wrapper": "H5: global module hooks fire for the OptimizedModule wrapper too",
     "class_attribute_read_in_classmethod": "F6: `cls.k` inside a classmethod called on self is not guarded (stale)",
     "range_attribute_changed": "F9: range values are not guarded (stale loop bounds)",
     "range_argument_changed": "F9: range values are not guarded (stale loop bounds)",
