@@ -889,6 +889,81 @@ def greedy_decode_loop_with_item_and_break():
     return m, lambda f, i: f(hs[i], max_len=4 + i)
 
 
+class RopeCache(nn.Module):
+    """Rotary-embedding style table cache keyed by (length, dtype); returns the cached tensors."""
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+        self.builds = 0
+
+    def _table(self, n, dtype):
+        key = (n, dtype)
+        if key not in self.cache:
+            self.builds += 1
+            t = torch.arange(n, dtype=dtype)[:, None] * torch.arange(1, 3, dtype=dtype)
+            self.cache[key] = (t.sin(), t.cos())
+        return self.cache[key]
+
+    def forward(self, x):
+        sin, cos = self._table(x.shape[-2], x.dtype)
+        return x * cos + x.flip(-1) * sin, sin
+
+
+@case(calls=5)
+def cache_dict_keyed_by_length_and_dtype():
+    m = RopeCache()
+    keys = [(3, torch.float32), (3, torch.float32), (4, torch.float32), (3, torch.float64), (3, torch.float32)]
+
+    def drive(f, i):
+        n, dt = keys[i]
+        out, sin = f(torch.ones(1, n, 2, dtype=dt))
+        return out, sin is m.cache[(n, dt)][0], m.builds, list(m.cache.keys())
+    return m, drive
+
+
+class ShapeKeyedAccumulator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        key = x.shape
+        if key not in self.cache:
+            self.cache[key] = torch.zeros(key)
+        buf = self.cache[key]
+        buf.add_(x)
+        return buf
+
+
+@case(calls=4)
+def buffers_cached_by_torch_size_accumulated_in_place():
+    m = ShapeKeyedAccumulator()
+    shapes = [(2,), (2,), (3,), (2,)]
+
+    def drive(f, i):
+        out = f(torch.ones(shapes[i]))
+        return out.clone(), out is m.cache[torch.Size(shapes[i])], len(m.cache)
+    return m, drive
+
+
+class LazyProj(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = None
+
+    def forward(self, x):
+        if self.proj is None:
+            self.proj = nn.Linear(x.shape[-1], 2)
+        return self.proj(x)
+
+
+@case
+def lazy_submodule_created_in_forward():
+    m = LazyProj()
+    xs = [torch.ones(1, 3), torch.ones(1, 3), torch.ones(2, 3)]
+    return m, lambda f, i: f(xs[i]), lambda: [n for n, _ in m.named_parameters()]
+
+
 XFAIL = {}
 
 
