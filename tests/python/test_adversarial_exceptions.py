@@ -480,6 +480,62 @@ def traceback_points_at_failing_line():
     return fn, drive
 
 
+@contextlib.contextmanager
+def _timer(log, name):
+    log.append(("start", name))
+    try:
+        yield len(log)
+    finally:
+        log.append(("end", name))
+
+
+@contextlib.contextmanager
+def _swallow(log):
+    try:
+        yield
+    except IndexError:
+        log.append("swallowed")
+
+
+@case
+def generator_context_manager_with_graph_error():
+    log = []
+
+    def fn(x, idx):
+        with _timer(log, "a") as n:
+            y = x[idx] * n
+        with _timer(log, "b"):
+            z = y + 1
+        return z
+    idx = [torch.tensor(0), torch.tensor(5), torch.tensor(1)]
+    return fn, lambda f, i: f(torch.ones(2), idx[i]), lambda: list(log)
+
+
+@case
+def generator_context_manager_swallows_graph_error():
+    log = []
+
+    def fn(x, idx):
+        y = x * 0
+        with _swallow(log):
+            y = x[idx]
+        return y
+    idx = [torch.tensor(0), torch.tensor(5), torch.tensor(1)]
+    return fn, lambda f, i: f(torch.ones(2), idx[i]), lambda: list(log)
+
+
+@case
+def exit_stack_callbacks():
+    log = []
+
+    def fn(x):
+        with contextlib.ExitStack() as st:
+            st.callback(log.append, "cb")
+            y = x * 2
+        return y
+    return fn, lambda f, i: f(torch.ones(1) * i), lambda: list(log)
+
+
 XFAIL = {
     "traceback_points_at_failing_line": "W2: traceback of a graph runtime error points at the graph's first line",
     "torch_op_warning_count_and_line": "W1: torch warnings emitted at capture too, and attributed to the def line",
