@@ -436,7 +436,20 @@ def hf_logits_processor_list_sampling_step():
     return step, drive
 
 
-XFAIL = {}
+@case
+def returned_zip_and_reversed_iterators():
+    def pairs(x):
+        return zip(["a", "b"], x.unbind(0)), reversed([x, x * 2]), map(torch.neg, [x]), enumerate([x])
+
+    def drive(f, i):
+        z, r, m, e = f(torch.ones(2, 2) * i)
+        return [type(v).__name__ for v in (z, r, m, e)], next(z), list(r), list(m), list(e)
+    return pairs, drive
+
+
+XFAIL = {
+    "returned_zip_and_reversed_iterators": "A2: returned zip / reversed iterators come back as lists",
+}
 
 
 @pytest.mark.parametrize("case", params(CASES, XFAIL))
