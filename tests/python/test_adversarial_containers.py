@@ -453,7 +453,8 @@ def next_on_zip_and_reversed_made_in_frame():
         pairs = zip([x, x * 2], ["a", "b"])
         first = next(pairs)
         it = reversed([x, x + 1])
-        return first, [n for _, n in pairs], next(it) * 2, list(it)
+        en = enumerate([x * 3, x * 4])
+        return first, [n for _, n in pairs], next(it) * 2, list(it), next(en), list(en)
     return fn, lambda f, i: f(torch.ones(1) * i)
 
 
