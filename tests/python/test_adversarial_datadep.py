@@ -5,7 +5,6 @@ data_ptr, storage_offset)."""
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from adversarial_harness import check_case, params, registry
 
