@@ -392,7 +392,14 @@ def imported_modules(source_dir):
             collector = _ImportCollector()
             collector.visit(tree)
             rel = os.path.relpath(path, source_dir)
+            # A module the file makes itself (written to a temporary directory or put into
+            # sys.modules under a name spelled in the file) is no dependency.
+            made_here = {n.value.split(".")[0] for n in ast.walk(tree)
+                         if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+            made_here |= {m[:-3] for m in made_here if m.endswith(".py")}
             for name, line in collector.found.items():
+                if name in made_here and importlib.util.find_spec(name) is None:
+                    continue
                 found.setdefault(name, f"{rel}:{line}")
     return found
 

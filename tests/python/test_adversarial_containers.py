@@ -476,8 +476,6 @@ class _SetattrOutput(OrderedDict):
         super().__setattr__(name, value)
 
 
-@pytest.mark.xfail(strict=True, reason="R1: guard on the bound method `self.keys` (new object per access) "
-                                        "recompiles on every call")
 def test_model_output_setattr_does_not_recompile_every_call():
     import warnings
 

@@ -539,8 +539,6 @@ def exit_stack_callbacks():
 XFAIL = {
     "traceback_points_at_failing_line": "W2: traceback of a graph runtime error points at the graph's first line",
     "torch_op_warning_count_and_line": "W1: torch warnings emitted at capture too, and attributed to the def line",
-    "gather_bad_index_global_side_effect":
-        "E1c: a global written before an op that fails when the graph runs is not written",
 }
 
 

@@ -975,7 +975,6 @@ def test_adversarial_models(case):
 _ID_GUARD = "R2: ID_MATCH guard on an object made fresh every call: recompiles every call"
 
 
-@pytest.mark.xfail(strict=True, reason=_ID_GUARD + " (autograd.Function.apply bound classmethod)")
 def test_custom_autograd_function_does_not_recompile_every_call():
     from adversarial_harness import recompiles
 
@@ -984,7 +983,6 @@ def test_custom_autograd_function_does_not_recompile_every_call():
     assert recompiles(fn, lambda: (torch.ones(3),)) == []
 
 
-@pytest.mark.xfail(strict=True, reason=_ID_GUARD + " (set.add bound C method)")
 def test_set_add_does_not_recompile_every_call():
     from adversarial_harness import recompiles
 

@@ -317,7 +317,20 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
         spec.effects.push_back(std::move(p));
         break;
       }
-      case SideEffect::Kind::kGlobal:
+      case SideEffect::Kind::kGlobal: {
+        // Replayed by the CompiledGraph on the frame's globals dict, in program order with the
+        // other effects (so a write before a node that raises still happens, as in eager).
+        bool later = false;
+        for (size_t j = k + 1; j < ctx.effects.size(); ++j)
+          if (ctx.effects[j].kind == e.kind && ctx.effects[j].name == e.name) later = true;
+        ValueRef globalsDict = makeObject(ctx.frame().globals, Source::object(ctx.frame().globals, "globals()"));
+        planner.keep(globalsDict);
+        EffectPlan p{EffectPlan::Kind::kSetItem, planner.plan(globalsDict), e.name, planner.plan(e.value)};
+        p.bodyBefore = e.bodyBefore;
+        p.final = !later;
+        spec.effects.push_back(std::move(p));
+        break;
+      }
       case SideEffect::Kind::kCell: {
         bool later = false;
         for (size_t j = k + 1; j < ctx.effects.size(); ++j)
@@ -325,9 +338,7 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
             later = true;
         if (later) break;
         spec.results.push_back(planner.plan(e.value));
-        out.stores.push_back({e.kind == SideEffect::Kind::kGlobal ? OutputPlan::Store::Kind::kGlobal
-                                                                  : OutputPlan::Store::Kind::kDeref,
-                              e.slot, e.name});
+        out.stores.push_back({OutputPlan::Store::Kind::kDeref, e.slot, e.name});
         break;
       }
     }
@@ -348,13 +359,12 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
     // Effects in spec order match the SideEffects that made them (setattr and contents only).
     std::vector<const SideEffect*> made;
     for (const SideEffect& e : ctx.effects)
-      if (e.kind == SideEffect::Kind::kSetAttr || e.kind == SideEffect::Kind::kListContents ||
-          e.kind == SideEffect::Kind::kDictContents)
-        made.push_back(&e);
+      if (e.kind != SideEffect::Kind::kCell) made.push_back(&e);
     for (size_t k = 0; k < spec.effects.size(); ++k) {
       if (spec.effects[k].kind == EffectPlan::Kind::kSetAttr) continue;
       for (size_t j = k + 1; j < spec.effects.size(); ++j)
-        if (spec.effects[j].kind == spec.effects[k].kind && made[j]->target == made[k]->target) {
+        if (spec.effects[j].kind == spec.effects[k].kind && made[j]->target == made[k]->target &&
+            made[j]->name == made[k]->name) {
           spec.effects[k].nextSameTarget = static_cast<int>(j);
           break;
         }

@@ -221,7 +221,29 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
   // Everything else is known exactly: modules, functions, classes, user objects.
   v = makeObject(obj, source);
   if (source && guarded) {
-    if (PyFunction_Check(obj)) {
+    if (PyRange_Check(obj)) {
+      // A range is its bounds (a new range object each call is the same value).
+      guard(source, makeTypeMatch(obj));
+      for (const char* part : {"start", "stop", "step"}) {
+        PyObjectRef b = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, part)));
+        if (PyLong_CheckExact(b.get())) guard(Source::attr(source, part), makeEqualsMatch(b.get()));
+      }
+      v->idGuarded = true;  // its value is fully guarded: safe to fold
+    } else if (PyMethod_Check(obj)) {
+      // A bound method is made anew by each attribute read: guard what it is made of (the
+      // function and, through its own source when called, the receiver), never its identity.
+      guard(source, makeTypeMatch(obj));
+      guard(Source::attr(source, "__func__"), makeIdMatch(PyMethod_GET_FUNCTION(obj)));
+    } else if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != nullptr &&
+               !PyModule_Check(PyCFunction_GET_SELF(obj))) {
+      // A builtin method bound to an object (s.add, d.append): which method is fixed by its name
+      // and its receiver's type.
+      guard(source, makeTypeMatch(obj));
+      PyObjectRef name = PyObjectRef::steal(PyObject_GetAttrString(obj, "__name__"));
+      PyErr_Clear();
+      if (name && PyUnicode_CheckExact(name.get())) guard(Source::attr(source, "__name__"), makeEqualsMatch(name.get()));
+      guard(Source::attr(source, "__self__"), makeTypeMatch(PyCFunction_GET_SELF(obj)));
+    } else if (PyFunction_Check(obj)) {
       // A function is its code, closure and defaults: guard the code here; closure contents and
       // defaults are guarded where the inlined call reads them. Functions made anew on each call
       // (closures passed to resume functions) then keep their cache entry.

@@ -182,9 +182,17 @@ int applyEffect(const EffectPlan& e, PyObject* outputs, const Fetched& fetched, 
   PyObject* target = build(e.target, outputs, fetched, memo);  // new ref
   if (target == nullptr) return -1;
   int rc = 0;
-  if (e.kind == EffectPlan::Kind::kSetAttr) {
+  if (e.kind == EffectPlan::Kind::kSetAttr || e.kind == EffectPlan::Kind::kSetItem) {
     PyObject* value = build(e.value, outputs, fetched, memo);  // new ref
-    rc = value ? PyObject_SetAttrString(target, e.name.c_str(), value) : -1;
+    if (value == nullptr) {
+      rc = -1;
+    } else if (e.kind == EffectPlan::Kind::kSetAttr) {
+      rc = PyObject_SetAttrString(target, e.name.c_str(), value);
+    } else {
+      PyObject* key = PyUnicode_FromString(e.name.c_str());  // new ref
+      rc = key ? PyObject_SetItem(target, key, value) : -1;
+      Py_XDECREF(key);
+    }
     Py_XDECREF(value);
   } else {
     PyObject* value = build(e.value, outputs, fetched, memo);  // new ref: the new contents

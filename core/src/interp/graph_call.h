@@ -43,10 +43,10 @@ struct OutPlan {
 
 /// A side effect replayed after the graph.
 struct EffectPlan {
-  enum class Kind { kSetAttr, kListContents, kDictContents };
+  enum class Kind { kSetAttr, kListContents, kDictContents, kSetItem };
   Kind kind;
   OutPlan target;
-  std::string name;
+  std::string name;          ///< kSetAttr: the attribute; kSetItem: the str key (a global's name)
   OutPlan value;
   size_t bodyBefore = 0;     ///< graph call nodes that precede it in program order
   bool final = true;         ///< applied after a successful run (contents: the last change)

@@ -172,6 +172,8 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
       }
     }
     if (PyObject_TypeCheck(classAttr, &PyProperty_Type)) {
+      if (v->source)  // P.s = property(...) later recompiles
+        ctx.guard(Source::attr(Source::object(type, std::string(Py_TYPE(obj)->tp_name)), name), makeIdMatch(classAttr));
       PyObjectRef fget = PyObjectRef::steal(checkPy(PyObject_GetAttrString(classAttr, "fget")));
       if (PyFunction_Check(fget.get())) return callValue(tr, makeObject(fget.get()), {v}, {});
       ctx.breakHere(BreakKind::kUnsupportedAttribute, "property ." + name + " implemented in C");
@@ -183,7 +185,10 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     }
     if (tn == "classmethod") {
       PyObjectRef f = PyObjectRef::steal(checkPy(PyObject_GetAttrString(classAttr, "__func__")));
-      return methodOf(makeObject(type), f.get());
+      // cls is the object's class, reached as obj.__class__ so that cls.k is guarded.
+      ValueRef cls = makeObject(type, v->source ? Source::attr(v->source, "__class__") : Source{});
+      cls->idGuarded = static_cast<bool>(v->source);
+      return methodOf(cls, f.get());
     }
   }
   PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(obj, name.c_str()));

@@ -863,8 +863,13 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
   PyObjectRef call = PyObjectRef::steal(PyObject_GetAttrString((PyObject*)Py_TYPE(fn), "__call__"));
   PyErr_Clear();
   if (call && PyFunction_Check(call.get())) {
+    Source callSource;
+    if (fnValue->source) {  // Cl.__call__ = ... later recompiles
+      callSource = Source::attr(Source::object((PyObject*)Py_TYPE(fn), Py_TYPE(fn)->tp_name), "__call__");
+      ctx.guard(callSource, makeIdMatch(call.get()));
+    }
     args.insert(args.begin(), fnValue);
-    return inlineFunction(tr, call.get(), Source{}, std::move(args), std::move(kwargs));
+    return inlineFunction(tr, call.get(), callSource, std::move(args), std::move(kwargs));
   }
   unsupportedCall(ctx, fn, "");
 }
