@@ -459,8 +459,6 @@ def next_on_zip_and_reversed_made_in_frame():
 
 
 XFAIL = {
-    "next_on_zip_and_reversed_made_in_frame": "A3: zip/reversed made in the frame are modelled as lists: next() raises TypeError",
-    "returned_zip_and_reversed_iterators": "A2: returned zip / reversed iterators come back as lists",
 }
 
 

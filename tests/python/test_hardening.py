@@ -692,3 +692,23 @@ def test_dtype_queries_are_constants():
 
     for x in (X, torch.arange(3)):
         assert same(dynamo.compile(f, fullgraph=True)(x), f(x))
+
+
+def test_containers_appended_twice_to_an_input_list():
+    def f(x, result):
+        result.append([x])
+        result.append({"a": x * 2})
+        return x + 1
+
+    e_out, c_out = [], []
+    compiled = dynamo.compile(f)
+    assert same(compiled(X, c_out), f(X, e_out)) and same(c_out, e_out)
+
+
+def test_has_torch_function_is_a_constant_for_plain_tensors():
+    def g(x):
+        if torch.overrides.has_torch_function((x,)):
+            return x - 1
+        return x + 1
+
+    assert same(dynamo.compile(g, fullgraph=True)(X), g(X))

@@ -150,7 +150,7 @@ class Planner {
           p.obj = v->real;
           return p;
         }
-        {
+        if (!noMemo_) {
           // A container made during the trace: built once, referenced wherever it appears again.
           auto seen = memoOf_.find(v.get());
           if (seen != memoOf_.end()) {
@@ -203,6 +203,10 @@ class Planner {
   }
 
   std::vector<NodeRef> outputs;
+  /// While set, containers made during the trace are planned in full every time (no memo
+  /// slots): for values only a failed run builds, so a successful run never meets a reference
+  /// to a slot it did not fill.
+  void setNoMemo(bool on) { noMemo_ = on; }
   /// Values made for planning only: kept alive so their addresses stay unique in memoOf_.
   void keep(ValueRef v) { keepAlive_.push_back(std::move(v)); }
 
@@ -220,6 +224,7 @@ class Planner {
   std::unordered_map<Source, int, SourceHash> fetchIndex_;
   std::unordered_map<const Value*, int> memoOf_;
   std::vector<ValueRef> keepAlive_;
+  bool noMemo_ = false;
 };
 
 // A function made in the frame, rebuilt from its code, the frame's cells and constant defaults.
@@ -309,9 +314,11 @@ OutputPlan planOutputs(CompileContext& ctx, Tracer& root, const ValueRef& return
         for (size_t j = k + 1; j < ctx.effects.size(); ++j)
           if (ctx.effects[j].kind == e.kind && ctx.effects[j].target == e.target) later = true;
         planner.keep(e.snapshot);
+        planner.setNoMemo(later);  // a non-final snapshot is built only by a failed run
         EffectPlan p{e.kind == SideEffect::Kind::kListContents ? EffectPlan::Kind::kListContents
                                                                 : EffectPlan::Kind::kDictContents,
                      planner.plan(e.target), "", planner.plan(e.snapshot)};
+        planner.setNoMemo(false);
         p.bodyBefore = e.bodyBefore;
         p.final = !later;
         spec.effects.push_back(std::move(p));

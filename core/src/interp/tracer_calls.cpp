@@ -620,7 +620,7 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
       PyObjectRef idx = PyObjectRef::steal(PyLong_FromLong(i++));
       out.push_back(makeTuple({makeConst(idx.get()), item}));
     }
-    return makeList(std::move(out));
+    return makeIterator(nullptr, std::move(out));  // an iterator, as in Python (next() works)
   }
   if (name == "zip") {
     std::vector<std::vector<ValueRef>> seqs;
@@ -636,11 +636,11 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
       for (auto& s : seqs) t.push_back(s[i]);
       out.push_back(makeTuple(std::move(t)));
     }
-    return makeList(std::move(out));
+    return makeIterator(nullptr, std::move(out));
   }
   if (name == "reversed" && args.size() == 1) {
     std::vector<ValueRef> items = iterateValue(ctx, args[0]);
-    return makeList(std::vector<ValueRef>(items.rbegin(), items.rend()));
+    return makeIterator(nullptr, std::vector<ValueRef>(items.rbegin(), items.rend()));
   }
   if ((name == "list" || name == "tuple") && args.size() <= 1) {
     std::vector<ValueRef> items = args.empty() ? std::vector<ValueRef>{} : iterateValue(ctx, args[0]);
