@@ -147,13 +147,21 @@ def _optimized_module_class():
         def __init__(self, module, ctx, compile_args):
             super().__init__()
             d = self.__dict__
-            for shared in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"):
+            # Hook dicts are shared too: a hook registered on the wrapper is the original's, and
+            # runs once, when the wrapper calls the original (see __call__).
+            for shared in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set",
+                           "_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
                 d[shared] = getattr(module, shared)
             d["_orig_mod"] = module
             d["_dynamo_args"] = compile_args
             d["training"] = module.training
             # A C wrapper: switches the hook mode, then calls the original module.
             d["forward"] = _C._compiler.wrap(module, ctx._mode, ctx._handle)
+
+        def __call__(self, *args, **kwargs):
+            # Straight to the original module's call (its hooks, global ones included, run there
+            # once): nn.Module.__call__ here would run the global hooks a second time.
+            return self.__dict__["forward"](*args, **kwargs)
 
         def __getattr__(self, name):
             try:

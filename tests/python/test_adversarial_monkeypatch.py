@@ -659,8 +659,6 @@ def global_forward_hook_sees_wrapper():
 
 _METHOD = "F1b: property / __call__ looked up through the class are not guarded: stale after patching"
 XFAIL = {
-    "full_backward_hook_added_after_first_call": "H4: backward hooks added after the first call are not guarded (never run)",
-    "global_forward_hook_sees_wrapper": "H5: global module hooks fire for the OptimizedModule wrapper too",
     "builtin_shadowed_by_global_later": "F8: a global shadowing a builtin after the first call is not seen",
     "torch_function_monkeypatched_in_module_namespace":
         "F2: functions read from torch modules (F.softplus) are not guarded: stale after patching",

@@ -330,7 +330,7 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
   if (hasHooks(m)) ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks (" + std::string(Py_TYPE(m)->tp_name) + ")");
   if (mod->source) {
     // Hooks registered later must not be skipped by the compiled code.
-    for (const char* h : {"_forward_hooks", "_forward_pre_hooks"})
+    for (const char* h : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks"})
       ctx.guard(Source::moduleAttr(mod->source, h, ModuleSlot::kInstanceDict), makeLengthCheck(0));
     static PyObject* moduleGlobals = [] {
       PyObject* m = PyImport_ImportModule("torch.nn.modules.module");  // new ref, kept
@@ -340,7 +340,7 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
     }();
     if (moduleGlobals != nullptr) {
       Source g = moduleGlobalsSource(moduleGlobals);
-      for (const char* h : {"_global_forward_hooks", "_global_forward_pre_hooks"}) {
+      for (const char* h : {"_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks"}) {
         PyObjectRef key = PyObjectRef::steal(checkPy(PyUnicode_FromString(h)));
         if (PyDict_GetItem(moduleGlobals, key.get())) ctx.guard(Source::item(g, key.get()), makeLengthCheck(0));
       }
