@@ -403,7 +403,6 @@ def dict_grows_while_iterated():
 
 
 XFAIL = {
-    "dict_grows_while_iterated": "I1: dict changed size during iteration does not raise RuntimeError",
 }
 
 

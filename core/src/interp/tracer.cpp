@@ -1046,6 +1046,8 @@ void Tracer::doForIter(const bc::Instruction& ins) {
   ValueRef& it = top();
   if (it->kind != ValueKind::kIterator)
     ctx_.breakHere(BreakKind::kUnsupported, "for loop over " + describe(*it));
+  if (it->watched && it->watched->keys.size() != it->watchedSize)
+    ctx_.breakHere(BreakKind::kException, "dictionary changed size during iteration");
   const std::vector<ValueRef>& items = iteratorItems(*it);
   if (it->index < items.size()) {
     push(items[it->index++]);

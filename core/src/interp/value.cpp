@@ -65,6 +65,10 @@ ValueRef makeIterator(const ValueRef& v, std::vector<ValueRef> snapshot) {
   } else {
     it->items = std::move(snapshot);
   }
+  if (v && v->kind == ValueKind::kDict) {  // Python raises if the dict changes size meanwhile
+    it->watched = v;
+    it->watchedSize = v->keys.size();
+  }
   return it;
 }
 

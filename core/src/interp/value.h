@@ -88,6 +88,8 @@ struct Value {
   bool flag = false;             ///< kGradMode: the grad mode it sets
   bool mutated = false;          ///< kList/kDict with a source: changed during tracing
   bool idGuarded = false;        ///< kObject: its identity is guarded (ID_MATCH on its source)
+  ValueRef watched;              ///< kIterator over a dict: the dict, whose size must not change
+  size_t watchedSize = 0;        ///< kIterator over a dict: its size when iteration began
 
   bool isConst() const { return kind == ValueKind::kConst; }
   bool isTensor() const { return kind == ValueKind::kTensor; }
