@@ -128,9 +128,11 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
   if (PyModule_Check(obj)) {
     PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(obj, name.c_str()));
     if (!r) ctx.breakHere(BreakKind::kUnsupportedAttribute, "module attribute ." + name + " does not exist");
-    // torch's functions, classes and submodules are taken as fixed; its plain values (flags such
-    // as torch.backends.cudnn.benchmark) can be changed by the program, so they are guarded.
-    bool guarded = !isTorchishModule(obj) || isConstantObject(r.get());
+    // torch's classes and submodules are taken as fixed; its plain values (flags such as
+    // torch.backends.cudnn.benchmark) and its functions (patched by libraries: F.softplus = ...)
+    // can be changed by the program, so they are guarded.
+    bool guarded = !isTorchishModule(obj) || isConstantObject(r.get()) || PyFunction_Check(r.get()) ||
+                   PyCFunction_Check(r.get());
     return ctx.wrap(r.get(), v->source ? Source::attr(v->source, name) : Source{}, guarded);
   }
 
