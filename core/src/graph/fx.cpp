@@ -66,7 +66,13 @@ PyObjectRef toFxGraphModule(const Graph& graph) {
     PyObjectRef target;
     switch (n->op()) {
       case NodeOp::kPlaceholder: target = str(n->name()); break;
-      case NodeOp::kCallFunction: target = PyObjectRef::borrow(n->target().callable()); break;
+      case NodeOp::kCallFunction:
+        DYNAMO_USER_CHECK(n->target().hasCallable(), UserErrorKind::kInvalidArgument, "node '",
+                          n->name(), "' calls '", n->target().qualifiedName(),
+                          "', known by name only: resolve the graph's targets first "
+                          "(resolveTargets, Graph.resolve())");
+        target = PyObjectRef::borrow(n->target().callable());
+        break;
       case NodeOp::kCallMethod: target = str(n->method()); break;
       case NodeOp::kOutput: target = str("output"); break;
     }

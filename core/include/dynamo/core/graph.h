@@ -37,6 +37,12 @@ class Graph {
   NodeRef find(const std::string& name) const;
   /// Count of call nodes by Node::opKey() ("torch.add" -> 2), sorted by key.
   std::map<std::string, int> opCounts() const;
+  /// The nodes that use n (as an argument, keyword argument or in the output structure), each
+  /// once, in graph order; empty for a node that nobody uses or that is not in this graph.
+  /// Computed once, when the graph is built.
+  const std::vector<NodeRef>& users(const Node& n) const;
+  /// users(*n).
+  const std::vector<NodeRef>& users(const NodeRef& n) const { return users(*n); }
 
  private:
   friend class GraphBuilder;
