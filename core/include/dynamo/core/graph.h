@@ -4,7 +4,8 @@
 // GraphBuilder (append-only, the only mutable piece), then freezes it with build(). A Graph is a
 // cheap, shareable handle to immutable data: inputs (placeholders, in order), body (calls, in
 // order) and the output node. Passes make new graphs (GraphBuilder(graph) starts from one).
-// Around it: graph_printer.h (text), graph_serializer.h (JSON for the trace store),
+// Around it: graph_printer.h (text), graph_serializer.h (JSON for the trace store, and the C++
+// reader that needs no Python),
 // graph_fx.h (torch.fx.GraphModule) and graph_runner.h (the eager executor).
 #pragma once
 
