@@ -479,6 +479,10 @@ def test_tensor_meta_keeps_strides_and_memory_format(make, strides, fmt):
     meta = json.loads(g.serialize())["nodes"][0]["meta"]["tensor"]
     assert (meta["strides"], meta["memory_format"]) == (list(strides), fmt)
     assert G.read_graph(g.serialize()).find("x").tensor_layout == (strides, fmt)
+    assert graph_io.read(g.serialize()) == g
+    for gm in (g.to_fx(), graph_io.deserialize(g.serialize())):
+        ph = next(iter(gm.graph.nodes))
+        assert ph.meta["dynamo_tensor_layout"] == (strides, fmt)
     assert build("pointwise").find("x").tensor_layout is None  # unknown: not written
 
 
@@ -522,6 +526,39 @@ def test_captured_resnet18_reads_back_and_runs_like_eager():
     with torch.no_grad():
         (got,) = resolved.runner()(*inputs)  # the graph returns its outputs as a tuple
     assert same(got, expected)
+
+
+def test_dynamo_trace_graph_prints_stored_graphs_through_the_cpp_reader(tmp_path):
+    from report_cli_util import run
+    import subprocess
+    import textwrap
+    db = tmp_path / "trace.db"
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import torch, dynamo
+        def f(x, w):
+            return torch.relu(x @ w).sum(dim=1) * 2
+        print(dynamo.compile(f)(torch.randn(3, 4), torch.randn(4, 5)).shape)
+    """))
+    env = dict(os.environ, DYNAMO_TRACE=str(db))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    from dynamo import _C
+    with _C.TraceReader(str(db)) as store:
+        (compile_row,) = [c for c in store.compiles(run_id=store.runs()[0]["id"])
+                          if store.graphs(c["id"])]
+        (stored,) = store.graphs(compile_row["id"])
+    printed = run("dynamo-trace", "graph", db, compile_row["id"])
+    assert printed.returncode == 0, printed.stderr
+    header, body = printed.stdout.split("\n", 1)
+    assert header.startswith(f"# compile {compile_row['id']}, graph 0: ")
+    assert body == stored["printed"]
+    as_json = run("dynamo-trace", "graph", db, compile_row["id"], "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert as_json.stdout == G.read_graph(stored["serialized"].decode()).serialize(pretty=True)
+    missing = run("dynamo-trace", "graph", db, 999)
+    assert missing.returncode == 1 and "has no graphs" in missing.stderr
 
 
 # ---- op counts ---------------------------------------------------------------------------------

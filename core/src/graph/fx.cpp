@@ -22,7 +22,8 @@ PyObjectRef locationTuple(const SourceLocation& loc) {
 }
 
 // The meta dict fx_bridge copies into node.meta: source, location, user_stack, stack_trace,
-// tensor_meta = (shape, dtype, device, requires_grad).
+// tensor_meta = (shape, dtype, device, requires_grad), tensor_layout = (strides, memory_format)
+// when the strides are known.
 PyObjectRef metaDict(const Node& n) {
   PyObjectRef meta = PyObjectRef::steal(checkPy(PyDict_New()));
   const NodeMeta& m = n.meta();
@@ -47,6 +48,17 @@ PyObjectRef metaDict(const Node& n) {
             PyObjectRef::steal(checkPy(Py_BuildValue(
                 "(OssO)", shape.get(), m.tensor->dtype.c_str(), m.tensor->device.c_str(),
                 m.tensor->requiresGrad ? Py_True : Py_False))));  // new ref
+  }
+  if (m.tensor && m.tensor->strides) {
+    const std::vector<int64_t>& strides = *m.tensor->strides;
+    PyObjectRef tuple = PyObjectRef::steal(checkPy(PyTuple_New(static_cast<Py_ssize_t>(strides.size()))));
+    for (size_t i = 0; i < strides.size(); ++i) {
+      PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i),
+                       checkPy(PyLong_FromLongLong(strides[i])));  // steals new ref
+    }
+    setItem(meta.get(), "tensor_layout",
+            PyObjectRef::steal(checkPy(Py_BuildValue(
+                "(Os)", tuple.get(), memoryFormatName(m.tensor->memoryFormat)))));  // new ref
   }
   return meta;
 }
