@@ -486,6 +486,14 @@ def test_tensor_meta_keeps_strides_and_memory_format(make, strides, fmt):
     assert build("pointwise").find("x").tensor_layout is None  # unknown: not written
 
 
+def test_tensor_meta_of_a_meta_example_as_the_tracer_has_it():
+    t = torch.empty(2, 3, 4, 5, device="meta").to(memory_format=torch.channels_last)
+    b = G.GraphBuilder()
+    x = b.placeholder("x", tensor_meta=t)
+    assert x.tensor_meta == ((2, 3, 4, 5), "torch.float32", "meta", False)
+    assert x.tensor_layout == ((60, 1, 15, 3), "channels_last")
+
+
 def test_dropping_a_graph_releases_its_targets():
     def make_target():
         return lambda t: t + 1

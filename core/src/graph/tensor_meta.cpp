@@ -1,5 +1,9 @@
 // TensorMeta (graph_node.h): equality, memory format names, and reading the meta of a live tensor
 // through its Python attributes (no torch headers: this folder stays quick to compile).
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "dynamo/core/graph_node.h"
 
 namespace dynamo::core {
@@ -36,16 +40,28 @@ bool truthOf(PyObject* o) {  // borrowed ref
   return flag == 1;
 }
 
+// The kwargs {"memory_format": torch.<format>}, made once per format. Leaked on purpose: Python
+// objects must not be released after the interpreter is gone.
+PyObject* formatKwargs(const char* format) {  // borrowed ref
+  static auto* cache = new std::vector<std::pair<std::string, PyObjectRef>>();
+  for (const auto& [name, kwargs] : *cache) {
+    if (name == format) return kwargs.get();
+  }
+  PyObjectRef torch = PyObjectRef::steal(checkPy(PyImport_ImportModule("torch")));  // new ref
+  PyObjectRef fmt = attr(torch.get(), format);
+  PyObjectRef kwargs = PyObjectRef::steal(checkPy(PyDict_New()));
+  if (PyDict_SetItemString(kwargs.get(), "memory_format", fmt.get()) < 0) throw PythonError{};
+  cache->emplace_back(format, kwargs);
+  return kwargs.get();
+}
+
 // tensor.is_contiguous(memory_format=torch.<format>): PyTorch's own rule (size-1 dimensions may
 // have any stride).
 bool isContiguousAs(PyObject* tensor, const char* format) {
-  PyObjectRef torch = PyObjectRef::steal(checkPy(PyImport_ImportModule("torch")));  // new ref
-  PyObjectRef fmt = attr(torch.get(), format);
   PyObjectRef method = attr(tensor, "is_contiguous");
-  PyObjectRef kwargs = PyObjectRef::steal(checkPy(PyDict_New()));
-  if (PyDict_SetItemString(kwargs.get(), "memory_format", fmt.get()) < 0) throw PythonError{};
   PyObjectRef empty = PyObjectRef::steal(checkPy(PyTuple_New(0)));
-  PyObjectRef result = PyObjectRef::steal(checkPy(PyObject_Call(method.get(), empty.get(), kwargs.get())));
+  PyObjectRef result = PyObjectRef::steal(
+      checkPy(PyObject_Call(method.get(), empty.get(), formatKwargs(format))));
   return truthOf(result.get());
 }
 
