@@ -366,7 +366,9 @@ PyObject* nodeGetTensorLayout(PyObject* self, void*) {
 PyGetSetDef nodeGetSet[] = {
     {"name", nodeGetName, nullptr, "unique name in the graph", nullptr},
     {"op", nodeGetOp, nullptr, "placeholder, call_function, call_method or output", nullptr},
-    {"target", nodeGetTarget, nullptr, "the callable, or the method name", nullptr},
+    {"target", nodeGetTarget, nullptr,
+     "the callable (None when known by name only: a graph read back by read_graph), or the "
+     "method name", nullptr},
     {"target_name", nodeGetTargetName, nullptr, "qualified name of the target", nullptr},
     {"source", nodeGetSource, nullptr, "user source of a placeholder", nullptr},
     {"args", nodeGetArgs, nullptr, "positional arguments (nodes as Node)", nullptr},
