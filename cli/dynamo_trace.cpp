@@ -5,11 +5,18 @@
 //   dynamo-trace check TRACE.db       schema version and PRAGMA integrity_check
 //   dynamo-trace upgrade TRACE.db     upgrade the file to this build's schema in place
 //   dynamo-trace schema               list the schema versions
+//   dynamo-trace graph TRACE.db COMPILE_ID [--json]
+//                                     the graphs of a compile, read back by the C++ graph reader
+//                                     and printed (or re-serialized, one node per line); no
+//                                     Python interpreter is started
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "dynamo/common/error.h"
+#include "dynamo/core/graph_printer.h"
+#include "dynamo/core/graph_serializer.h"
 #include "dynamo/storage/trace_reader.h"
 #include "dynamo/storage/trace_report.h"
 #include "dynamo/storage/trace_store.h"
@@ -22,6 +29,8 @@ int usage() {
   std::fprintf(stderr, "usage: dynamo-trace COMMAND TRACE.db [--mask]\n\ncommands:\n");
   for (const ReportCommand& c : reportCommands())
     std::fprintf(stderr, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
+  std::fprintf(stderr, "  %-10s %s\n", "graph",
+               "TRACE.db COMPILE_ID [--json]: the graphs of a compile, printed (or as JSON)");
   std::fprintf(stderr,
                "  %-10s %s\n  %-10s %s\n  %-10s %s\n", "check",
                "schema version and SQLite integrity check", "upgrade",
@@ -54,12 +63,52 @@ int run(const std::string& command, const std::string& path, bool mask) {
   return usage();
 }
 
+// dynamo-trace graph TRACE.db COMPILE_ID [--json]
+int printGraphs(const std::string& path, const std::string& compileText, bool json) {
+  char* end = nullptr;
+  long long compileId = std::strtoll(compileText.c_str(), &end, 10);
+  if (compileText.empty() || *end != '\0' || compileId <= 0) {
+    std::fprintf(stderr, "dynamo-trace: COMPILE_ID must be a positive integer, not '%s'\n",
+                 compileText.c_str());
+    return 2;
+  }
+  auto reader = TraceReader::open(path);
+  std::vector<GraphRecord> graphs = reader->graphs(compileId);
+  if (graphs.empty()) {
+    std::fprintf(stderr, "dynamo-trace: compile %lld of %s has no graphs\n", compileId,
+                 path.c_str());
+    return 1;
+  }
+  for (const GraphRecord& g : graphs) {
+    dynamo::core::Graph graph = dynamo::core::readGraphJson(g.serialized);
+    if (json) {
+      dynamo::core::SerializeOptions options;
+      options.pretty = true;
+      std::fputs(dynamo::core::serializeGraph(graph, options).c_str(), stdout);
+    } else {
+      std::printf("# compile %lld, graph %d: %zu nodes\n", compileId, g.index, graph.size());
+      std::fputs(dynamo::core::printGraph(graph).c_str(), stdout);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "schema") == 0) {
     std::fputs(describeMigrations().c_str(), stdout);
     return 0;
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "graph") == 0) {
+    bool json = argc == 5 && std::strcmp(argv[4], "--json") == 0;
+    if (argc != 4 && !json) return usage();
+    try {
+      return printGraphs(argv[2], argv[3], json);
+    } catch (const dynamo::UserError& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 1;
+    }
   }
   bool mask = argc == 4 && std::strcmp(argv[3], "--mask") == 0;
   if (argc != 3 && !mask) return usage();

@@ -13,6 +13,7 @@ DYNAMO_APT_PACKAGES=(
   libopenblas0-pthread
   libsqlite3-dev sqlite3
   catch2
+  nlohmann-json3-dev
   qt6-base-dev libgraphviz-dev xvfb
 )
 

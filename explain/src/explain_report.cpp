@@ -5,7 +5,8 @@
 
 #include "dynamo/common/error.h"
 #include "dynamo/explain/explain_report.h"
-#include "json_value.h"
+
+#include <nlohmann/json.hpp>
 
 namespace dynamo::explain {
 
@@ -29,12 +30,18 @@ std::int64_t ExplainReport::distinctBreaks() const {
 
 std::map<std::string, int> graphOpCounts(const std::string& serialized) {
   std::map<std::string, int> counts;
-  detail::JsonValue doc;
-  if (!detail::parseJson(serialized, doc)) return counts;
-  const detail::JsonValue* nodes = doc.get("nodes");
-  if (nodes == nullptr) return counts;
-  for (const detail::JsonValue& node : nodes->array) {
-    std::string op = node.str("op"), target = node.str("target");
+  // No exceptions: text that is not JSON parses to a "discarded" value.
+  nlohmann::json doc = nlohmann::json::parse(serialized, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return counts;
+  auto nodes = doc.find("nodes");
+  if (nodes == doc.end() || !nodes->is_array()) return counts;
+  auto str = [](const nlohmann::json& node, const char* key) {
+    auto it = node.find(key);
+    return it != node.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  for (const nlohmann::json& node : *nodes) {
+    if (!node.is_object()) continue;
+    std::string op = str(node, "op"), target = str(node, "target");
     if (op == "call_function") ++counts[target];
     else if (op == "call_method") ++counts["Tensor." + target];
     else if (op == "call_module") ++counts["module " + target];

@@ -10,7 +10,8 @@ An entry is ``(op, name, target, args, kwargs, meta)``: ``op`` is an FX op name
 ("placeholder", "call_function", "call_method", "output"); ``target`` is the callable for
 call_function and the method name for call_method; ``args``/``kwargs`` hold plain Python values
 with references to earlier nodes written as :class:`NodeRef`; ``meta`` is a dict with the optional
-keys source, location, user_stack, stack_trace and tensor_meta.
+keys source, location, user_stack, stack_trace, tensor_meta and tensor_layout ((strides,
+memory_format), when known).
 
 Parameters and buffers are placeholders, so the GraphModule is a pure function of its inputs.
 """
@@ -55,7 +56,7 @@ def _resolve(value, env):
 def _copy_meta(node, meta):
     if "stack_trace" in meta:
         node.meta["stack_trace"] = meta["stack_trace"]
-    for key in ("source", "location", "user_stack", "tensor_meta"):
+    for key in ("source", "location", "user_stack", "tensor_meta", "tensor_layout"):
         if key in meta:
             node.meta["dynamo_" + key] = meta[key]
 

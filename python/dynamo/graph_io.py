@@ -10,7 +10,12 @@ back into a ``torch.fx.GraphModule`` for the minifier and the Qt inspector::
 Call targets are stored by qualified name ("torch.add", "operator.getitem",
 "torch.Tensor.add_") and resolved by importing; pass ``resolve=`` to control that (for example
 to refuse names outside torch). Only the standard library is needed to *read* the JSON
-(:func:`load`); building the GraphModule needs torch.
+(:func:`load`); building the GraphModule needs torch. Members added over version 1 ("schema" of
+ATen operator targets, "strides" and "memory_format" of tensor meta) are optional.
+
+The C++ reader of the same text is ``dynamo._C._graph.read_graph(text)`` (see :func:`read`): it
+gives the IR Graph itself (printable, comparable, re-serializable byte for byte), with targets
+known by name until ``Graph.resolve()``.
 """
 import importlib
 import json
@@ -18,7 +23,7 @@ import json
 from dynamo import fx_bridge
 
 __all__ = ["FORMAT", "VERSION", "GraphFormatError", "load", "decode_arg", "resolve_target",
-           "to_entries", "deserialize"]
+           "to_entries", "deserialize", "read"]
 
 FORMAT = "dynamo.graph"
 VERSION = 1
@@ -108,6 +113,8 @@ def _decode_meta(meta):
     if "tensor" in meta:
         t = meta["tensor"]
         out["tensor_meta"] = (tuple(t["shape"]), t["dtype"], t["device"], t["requires_grad"])
+        if "strides" in t:
+            out["tensor_layout"] = (tuple(t["strides"]), t["memory_format"])
     return out
 
 
@@ -136,3 +143,11 @@ def to_entries(text, resolve=resolve_target):
 def deserialize(text, resolve=resolve_target):
     """A torch.fx.GraphModule rebuilt from serialized graph text."""
     return fx_bridge.build_graph_module(to_entries(text, resolve))
+
+
+def read(text, resolve=False):
+    """The IR Graph (``dynamo._C._graph.Graph``) of serialized graph text, through the C++ reader;
+    with ``resolve=True`` its targets are imported by name so it can run (``graph.runner()``)."""
+    from dynamo._C import _graph
+    graph = _graph.read_graph(text)
+    return graph.resolve() if resolve else graph

@@ -8,7 +8,9 @@
 //   z = b.call_method("view", (y, -1))
 //   b.output((y, z))
 //   g = b.build()                         # Graph: str(g), g.serialize(), g.op_counts(),
-//   run = g.runner(); run(t)              # g.to_fx(), g.nodes, g.inputs, g.output
+//   run = g.runner(); run(t)              # g.to_fx(), g.nodes, g.inputs, g.output, g.users(n)
+//   g2 = _graph.read_graph(g.serialize()) # the C++ reader; g2 == g; targets known by name only
+//   g2.resolve().runner()(t)              # resolve(): live targets imported by qualified name
 //
 // Types: Node (read-only view of one node), GraphBuilder, Graph, GraphRunner (vectorcall).
 #include <new>
@@ -182,31 +184,38 @@ SourceLocation toLocation(PyObject* t) {  // borrowed ref: (file, line, source_l
   return SourceLocation{file, line, text};
 }
 
-// (shape, dtype, device, requires_grad), or any object with those attributes (a tensor).
+core::MemoryFormat toMemoryFormat(PyObject* o) {  // borrowed ref
+  std::string name = toString(o);
+  for (core::MemoryFormat f : {core::MemoryFormat::kContiguous, core::MemoryFormat::kChannelsLast,
+                               core::MemoryFormat::kOther}) {
+    if (name == core::memoryFormatName(f)) return f;
+  }
+  throw UserError(UserErrorKind::kInvalidArgument,
+                  "memory format must be 'contiguous', 'channels_last' or 'other', not '" + name + "'");
+}
+
+// (shape, dtype, device, requires_grad[, strides, memory_format]), or a tensor (all of its meta,
+// strides and memory format included, through core::tensorMetaOf).
 core::TensorMeta toTensorMeta(PyObject* o) {  // borrowed ref
-  PyObjectRef shape, dtype, device, grad;
-  if (PyTuple_Check(o)) {
-    if (PyTuple_GET_SIZE(o) != 4) {
-      throw UserError(UserErrorKind::kInvalidArgument,
-                      "tensor_meta must be (shape, dtype, device, requires_grad) or a tensor");
-    }
-    shape = PyObjectRef::borrow(PyTuple_GET_ITEM(o, 0));
-    dtype = PyObjectRef::borrow(PyTuple_GET_ITEM(o, 1));
-    device = PyObjectRef::borrow(PyTuple_GET_ITEM(o, 2));
-    grad = PyObjectRef::borrow(PyTuple_GET_ITEM(o, 3));
-  } else {
-    shape = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(o, "shape")));
-    dtype = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(o, "dtype")));
-    device = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(o, "device")));
-    grad = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(o, "requires_grad")));
+  if (!PyTuple_Check(o)) return core::tensorMetaOf(o);
+  Py_ssize_t size = PyTuple_GET_SIZE(o);
+  if (size != 4 && size != 6) {
+    throw UserError(UserErrorKind::kInvalidArgument,
+                    "tensor_meta must be (shape, dtype, device, requires_grad[, strides, "
+                    "memory_format]) or a tensor");
   }
   core::TensorMeta meta;
-  for (const Arg& d : toArgList(shape.get())) meta.shape.push_back(d.asInt());
-  meta.dtype = str(PyObject_Str(dtype.get()));
-  meta.device = str(PyObject_Str(device.get()));
-  int flag = PyObject_IsTrue(grad.get());
+  for (const Arg& d : toArgList(PyTuple_GET_ITEM(o, 0))) meta.shape.push_back(d.asInt());
+  meta.dtype = str(PyObject_Str(PyTuple_GET_ITEM(o, 1)));
+  meta.device = str(PyObject_Str(PyTuple_GET_ITEM(o, 2)));
+  int flag = PyObject_IsTrue(PyTuple_GET_ITEM(o, 3));
   if (flag < 0) throw core::PythonError{};
   meta.requiresGrad = flag == 1;
+  if (size == 6) {
+    meta.strides.emplace();
+    for (const Arg& d : toArgList(PyTuple_GET_ITEM(o, 4))) meta.strides->push_back(d.asInt());
+    meta.memoryFormat = toMemoryFormat(PyTuple_GET_ITEM(o, 5));
+  }
   return meta;
 }
 
@@ -283,7 +292,9 @@ PyObject* nodeGetOp(PyObject* self, void*) {
 PyObject* nodeGetTarget(PyObject* self, void*) {
   GRAPH_TRY
   const core::Node& n = nodeOf(self);
-  if (n.op() == core::NodeOp::kCallFunction) return Py_NewRef(n.target().callable());
+  if (n.op() == core::NodeOp::kCallFunction && n.target().hasCallable()) {
+    return Py_NewRef(n.target().callable());
+  }
   if (n.op() == core::NodeOp::kCallMethod) return pyStr(n.method()).release();
   Py_RETURN_NONE;
   GRAPH_CATCH(nullptr)
@@ -293,6 +304,20 @@ PyObject* nodeGetTargetName(PyObject* self, void*) {
   const core::Node& n = nodeOf(self);
   if (n.op() == core::NodeOp::kCallFunction) return pyStr(n.target().qualifiedName()).release();
   if (n.op() == core::NodeOp::kCallMethod) return pyStr(n.method()).release();
+  Py_RETURN_NONE;
+  GRAPH_CATCH(nullptr)
+}
+PyObject* nodeGetTargetKind(PyObject* self, void*) {
+  const core::Node& n = nodeOf(self);
+  if (n.op() == core::NodeOp::kCallFunction) return PyUnicode_FromString(core::targetKindName(n.target().kind()));
+  Py_RETURN_NONE;
+}
+PyObject* nodeGetSchema(PyObject* self, void*) {
+  GRAPH_TRY
+  const core::Node& n = nodeOf(self);
+  if (n.op() == core::NodeOp::kCallFunction && n.target().kind() == core::TargetKind::kAtenOp) {
+    return pyStr(n.target().schemaName()).release();
+  }
   Py_RETURN_NONE;
   GRAPH_CATCH(nullptr)
 }
@@ -327,11 +352,23 @@ PyObject* nodeGetTensorMeta(PyObject* self, void*) {
                        t->requiresGrad ? Py_True : Py_False);
   GRAPH_CATCH(nullptr)
 }
+PyObject* nodeGetTensorLayout(PyObject* self, void*) {
+  GRAPH_TRY
+  const auto& t = nodeOf(self).meta().tensor;
+  if (!t || !t->strides) Py_RETURN_NONE;
+  std::vector<Arg> strides;
+  for (int64_t d : *t->strides) strides.push_back(Arg::integer(d));
+  PyObjectRef tuple = core::constantToPython(Arg::tuple(std::move(strides)));
+  return Py_BuildValue("(Os)", tuple.get(), core::memoryFormatName(t->memoryFormat));
+  GRAPH_CATCH(nullptr)
+}
 
 PyGetSetDef nodeGetSet[] = {
     {"name", nodeGetName, nullptr, "unique name in the graph", nullptr},
     {"op", nodeGetOp, nullptr, "placeholder, call_function, call_method or output", nullptr},
-    {"target", nodeGetTarget, nullptr, "the callable, or the method name", nullptr},
+    {"target", nodeGetTarget, nullptr,
+     "the callable (None when known by name only: a graph read back by read_graph), or the "
+     "method name", nullptr},
     {"target_name", nodeGetTargetName, nullptr, "qualified name of the target", nullptr},
     {"source", nodeGetSource, nullptr, "user source of a placeholder", nullptr},
     {"args", nodeGetArgs, nullptr, "positional arguments (nodes as Node)", nullptr},
@@ -339,6 +376,10 @@ PyGetSetDef nodeGetSet[] = {
     {"stack_trace", nodeGetStackTrace, nullptr, "stack trace metadata", nullptr},
     {"location", nodeGetLocation, nullptr, "(file, line, source_line) or None", nullptr},
     {"tensor_meta", nodeGetTensorMeta, nullptr, "(shape, dtype, device, requires_grad)", nullptr},
+    {"tensor_layout", nodeGetTensorLayout, nullptr,
+     "(strides, memory_format) of the tensor meta, or None when unknown", nullptr},
+    {"target_kind", nodeGetTargetKind, nullptr, "call_function: function, method or aten", nullptr},
+    {"schema", nodeGetSchema, nullptr, "ATen operator targets: 'aten::add.Tensor'", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -576,6 +617,27 @@ PyObject* graphGetOutput(PyObject* self, void*) {
   GRAPH_TRY return wrapNode(graphOf(self).output()); GRAPH_CATCH(nullptr)
 }
 
+PyObject* graphUsers(PyObject* self, PyObject* node) {
+  if (Py_TYPE(node) != &NodeType) {
+    PyErr_SetString(PyExc_TypeError, "users() takes a Node");
+    return nullptr;
+  }
+  GRAPH_TRY return nodeList(graphOf(self).users(nodeOf(node))); GRAPH_CATCH(nullptr)
+}
+
+PyObject* graphResolve(PyObject* self, PyObject*) {
+  GRAPH_TRY return wrapGraph(core::resolveTargets(graphOf(self))); GRAPH_CATCH(nullptr)
+}
+
+// Graphs compare by content (core::sameGraph): a graph read back from JSON equals the original.
+PyObject* graphRichCompare(PyObject* a, PyObject* b, int op) {
+  if ((op != Py_EQ && op != Py_NE) || Py_TYPE(b) != &GraphType) Py_RETURN_NOTIMPLEMENTED;
+  GRAPH_TRY
+  bool same = core::sameGraph(graphOf(a), graphOf(b));
+  return PyBool_FromLong((op == Py_EQ) == same);
+  GRAPH_CATCH(nullptr)
+}
+
 PyObject* graphFind(PyObject* self, PyObject* name) {
   GRAPH_TRY
   NodeRef n = graphOf(self).find(toString(name));
@@ -596,6 +658,9 @@ PyMethodDef graphMethods[] = {
     {"to_fx", graphToFx, METH_NOARGS, "to_fx() -> torch.fx.GraphModule"},
     {"runner", graphRunner, METH_NOARGS, "runner() -> GraphRunner: a fast callable"},
     {"find", graphFind, METH_O, "find(name) -> Node or None"},
+    {"users", graphUsers, METH_O, "users(node) -> [Node]: the nodes that use node, in order"},
+    {"resolve", graphResolve, METH_NOARGS,
+     "resolve() -> Graph: the same graph with live call targets, imported by qualified name"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -690,6 +755,8 @@ int readyTypes() {
   GraphType.tp_str = graphStr;
   GraphType.tp_methods = graphMethods;
   GraphType.tp_getset = graphGetSet;
+  GraphType.tp_richcompare = graphRichCompare;
+  GraphType.tp_hash = PyObject_HashNotImplemented;
   GraphType.tp_as_sequence = &graphSequence;
 
   RunnerType.tp_name = "dynamo._C._graph.GraphRunner";
@@ -709,6 +776,17 @@ int readyTypes() {
   return 0;
 }
 
+PyObject* moduleReadGraph(PyObject*, PyObject* text) {
+  GRAPH_TRY return wrapGraph(core::readGraphJson(toString(text))); GRAPH_CATCH(nullptr)
+}
+
+PyMethodDef moduleMethods[] = {
+    {"read_graph", moduleReadGraph, METH_O,
+     "read_graph(text) -> Graph: the C++ reader of serialized graphs (targets by name only; "
+     "resolve() before running)"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
 }  // namespace
 
 int initGraphBindings(PyObject* module) {
@@ -724,7 +802,8 @@ int initGraphBindings(PyObject* module) {
       return -1;
     }
   }
-  if (PyModule_AddIntConstant(sub, "FORMAT_VERSION", core::kGraphFormatVersion) < 0 ||
+  if (PyModule_AddFunctions(sub, moduleMethods) < 0 ||
+      PyModule_AddIntConstant(sub, "FORMAT_VERSION", core::kGraphFormatVersion) < 0 ||
       PyModule_AddObject(module, "_graph", sub) < 0) {  // steals sub on success
     Py_DECREF(sub);
     return -1;

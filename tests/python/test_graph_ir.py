@@ -2,7 +2,9 @@
 
 Covers: building graphs with every argument kind; the printer (golden files under
 tests/python/golden/graph/, regenerated with DYNAMO_UPDATE_GOLDEN=1); target naming; the JSON
-serializer and dynamo.graph_io.deserialize; to_fx; the C++ runner (same results as FX and as
+serializer and dynamo.graph_io.deserialize; the C++ reader (read_graph: byte-identical round trips of
+every test graph and of a captured resnet18, resolve() to run them again); target kinds and ATen
+schemas; the users map; tensor strides and memory format; to_fx; the C++ runner (same results as FX and as
 eager, bitwise; intermediates freed after their last use; errors naming the node and the user
 line; input refcounts unchanged); unique naming; immutability; error messages.
 
@@ -380,6 +382,191 @@ def test_serialize_compact_and_pretty_are_the_same_json():
     g = build("dtypes")
     assert json.loads(g.serialize()) == json.loads(g.serialize(pretty=True))
     assert "\n" not in g.serialize()
+
+
+# ---- the C++ reader: JSON -> Graph -> JSON, resolve, users, layouts -------------------------------
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cpp_reader_round_trips_byte_for_byte_and_runs_after_resolve(case):
+    _, eager, make_inputs = CASES[case]
+    g = build(case)
+    for pretty in (False, True):
+        text = g.serialize(pretty=pretty)
+        back = G.read_graph(text)
+        assert back.serialize(pretty=pretty) == text
+        assert G.read_graph(back.serialize(pretty=pretty)).serialize(pretty=pretty) == text
+        assert str(back) == str(g) and back == g and not back != g
+    back = G.read_graph(g.serialize())
+    calls = [n for n in back.nodes if n.op == "call_function"]
+    assert calls and all(n.target is None for n in calls)  # known by name only
+    assert [n.target_name for n in back.nodes] == [n.target_name for n in g.nodes]
+    with pytest.raises(dynamo.UserError, match="known by name only"):
+        back.runner()
+    resolved = back.resolve()
+    assert resolved == g and str(resolved) == str(g)
+    assert [n.target for n in resolved.nodes] == [n.target for n in g.nodes]
+    assert same(resolved.runner()(*make_inputs()), eager(*make_inputs()))
+    assert same(resolved.to_fx()(*make_inputs()), eager(*make_inputs()))
+
+
+def test_cpp_reader_refuses_bad_text_with_a_user_error():
+    with pytest.raises(dynamo.UserError, match="not valid JSON"):
+        G.read_graph("{")
+    doc = json.loads(build("pointwise").serialize())
+    doc["nodes"][2]["args"][0] = {"node": "nope"}
+    with pytest.raises(dynamo.UserError, match="node 2 'add': uses node 'nope', which is not "
+                                               "defined before it"):
+        G.read_graph(json.dumps(doc))
+
+
+def test_resolve_names_the_node_of_an_unresolvable_target():
+    b = G.GraphBuilder()
+    x = b.placeholder("x")
+    b.output(b.call_function(lambda t: t, (x,)))
+    back = G.read_graph(b.build().serialize())
+    with pytest.raises(dynamo.UserError, match="cannot resolve call target '.*<lambda>' of node "
+                                               "'_lambda_'.*not resolvable when the graph was"):
+        back.resolve()
+
+
+def test_target_kinds_and_aten_schemas():
+    b = G.GraphBuilder()
+    x = b.placeholder("x")
+    a = b.call_function(torch.ops.aten.add.Tensor, (x, x))
+    r = b.call_function(torch.ops.aten.relu.default, (a,))
+    m = b.call_function(torch.Tensor.mul, (r, 2))
+    f = b.call_function(torch.add, (m, 1))
+    v = b.call_method("view", (f, -1))
+    b.output(v)
+    g = b.build()
+    assert [(n.target_kind, n.schema) for n in (a, r, m, f, v)] == [
+        ("aten", "aten::add.Tensor"), ("aten", "aten::relu"), ("method", None),
+        ("function", None), (None, None)]
+    nodes = json.loads(g.serialize())["nodes"]
+    assert nodes[1]["schema"] == "aten::add.Tensor" and "schema" not in nodes[3]
+    t = torch.randn(3)
+    assert torch.equal(G.read_graph(g.serialize()).resolve().runner()(t), g.runner()(t))
+    assert graph_io.deserialize(g.serialize())(t).equal(g.runner()(t))  # Python reader too
+
+
+def test_users_map():
+    g = build("pointwise")
+    users = {n.name: [u.name for u in g.users(n)] for n in g.nodes}
+    assert users == {"x": ["add", "sub"], "y": ["add"], "add": ["mul"], "mul": ["relu"],
+                     "relu": ["sigmoid"], "sigmoid": ["tanh"], "tanh": ["sub"], "sub": ["output"],
+                     "output": []}
+    v = build("views")
+    assert [u.name for u in v.users(v.find("getitem"))] == ["cat", "output"]  # used 3 times
+
+
+@pytest.mark.parametrize("make,strides,fmt", [
+    (lambda: torch.empty(2, 3, 4, 5), (60, 20, 5, 1), "contiguous"),
+    (lambda: torch.empty(2, 3, 4, 5).to(memory_format=torch.channels_last), (60, 1, 15, 3),
+     "channels_last"),
+    (lambda: torch.empty(3, 4).t(), (1, 4), "other"),
+    (lambda: torch.empty(2, 1, 4, 4).to(memory_format=torch.channels_last), (16, 1, 4, 1),
+     "contiguous"),  # PyTorch calls it contiguous too: size-1 dimension
+    (lambda: torch.tensor(1.0), (), "contiguous"),
+])
+def test_tensor_meta_keeps_strides_and_memory_format(make, strides, fmt):
+    t = make()
+    b = G.GraphBuilder()
+    x = b.placeholder("x", tensor_meta=t)
+    b.output(x)
+    g = b.build()
+    assert x.tensor_meta == (tuple(t.shape), str(t.dtype), "cpu", False)
+    assert x.tensor_layout == (strides, fmt)
+    meta = json.loads(g.serialize())["nodes"][0]["meta"]["tensor"]
+    assert (meta["strides"], meta["memory_format"]) == (list(strides), fmt)
+    assert G.read_graph(g.serialize()).find("x").tensor_layout == (strides, fmt)
+    assert graph_io.read(g.serialize()) == g
+    for gm in (g.to_fx(), graph_io.deserialize(g.serialize())):
+        ph = next(iter(gm.graph.nodes))
+        assert ph.meta["dynamo_tensor_layout"] == (strides, fmt)
+    assert build("pointwise").find("x").tensor_layout is None  # unknown: not written
+
+
+def test_tensor_meta_of_a_meta_example_as_the_tracer_has_it():
+    t = torch.empty(2, 3, 4, 5, device="meta").to(memory_format=torch.channels_last)
+    b = G.GraphBuilder()
+    x = b.placeholder("x", tensor_meta=t)
+    assert x.tensor_meta == ((2, 3, 4, 5), "torch.float32", "meta", False)
+    assert x.tensor_layout == ((60, 1, 15, 3), "channels_last")
+
+
+def test_dropping_a_graph_releases_its_targets():
+    def make_target():
+        return lambda t: t + 1
+
+    fn = make_target()
+    ref = weakref.ref(fn)
+    b = G.GraphBuilder()
+    x = b.placeholder("x")
+    b.output(b.call_function(fn, (x,)))
+    g = b.build()
+    runner = g.runner()
+    copy = G.read_graph(g.serialize())  # name only: holds no reference
+    del fn, b, x, g
+    gc.collect()
+    assert ref() is not None  # the runner's graph holds it
+    del runner
+    gc.collect()
+    assert ref() is None and copy.nodes[1].target is None
+
+
+def test_captured_resnet18_reads_back_and_runs_like_eager():
+    torchvision = pytest.importorskip("torchvision")
+    from capture_harness import Recorder
+    dynamo.reset()
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18().eval()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad(), Recorder() as rec:
+        expected = dynamo.compile(model, fullgraph=True)(x)
+    (record,) = rec.graphs
+    text = record["json"]
+    g = G.read_graph(text)
+    assert g.serialize() == text and str(g) == record["text"]
+    assert G.read_graph(g.serialize(pretty=True)) == g
+    resolved = g.resolve()
+    inputs = [x if n.source == "x" else operator.attrgetter(n.source[len("self."):])(model)
+              for n in resolved.inputs]
+    with torch.no_grad():
+        (got,) = resolved.runner()(*inputs)  # the graph returns its outputs as a tuple
+    assert same(got, expected)
+
+
+def test_dynamo_trace_graph_prints_stored_graphs_through_the_cpp_reader(tmp_path):
+    from report_cli_util import run
+    import subprocess
+    import textwrap
+    db = tmp_path / "trace.db"
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import torch, dynamo
+        def f(x, w):
+            return torch.relu(x @ w).sum(dim=1) * 2
+        print(dynamo.compile(f)(torch.randn(3, 4), torch.randn(4, 5)).shape)
+    """))
+    env = dict(os.environ, DYNAMO_TRACE=str(db))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    from dynamo import _C
+    with _C.TraceReader(str(db)) as store:
+        (compile_row,) = [c for c in store.compiles(run_id=store.runs()[0]["id"])
+                          if store.graphs(c["id"])]
+        (stored,) = store.graphs(compile_row["id"])
+    printed = run("dynamo-trace", "graph", db, compile_row["id"])
+    assert printed.returncode == 0, printed.stderr
+    header, body = printed.stdout.split("\n", 1)
+    assert header.startswith(f"# compile {compile_row['id']}, graph 0: ")
+    assert body == stored["printed"]
+    as_json = run("dynamo-trace", "graph", db, compile_row["id"], "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert as_json.stdout == G.read_graph(stored["serialized"].decode()).serialize(pretty=True)
+    missing = run("dynamo-trace", "graph", db, 999)
+    assert missing.returncode == 1 and "has no graphs" in missing.stderr
 
 
 # ---- op counts ---------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ PyObjectRef locationTuple(const SourceLocation& loc) {
 }
 
 // The meta dict fx_bridge copies into node.meta: source, location, user_stack, stack_trace,
-// tensor_meta = (shape, dtype, device, requires_grad).
+// tensor_meta = (shape, dtype, device, requires_grad), tensor_layout = (strides, memory_format)
+// when the strides are known.
 PyObjectRef metaDict(const Node& n) {
   PyObjectRef meta = PyObjectRef::steal(checkPy(PyDict_New()));
   const NodeMeta& m = n.meta();
@@ -48,6 +49,17 @@ PyObjectRef metaDict(const Node& n) {
                 "(OssO)", shape.get(), m.tensor->dtype.c_str(), m.tensor->device.c_str(),
                 m.tensor->requiresGrad ? Py_True : Py_False))));  // new ref
   }
+  if (m.tensor && m.tensor->strides) {
+    const std::vector<int64_t>& strides = *m.tensor->strides;
+    PyObjectRef tuple = PyObjectRef::steal(checkPy(PyTuple_New(static_cast<Py_ssize_t>(strides.size()))));
+    for (size_t i = 0; i < strides.size(); ++i) {
+      PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i),
+                       checkPy(PyLong_FromLongLong(strides[i])));  // steals new ref
+    }
+    setItem(meta.get(), "tensor_layout",
+            PyObjectRef::steal(checkPy(Py_BuildValue(
+                "(Os)", tuple.get(), memoryFormatName(m.tensor->memoryFormat)))));  // new ref
+  }
   return meta;
 }
 
@@ -66,7 +78,13 @@ PyObjectRef toFxGraphModule(const Graph& graph) {
     PyObjectRef target;
     switch (n->op()) {
       case NodeOp::kPlaceholder: target = str(n->name()); break;
-      case NodeOp::kCallFunction: target = PyObjectRef::borrow(n->target().callable()); break;
+      case NodeOp::kCallFunction:
+        DYNAMO_USER_CHECK(n->target().hasCallable(), UserErrorKind::kInvalidArgument, "node '",
+                          n->name(), "' calls '", n->target().qualifiedName(),
+                          "', known by name only: resolve the graph's targets first "
+                          "(resolveTargets, Graph.resolve())");
+        target = PyObjectRef::borrow(n->target().callable());
+        break;
       case NodeOp::kCallMethod: target = str(n->method()); break;
       case NodeOp::kOutput: target = str("output"); break;
     }

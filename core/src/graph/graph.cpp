@@ -10,6 +10,7 @@ struct Graph::Data {
   std::vector<NodeRef> inputs;
   std::vector<NodeRef> body;
   NodeRef output;
+  std::unordered_map<const Node*, std::vector<NodeRef>> users;  ///< node -> its users, in order
 };
 
 const std::vector<NodeRef>& Graph::inputs() const { return data_->inputs; }
@@ -35,6 +36,12 @@ std::map<std::string, int> Graph::opCounts() const {
   std::map<std::string, int> counts;
   for (const NodeRef& n : data_->body) ++counts[n->opKey()];
   return counts;
+}
+
+const std::vector<NodeRef>& Graph::users(const Node& n) const {
+  static const std::vector<NodeRef> kNone;
+  auto it = data_->users.find(&n);
+  return it == data_->users.end() ? kNone : it->second;
 }
 
 namespace {
@@ -80,6 +87,14 @@ std::string sanitizeName(const std::string& candidate) {
   if (out.empty()) out = "_";
   if (std::isdigit(static_cast<unsigned char>(out[0]))) out = "_" + out;
   return out;
+}
+
+// Records user as a user of each node it uses (once per node, however often it uses it).
+void addUses(std::unordered_map<const Node*, std::vector<NodeRef>>& users, const NodeRef& user) {
+  user->forEachInput([&](const NodeRef& used) {
+    std::vector<NodeRef>& list = users[used.get()];
+    if (list.empty() || list.back() != user) list.push_back(user);
+  });
 }
 
 }  // namespace
@@ -174,6 +189,8 @@ Graph GraphBuilder::build() const {
   data->inputs = inputs_;
   data->body = body_;
   data->output = output_;
+  for (const NodeRef& user : body_) addUses(data->users, user);
+  addUses(data->users, output_);
   return Graph(std::move(data));
 }
 

@@ -25,8 +25,8 @@ NodeRef Node::makePlaceholder(std::string name, std::string source, NodeMeta met
 NodeRef Node::makeCallFunction(std::string name, Target target, std::vector<Arg> args,
                                Kwargs kwargs, NodeMeta meta) {
   DYNAMO_INTERNAL_ASSERT(!name.empty(), "call_function without a name");
-  DYNAMO_INTERNAL_ASSERT(target.callable() != nullptr, "call_function '", name,
-                         "' without a callable");
+  DYNAMO_INTERNAL_ASSERT(!target.qualifiedName().empty(), "call_function '", name,
+                         "' without a target name");
   std::shared_ptr<Node> n(new Node(NodeOp::kCallFunction, std::move(name)));
   n->target_ = std::move(target);
   n->args_ = std::move(args);

@@ -125,6 +125,10 @@ struct GraphRunner::Plan {
       constants.push_back(PyObjectRef::steal(checkPy(PyUnicode_InternFromString(n.method().c_str()))));
       step.callable = constants.back().get();
     } else {
+      DYNAMO_USER_CHECK(n.target().hasCallable(), UserErrorKind::kInvalidArgument, "node '",
+                        n.name(), "' calls '", n.target().qualifiedName(),
+                        "', known by name only (a graph read back from JSON): resolve the "
+                        "graph's targets first (resolveTargets, Graph.resolve())");
       step.callable = n.target().callable();  // borrowed: the graph owns it
     }
     for (const Arg& a : n.args()) {

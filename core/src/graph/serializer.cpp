@@ -1,187 +1,143 @@
-// The graph serializer (graph_serializer.h): JSON text for the trace store.
-#include "dynamo/core/graph_serializer.h"
-
+// The graph serializer (graph_serializer.h): JSON text for the trace store, on nlohmann::json.
 #include <cmath>
 
-#include "json_writer.h"
+#include "dynamo/core/graph_serializer.h"
+#include "json_format.h"
 
 namespace dynamo::core {
 namespace {
 
-void writeArg(JsonWriter& w, const Arg& arg);
+Json argToJson(const Arg& arg);
 
-void writeItems(JsonWriter& w, const std::vector<Arg>& items) {
-  w.beginArray();
-  for (const Arg& item : items) writeArg(w, item);
-  w.endArray();
+Json itemsToJson(const std::vector<Arg>& items) {
+  Json out = Json::array();
+  for (const Arg& item : items) out.push_back(argToJson(item));
+  return out;
 }
 
 // {"<kind>": <payload>} for the kinds JSON has no type for.
-void writeTagged(JsonWriter& w, const char* tag, const std::string& text) {
-  w.beginObject();
-  w.key(tag);
-  w.value(text);
-  w.endObject();
+Json tagged(const char* tag, Json payload) {
+  Json out = Json::object();
+  out[tag] = std::move(payload);
+  return out;
 }
 
-void writeArg(JsonWriter& w, const Arg& arg) {
+Json floatToJson(double value) {
+  if (std::isfinite(value)) return value;
+  return tagged("float", std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf");
+}
+
+Json argToJson(const Arg& arg) {
   switch (arg.kind()) {
-    case ArgKind::kNone: w.null(); return;
-    case ArgKind::kBool: w.value(arg.asBool()); return;
-    case ArgKind::kInt: w.value(arg.asInt()); return;
-    case ArgKind::kStr: w.value(arg.asString()); return;
-    case ArgKind::kList: writeItems(w, arg.items()); return;
-    case ArgKind::kFloat:
-      if (std::isfinite(arg.asFloat())) {
-        w.value(arg.asFloat());
-      } else {
-        writeTagged(w, "float", std::isnan(arg.asFloat()) ? "nan"
-                                : arg.asFloat() > 0       ? "inf"
-                                                          : "-inf");
-      }
-      return;
-    case ArgKind::kNode: writeTagged(w, "node", arg.asNode()->name()); return;
+    case ArgKind::kNone: return nullptr;
+    case ArgKind::kBool: return arg.asBool();
+    case ArgKind::kInt: return arg.asInt();
+    case ArgKind::kFloat: return floatToJson(arg.asFloat());
+    case ArgKind::kStr: return arg.asString();
+    case ArgKind::kList: return itemsToJson(arg.items());
+    case ArgKind::kNode: return tagged("node", arg.asNode()->name());
     case ArgKind::kDtype:
     case ArgKind::kDevice:
     case ArgKind::kMemoryFormat:
-    case ArgKind::kLayout: writeTagged(w, argKindName(arg.kind()), arg.asString()); return;
-    case ArgKind::kEllipsis:
-      w.beginObject();
-      w.key("ellipsis");
-      w.value(true);
-      w.endObject();
-      return;
+    case ArgKind::kLayout: return tagged(argKindName(arg.kind()), arg.asString());
+    case ArgKind::kEllipsis: return tagged("ellipsis", true);
     case ArgKind::kSlice:
-    case ArgKind::kTuple:
-      w.beginObject();
-      w.key(argKindName(arg.kind()));
-      writeItems(w, arg.items());
-      w.endObject();
-      return;
-    case ArgKind::kDict:
-      w.beginObject();
-      w.key("dict");
-      w.beginArray();
+    case ArgKind::kTuple: return tagged(argKindName(arg.kind()), itemsToJson(arg.items()));
+    case ArgKind::kDict: {
+      Json entries = Json::array();
       for (size_t i = 0; i < arg.items().size(); ++i) {
-        w.beginArray();
-        w.value(arg.keys()[i]);
-        writeArg(w, arg.items()[i]);
-        w.endArray();
+        entries.push_back(Json::array({arg.keys()[i], argToJson(arg.items()[i])}));
       }
-      w.endArray();
-      w.endObject();
-      return;
+      return tagged("dict", std::move(entries));
+    }
   }
+  return nullptr;
 }
 
-void writeLocation(JsonWriter& w, const SourceLocation& loc) {
-  w.beginObject();
-  w.key("file");
-  w.value(loc.file);
-  w.key("line");
-  w.value(int64_t{loc.line});
-  w.key("source_line");
-  w.value(loc.sourceLine);
-  w.endObject();
+Json locationToJson(const SourceLocation& loc) {
+  Json out = Json::object();
+  out["file"] = loc.file;
+  out["line"] = loc.line;
+  out["source_line"] = loc.sourceLine;
+  return out;
 }
 
-void writeMeta(JsonWriter& w, const NodeMeta& meta) {
-  w.beginObject();
-  if (meta.tensor) {
-    w.key("tensor");
-    w.beginObject();
-    w.key("shape");
-    w.beginArray();
-    for (int64_t d : meta.tensor->shape) w.value(d);
-    w.endArray();
-    w.key("dtype");
-    w.value(meta.tensor->dtype);
-    w.key("device");
-    w.value(meta.tensor->device);
-    w.key("requires_grad");
-    w.value(meta.tensor->requiresGrad);
-    w.endObject();
+Json tensorMetaToJson(const TensorMeta& t) {
+  Json out = Json::object();
+  out["shape"] = t.shape;
+  out["dtype"] = t.dtype;
+  out["device"] = t.device;
+  out["requires_grad"] = t.requiresGrad;
+  if (t.strides) {
+    out["strides"] = *t.strides;
+    out["memory_format"] = memoryFormatName(t.memoryFormat);
   }
-  if (meta.location.known()) {
-    w.key("location");
-    writeLocation(w, meta.location);
-  }
+  return out;
+}
+
+Json metaToJson(const NodeMeta& meta) {
+  Json out = Json::object();
+  if (meta.tensor) out["tensor"] = tensorMetaToJson(*meta.tensor);
+  if (meta.location.known()) out["location"] = locationToJson(meta.location);
   if (!meta.userStack.empty()) {
-    w.key("user_stack");
-    w.beginArray();
-    for (const SourceLocation& frame : meta.userStack) writeLocation(w, frame);
-    w.endArray();
+    Json stack = Json::array();
+    for (const SourceLocation& frame : meta.userStack) stack.push_back(locationToJson(frame));
+    out["user_stack"] = std::move(stack);
   }
-  if (!meta.stackTrace.empty()) {
-    w.key("stack_trace");
-    w.value(meta.stackTrace);
-  }
-  w.endObject();
+  if (!meta.stackTrace.empty()) out["stack_trace"] = meta.stackTrace;
+  return out;
 }
 
-void writeNode(JsonWriter& w, const Node& n) {
-  w.beginObject();
-  w.key("op");
-  w.value(nodeOpName(n.op()));
-  w.key("name");
-  w.value(n.name());
+Json nodeToJson(const Node& n) {
+  Json out = Json::object();
+  out["op"] = nodeOpName(n.op());
+  out["name"] = n.name();
   switch (n.op()) {
-    case NodeOp::kPlaceholder:
-      w.key("source");
-      w.value(n.source());
-      break;
+    case NodeOp::kPlaceholder: out["source"] = n.source(); break;
     case NodeOp::kCallFunction:
-      w.key("target");
-      w.value(n.target().qualifiedName());
-      if (!n.target().resolvable()) {
-        w.key("resolvable");
-        w.value(false);
-      }
+      out["target"] = n.target().qualifiedName();
+      if (n.target().kind() == TargetKind::kAtenOp) out["schema"] = n.target().schemaName();
+      if (!n.target().resolvable()) out["resolvable"] = false;
       break;
-    case NodeOp::kCallMethod:
-      w.key("target");
-      w.value(n.method());
-      break;
+    case NodeOp::kCallMethod: out["target"] = n.method(); break;
     case NodeOp::kOutput: break;
   }
-  if (n.op() != NodeOp::kPlaceholder) {
-    w.key("args");
-    writeItems(w, n.args());
-  }
+  if (n.op() != NodeOp::kPlaceholder) out["args"] = itemsToJson(n.args());
   if (n.op() == NodeOp::kCallFunction || n.op() == NodeOp::kCallMethod) {
-    w.key("kwargs");
-    w.beginObject();
-    for (const auto& [key, value] : n.kwargs()) {
-      w.key(key);
-      writeArg(w, value);
-    }
-    w.endObject();
+    Json kwargs = Json::object();
+    for (const auto& [key, value] : n.kwargs()) kwargs[key] = argToJson(value);
+    out["kwargs"] = std::move(kwargs);
   }
-  w.key("meta");
-  writeMeta(w, n.meta());
-  w.endObject();
+  out["meta"] = metaToJson(n.meta());
+  return out;
+}
+
+std::string dump(const Json& j) {
+  // Compact; invalid UTF-8 (never produced by Python str) is replaced rather than thrown on.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace
 
 std::string serializeGraph(const Graph& graph, const SerializeOptions& options) {
-  JsonWriter w;
-  w.beginObject();
-  w.key("format");
-  w.value("dynamo.graph");
-  w.key("version");
-  w.value(int64_t{kGraphFormatVersion});
-  w.key("nodes");
-  w.beginArray();
-  for (const NodeRef& n : graph.nodes()) {
-    if (options.pretty) w.newline();
-    writeNode(w, *n);
+  Json doc = Json::object();
+  doc["format"] = kGraphFormatName;
+  doc["version"] = kGraphFormatVersion;
+  doc["nodes"] = Json::array();
+  if (!options.pretty) {
+    for (const NodeRef& n : graph.nodes()) doc["nodes"].push_back(nodeToJson(*n));
+    return dump(doc);
   }
-  if (options.pretty) w.newline();
-  w.endArray();
-  w.endObject();
-  std::string out = w.str();
-  if (options.pretty) out += "\n";
+  // One node per line: the document without nodes, opened up after "nodes":[.
+  std::string head = dump(doc);
+  std::string out = head.substr(0, head.size() - 2);  // drop "]}"
+  const char* sep = "\n";
+  for (const NodeRef& n : graph.nodes()) {
+    out += sep;
+    out += dump(nodeToJson(*n));
+    sep = ",\n";
+  }
+  out += "\n]}\n";
   return out;
 }
 

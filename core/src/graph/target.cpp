@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dynamo/core/graph_node.h"
+#include "dynamo/core/graph_python.h"
 #include "py_errors.h"
 
 namespace dynamo::core {
@@ -110,14 +111,19 @@ std::vector<std::string> candidateNames(PyObject* callable) {
 }
 
 // Finds the first part of a dotted name among the loaded modules (a callable's own module is
-// always loaded; nothing new is imported for a guess like "torch.Tensor.upper") and walks the
-// rest as attributes, importing submodules where an attribute is missing. A new ref, or NULL
-// with no error set.
-PyObjectRef resolveName(const std::string& dotted) {
+// always loaded; nothing new is imported for a guess like "torch.Tensor.upper"), or imports it
+// when importRoot, and walks the rest as attributes, importing submodules where an attribute is
+// missing. A new ref, or NULL with no error set.
+PyObjectRef resolveName(const std::string& dotted, bool importRoot = false) {
   size_t dot = dotted.find('.');
   std::string prefix = dotted.substr(0, dot);
-  PyObjectRef root = PyObjectRef::steal(PyUnicode_FromString(prefix.c_str()));  // new ref
-  PyObjectRef obj = root ? PyObjectRef::steal(PyImport_GetModule(root.get())) : root;  // new ref
+  PyObjectRef obj;
+  if (importRoot) {
+    obj = PyObjectRef::steal(PyImport_ImportModule(prefix.c_str()));  // new ref
+  } else {
+    PyObjectRef root = PyObjectRef::steal(PyUnicode_FromString(prefix.c_str()));  // new ref
+    obj = root ? PyObjectRef::steal(PyImport_GetModule(root.get())) : root;  // new ref
+  }
   while (obj && dot != std::string::npos) {
     size_t next = dotted.find('.', dot + 1);
     std::string part = dotted.substr(dot + 1, next == std::string::npos ? next : next - dot - 1);
@@ -140,15 +146,111 @@ std::unordered_map<PyObject*, Target>& nameCache() {
   return *cache;  // it holds Python refs and must not be torn down after the interpreter.
 }
 
+// Releases a live handle: the last owner of a Target may not hold the GIL. Nothing is released
+// once the interpreter is gone (the object went with it).
+void releaseHandle(PyObject* o) {
+  if (o == nullptr || !Py_IsInitialized()) return;
+  PyGILState_STATE state = PyGILState_Ensure();
+  Py_DECREF(o);
+  PyGILState_Release(state);
+}
+
+std::shared_ptr<PyObject> shareHandle(PyObjectRef callable) {
+  if (!callable) return nullptr;
+  return std::shared_ptr<PyObject>(callable.release(), releaseHandle);
+}
+
+constexpr const char kTensorPrefix[] = "torch.Tensor.";
+constexpr const char kOpsPrefix[] = "torch.ops.";
+
+bool startsWith(const std::string& s, const char* prefix) {
+  return s.compare(0, std::strlen(prefix), prefix) == 0;
+}
+
 }  // namespace
+
+const char* targetKindName(TargetKind kind) {
+  switch (kind) {
+    case TargetKind::kFunction: return "function";
+    case TargetKind::kMethod: return "method";
+    case TargetKind::kAtenOp: return "aten";
+  }
+  return "?";
+}
+
+// The kind and its parts follow from the name: "torch.Tensor.<method>" (one more part) is a
+// method; "torch.ops.<ns>.<op>" and "torch.ops.<ns>.<op>.<overload>" are operators.
+void Target::setName(std::string qualifiedName) {
+  qualifiedName_ = std::move(qualifiedName);
+  shortName_ = lastPart(qualifiedName_);
+  kind_ = TargetKind::kFunction;
+  method_.clear();
+  schemaName_.clear();
+  overloadName_.clear();
+  const std::string& q = qualifiedName_;
+  if (startsWith(q, kTensorPrefix) && q.find('.', std::strlen(kTensorPrefix)) == std::string::npos &&
+      q.size() > std::strlen(kTensorPrefix)) {
+    kind_ = TargetKind::kMethod;
+    method_ = q.substr(std::strlen(kTensorPrefix));
+    return;
+  }
+  if (!startsWith(q, kOpsPrefix)) return;
+  std::vector<std::string> parts;
+  for (size_t start = std::strlen(kOpsPrefix);;) {
+    size_t dot = q.find('.', start);
+    parts.push_back(q.substr(start, dot == std::string::npos ? dot : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) return;
+  for (const std::string& part : parts) {
+    if (part.empty()) return;
+  }
+  kind_ = TargetKind::kAtenOp;
+  shortName_ = parts[1];
+  if (parts.size() == 3) overloadName_ = parts[2];
+  schemaName_ = parts[0] + "::" + parts[1];
+  if (!overloadName_.empty() && overloadName_ != "default") schemaName_ += "." + overloadName_;
+}
 
 Target Target::make(PyObjectRef callable, std::string qualifiedName, bool resolvable) {
   Target t;
-  t.callable_ = std::move(callable);
-  t.shortName_ = lastPart(qualifiedName);
-  t.qualifiedName_ = std::move(qualifiedName);
+  t.handle_ = shareHandle(std::move(callable));
+  t.setName(std::move(qualifiedName));
   t.resolvable_ = resolvable;
   return t;
+}
+
+Target Target::fromName(std::string qualifiedName, bool resolvable) {
+  return make(PyObjectRef(), std::move(qualifiedName), resolvable);
+}
+
+Target Target::atenOp(const std::string& schemaName) {
+  size_t colons = schemaName.find("::");
+  DYNAMO_USER_CHECK(colons != std::string::npos && colons > 0 && colons + 2 < schemaName.size(),
+                    UserErrorKind::kInvalidArgument, "ATen operator name '", schemaName,
+                    "' is not of the form namespace::name[.overload]");
+  std::string ns = schemaName.substr(0, colons);
+  std::string rest = schemaName.substr(colons + 2);
+  if (rest.find('.') == std::string::npos) rest += ".default";
+  Target t = fromName("torch.ops." + ns + "." + rest, true);
+  DYNAMO_USER_CHECK(t.kind() == TargetKind::kAtenOp, UserErrorKind::kInvalidArgument,
+                    "ATen operator name '", schemaName, "' is not of the form namespace::name[.overload]");
+  return t;
+}
+
+Target Target::withCallable(PyObjectRef callable) const {
+  Target t = *this;
+  t.handle_ = shareHandle(std::move(callable));
+  return t;
+}
+
+bool Target::operator==(const Target& other) const {
+  return qualifiedName_ == other.qualifiedName_ && resolvable_ == other.resolvable_;
+}
+
+PyObjectRef resolveQualifiedName(const std::string& qualifiedName) {
+  return resolveName(qualifiedName, true);
 }
 
 Target Target::fromCallable(PyObject* callable) {  // borrowed ref

@@ -4,7 +4,8 @@
 // GraphBuilder (append-only, the only mutable piece), then freezes it with build(). A Graph is a
 // cheap, shareable handle to immutable data: inputs (placeholders, in order), body (calls, in
 // order) and the output node. Passes make new graphs (GraphBuilder(graph) starts from one).
-// Around it: graph_printer.h (text), graph_serializer.h (JSON for the trace store),
+// Around it: graph_printer.h (text), graph_serializer.h (JSON for the trace store, and the C++
+// reader that needs no Python),
 // graph_fx.h (torch.fx.GraphModule) and graph_runner.h (the eager executor).
 #pragma once
 
@@ -37,6 +38,12 @@ class Graph {
   NodeRef find(const std::string& name) const;
   /// Count of call nodes by Node::opKey() ("torch.add" -> 2), sorted by key.
   std::map<std::string, int> opCounts() const;
+  /// The nodes that use n (as an argument, keyword argument or in the output structure), each
+  /// once, in graph order; empty for a node that nobody uses or that is not in this graph.
+  /// Computed once, when the graph is built.
+  const std::vector<NodeRef>& users(const Node& n) const;
+  /// users(*n).
+  const std::vector<NodeRef>& users(const NodeRef& n) const { return users(*n); }
 
  private:
   friend class GraphBuilder;

@@ -1,7 +1,7 @@
 // Nodes of the graph IR: immutable, ref-counted, made only through the static make*() functions.
 //
 // A node is one of: a placeholder (a graph input, named after the user source it came from), a
-// call_function (a Python callable held by an owned reference, plus its qualified name), a
+// call_function (a target known by qualified name, with an optional live Python handle), a
 // call_method (a method name called on the first argument) or the output (a structure of node
 // references). Each node carries a user-visible name, unique in its graph (GraphBuilder assigns
 // it), and optional metadata for the explainer and the tools: tensor meta, user location, user
@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,13 +31,33 @@ enum class NodeOp {
 /// "placeholder", "call_function", "call_method" or "output" (FX's op names).
 const char* nodeOpName(NodeOp op);
 
-/// What is known about a node's tensor result.
-struct TensorMeta {
-  std::vector<int64_t> shape;  ///< sizes, outermost first
-  std::string dtype;           ///< qualified dtype name, e.g. "torch.float32"
-  std::string device;          ///< str() of the device, e.g. "cpu", "cuda:0"
-  bool requiresGrad = false;   ///< the result's requires_grad flag
+/// How a tensor's elements are laid out in memory (from its strides).
+enum class MemoryFormat {
+  kContiguous,    ///< row-major (torch.contiguous_format)
+  kChannelsLast,  ///< NHWC order of a 4-d tensor (torch.channels_last)
+  kOther,         ///< anything else: a transposed view, a strided slice, channels_last_3d, ...
 };
+
+/// "contiguous", "channels_last" or "other" (the serializer's spelling).
+const char* memoryFormatName(MemoryFormat format);
+
+/// What is known about a node's tensor result. An aggregate: fields may be set one by one.
+struct TensorMeta {
+  std::vector<int64_t> shape;    ///< sizes, outermost first
+  std::string dtype;             ///< qualified dtype name, e.g. "torch.float32"
+  std::string device;            ///< str() of the device, e.g. "cpu", "cuda:0"
+  bool requiresGrad = false;     ///< the result's requires_grad flag
+  std::optional<std::vector<int64_t>> strides;  ///< in elements, parallel to shape; or unknown
+  MemoryFormat memoryFormat = MemoryFormat::kContiguous;  ///< meaningful when strides are known
+
+  /// Field-by-field equality.
+  bool operator==(const TensorMeta& other) const;
+  bool operator!=(const TensorMeta& other) const { return !(*this == other); }
+};
+
+/// The tensor meta of a torch.Tensor: shape, strides, memory format, dtype, device and
+/// requires_grad (needs the GIL; throws PythonError when an attribute cannot be read).
+TensorMeta tensorMetaOf(PyObject* tensor);  // borrowed ref
 
 /// Optional metadata of a node. All parts may be empty.
 struct NodeMeta {
@@ -46,30 +67,80 @@ struct NodeMeta {
   std::string stackTrace;                 ///< a rendered stack trace, as FX's meta["stack_trace"]
 };
 
-/// The callable of a call_function node: an owned reference and a qualified name that a tool
-/// can resolve back to the same object ("torch.add", "operator.getitem", "torch.Tensor.add_").
+/// What a call_function target is, as its qualified name tells.
+enum class TargetKind {
+  kFunction,  ///< a plain function: "torch.add", "operator.getitem", "torch.nn.functional.relu"
+  kMethod,    ///< a torch.Tensor method descriptor: "torch.Tensor.add_" (method "add_")
+  kAtenOp,    ///< an ATen operator: "torch.ops.aten.add.Tensor" (schema "aten::add.Tensor")
+};
+
+/// "function", "method" or "aten" (the serializer's spelling).
+const char* targetKindName(TargetKind kind);
+
+/// The callable of a call_function node: a qualified name that a tool can resolve back to the
+/// same object ("torch.add", "operator.getitem", "torch.Tensor.add_",
+/// "torch.ops.aten.add.Tensor"), its kind, and an optional live handle to the Python object.
+///
+/// The name is the target's identity: printing, serializing and comparing use only the name, and
+/// copying or destroying a Target never needs the GIL (the handle is shared; its last owner takes
+/// the GIL to release the object). The handle is needed only to run the graph; a Target read back
+/// from JSON has none until resolveTargets() (graph_python.h) imports it by name.
 class Target {
  public:
-  /// Names a callable (needs the GIL; the result is cached per object). Never fails: a callable
-  /// whose name cannot be resolved back to it gets a best-effort name and resolvable() false.
+  /// Names a callable and keeps a live handle to it (needs the GIL; the result is cached per
+  /// object). Never fails: a callable whose name cannot be resolved back to it gets a best-effort
+  /// name and resolvable() false.
   static Target fromCallable(PyObject* callable);  // borrowed ref
-  /// A target with a name given by the caller (the name is trusted, not checked).
+  /// A target with a name given by the caller (the name is trusted, not checked). Needs the GIL
+  /// when callable is not null.
   static Target make(PyObjectRef callable, std::string qualifiedName, bool resolvable);
+  /// A target known by name only (no live handle): a graph read back from JSON. The kind comes
+  /// from the name ("torch.Tensor.<m>" is a method, "torch.ops.<ns>.<op>[.<overload>]" an ATen
+  /// op). No Python needed.
+  static Target fromName(std::string qualifiedName, bool resolvable = true);
+  /// An ATen operator by schema name: "aten::add.Tensor" (overload Tensor), "aten::relu" (the
+  /// default overload, qualified name "torch.ops.aten.relu.default"). No Python needed.
+  static Target atenOp(const std::string& schemaName);
 
-  /// The callable (borrowed from this target).
-  PyObject* callable() const { return callable_.get(); }
-  /// "torch.add", "torch.nn.functional.relu", "operator.getitem", "torch.Tensor.add_".
+  /// The live callable (borrowed from this target), or null when the target is known by name only.
+  PyObject* callable() const { return handle_.get(); }
+  /// True when the target has a live callable (it can run).
+  bool hasCallable() const { return handle_ != nullptr; }
+  /// The same target with a live callable (needs the GIL when callable is not null).
+  Target withCallable(PyObjectRef callable) const;
+
+  /// "torch.add", "torch.nn.functional.relu", "operator.getitem", "torch.Tensor.add_",
+  /// "torch.ops.aten.add.Tensor".
   const std::string& qualifiedName() const { return qualifiedName_; }
-  /// True when importing qualifiedName() gives back callable() itself.
+  /// function, method or ATen op.
+  TargetKind kind() const { return kind_; }
+  /// kMethod: the method name ("add_"); empty for other kinds.
+  const std::string& method() const { return method_; }
+  /// kAtenOp: "aten::add.Tensor", or "aten::relu" for the default overload (and for an
+  /// overload packet); empty for other kinds.
+  const std::string& schemaName() const { return schemaName_; }
+  /// kAtenOp: "Tensor", "default", or empty for an overload packet (torch.ops.aten.add).
+  const std::string& overloadName() const { return overloadName_; }
+  /// True when importing qualifiedName() gives back the callable itself.
   bool resolvable() const { return resolvable_; }
-  /// The callable's __name__ ("add"), or the last part of the qualified name: the basis of
+  /// The callable's __name__ ("add"), or the op / last part of the qualified name: the basis of
   /// node names.
   const std::string& shortName() const { return shortName_; }
 
+  /// Same qualified name, kind and resolvability (the live handle is not compared).
+  bool operator==(const Target& other) const;
+  bool operator!=(const Target& other) const { return !(*this == other); }
+
  private:
-  PyObjectRef callable_;
+  void setName(std::string qualifiedName);
+
+  std::shared_ptr<PyObject> handle_;  ///< released under the GIL by its last owner
   std::string qualifiedName_;
   std::string shortName_;
+  std::string method_;
+  std::string schemaName_;
+  std::string overloadName_;
+  TargetKind kind_ = TargetKind::kFunction;
   bool resolvable_ = false;
 };
 

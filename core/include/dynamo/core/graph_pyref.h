@@ -2,8 +2,9 @@
 //
 // The graph IR lives in dynamo::core, below the binding layer, so it cannot use the binding's
 // PyRef (python/src/py_util.h); this is the same idea for core code. Every copy, assignment and
-// destruction touches a reference count, so the GIL must be held whenever a PyObjectRef, or an IR
-// value holding one (Target, Node, Graph), is copied or destroyed.
+// destruction touches a reference count, so the GIL must be held whenever a PyObjectRef is
+// copied or destroyed. IR values (Target, Node, Graph) do not hold PyObjectRefs: a Target's live
+// handle is shared and released under the GIL by its last owner (graph_node.h).
 #pragma once
 
 #include <Python.h>

@@ -1,9 +1,12 @@
 // Python objects of graph arguments: the one place that turns an Arg into the object it stands
-// for (used by the runner, the FX conversion and the bindings).
+// for (used by the runner, the FX conversion and the bindings), and the resolution of targets
+// known by name only (graphs read back from JSON) to live callables.
 #pragma once
 
 #include <functional>
+#include <string>
 
+#include "dynamo/core/graph.h"
 #include "dynamo/core/graph_arg.h"
 #include "dynamo/core/graph_node.h"
 #include "dynamo/core/graph_pyref.h"
@@ -20,5 +23,16 @@ PyObjectRef argToPython(const Arg& arg, const NodeValueFn& nodeValue);
 
 /// The Python object of an Arg without node references; internal error if it has one.
 PyObjectRef constantToPython(const Arg& arg);
+
+/// The object a qualified name stands for ("torch.nn.functional.relu"): imports the first part,
+/// then walks attributes, importing submodules where one is missing. A new ref, or null (no
+/// Python error left set) when the name does not resolve. Needs the GIL.
+PyObjectRef resolveQualifiedName(const std::string& qualifiedName);
+
+/// The same graph (same names, arguments and meta) with every call_function target given its
+/// live callable, resolved by qualified name: what a graph read back from JSON needs before it
+/// can run or become a GraphModule. Targets that already have one keep it. Needs the GIL; user
+/// error naming the node and target when a name does not resolve.
+Graph resolveTargets(const Graph& graph);
 
 }  // namespace dynamo::core
