@@ -2,6 +2,7 @@
 // diagram in trace_writer.h and "Durability" in docs/trace-store.md).
 #include "dynamo/storage/trace_writer.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -131,6 +134,53 @@ RowId insertRun(sql::Database& db, RunRecord& run, int version) {
     throw;
   }
   return sqlite3_last_insert_rowid(db.get());
+}
+
+// Merges the crash markers that runs of this store left beside it (crash_marker.h) as their
+// "dynamo.crash" artifacts, then removes the marker files. Each marker is merged in its own
+// transaction, only for a run that exists, never closed and has no crash artifact yet, so two
+// writers opening at once merge it once. Failures leave the marker for the next opener.
+void mergeCrashMarkers(sql::Database& db, const std::string& path, RowId newRunId,
+                       std::uint32_t& seq) {
+  std::string dir = ".", base = path;
+  if (std::size_t slash = path.rfind('/'); slash != std::string::npos) {
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+    base = path.substr(slash + 1);
+  }
+  std::string prefix = base + "-crash-";
+  std::vector<std::string> found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.compare(0, prefix.size(), prefix) == 0) found.push_back(dir + "/" + name);
+    }
+    closedir(d);
+  }
+  for (const std::string& file : found) {
+    std::ifstream in(file, std::ios::binary);
+    std::string text(std::istreambuf_iterator<char>(in), {});
+    std::optional<CrashMarker> marker = parseCrashMarker(text);
+    if (!marker || file != crashMarkerPath(path, marker->runId)) continue;
+    try {
+      beginImmediate(db);
+      sql::Statement wanted(db, "SELECT count(*) FROM runs WHERE run_id = ?1 AND end_time_us "
+                                "IS NULL AND NOT EXISTS (SELECT 1 FROM artifacts WHERE run_id "
+                                "= ?1 AND name = 'dynamo.crash')");
+      wanted.bind(1, marker->runId);
+      if (wanted.step() && wanted.columnInt(0) == 1) {
+        sql::Statement insert(db, "INSERT INTO artifacts(artifact_id, run_id, compile_id, name, "
+                                  "media_type, data, time_us) VALUES (?1, ?2, ?3, ?4, "
+                                  "'text/plain', ?5, ?6)");
+        insert.bind(1, (newRunId << 32) | ++seq).bind(2, marker->runId)
+            .bindIdOrNull(3, marker->compileId).bindText(4, kCrashArtifactName)
+            .bindBlob(5, formatCrashMarker(*marker)).bind(6, marker->timeUs).run();
+      }
+      db.exec("COMMIT", "merging a crash marker");
+      std::remove(file.c_str());
+    } catch (const std::exception&) {
+      sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  }
 }
 
 // Incremented in the child of every fork(). A writer belongs to the process that opened it: its
@@ -313,6 +363,10 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path, RunRecor
   impl->runId = insertRun(impl->db, run, impl->version);
   DYNAMO_INTERNAL_ASSERT(impl->runId > 0 && impl->runId < (RowId{1} << 31),
                          "run id out of range: ", impl->runId);
+  std::uint32_t seq = 0;
+  mergeCrashMarkers(impl->db, path, impl->runId, seq);
+  impl->nextSeq.store(seq);
+  armCrashMarker(path, impl->runId);
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->run(); });
   return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(impl)));
@@ -389,7 +443,12 @@ void TraceWriter::close() {
   }
   if (impl_->thread.joinable()) impl_->thread.join();
   impl_->db.close();
+  disarmCrashMarker(impl_->runId);
   if (failure) throw *failure;
+}
+
+void TraceWriter::noteCrashStage(CrashStage stage, RowId compileId) {
+  if (!impl_->inheritedThroughFork()) storage::noteCrashStage(stage, compileId);
 }
 
 WriterStats TraceWriter::stats() const {

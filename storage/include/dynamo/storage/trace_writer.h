@@ -10,6 +10,9 @@
 // oldest has waited maxDelay, or on flush(). A row is *acknowledged* once a flush() that began
 // after it was enqueued has returned: it is then in the WAL, and survives the process being
 // killed (not necessarily a power loss: synchronous=NORMAL).
+//
+// open() also arms a fatal-signal handler that leaves a crash marker beside the store, and merges
+// the markers that crashed runs left into the store (crash_marker.h); close() disarms it.
 #pragma once
 
 #include <chrono>
@@ -18,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "dynamo/storage/crash_marker.h"
 #include "dynamo/storage/records.h"
 
 namespace dynamo::storage {
@@ -79,6 +83,10 @@ class TraceWriter {
 
   /// Current counters.
   WriterStats stats() const;
+
+  /// Tells the crash marker what runs next (crash_marker.h): kFirstCall with the compile whose
+  /// code is about to run for the first time. Two atomic stores; no I/O.
+  void noteCrashStage(CrashStage stage, RowId compileId);
 
   struct Impl;
 
