@@ -203,7 +203,7 @@ struct TraceWriter::Impl {
   WriterOptions options;
   int version = 0;
   RowId runId = 0;
-  sql::Database db;  // used by the writer thread only, once it runs
+  sql::Database db;  // once the writer thread runs: used only under commitMu
   std::atomic<std::uint32_t> nextSeq{0};
 
   mutable std::mutex mu;
@@ -221,6 +221,14 @@ struct TraceWriter::Impl {
   bool closed = false;               // guarded by mu
   std::thread thread;
   int forkGeneration = 0;  // currentForkGeneration() at open
+
+  // The committing side: whoever holds commitMu (the writer thread or a flush()) uses these.
+  std::mutex commitMu;               // taken before mu, never after it
+  bool walFull = false;              // set by the WAL hook during a commit, guarded by commitMu
+  bool checkpointWanted = false;     // guarded by mu: the writer thread should checkpoint
+  sql::Database checkpointDb;        // the writer thread's own connection for checkpoints
+  std::optional<Inserts> inserts;    // the prepared INSERTs, guarded by commitMu
+  std::vector<Row> batch;            // rows being committed, guarded by commitMu
 
   bool inheritedThroughFork() const {
     return gForkGeneration.load(std::memory_order_relaxed) != forkGeneration;
@@ -288,52 +296,105 @@ struct TraceWriter::Impl {
     }
   }
 
+  // Takes the waiting rows and commits them, on whichever thread calls it (the writer thread, or
+  // a flush() that commits itself instead of waking the writer thread: one commit, no thread
+  // hand-off). Called with commitMu held and `lock` (on mu) held; returns with both held.
+  void commitQueued(std::unique_lock<std::mutex>& lock) {
+    if (queue.empty()) return;
+    batch.swap(queue);
+    flushWanted = false;
+    lock.unlock();
+    std::optional<UserError> failure;
+    try {
+      if (!inserts) inserts.emplace(db);
+      commitBatch(*inserts, batch);
+    } catch (const UserError& e) {
+      failure = e;
+    } catch (const std::exception& e) {
+      failure.emplace(UserErrorKind::kTraceStore,
+                      detail::concat("trace store '", path, "': writing failed: ", e.what()));
+    }
+    lock.lock();
+    if (walFull) {
+      walFull = false;
+      checkpointWanted = true;
+      wake.notify_one();
+    }
+    committed += batch.size();
+    if (failure) {
+      dropped += batch.size();
+      if (!error) error = std::move(failure);
+    } else {
+      realCommitted += batch.size();
+      ++batches;
+    }
+    batch.clear();
+    progress.notify_all();
+  }
+
+  // SQLite's automatic checkpoint would run in whichever thread commits, and it syncs the file:
+  // with a commit per compile that would put an fsync on the compile's critical path every few
+  // megabytes. The writer's connection reports the WAL size instead (walHook), and the writer
+  // thread checkpoints on a connection of its own (PASSIVE: never blocks a commit, ours or
+  // another process's).
+  static constexpr int kCheckpointPages = 1000;  // SQLite's default autocheckpoint threshold
+
+  static int walHook(void* self, sqlite3*, const char*, int pages) {
+    if (pages >= kCheckpointPages) static_cast<Impl*>(self)->walFull = true;  // commitMu held
+    return SQLITE_OK;
+  }
+
+  void checkpoint() {
+    try {
+      if (checkpointDb.get() == nullptr)
+        checkpointDb = sql::Database(path, SQLITE_OPEN_READWRITE, options.busyTimeoutMs);
+      sqlite3_exec(checkpointDb.get(), "PRAGMA wal_checkpoint(PASSIVE)", nullptr, nullptr,
+                   nullptr);
+    } catch (const std::exception&) {
+      // A failed checkpoint loses nothing: the rows are in the WAL, and the next one retries.
+    }
+  }
+
   void run() {
-    std::optional<Inserts> inserts;
-    std::vector<Row> batch;
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
-      wake.wait(lock, [&] { return stopping || !queue.empty(); });
+      wake.wait(lock, [&] { return stopping || checkpointWanted || !queue.empty(); });
+      if (checkpointWanted) {
+        checkpointWanted = false;
+        lock.unlock();
+        checkpoint();
+        lock.lock();
+        continue;
+      }
       if (queue.empty() && stopping) break;
       // Let a batch fill up, unless someone waits for it.
       wake.wait_for(lock, options.maxDelay, [&] {
         return stopping || flushWanted || queue.size() >= options.batchRows;
       });
-      batch.swap(queue);
-      flushWanted = false;
+      // Lock order: commitMu, then mu. A flush() may have committed the rows meanwhile.
       lock.unlock();
-      std::optional<UserError> failure;
-      try {
-        if (!inserts) inserts.emplace(db);
-        commitBatch(*inserts, batch);
-      } catch (const UserError& e) {
-        failure = e;
-      } catch (const std::exception& e) {
-        failure.emplace(UserErrorKind::kTraceStore,
-                        detail::concat("trace store '", path, "': writing failed: ", e.what()));
-      }
+      std::lock_guard<std::mutex> commitLock(commitMu);
       lock.lock();
-      committed += batch.size();
-      if (failure) {
-        dropped += batch.size();
-        if (!error) error = std::move(failure);
-      } else {
-        realCommitted += batch.size();
-        ++batches;
-      }
-      batch.clear();
-      progress.notify_all();
+      commitQueued(lock);
     }
   }
 
+  // Blocks until every row enqueued before the call is committed. The caller commits them
+  // itself (under commitMu, after any batch the writer thread has in flight), which is what
+  // makes a commit per compile cheap: no wake-up of the writer thread on the critical path.
   void flush() {
     if (inheritedThroughFork()) failInherited();
     std::unique_lock<std::mutex> lock(mu);
     std::uint64_t target = enqueued;
     if (committed < target) {
-      flushWanted = true;
-      wake.notify_one();
-      progress.wait(lock, [&] { return committed >= target; });
+      lock.unlock();
+      std::lock_guard<std::mutex> commitLock(commitMu);
+      lock.lock();
+      if (committed < target) commitQueued(lock);
+      // Rows recorded before the call are committed now: those the writer thread had in flight
+      // finished before commitMu was ours, and the rest were in the queue.
+      DYNAMO_INTERNAL_ASSERT(committed >= target, "flush left rows behind: ", committed, " < ",
+                             target);
     }
     if (error) throw *error;
   }
@@ -363,6 +424,8 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path, RunRecor
   impl->runId = insertRun(impl->db, run, impl->version);
   DYNAMO_INTERNAL_ASSERT(impl->runId > 0 && impl->runId < (RowId{1} << 31),
                          "run id out of range: ", impl->runId);
+  // Replaces SQLite's automatic checkpoint (see Impl::walHook).
+  sqlite3_wal_hook(impl->db.get(), &Impl::walHook, impl.get());
   std::uint32_t seq = 0;
   mergeCrashMarkers(impl->db, path, impl->runId, seq);
   impl->nextSeq.store(seq);
@@ -442,6 +505,8 @@ void TraceWriter::close() {
     impl_->wake.notify_one();
   }
   if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->inserts.reset();  // statements before their connection
+  impl_->checkpointDb.close();
   impl_->db.close();
   disarmCrashMarker(impl_->runId);
   if (failure) throw *failure;
