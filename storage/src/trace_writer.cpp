@@ -142,17 +142,18 @@ RowId insertRun(sql::Database& db, RunRecord& run, int version) {
 // writers opening at once merge it once. Failures leave the marker for the next opener.
 void mergeCrashMarkers(sql::Database& db, const std::string& path, RowId newRunId,
                        std::uint32_t& seq) {
-  std::string dir = ".", base = path;
+  std::string dir = ".", base = path, dirPrefix;  // dirPrefix + name: the path to open
   if (std::size_t slash = path.rfind('/'); slash != std::string::npos) {
     dir = slash == 0 ? "/" : path.substr(0, slash);
     base = path.substr(slash + 1);
+    dirPrefix = path.substr(0, slash + 1);
   }
   std::string prefix = base + "-crash-";
   std::vector<std::string> found;
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
       std::string name = e->d_name;
-      if (name.compare(0, prefix.size(), prefix) == 0) found.push_back(dir + "/" + name);
+      if (name.compare(0, prefix.size(), prefix) == 0) found.push_back(dirPrefix + name);
     }
     closedir(d);
   }
@@ -160,6 +161,7 @@ void mergeCrashMarkers(sql::Database& db, const std::string& path, RowId newRunI
     std::ifstream in(file, std::ios::binary);
     std::string text(std::istreambuf_iterator<char>(in), {});
     std::optional<CrashMarker> marker = parseCrashMarker(text);
+    // Only the marker of the run it names ("t.db-crash-3" holds run 3).
     if (!marker || file != crashMarkerPath(path, marker->runId)) continue;
     try {
       beginImmediate(db);
