@@ -218,7 +218,6 @@ struct TraceWriter::Impl {
   std::uint64_t batches = 0;         // guarded by mu
   std::uint64_t dropped = 0;         // guarded by mu
   std::optional<UserError> error;    // first error, guarded by mu
-  bool flushWanted = false;          // guarded by mu
   bool stopping = false;             // guarded by mu
   bool closed = false;               // guarded by mu
   std::thread thread;
@@ -227,6 +226,7 @@ struct TraceWriter::Impl {
   // The committing side: whoever holds commitMu (the writer thread or a flush()) uses these.
   std::mutex commitMu;               // taken before mu, never after it
   bool walFull = false;              // set by the WAL hook during a commit, guarded by commitMu
+  std::atomic<int> walPages{0};      // frames in the WAL after the last commit (the WAL hook)
   bool checkpointWanted = false;     // guarded by mu: the writer thread should checkpoint
   sql::Database checkpointDb;        // the writer thread's own connection for checkpoints
   std::optional<Inserts> inserts;    // the prepared INSERTs, guarded by commitMu
@@ -304,12 +304,16 @@ struct TraceWriter::Impl {
   void commitQueued(std::unique_lock<std::mutex>& lock) {
     if (queue.empty()) return;
     batch.swap(queue);
-    flushWanted = false;
     lock.unlock();
     std::optional<UserError> failure;
     try {
       if (!inserts) inserts.emplace(db);
       commitBatch(*inserts, batch);
+      if (walPages.load(std::memory_order_relaxed) >= kBlockingCheckpointPages &&
+          sqlite3_wal_checkpoint_v2(db.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                    nullptr) == SQLITE_OK)
+        walPages.store(0, std::memory_order_relaxed);  // (SQLITE_BUSY: the writer thread's
+                                                       // pass is running; the next commit)
     } catch (const UserError& e) {
       failure = e;
     } catch (const std::exception& e) {
@@ -338,20 +342,42 @@ struct TraceWriter::Impl {
   // with a commit per compile that would put an fsync on the compile's critical path every few
   // megabytes. The writer's connection reports the WAL size instead (walHook), and the writer
   // thread checkpoints on a connection of its own (PASSIVE: never blocks a commit, ours or
-  // another process's).
+  // another process's). The WAL file is reused from its start once a checkpoint has copied every
+  // frame before the next commit begins. If commits come faster than the writer thread can
+  // checkpoint and the WAL passes kBlockingCheckpointPages (16 MB), the committing thread
+  // checkpoints after its commit, as SQLite's automatic checkpoint would, and the writer thread
+  // stays out of its way: the WAL stays bounded.
   static constexpr int kCheckpointPages = 1000;  // SQLite's default autocheckpoint threshold
+  static constexpr int kBlockingCheckpointPages = 4 * kCheckpointPages;
 
   static int walHook(void* self, sqlite3*, const char*, int pages) {
-    if (pages >= kCheckpointPages) static_cast<Impl*>(self)->walFull = true;  // commitMu held
+    auto* impl = static_cast<Impl*>(self);  // commitMu held: called inside a commit
+    impl->walPages.store(pages, std::memory_order_relaxed);
+    if (pages >= kCheckpointPages) impl->walFull = true;
     return SQLITE_OK;
   }
 
   void checkpoint() {
     try {
-      if (checkpointDb.get() == nullptr)
+      if (checkpointDb.get() == nullptr) {
         checkpointDb = sql::Database(path, SQLITE_OPEN_READWRITE, options.busyTimeoutMs);
-      sqlite3_exec(checkpointDb.get(), "PRAGMA wal_checkpoint(PASSIVE)", nullptr, nullptr,
-                   nullptr);
+        // A connection learns that the file is in WAL mode when it first reads it.
+        checkpointDb.queryInt("PRAGMA user_version");
+      }
+      // Past kBlockingCheckpointPages the committing thread checkpoints (commitQueued); a pass
+      // here would only hold the checkpoint lock it needs.
+      if (walPages.load(std::memory_order_relaxed) >= kBlockingCheckpointPages) return;
+      // Passes until one finds no frame that the previous did not copy (a few at most).
+      int previousLog = -1;
+      for (int pass = 0; pass < 4; ++pass) {
+        if (pass > 0 && walPages.load(std::memory_order_relaxed) >= kBlockingCheckpointPages)
+          break;
+        int logFrames = 0, copied = 0;
+        int rc = sqlite3_wal_checkpoint_v2(checkpointDb.get(), nullptr,
+                                           SQLITE_CHECKPOINT_PASSIVE, &logFrames, &copied);
+        if (rc != SQLITE_OK || copied < logFrames || logFrames == previousLog) break;
+        previousLog = logFrames;
+      }
     } catch (const std::exception&) {
       // A failed checkpoint loses nothing: the rows are in the WAL, and the next one retries.
     }
@@ -369,10 +395,11 @@ struct TraceWriter::Impl {
         continue;
       }
       if (queue.empty() && stopping) break;
-      // Let a batch fill up, unless someone waits for it.
+      // Let a batch fill up (a flush() commits by itself).
       wake.wait_for(lock, options.maxDelay, [&] {
-        return stopping || flushWanted || queue.size() >= options.batchRows;
+        return stopping || checkpointWanted || queue.size() >= options.batchRows;
       });
+      if (checkpointWanted || queue.empty()) continue;
       // Lock order: commitMu, then mu. A flush() may have committed the rows meanwhile.
       lock.unlock();
       std::lock_guard<std::mutex> commitLock(commitMu);
