@@ -1,5 +1,7 @@
-// TraceWriter: an in-memory queue drained by one background thread that commits batches (see the
-// diagram in trace_writer.h and "Durability" in docs/trace-store.md).
+// TraceWriter: an in-memory queue drained by one background thread that commits batches, or by
+// flush() on the caller's thread; whoever commits holds commitMu (see the diagram in
+// trace_writer.h and "Durability" in docs/trace-store.md). Opening also merges the crash markers
+// of earlier runs and arms this run's (crash_marker.h).
 #include "dynamo/storage/trace_writer.h"
 
 #include <dirent.h>
