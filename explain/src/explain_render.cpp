@@ -15,6 +15,14 @@ std::int64_t occurrences(const std::vector<BreakGroup>& groups) {
   return n;
 }
 
+// The run as the "did not finish cleanly" note shows it: a crash's file displayed like every
+// other path of the report (relative to the root, masked).
+storage::RunRecord runForNote(const storage::RunRecord& run, const RenderOptions& o) {
+  storage::RunRecord shown = run;
+  shown.crash.frameFile = displayPath(run.crash.frameFile, o);
+  return shown;
+}
+
 std::string runTitle(const RunExplain& r, const RenderOptions& o) {
   std::string cmd = commandLine(r.run, o);
   return "run " + std::to_string(r.run.id) + (cmd.empty() ? "" : " (" + cmd + ")");
@@ -98,7 +106,7 @@ std::string renderExplainText(const ExplainReport& report, const RenderOptions& 
     if (!firstRun) out << "\n";
     firstRun = false;
     out << "dynamo-explain: " << runTitle(r, o) << "\n";
-    std::string unfinished = unfinishedRunNote(r.run);
+    std::string unfinished = unfinishedRunNote(runForNote(r.run, o));
     if (!unfinished.empty()) out << unfinished << ".\n";
     if (r.functions.empty()) {
       // Advice only when the run is complete: else the compiles may simply be missing.
@@ -259,7 +267,7 @@ std::string renderExplainMarkdown(const ExplainReport& report, const RenderOptio
   out << "### dynamo-explain: " << plural(distinct, "distinct graph break") << "\n";
   for (const RunExplain& r : report.runs) {
     out << "\n**" << markdownCell(runTitle(r, o)) << "**: " << markdownCell(runTotals(r, o)) << "\n";
-    std::string unfinished = unfinishedRunNote(r.run);
+    std::string unfinished = unfinishedRunNote(runForNote(r.run, o));
     if (!unfinished.empty()) out << "\n> **Warning:** " << markdownCell(unfinished) << ".\n";
     if (!r.breaks.empty()) {
       out << "\n| # | Break | Location | Count | Source |\n|---|---|---|---:|---|\n";

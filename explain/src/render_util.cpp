@@ -3,6 +3,8 @@
 
 #include <cctype>
 
+#include "dynamo/storage/crash_marker.h"
+
 namespace dynamo::explain {
 
 std::string displayWhere(const std::string& file, int line, const RenderOptions& options) {
@@ -33,6 +35,14 @@ std::string commandLine(const storage::RunRecord& run, const RenderOptions& opti
 
 std::string unfinishedRunNote(const storage::RunRecord& run) {
   if (run.endTimeUs != 0) return "";
+  // A crash marker says how it ended (storage/include/dynamo/storage/crash_marker.h). The file
+  // is shown as the caller put it in run.crash.frameFile (see crashedRunForDisplay).
+  if (run.crash.signal != 0)
+    return "the run did not finish cleanly: it " +
+           storage::describeCrash(run.crash, run.crash.frameFile) +
+           "; the compiles recorded up to then, their graphs included, are in the trace store, "
+           "but the runtime hit counts are missing and the counts below may be low. Fix the "
+           "crash and rerun it to the end (dynamo-trace compiles TRACE.db lists the compiles)";
   return "the run did not finish cleanly: its process ended without closing the trace store "
          "(os._exit, a crash or a kill) or is still running, so its last records and the "
          "runtime hit counts may be missing; the counts below may be low. Rerun it to the end, "
@@ -55,7 +65,9 @@ JunitSuite junitSuite(const std::string& tool, const std::string& name,
   suite.startTimeUs = run.startTimeUs;
   suite.timeUs = timeUs;
   auto masked = [&](const std::string& v) { return options.masked ? std::string("<masked>") : v; };
-  suite.systemErr = unfinishedRunNote(run);
+  storage::RunRecord shown = run;
+  shown.crash.frameFile = displayPath(run.crash.frameFile, options);
+  suite.systemErr = unfinishedRunNote(shown);
   suite.properties = {{"tool", tool},
                       {"command", commandLine(run, options)},
                       {"pid", masked(std::to_string(run.pid))},

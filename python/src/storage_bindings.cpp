@@ -18,6 +18,7 @@
 
 #include "bindings.h"
 #include "dynamo/common/error.h"
+#include "dynamo/storage/crash_marker.h"
 #include "dynamo/storage/trace_reader.h"
 #include "dynamo/storage/trace_report.h"
 #include "dynamo/storage/trace_store.h"
@@ -115,6 +116,22 @@ class DictBuilder {
   PyRef dict_;
 };
 
+// How a run that did not close ended (RunRecord::crash), with the report's sentence.
+PyObject* toPy(const RunCrash& c) {
+  return DictBuilder()
+      .set("signal", newInt(c.signal))
+      .set("signal_name", newStr(signalName(c.signal)))
+      .set("stage", newStr(c.stage))
+      .set("compile_id", newInt(c.compileId))
+      .set("attempt", newInt(c.attempt))
+      .set("frame", newStr(c.frameName))
+      .set("file", newStr(c.frameFile))
+      .set("line", newInt(c.frameLine))
+      .set("time_us", newInt(c.timeUs))
+      .set("text", newStr(describeCrash(c, c.frameFile)))
+      .release();
+}
+
 PyObject* toPy(const RunRecord& r) {
   return DictBuilder()
       .set("id", newInt(r.id))
@@ -128,6 +145,7 @@ PyObject* toPy(const RunRecord& r) {
       .set("world_size", newInt(r.worldSize))
       .set("start_time_us", newInt(r.startTimeUs))
       .set("end_time_us", newInt(r.endTimeUs))
+      .set("crash", r.crash.signal == 0 ? Py_NewRef(Py_None) : toPy(r.crash))
       .release();
 }
 
@@ -504,6 +522,24 @@ PyObject* writerRecordArtifact(PyObject* self, PyObject* args, PyObject* kwargs)
   DYNAMO_PY_CATCH(nullptr)
 }
 
+PyObject* writerNoteCrashStage(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"stage", "compile_id", nullptr};
+  const char* stage = "";
+  long long compileId = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|L", const_cast<char**>(kw), &stage,
+                                   &compileId))
+    return nullptr;
+  DYNAMO_PY_TRY
+  std::optional<CrashStage> parsed = crashStageFromName(stage);
+  if (!parsed)
+    throw UserError(UserErrorKind::kInvalidArgument,
+                    detail::concat("unknown crash stage '", stage, "'"), {}, "",
+                    "use one of: unknown, first_call, backend (crash_stages.def)");
+  liveWriter(reinterpret_cast<WriterObject*>(self)).noteCrashStage(*parsed, compileId);
+  Py_RETURN_NONE;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 PyObject* writerFlush(PyObject* self, PyObject*) {
   DYNAMO_PY_TRY
   TraceWriter& writer = liveWriter(reinterpret_cast<WriterObject*>(self));
@@ -584,6 +620,9 @@ PyMethodDef writerMethods[] = {
     DYNAMO_KW_METHOD("record_artifact", writerRecordArtifact,
                      "record_artifact(name, data, media_type='application/octet-stream', "
                      "compile_id=0, time_us=0) -> artifact id"),
+    DYNAMO_KW_METHOD("note_crash_stage", writerNoteCrashStage,
+                     "note_crash_stage(stage, compile_id=0): what runs next, for the crash "
+                     "marker a fatal signal leaves ('first_call', 'backend', 'unknown')"),
     {"flush", writerFlush, METH_NOARGS,
      "Block until every row recorded so far is committed (acknowledged)."},
     {"close", writerClose, METH_NOARGS, "Flush, record the run's end, and close the file."},

@@ -2,10 +2,13 @@
 #include "dynamo/storage/trace_reader.h"
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <tuple>
 
 #include "dynamo/common/error.h"
+#include "dynamo/storage/crash_marker.h"
 #include "dynamo/storage/trace_store.h"
 #include "store_file.h"
 #include "string_list.h"
@@ -73,7 +76,36 @@ std::vector<RunRecord> TraceReader::runs() const {
     r.endTimeUs = s.columnInt(10);
     out.push_back(std::move(r));
   });
+  for (RunRecord& r : out)
+    if (r.endTimeUs == 0) readCrash(r);
   return out;
+}
+
+// A run that did not close: its merged "dynamo.crash" artifact, else a marker file beside the
+// store that no writer has merged yet (reading never changes the file or removes the marker).
+void TraceReader::readCrash(RunRecord& run) const {
+  std::optional<CrashMarker> marker;
+  impl_->query("SELECT data FROM artifacts WHERE run_id = ?1 AND name = 'dynamo.crash' "
+               "ORDER BY artifact_id LIMIT 1",
+               run.id, [&](const sql::Statement& s) { marker = parseCrashMarker(s.columnText(0)); });
+  if (!marker) {
+    std::ifstream in(crashMarkerPath(impl_->path, run.id), std::ios::binary);
+    if (in) marker = parseCrashMarker(std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  if (!marker || marker->runId != run.id) return;
+  run.crash.signal = marker->signal;
+  run.crash.stage = std::string(crashStageName(marker->stage));
+  run.crash.timeUs = marker->timeUs;
+  if (marker->compileId == 0) return;
+  impl_->query("SELECT c.compile_id, c.attempt, f.name, f.file, f.first_line FROM compiles c "
+               "LEFT JOIN frames f ON f.frame_id = c.frame_id WHERE c.compile_id = ?1",
+               marker->compileId, [&](const sql::Statement& s) {
+                 run.crash.compileId = s.columnInt(0);
+                 run.crash.attempt = static_cast<int>(s.columnInt(1));
+                 run.crash.frameName = s.columnText(2);
+                 run.crash.frameFile = s.columnText(3);
+                 run.crash.frameLine = static_cast<int>(s.columnInt(4));
+               });
 }
 
 std::vector<FrameRecord> TraceReader::frames(RowId runId) const {

@@ -2,6 +2,7 @@
 #include "dynamo/storage/trace_report.h"
 
 #include "dynamo/common/format.h"
+#include "dynamo/storage/crash_marker.h"
 
 #include <cstdio>
 #include <ctime>
@@ -42,8 +43,12 @@ std::string runHeader(const RunRecord& r, const ReportOptions& options) {
                                                               : std::to_string(r.pid));
   if (r.rank >= 0) out << ", rank " << r.rank << "/" << r.worldSize;
   out << ", started " << formatTime(r.startTimeUs, options);
-  out << (r.endTimeUs == 0 ? ", did not close (still running, or killed)"
-                           : ", ended " + formatTime(r.endTimeUs, options));
+  if (r.endTimeUs != 0)
+    out << ", ended " + formatTime(r.endTimeUs, options);
+  else if (r.crash.signal != 0)
+    out << ", " << describeCrash(r.crash, r.crash.frameFile);
+  else
+    out << ", did not close (still running, or killed)";
   return out.str();
 }
 

@@ -1,7 +1,10 @@
-// TraceWriter: an in-memory queue drained by one background thread that commits batches (see the
-// diagram in trace_writer.h and "Durability" in docs/trace-store.md).
+// TraceWriter: an in-memory queue drained by one background thread that commits batches, or by
+// flush() on the caller's thread; whoever commits holds commitMu (see the diagram in
+// trace_writer.h and "Durability" in docs/trace-store.md). Opening also merges the crash markers
+// of earlier runs and arms this run's (crash_marker.h).
 #include "dynamo/storage/trace_writer.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -10,6 +13,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -133,6 +138,55 @@ RowId insertRun(sql::Database& db, RunRecord& run, int version) {
   return sqlite3_last_insert_rowid(db.get());
 }
 
+// Merges the crash markers that runs of this store left beside it (crash_marker.h) as their
+// "dynamo.crash" artifacts, then removes the marker files. Each marker is merged in its own
+// transaction, only for a run that exists, never closed and has no crash artifact yet, so two
+// writers opening at once merge it once. Failures leave the marker for the next opener.
+void mergeCrashMarkers(sql::Database& db, const std::string& path, RowId newRunId,
+                       std::uint32_t& seq) {
+  std::string dir = ".", base = path, dirPrefix;  // dirPrefix + name: the path to open
+  if (std::size_t slash = path.rfind('/'); slash != std::string::npos) {
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+    base = path.substr(slash + 1);
+    dirPrefix = path.substr(0, slash + 1);
+  }
+  std::string prefix = base + "-crash-";
+  std::vector<std::string> found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.compare(0, prefix.size(), prefix) == 0) found.push_back(dirPrefix + name);
+    }
+    closedir(d);
+  }
+  for (const std::string& file : found) {
+    std::ifstream in(file, std::ios::binary);
+    std::string text(std::istreambuf_iterator<char>(in), {});
+    std::optional<CrashMarker> marker = parseCrashMarker(text);
+    // Only the marker of the run it names ("t.db-crash-3" holds run 3).
+    if (!marker || file != crashMarkerPath(path, marker->runId)) continue;
+    try {
+      beginImmediate(db);
+      sql::Statement wanted(db, "SELECT count(*) FROM runs WHERE run_id = ?1 AND end_time_us "
+                                "IS NULL AND NOT EXISTS (SELECT 1 FROM artifacts WHERE run_id "
+                                "= ?1 AND name = 'dynamo.crash')");
+      wanted.bind(1, marker->runId);
+      if (wanted.step() && wanted.columnInt(0) == 1) {
+        sql::Statement insert(db, "INSERT INTO artifacts(artifact_id, run_id, compile_id, name, "
+                                  "media_type, data, time_us) VALUES (?1, ?2, ?3, ?4, "
+                                  "'text/plain', ?5, ?6)");
+        insert.bind(1, (newRunId << 32) | ++seq).bind(2, marker->runId)
+            .bindIdOrNull(3, marker->compileId).bindText(4, kCrashArtifactName)
+            .bindBlob(5, formatCrashMarker(*marker)).bind(6, marker->timeUs).run();
+      }
+      db.exec("COMMIT", "merging a crash marker");
+      std::remove(file.c_str());
+    } catch (const std::exception&) {
+      sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  }
+}
+
 // Incremented in the child of every fork(). A writer belongs to the process that opened it: its
 // thread does not survive a fork, and SQLite connections must not be used across one.
 std::atomic<int> gForkGeneration{0};
@@ -153,7 +207,7 @@ struct TraceWriter::Impl {
   WriterOptions options;
   int version = 0;
   RowId runId = 0;
-  sql::Database db;  // used by the writer thread only, once it runs
+  sql::Database db;  // once the writer thread runs: used only under commitMu
   std::atomic<std::uint32_t> nextSeq{0};
 
   mutable std::mutex mu;
@@ -166,11 +220,19 @@ struct TraceWriter::Impl {
   std::uint64_t batches = 0;         // guarded by mu
   std::uint64_t dropped = 0;         // guarded by mu
   std::optional<UserError> error;    // first error, guarded by mu
-  bool flushWanted = false;          // guarded by mu
   bool stopping = false;             // guarded by mu
   bool closed = false;               // guarded by mu
   std::thread thread;
   int forkGeneration = 0;  // currentForkGeneration() at open
+
+  // The committing side: whoever holds commitMu (the writer thread or a flush()) uses these.
+  std::mutex commitMu;               // taken before mu, never after it
+  bool walFull = false;              // set by the WAL hook during a commit, guarded by commitMu
+  std::atomic<int> walPages{0};      // frames in the WAL after the last commit (the WAL hook)
+  bool checkpointWanted = false;     // guarded by mu: the writer thread should checkpoint
+  sql::Database checkpointDb;        // the writer thread's own connection for checkpoints
+  std::optional<Inserts> inserts;    // the prepared INSERTs, guarded by commitMu
+  std::vector<Row> batch;            // rows being committed, guarded by commitMu
 
   bool inheritedThroughFork() const {
     return gForkGeneration.load(std::memory_order_relaxed) != forkGeneration;
@@ -238,52 +300,132 @@ struct TraceWriter::Impl {
     }
   }
 
-  void run() {
-    std::optional<Inserts> inserts;
-    std::vector<Row> batch;
-    std::unique_lock<std::mutex> lock(mu);
-    for (;;) {
-      wake.wait(lock, [&] { return stopping || !queue.empty(); });
-      if (queue.empty() && stopping) break;
-      // Let a batch fill up, unless someone waits for it.
-      wake.wait_for(lock, options.maxDelay, [&] {
-        return stopping || flushWanted || queue.size() >= options.batchRows;
-      });
-      batch.swap(queue);
-      flushWanted = false;
-      lock.unlock();
-      std::optional<UserError> failure;
-      try {
-        if (!inserts) inserts.emplace(db);
-        commitBatch(*inserts, batch);
-      } catch (const UserError& e) {
-        failure = e;
-      } catch (const std::exception& e) {
-        failure.emplace(UserErrorKind::kTraceStore,
-                        detail::concat("trace store '", path, "': writing failed: ", e.what()));
+  // Takes the waiting rows and commits them, on whichever thread calls it (the writer thread, or
+  // a flush() that commits itself instead of waking the writer thread: one commit, no thread
+  // hand-off). Called with commitMu held and `lock` (on mu) held; returns with both held.
+  void commitQueued(std::unique_lock<std::mutex>& lock) {
+    if (queue.empty()) return;
+    batch.swap(queue);
+    lock.unlock();
+    std::optional<UserError> failure;
+    try {
+      if (!inserts) inserts.emplace(db);
+      commitBatch(*inserts, batch);
+      if (walPages.load(std::memory_order_relaxed) >= kBlockingCheckpointPages &&
+          sqlite3_wal_checkpoint_v2(db.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                    nullptr) == SQLITE_OK)
+        walPages.store(0, std::memory_order_relaxed);  // (SQLITE_BUSY: the writer thread's
+                                                       // pass is running; the next commit)
+    } catch (const UserError& e) {
+      failure = e;
+    } catch (const std::exception& e) {
+      failure.emplace(UserErrorKind::kTraceStore,
+                      detail::concat("trace store '", path, "': writing failed: ", e.what()));
+    }
+    lock.lock();
+    if (walFull) {
+      walFull = false;
+      checkpointWanted = true;
+      wake.notify_one();
+    }
+    committed += batch.size();
+    if (failure) {
+      dropped += batch.size();
+      if (!error) error = std::move(failure);
+    } else {
+      realCommitted += batch.size();
+      ++batches;
+    }
+    batch.clear();
+    progress.notify_all();
+  }
+
+  // SQLite's automatic checkpoint would run in whichever thread commits, and it syncs the file:
+  // with a commit per compile that would put an fsync on the compile's critical path every few
+  // megabytes. The writer's connection reports the WAL size instead (walHook), and the writer
+  // thread checkpoints on a connection of its own (PASSIVE: never blocks a commit, ours or
+  // another process's). The WAL file is reused from its start once a checkpoint has copied every
+  // frame before the next commit begins. If commits come faster than the writer thread can
+  // checkpoint and the WAL passes kBlockingCheckpointPages (16 MB), the committing thread
+  // checkpoints after its commit, as SQLite's automatic checkpoint would, and the writer thread
+  // stays out of its way: the WAL stays bounded.
+  static constexpr int kCheckpointPages = 1000;  // SQLite's default autocheckpoint threshold
+  static constexpr int kBlockingCheckpointPages = 4 * kCheckpointPages;
+
+  static int walHook(void* self, sqlite3*, const char*, int pages) {
+    auto* impl = static_cast<Impl*>(self);  // commitMu held: called inside a commit
+    impl->walPages.store(pages, std::memory_order_relaxed);
+    if (pages >= kCheckpointPages) impl->walFull = true;
+    return SQLITE_OK;
+  }
+
+  void checkpoint() {
+    try {
+      if (checkpointDb.get() == nullptr) {
+        checkpointDb = sql::Database(path, SQLITE_OPEN_READWRITE, options.busyTimeoutMs);
+        // A connection learns that the file is in WAL mode when it first reads it.
+        checkpointDb.queryInt("PRAGMA user_version");
       }
-      lock.lock();
-      committed += batch.size();
-      if (failure) {
-        dropped += batch.size();
-        if (!error) error = std::move(failure);
-      } else {
-        realCommitted += batch.size();
-        ++batches;
+      // Past kBlockingCheckpointPages the committing thread checkpoints (commitQueued); a pass
+      // here would only hold the checkpoint lock it needs.
+      if (walPages.load(std::memory_order_relaxed) >= kBlockingCheckpointPages) return;
+      // Passes until one finds no frame that the previous did not copy (a few at most).
+      int previousLog = -1;
+      for (int pass = 0; pass < 4; ++pass) {
+        if (pass > 0 && walPages.load(std::memory_order_relaxed) >= kBlockingCheckpointPages)
+          break;
+        int logFrames = 0, copied = 0;
+        int rc = sqlite3_wal_checkpoint_v2(checkpointDb.get(), nullptr,
+                                           SQLITE_CHECKPOINT_PASSIVE, &logFrames, &copied);
+        if (rc != SQLITE_OK || copied < logFrames || logFrames == previousLog) break;
+        previousLog = logFrames;
       }
-      batch.clear();
-      progress.notify_all();
+    } catch (const std::exception&) {
+      // A failed checkpoint loses nothing: the rows are in the WAL, and the next one retries.
     }
   }
 
+  void run() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      wake.wait(lock, [&] { return stopping || checkpointWanted || !queue.empty(); });
+      if (checkpointWanted) {
+        checkpointWanted = false;
+        lock.unlock();
+        checkpoint();
+        lock.lock();
+        continue;
+      }
+      if (queue.empty() && stopping) break;
+      // Let a batch fill up (a flush() commits by itself).
+      wake.wait_for(lock, options.maxDelay, [&] {
+        return stopping || checkpointWanted || queue.size() >= options.batchRows;
+      });
+      if (checkpointWanted || queue.empty()) continue;
+      // Lock order: commitMu, then mu. A flush() may have committed the rows meanwhile.
+      lock.unlock();
+      std::lock_guard<std::mutex> commitLock(commitMu);
+      lock.lock();
+      commitQueued(lock);
+    }
+  }
+
+  // Blocks until every row enqueued before the call is committed. The caller commits them
+  // itself (under commitMu, after any batch the writer thread has in flight), which is what
+  // makes a commit per compile cheap: no wake-up of the writer thread on the critical path.
   void flush() {
     if (inheritedThroughFork()) failInherited();
     std::unique_lock<std::mutex> lock(mu);
     std::uint64_t target = enqueued;
     if (committed < target) {
-      flushWanted = true;
-      wake.notify_one();
-      progress.wait(lock, [&] { return committed >= target; });
+      lock.unlock();
+      std::lock_guard<std::mutex> commitLock(commitMu);
+      lock.lock();
+      if (committed < target) commitQueued(lock);
+      // Rows recorded before the call are committed now: those the writer thread had in flight
+      // finished before commitMu was ours, and the rest were in the queue.
+      DYNAMO_INTERNAL_ASSERT(committed >= target, "flush left rows behind: ", committed, " < ",
+                             target);
     }
     if (error) throw *error;
   }
@@ -313,6 +455,12 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path, RunRecor
   impl->runId = insertRun(impl->db, run, impl->version);
   DYNAMO_INTERNAL_ASSERT(impl->runId > 0 && impl->runId < (RowId{1} << 31),
                          "run id out of range: ", impl->runId);
+  // Replaces SQLite's automatic checkpoint (see Impl::walHook).
+  sqlite3_wal_hook(impl->db.get(), &Impl::walHook, impl.get());
+  std::uint32_t seq = 0;
+  mergeCrashMarkers(impl->db, path, impl->runId, seq);
+  impl->nextSeq.store(seq);
+  armCrashMarker(path, impl->runId);
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->run(); });
   return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(impl)));
@@ -388,8 +536,15 @@ void TraceWriter::close() {
     impl_->wake.notify_one();
   }
   if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->inserts.reset();  // statements before their connection
+  impl_->checkpointDb.close();
   impl_->db.close();
+  disarmCrashMarker(impl_->runId);
   if (failure) throw *failure;
+}
+
+void TraceWriter::noteCrashStage(CrashStage stage, RowId compileId) {
+  if (!impl_->inheritedThroughFork()) storage::noteCrashStage(stage, compileId);
 }
 
 WriterStats TraceWriter::stats() const {

@@ -13,8 +13,13 @@
 //                                        refusal is printed to stderr and exits 1; prints
 //                                        "reads <n>" (successful opens) at the end
 //   trace_writer_child bench PATH N      time N record calls and the final flush
+//   trace_writer_child crash PATH SIG    record a frame, a compile and its graph, note the compile's
+//                                        first call (crash marker), flush, print "compile <id>",
+//                                        then die of signal SIG (11: a real null dereference,
+//                                        6: abort(), others: raise)
 //
 // The writer modes print "run <id>" first (after "ready" with a barrier).
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -137,6 +142,33 @@ int bench(const char* path, int n) {
   return 0;
 }
 
+int crash(const char* path, int sig) {
+  auto writer = openWriter(path, "crash");
+  RowId frame = writer->recordFrame({0, 0, "model.py", 7, "forward"});
+  CompileRecord compile;
+  compile.frameId = frame;
+  compile.status = "ok";
+  compile.reason = "first call";
+  RowId compileId = writer->recordCompile(compile);
+  GraphRecord graph;
+  graph.compileId = compileId;
+  graph.format = "dynamo.graph/1";
+  graph.serialized = "{\"nodes\": []}";
+  graph.inputs = {"x"};
+  writer->recordGraph(graph);
+  writer->noteCrashStage(CrashStage::kFirstCall, compileId);
+  writer->flush();
+  std::printf("compile %lld\n", static_cast<long long>(compileId));
+  std::fflush(stdout);
+  if (sig == SIGSEGV) {
+    int* volatile null = nullptr;  // volatile: the compiler cannot see it is null
+    return *null;
+  }
+  if (sig == SIGABRT) std::abort();
+  raise(sig);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,6 +179,7 @@ int main(int argc, char** argv) {
     if (argc == 4 && std::strcmp(argv[1], "read") == 0)
       return readWhileCreated(argv[2], std::atoi(argv[3]));
     if (argc == 4 && std::strcmp(argv[1], "bench") == 0) return bench(argv[2], std::atoi(argv[3]));
+    if (argc == 4 && std::strcmp(argv[1], "crash") == 0) return crash(argv[2], std::atoi(argv[3]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -39,6 +39,19 @@ std::optional<CodeKind> codeKindFromName(std::string_view name);
 /// Every code kind, in .def order.
 const std::vector<CodeKind>& allCodeKinds();
 
+/// How a run that never closed ended, when a crash marker says so (crash_marker.h). Filled by
+/// the reader from the run's "dynamo.crash" artifact or a marker file not merged yet.
+struct RunCrash {
+  int signal = 0;           ///< the fatal signal (SIGSEGV, ...); 0: no marker (killed, os._exit)
+  std::string stage;        ///< crash_stages.def name: "first_call", "backend", "unknown"
+  RowId compileId = 0;      ///< the compile whose code ran; 0 unknown
+  int attempt = -1;         ///< that compile's attempt (the N of "compile #N"); -1 unknown
+  std::string frameName;    ///< that compile's frame: function name
+  std::string frameFile;    ///< ... its file
+  int frameLine = 0;        ///< ... its first line
+  std::int64_t timeUs = 0;  ///< when the signal came
+};
+
 /// One process that wrote to the store (one rank of a distributed job is one run).
 struct RunRecord {
   RowId id = 0;                       ///< run id, assigned by the store when the run begins
@@ -52,6 +65,7 @@ struct RunRecord {
   int worldSize = 0;                  ///< distributed world size; 0 when not distributed (v2)
   std::int64_t startTimeUs = 0;       ///< when the run began (0: now, filled by the writer)
   std::int64_t endTimeUs = 0;         ///< when the writer was closed; 0 while running or killed
+  RunCrash crash;                     ///< endTimeUs == 0 only: how it ended, when known
 };
 
 /// A Python code object Dynamo was asked to compile (one per code object per run).

@@ -95,7 +95,8 @@ class TraceReader {
   /// The file's schema version.
   int schemaVersion() const;
 
-  /// Every run, oldest first.
+  /// Every run, oldest first. A run that did not close has `crash` filled when a crash marker
+  /// (merged, or still a file beside the store) says how it ended.
   std::vector<RunRecord> runs() const;
   /// Frames of a run, in id order.
   std::vector<FrameRecord> frames(RowId runId) const;
@@ -131,6 +132,7 @@ class TraceReader {
 
  private:
   explicit TraceReader(std::unique_ptr<Impl> impl);
+  void readCrash(RunRecord& run) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -3,13 +3,18 @@
 //   caller threads                      writer thread (one per TraceWriter)
 //   --------------                      -----------------------------------
 //   recordX(row) --> [ queue ] -------> BEGIN IMMEDIATE; INSERT ... x N; COMMIT
-//   flush() ------- waits until ------> everything enqueued before it is committed
+//   flush() --- commits the queue itself, on the caller's thread (after any batch in flight)
 //
 // record*() only assigns an id and appends to an in-memory queue: it never touches the disk and
-// never throws for I/O problems. A batch is committed when batchRows rows are waiting, when the
-// oldest has waited maxDelay, or on flush(). A row is *acknowledged* once a flush() that began
-// after it was enqueued has returned: it is then in the WAL, and survives the process being
-// killed (not necessarily a power loss: synchronous=NORMAL).
+// never throws for I/O problems. A batch is committed by the writer thread when batchRows rows
+// are waiting or when the oldest has waited maxDelay, or by flush() at once (the compiler flushes
+// after every compile, so a compile is in the store before its code runs). The writer thread
+// also checkpoints the WAL, on a connection of its own. A row is *acknowledged* once a flush()
+// that began after it was enqueued has returned: it is then in the WAL, and survives the process
+// being killed (not necessarily a power loss: synchronous=NORMAL).
+//
+// open() also arms a fatal-signal handler that leaves a crash marker beside the store, and merges
+// the markers that crashed runs left into the store (crash_marker.h); close() disarms it.
 #pragma once
 
 #include <chrono>
@@ -18,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "dynamo/storage/crash_marker.h"
 #include "dynamo/storage/records.h"
 
 namespace dynamo::storage {
@@ -70,8 +76,10 @@ class TraceWriter {
   RowId recordCode(CodeRecord code);           ///< see recordFrame
   RowId recordArtifact(ArtifactRecord artifact);  ///< see recordFrame
 
-  /// Blocks until every row enqueued before the call is committed. Throws UserError(kTraceStore)
-  /// if any row was lost since the writer opened (disk full, queue overflow, ...).
+  /// Blocks until every row enqueued before the call is committed, committing them on the
+  /// calling thread (one transaction; no fsync unless the WAL outgrew its checkpoints). Throws
+  /// UserError(kTraceStore) if any row was lost since the writer opened (disk full, queue
+  /// overflow, ...).
   void flush();
   /// Flushes, records the run's end time, stops the writer thread and closes the file.
   /// Idempotent. Throws like flush(). record*() after close() throws UserError.
@@ -79,6 +87,10 @@ class TraceWriter {
 
   /// Current counters.
   WriterStats stats() const;
+
+  /// Tells the crash marker what runs next (crash_marker.h): kFirstCall with the compile whose
+  /// code is about to run for the first time. Two atomic stores; no I/O.
+  void noteCrashStage(CrashStage stage, RowId compileId);
 
   struct Impl;
 
