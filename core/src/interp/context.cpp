@@ -70,21 +70,13 @@ NodeMeta CompileContext::metaHere(PyObject* example) const {
   meta.location = here();
   meta.userStack = userStack;
   if (example != nullptr && isTensor(example)) {
-    TensorMeta tm;
-    PyObjectRef shape = PyObjectRef::steal(PyObject_GetAttrString(example, "shape"));
-    if (shape) {
-      for (Py_ssize_t i = 0; i < PyTuple_Size(shape.get()); ++i)
-        tm.shape.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape.get(), i)));
+    // Sizes, strides, memory format, dtype and requires_grad of the example (its device is the
+    // meta device: callers set the real one).
+    try {
+      meta.tensor = tensorMetaOf(example);
+    } catch (const PythonError&) {
+      PyErr_Clear();
     }
-    PyObjectRef dtype = PyObjectRef::steal(PyObject_GetAttrString(example, "dtype"));
-    if (dtype) {
-      PyObjectRef s = PyObjectRef::steal(PyObject_Str(dtype.get()));
-      if (s) tm.dtype = PyUnicode_AsUTF8(s.get());
-    }
-    PyObjectRef rg = PyObjectRef::steal(PyObject_GetAttrString(example, "requires_grad"));
-    tm.requiresGrad = rg && rg.get() == Py_True;
-    meta.tensor = tm;
-    PyErr_Clear();
   }
   return meta;
 }
