@@ -61,6 +61,23 @@ def _check_name(v):
     return v
 
 
+def _pass_names():
+    from dynamo import _C
+    return tuple(name for name, _ in _C._compiler.pass_list())
+
+
+def _check_passes(v):
+    """Pass names (a sequence, or one comma-separated str as in DYNAMO_DISABLE_PASSES)."""
+    if isinstance(v, str):
+        v = [p.strip() for p in v.split(",") if p.strip()]
+    if not isinstance(v, (list, tuple)) or not all(isinstance(p, str) for p in v):
+        raise _Rejected
+    known = _pass_names()
+    if any(p not in known for p in v):
+        raise _Rejected
+    return tuple(v)
+
+
 def _optional(check):
     """The check, also taking None (the option is off)."""
     return lambda v: None if v is None else check(v)
@@ -84,6 +101,10 @@ OPTIONS = (
            "Compile only frames whose function name (co_name) is this; None: all.",
            "None or a non-empty function name (str)", _optional(_check_name),
            env="DYNAMO_DEBUG_FUNCTION"),
+    Option("disabled_passes", (),
+           "Passes of the pipeline not to run (docs/passes.md; dynamo.list_passes() names them).",
+           "a tuple of pass names (dead_code_elimination), or one comma-separated str",
+           _check_passes, env="DYNAMO_DISABLE_PASSES"),
 )
 
 _BY_NAME = {o.name: o for o in OPTIONS}

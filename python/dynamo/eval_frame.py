@@ -87,7 +87,7 @@ def _make_handle(backend, fullgraph, force_codes=()):
     return _C._compiler.make(name, None if native else fn, bool(fullgraph),
                              int(config.cache_size_limit), bool(config.suppress_errors), _on_compile,
                              _skip_file_prefixes(), config.debug_function or "", tuple(force_codes),
-                             _library_prefixes())
+                             _library_prefixes(), tuple(config.disabled_passes))
 
 
 class _Context:
@@ -273,3 +273,8 @@ def add_compile_listener(fn):
 
 def remove_compile_listener(fn):
     _listeners.remove(fn)
+
+
+def list_passes():
+    """[(name, description)] of the graph passes, in the order they run (passes.def)."""
+    return [tuple(row) for row in _C._compiler.pass_list()]

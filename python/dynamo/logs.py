@@ -7,7 +7,8 @@
 Names (``LOG_NAMES``): ``graph_breaks`` (one line per distinct break location; later occurrences
 are only counted, see ``graph_break_counts()``), ``recompiles`` (one line per recompile with the
 first guard failure and the user line that created the guard; cache-limit hits), ``guards`` (the
-guard list of each new entry), ``graph`` (each captured graph), ``bytecode`` (each transformed
+guard list of each new entry), ``passes`` (what each graph pass did: the graph after a pass that
+changed it, "(unchanged)" otherwise), ``graph`` (each captured graph), ``bytecode`` (each transformed
 code object). ``+name`` is more verbose (``+graph_breaks``: the user stack; ``+recompiles``: every
 failed guard), ``-name`` turns one off, ``all`` turns all on. The environment variable is read at
 import; ``set_logs`` replaces the setting. An unknown name gives one warning listing the valid ones.
@@ -27,7 +28,7 @@ __all__ = ["LOG_NAMES", "set_logs", "enabled", "graph_break_counts", "ENV_VAR"]
 
 ENV_VAR = "DYNAMO_LOGS"
 #: The log names, in the order they print for one compile.
-LOG_NAMES = ("graph_breaks", "recompiles", "guards", "graph", "bytecode")
+LOG_NAMES = ("graph_breaks", "recompiles", "guards", "passes", "graph", "bytecode")
 PREFIX = "[dynamo]"
 
 _lock = threading.Lock()
@@ -196,6 +197,14 @@ def _listener(record):
     if record.get("status") == "compiled":
         if enabled("guards"):
             lines += _block(f"guards of {fn}, attempt {attempt}", record.get("guard_text"))
+        if enabled("passes"):
+            for p in record.get("passes") or ():
+                title = (f"pass {p['name']} on {fn}, attempt {attempt}: {p['status']}"
+                         f" ({p['nodes_before']} -> {p['nodes_after']} nodes)")
+                if p["status"] == "changed":
+                    lines += _block(title, p["graph"])
+                else:
+                    lines.append(f"{PREFIX} {title.replace(': unchanged', ' (unchanged)')}")
         if enabled("graph"):
             for i, g in enumerate(record.get("graphs") or ()):
                 lines += _block(f"graph {i} of {fn}, attempt {attempt} ({g.get('num_nodes', 0)} nodes)",

@@ -114,6 +114,18 @@ PyObject* recordToDict(const core::CompileRecord& r) {
     Py_DECREF(bd);
   }
   setItem(d.get(), "breaks", breaks);
+  PyObject* passes = check(PyList_New(0));
+  for (const core::PassRecord& p : r.passes) {
+    PyObject* pd = check(PyDict_New());
+    setItem(pd, "name", str(p.name));
+    setItem(pd, "status", str(p.status));
+    setItem(pd, "nodes_before", PyLong_FromSize_t(p.nodesBefore));
+    setItem(pd, "nodes_after", PyLong_FromSize_t(p.nodesAfter));
+    setItem(pd, "graph", str(p.graphText));
+    PyList_Append(passes, pd);
+    Py_DECREF(pd);
+  }
+  setItem(d.get(), "passes", passes);
   PyObject* guards = check(PyList_New(0));
   for (const core::GuardInfo& g : r.guards) {
     PyObject* gd = check(PyDict_New());
@@ -147,8 +159,9 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   const char* onlyFunction = "";
   PyObject* forceCodes = nullptr;
   PyObject* noInlinePrefixes = nullptr;
-  if (!PyArg_ParseTuple(args, "sOpipOO|sOO", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
-                        &skipPrefixes, &onlyFunction, &forceCodes, &noInlinePrefixes))
+  PyObject* disabledPasses = nullptr;
+  if (!PyArg_ParseTuple(args, "sOpipOO|sOOO", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
+                        &skipPrefixes, &onlyFunction, &forceCodes, &noInlinePrefixes, &disabledPasses))
     return nullptr;
   DYNAMO_PY_TRY
   core::CompilerOptions o;
@@ -165,6 +178,11 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
     PyRef libs = PyRef::steal(check(PySequence_Fast(noInlinePrefixes, "no_inline_prefixes must be a sequence of str")));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(libs.get()); ++i)
       o.noInlineFilePrefixes.push_back(toString(PySequence_Fast_GET_ITEM(libs.get(), i)));
+  }
+  if (disabledPasses != nullptr && disabledPasses != Py_None) {
+    PyRef names = PyRef::steal(check(PySequence_Fast(disabledPasses, "disabled_passes must be a sequence of str")));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(names.get()); ++i)
+      o.passOptions.disabled.push_back(toString(PySequence_Fast_GET_ITEM(names.get(), i)));
   }
   o.backendName = backendName;
   if (backend != Py_None) o.backend = core::PyObjectRef::borrow(backend);
@@ -255,6 +273,18 @@ PyObject* disableCode(PyObject*, PyObject* code) {
   DYNAMO_PY_TRY
   core::disableCode(code);
   Py_RETURN_NONE;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* passList(PyObject*, PyObject*) {
+  DYNAMO_PY_TRY
+  PyObject* out = check(PyList_New(0));
+  for (const core::PassInfo& p : core::passList()) {
+    PyObject* row = check(Py_BuildValue("(ss)", p.name, p.description));
+    PyList_Append(out, row);
+    Py_DECREF(row);
+  }
+  return out;
   DYNAMO_PY_CATCH(nullptr)
 }
 
@@ -415,6 +445,7 @@ PyMethodDef methods[] = {
     {"reset", resetAll, METH_NOARGS, "Drop every compiled entry."},
     {"disable_code", disableCode, METH_O, "Never capture this code object."},
     {"break_kinds", breakKinds, METH_NOARGS, "[(slug, explanation, hint)] of every graph-break kind."},
+    {"pass_list", passList, METH_NOARGS, "[(name, description)] of the passes of passes.def, in pipeline order."},
     {nullptr, nullptr, 0, nullptr},
 };
 

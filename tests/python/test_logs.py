@@ -97,7 +97,7 @@ def test_guards_graph_bytecode(tmp_path):
 
 
 def test_all_minus_and_set_logs(tmp_path):
-    err = _run(tmp_path, "all,-guards,-graph,-bytecode")
+    err = _run(tmp_path, "all,-guards,-passes,-graph,-bytecode")
     assert err.splitlines()[0] == BREAK and len(err.splitlines()) == 3
     script = SCRIPT.replace("import dynamo\n", "import dynamo; dynamo.logs.set_logs('graph_breaks')\n")
     assert _run(tmp_path, "recompiles", script) == BREAK + "\n"   # set_logs replaces the env
@@ -106,7 +106,7 @@ def test_all_minus_and_set_logs(tmp_path):
 def test_unknown_name_warns_once_with_the_valid_names(tmp_path):
     err = _run(tmp_path, "bogus,graph_breaks,+nope")
     assert err == ("DYNAMO_LOGS:0: UserWarning: dynamo: unknown DYNAMO_LOGS names 'bogus', '+nope'; "
-                   "valid names: all, graph_breaks, recompiles, guards, graph, bytecode "
+                   "valid names: all, graph_breaks, recompiles, guards, passes, graph, bytecode "
                    "(+name for more detail, -name to turn one off)\n" + BREAK + "\n")
 
 

@@ -272,7 +272,8 @@ class Compiler : public FrameCompiler {
     } catch (const GraphBreak& b) {
       return skip(rec, "cannot continue after the graph: " + b.detail);
     }
-    Graph graph = ctx.graph.build();
+    // The pass pipeline between capture and the backend (passes.def).
+    Graph graph = runPasses(ctx.graph.build(), opts_.passOptions, &rec.passes);
     bool hasOps = !graph.body().empty();
     if (!hasOps && !brk && ctx.effects.empty()) {
       return skip(rec, "no tensor operations to capture");

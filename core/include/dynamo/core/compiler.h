@@ -17,6 +17,7 @@
 #include "dynamo/common/error.h"
 #include "dynamo/core/frame_hook.h"
 #include "dynamo/core/graph.h"
+#include "dynamo/core/passes.h"
 #include "dynamo/core/graph_pyref.h"
 #include "dynamo/core/guards.h"
 
@@ -49,6 +50,7 @@ struct CompileRecord {
   double guardMs = 0;       ///< building guards
   double backendMs = 0;     ///< the backend
   double totalMs = 0;
+  std::vector<PassRecord> passes;   ///< what each pass of the pipeline did to the graph
 };
 
 /// Options of a compiler, fixed when it is made.
@@ -72,6 +74,8 @@ struct CompilerOptions {
   /// functions whose file starts with one of these are not traced into when user code calls them
   /// (the call is a graph break and runs as Python), and their frames are never compiled.
   std::vector<std::string> noInlineFilePrefixes;
+  /// Passes of passes.def not to run (dynamo.config.disabled_passes).
+  PassOptions passOptions;
 };
 
 /// A new compiler. Needs the GIL.
