@@ -1,8 +1,9 @@
 """The backend registry: names users pass to dynamo.optimize / dynamo.compile.
 
-A backend is a callable ``compiler(gm, example_inputs) -> callable`` where ``gm`` is a
-``torch.fx.GraphModule`` of the captured graph and ``example_inputs`` the real input tensors.
-``"eager"`` is special: Dynamo runs the captured graph with its own C++ runner, without FX.
+Two kinds: the C++ backends of ``backends/backends.def`` (``"eager"``: Dynamo's C++ graph runner,
+no FX), and Python callables ``compiler(gm, example_inputs) -> callable`` where ``gm`` is a
+``torch.fx.GraphModule`` of the captured graph and ``example_inputs`` the real input tensors
+(registered with ``register_backend``, or passed directly).
 """
 _REGISTRY = {}
 
@@ -15,9 +16,15 @@ def register_backend(name=None):
     return wrap
 
 
+def _native():
+    """{name: description} of the C++ backends (backends.def)."""
+    from dynamo import _C
+    return dict(_C._compiler.backend_list())
+
+
 def list_backends():
-    """Names of the registered backends, sorted."""
-    return sorted(_REGISTRY)
+    """Names of the backends: the C++ ones of backends.def and the registered callables, sorted."""
+    return sorted(set(_REGISTRY) | set(_native()))
 
 
 def lookup(backend):
@@ -30,18 +37,14 @@ def lookup(backend):
         raise UserError(
             f"error: backend must be a name or a callable, got {type(backend).__name__}\n"
             f"  = hint: use one of {list_backends()} or pass compiler(gm, example_inputs)")
+    if backend in _native() and backend not in _REGISTRY:
+        return backend, None      # built in C++: the compiler makes it by name
     if backend not in _REGISTRY:
         raise UserError(
             f"error: unknown backend '{backend}'\n"
             f"  = hint: known backends: {', '.join(list_backends())}; "
             f"or pass a callable compiler(gm, example_inputs)")
     return backend, _REGISTRY[backend]
-
-
-@register_backend("eager")
-def eager(gm, example_inputs):
-    """Runs the captured graph as it is (Dynamo's C++ graph runner; this FX form is the fallback)."""
-    return gm.forward
 
 
 @register_backend("fx_eager")

@@ -83,7 +83,7 @@ def _make_handle(backend, fullgraph, force_codes=()):
             import atexit
             atexit.register(_warn_unmatched_debug_function)
         _debug_function_seen[config.debug_function] = False
-    native = fn is backends.eager
+    native = fn is None
     return _C._compiler.make(name, None if native else fn, bool(fullgraph),
                              int(config.cache_size_limit), bool(config.suppress_errors), _on_compile,
                              _skip_file_prefixes(), config.debug_function or "", tuple(force_codes),

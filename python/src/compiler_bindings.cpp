@@ -14,6 +14,7 @@
 #include "bindings.h"
 // structmember.h needs Python.h first (bindings.h includes it).
 #include <structmember.h>
+#include "dynamo/backends/registry.h"
 #include "dynamo/core/compiler.h"
 #include "dynamo/core/frame_hook.h"
 #include "dynamo/core/graph_printer.h"
@@ -185,7 +186,9 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
       o.passOptions.disabled.push_back(toString(PySequence_Fast_GET_ITEM(names.get(), i)));
   }
   o.backendName = backendName;
-  if (backend != Py_None) o.backend = core::PyObjectRef::borrow(backend);
+  o.backend = backend != Py_None ? backends::makeCallableBackend(backend, backendName) : backends::makeBackend(backendName);
+  if (!o.backend)
+    throw UserError(UserErrorKind::kInvalidArgument, std::string("unknown backend '") + backendName + "'");
   o.fullgraph = fullgraph;
   o.cacheSizeLimit = cacheLimit;
   o.suppressErrors = suppress;
@@ -273,6 +276,18 @@ PyObject* disableCode(PyObject*, PyObject* code) {
   DYNAMO_PY_TRY
   core::disableCode(code);
   Py_RETURN_NONE;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* backendList(PyObject*, PyObject*) {
+  DYNAMO_PY_TRY
+  PyObject* out = check(PyList_New(0));
+  for (const backends::BackendInfo& b : backends::backendList()) {
+    PyObject* row = check(Py_BuildValue("(ss)", b.name, b.description));
+    PyList_Append(out, row);
+    Py_DECREF(row);
+  }
+  return out;
   DYNAMO_PY_CATCH(nullptr)
 }
 
@@ -445,6 +460,7 @@ PyMethodDef methods[] = {
     {"reset", resetAll, METH_NOARGS, "Drop every compiled entry."},
     {"disable_code", disableCode, METH_O, "Never capture this code object."},
     {"break_kinds", breakKinds, METH_NOARGS, "[(slug, explanation, hint)] of every graph-break kind."},
+    {"backend_list", backendList, METH_NOARGS, "[(name, description)] of the C++ backends of backends.def."},
     {"pass_list", passList, METH_NOARGS, "[(name, description)] of the passes of passes.def, in pipeline order."},
     {nullptr, nullptr, 0, nullptr},
 };

@@ -36,7 +36,7 @@ const ResumeInfo* resumeInfo(PyCodeObject* code);
 
 /// The result of planning: the graph's outputs are fixed and the call spec is half built.
 struct OutputPlan {
-  std::unique_ptr<GraphCallSpec> spec;   ///< without runner/backend yet
+  std::unique_ptr<GraphCallSpec> spec;   ///< without the backend's function yet
   std::vector<Source> roots;             ///< the root arguments of the CompiledGraph call
   /// Bytecode stores after the call, in tuple order after the values the code needs.
   struct Store {

@@ -7,7 +7,7 @@
 
 #include "codegen.h"
 #include "dynamo/core/graph_fx.h"
-#include "dynamo/core/graph_runner.h"
+#include "dynamo/core/backend.h"
 #include "graph_call.h"
 #include "torch_api.h"
 #include "tracer.h"
@@ -25,6 +25,11 @@ std::vector<BreakKindRow> breakKinds() {
 namespace {
 thread_local PyObject* backendCause = nullptr;  // strong ref
 }  // namespace
+
+void setBackendFailureCause(PyObject* exception) {
+  Py_XDECREF(backendCause);
+  backendCause = exception;
+}
 
 PyObjectRef takeBackendFailureCause() {
   PyObject* c = backendCause;
@@ -290,11 +295,8 @@ class Compiler : public FrameCompiler {
     spec.hasGraph = hasOps || !graph.output()->outputValue().items().empty();
     if (ctx.switchesGradMode) spec.restoreGradMode = ctx.initialGradEnabled ? 1 : 0;
     if (spec.hasGraph) {
-      if (!opts_.backend) {
-        spec.runner = std::make_unique<GraphRunner>(graph);
-      } else {
-        spec.backendFn = runBackend(graph, ctx, rec);
-      }
+      BackendRequest request{graph, ctx.realInputs, rec.function, rec.where, opts_.suppressErrors};
+      spec.fn = opts_.backend->compile(request);
     }
     rec.backendMs = msSince(tBackend);
     rec.graphs.push_back(graph);
@@ -307,50 +309,6 @@ class Compiler : public FrameCompiler {
     rec.entryId = entry->id;
     entry->owner = ownerId_;
     return CompileResult::addEntry(std::move(entry));
-  }
-
-  PyObjectRef runBackend(const Graph& graph, CompileContext& ctx, CompileRecord& rec) {
-    PyObjectRef gm = toFxGraphModule(graph);
-    PyObjectRef examples = PyObjectRef::steal(checkPy(PyList_New(0)));
-    for (const PyObjectRef& t : ctx.realInputs) PyList_Append(examples.get(), t.get());
-    PyObject* fn = PyObject_CallFunctionObjArgs(opts_.backend.get(), gm.get(), examples.get(), nullptr);  // new
-    if (fn == nullptr) {
-      PyObject *et, *ev, *tb;
-      PyErr_Fetch(&et, &ev, &tb);
-      PyErr_NormalizeException(&et, &ev, &tb);
-      if (tb != nullptr && ev != nullptr) PyException_SetTraceback(ev, tb);
-      std::string why = "Python error";
-      if (ev != nullptr) {
-        PyObject* str = PyObject_Str(ev);  // new ref
-        if (str != nullptr) why = std::string(Py_TYPE(ev)->tp_name) + ": " + PyUnicode_AsUTF8(str);
-        Py_XDECREF(str);
-        PyErr_Clear();
-      }
-      Py_XDECREF(backendCause);
-      backendCause = ev;  // keeps the exception for __cause__
-      Py_XDECREF(et);
-      Py_XDECREF(tb);
-      if (!opts_.suppressErrors) {
-        throw UserError(UserErrorKind::kBackend,
-                        "backend '" + opts_.backendName + "' failed on the graph of '" + rec.function + "': " + why,
-                        rec.where, "the backend raised while compiling the captured graph",
-                        "fix the backend, try backend=\"eager\" to check the capture itself, or set "
-                        "dynamo.config.suppress_errors = True to run this function eagerly");
-      }
-      throw Error("backend '" + opts_.backendName + "' raised " + why);
-    }
-    if (!PyCallable_Check(fn)) {
-      std::string got = Py_TYPE(fn)->tp_name;
-      Py_DECREF(fn);
-      // Like a backend that raises: with suppress_errors the function runs eagerly (one warning).
-      if (opts_.suppressErrors)
-        throw Error("backend '" + opts_.backendName + "' returned a non-callable (" + got + ") instead of a compiled function");
-      throw UserError(UserErrorKind::kBackend,
-                      "backend '" + opts_.backendName + "' returned a non-callable for '" + rec.function + "'",
-                      rec.where, "a backend must return a callable that takes the graph inputs",
-                      "return gm.forward (or any callable) from the backend");
-    }
-    return PyObjectRef::steal(fn);
   }
 
   static uint64_t nextOwnerId() {

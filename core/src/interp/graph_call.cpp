@@ -281,11 +281,7 @@ PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf
     // come before it in program order (the runner says which node; a backend's callable does
     // not, so only those before the first node are known to precede it).
     size_t failedAt = 0;
-    if (spec.runner) {
-      outputs = spec.runner->run(inputs, spec.graphInputs.size(), &failedAt);
-    } else {
-      outputs = PyObject_Vectorcall(spec.backendFn.get(), inputs, spec.graphInputs.size(), nullptr);
-    }
+    outputs = spec.fn->call(inputs, spec.graphInputs.size(), &failedAt);
     if (outputs == nullptr) {
       if (spec.restoreGradMode >= 0) restoreGradMode(spec.restoreGradMode != 0);
       applyEffectsBefore(spec, failedAt, fetched);

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "dynamo/core/graph_pyref.h"
-#include "dynamo/core/graph_runner.h"
+#include "dynamo/core/backend.h"
 #include "dynamo/core/source.h"
 
 namespace dynamo::core::interp {
@@ -59,8 +59,7 @@ struct GraphCallSpec {
   int nargs = 0;                         ///< number of root arguments
   std::vector<FetchStep> fetches;        ///< in dependency order
   std::vector<int> graphInputs;          ///< fetch index of each placeholder
-  std::unique_ptr<GraphRunner> runner;   ///< the eager executor, or null
-  PyObjectRef backendFn;                 ///< a backend's callable (when runner is null)
+  std::unique_ptr<CompiledGraphFn> fn;   ///< what the backend made of the graph
   bool hasGraph = true;                  ///< false: nothing to run (no tensor ops)
   std::vector<OutPlan> results;          ///< values returned
   bool returnSingle = false;             ///< return results[0] itself instead of a tuple

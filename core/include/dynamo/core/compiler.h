@@ -17,6 +17,7 @@
 #include "dynamo/common/error.h"
 #include "dynamo/core/frame_hook.h"
 #include "dynamo/core/graph.h"
+#include "dynamo/core/backend.h"
 #include "dynamo/core/passes.h"
 #include "dynamo/core/graph_pyref.h"
 #include "dynamo/core/guards.h"
@@ -55,8 +56,8 @@ struct CompileRecord {
 
 /// Options of a compiler, fixed when it is made.
 struct CompilerOptions {
-  std::string backendName = "eager";  ///< "eager", or the name a callable backend was given
-  PyObjectRef backend;       ///< callable compiler(gm, example_inputs) -> callable; null for eager
+  std::string backendName = "eager";  ///< the backend's name, for messages
+  std::shared_ptr<Backend> backend;   ///< compiles each graph (backends/: eager, a callable, ...)
   bool fullgraph = false;    ///< a graph break is an error (dynamo.Unsupported)
   int cacheSizeLimit = 8;    ///< entries per code object before running eagerly
   bool suppressErrors = true;///< backend/internal failures run eagerly with one warning

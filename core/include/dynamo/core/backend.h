@@ -1,0 +1,58 @@
+// The Backend interface: what turns a captured (and passed) graph into something that runs.
+//
+//   Graph --Backend::compile(request)--> CompiledGraphFn --call(inputs)--> outputs
+//
+// Implementations live in backends/ (dynamo::backends): the C++ runner ("eager") and a user's
+// Python callable (given a torch.fx.GraphModule); the AOT and code-generating backends come as
+// more implementations, listed in backends/backends.def. The compiler holds one Backend; the
+// CompiledGraph (core/src/interp/graph_call.cpp) calls the CompiledGraphFn on every run.
+#pragma once
+
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dynamo/common/error.h"
+#include "dynamo/core/graph.h"
+#include "dynamo/core/graph_pyref.h"
+
+namespace dynamo::core {
+
+/// What a backend made of one graph: a callable over the graph's inputs. Immutable; called with
+/// the GIL held, possibly from several threads.
+class CompiledGraphFn {
+ public:
+  virtual ~CompiledGraphFn() = default;
+  /// Runs on `count` inputs (borrowed refs). Returns the outputs as a tuple or list (new ref),
+  /// or NULL with a Python error set; then, when the failing node is known, *failedAt is its
+  /// index in the graph's body (left unchanged otherwise).
+  virtual PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const = 0;
+};
+
+/// One compile request: the graph and what a backend's messages name.
+struct BackendRequest {
+  const Graph& graph;                          ///< the graph, after the pass pipeline
+  const std::vector<PyObjectRef>& examples;    ///< the real input tensors of this call, in order
+  std::string function;                        ///< the user function ("f", "Net.forward")
+  SourceLocation where;                        ///< its file and first line
+  bool suppressErrors = true;                  ///< a failure falls back (Error) instead of raising
+};
+
+/// A backend. Implementations must be stateless or thread-safe: one instance serves a compiler.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// The name users pass (backend="eager"), or a callable backend's __name__.
+  virtual const std::string& name() const = 0;
+  /// Compiles the graph. A failure throws UserError (the user's backend is at fault and
+  /// suppressErrors is off) or Error (the compile falls back to running the function eagerly).
+  virtual std::unique_ptr<CompiledGraphFn> compile(const BackendRequest& request) const = 0;
+};
+
+/// Keeps the exception a Python backend raised (a new reference is stolen), for the
+/// BackendCompilerFailed the binding layer raises next (see takeBackendFailureCause()).
+void setBackendFailureCause(PyObject* exception);
+
+}  // namespace dynamo::core
