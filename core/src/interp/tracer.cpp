@@ -723,6 +723,29 @@ void Tracer::step(const bc::Instruction& ins) {
       }
       ctx_.breakHere(BreakKind::kUnsupported, "item assignment on " + describe(*obj));
     }
+    case DELETE_SUBSCR: {
+      ValueRef index = pop();
+      ValueRef obj = pop();
+      PyObjectRef key = concrete(index);
+      if (obj->kind == ValueKind::kDict && key) {
+        int i = dictIndex(obj, key);
+        if (i < 0) ctx_.breakHere(BreakKind::kException, "KeyError in del d[key]");
+        obj->keys.erase(obj->keys.begin() + i);
+        obj->items.erase(obj->items.begin() + i);
+        ctx_.recordContents(obj);
+        return;
+      }
+      if (obj->kind == ValueKind::kList && key && PyLong_Check(key.get())) {
+        Py_ssize_t k = PyLong_AsSsize_t(key.get());
+        const Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());
+        if (k < 0) k += n;
+        if (k < 0 || k >= n) ctx_.breakHere(BreakKind::kException, "list assignment index out of range");
+        obj->items.erase(obj->items.begin() + k);
+        ctx_.recordContents(obj);
+        return;
+      }
+      ctx_.breakHere(BreakKind::kUnsupported, "del of an item of " + describe(*obj));
+    }
     case BUILD_TUPLE:
       push(makeTuple(popN(arg)));
       return;

@@ -227,8 +227,12 @@ ValueRef getAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
       return makeObject(r.get());
     }
     case ValueKind::kTuple:
-      if (v->obj) {  // namedtuple field
+      if (v->obj) {  // namedtuple field; structseq (torch.return_types.max) fields by __match_args__
         PyObjectRef fields = PyObjectRef::steal(PyObject_GetAttrString(v->obj.get(), "_fields"));
+        if (!fields) {
+          PyErr_Clear();
+          fields = PyObjectRef::steal(PyObject_GetAttrString(v->obj.get(), "__match_args__"));
+        }
         if (fields && PyTuple_Check(fields.get())) {
           for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i)
             if (name == PyUnicode_AsUTF8(PyTuple_GET_ITEM(fields.get(), i)) &&

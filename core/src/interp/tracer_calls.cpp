@@ -455,10 +455,31 @@ ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name
     if (name == "values") return view(self->items);
     if (name == "get" && !args.empty()) {
       PyObjectRef key = concrete(args[0]);
-      if (key)
-        for (size_t i = 0; i < self->keys.size(); ++i)
-          if (PyObject_RichCompareBool(self->keys[i].get(), key.get(), Py_EQ) == 1) return self->items[i];
+      if (!key) ctx.breakHere(BreakKind::kUnsupported, "dict.get() with a key that is not a constant");
+      for (size_t i = 0; i < self->keys.size(); ++i)
+        if (PyObject_RichCompareBool(self->keys[i].get(), key.get(), Py_EQ) == 1) return self->items[i];
       return args.size() > 1 ? args[1] : makeConst(Py_None);
+    }
+    if ((name == "setdefault" || name == "pop") && !args.empty() && args.size() <= 2 && kwargs.empty()) {
+      PyObjectRef key = concrete(args[0]);
+      if (!key) ctx.breakHere(BreakKind::kUnsupported, "dict." + name + "() with a key that is not a constant");
+      int i = dictIndex(self, key);
+      if (name == "setdefault") {
+        if (i >= 0) return self->items[i];
+        ValueRef v = args.size() > 1 ? args[1] : makeConst(Py_None);
+        setDictItem(self, key, v);
+        mutated();
+        return v;
+      }
+      if (i < 0) {
+        if (args.size() > 1) return args[1];
+        ctx.breakHere(BreakKind::kException, "KeyError in dict.pop()");
+      }
+      ValueRef v = self->items[i];
+      self->keys.erase(self->keys.begin() + i);
+      self->items.erase(self->items.begin() + i);
+      mutated();
+      return v;
     }
     if (name == "copy") {
       // dict.copy() of a subclass is a plain dict; OrderedDict.copy() an OrderedDict.
@@ -806,6 +827,9 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
       // Only value objects (torch.device, torch.Size ...) may be made now and used as constants;
       // a stateful object made while tracing (torch.Generator) would be shared by every call.
       ValueRef made = foldOrBreak(ctx, fn, args, kwargs);
+      // torch.finfo / torch.iinfo are immutable descriptions of a dtype: values, like torch.Size.
+      const std::string tn = ((PyTypeObject*)fn)->tp_name;
+      if (made->kind == ValueKind::kObject && (tn == "torch.finfo" || tn == "torch.iinfo")) return made;
       if (!made->isConst() && made->kind != ValueKind::kTuple)
         unsupportedCall(ctx, fn, "creating a stateful torch object inside the compiled function");
       return made;

@@ -1,0 +1,80 @@
+"""Constructs real model code uses that used to break the graph (issue 14), each captured whole
+(fullgraph=True), equal to eager, side effects included."""
+import collections
+
+import pytest
+import torch
+
+import dynamo
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+X = torch.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
+
+
+def test_finfo_for_attention_masks():
+    def f(scores, mask):
+        return scores.masked_fill(mask, torch.finfo(scores.dtype).min), torch.iinfo(torch.int32).max
+
+    mask = X < 0
+    assert _same(dynamo.compile(f, fullgraph=True)(X, mask), f(X, mask))
+
+
+def test_return_types_fields():
+    def f(x):
+        r = x.max(dim=1)
+        s = torch.sort(x, dim=0)
+        return r.values + 1, r.indices, s.values * 2
+
+    assert _same(dynamo.compile(f, fullgraph=True)(X), f(X))
+
+
+def test_del_items_setdefault_and_pop():
+    def f(x, d):
+        out = {"a": x, "b": x * 2, "c": x + 1}
+        del out["b"]
+        lst = [x, x * 3, x * 4]
+        del lst[1]
+        d.setdefault("seen", 0)
+        extra = d.pop("extra", None)
+        out.setdefault("z", x.sum())
+        return out, lst, extra
+
+    d_e, d_c = {"extra": 5}, {"extra": 5}
+    assert _same(dynamo.compile(f, fullgraph=True)(X, d_c), f(X, d_e)) and d_c == d_e
+
+
+def test_dict_get_with_a_non_constant_key_is_not_guessed():
+    class Key:
+        def __init__(self, k):
+            self.k = k
+
+        def __hash__(self):
+            return hash(self.k)
+
+        def __eq__(self, other):
+            return other == self.k
+
+    def f(x, d, key):
+        return x * d.get(key, 100)
+
+    d = {"a": 2}
+    assert _same(dynamo.compile(f)(X, d, Key("a")), f(X, d, Key("a")))
