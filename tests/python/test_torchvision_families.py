@@ -1,0 +1,88 @@
+"""torchvision 0.14 segmentation, detection, video and optical-flow models compile with
+dynamo.compile(model) in default mode (graph breaks allowed) and match eager bitwise, in eval mode:
+the cheapest builder of each family (issue #7). Detection runs with its score threshold at 0 so
+that random weights still produce boxes, and its backbone's feature maps are compared too.
+
+Every builder of these families (26) runs in scripts/torchvision_all.py; its last results are in
+docs/models.md. Builders and inputs: torchvision_cases.py.
+"""
+import copy
+
+import pytest
+import torch
+
+import dynamo
+from capture_harness import Recorder, clone, same
+from torchvision_cases import (FAMILY_CHEAPEST, FAMILY_MODELS, backbone_input, build_family_model,
+                               family_inputs)
+
+torch.set_num_threads(1)
+
+# What fails today, with the reason ("model", or "model/backbone" for the backbone test): strict,
+# so that a fix turns the entry into a failure to remove from here.
+XFAIL = {
+    # none today; lraspp_mobilenet_v3_large was here until stores into an OrderedDict made before a
+    # graph break were kept (they were lost: the segmentation models returned OrderedDict([]))
+}
+
+
+def cases(names, suffix=""):
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=XFAIL[n + suffix]))
+            if n + suffix in XFAIL else n for n in names]
+
+
+def same_ordered(got, expected):
+    """same() of the harness, plus the order of dict keys (OrderedDict results)."""
+    if isinstance(expected, dict):
+        return list(got.keys()) == list(expected.keys()) and \
+            all(same_ordered(got[k], expected[k]) for k in expected)
+    if isinstance(expected, (list, tuple)):
+        return type(got) is type(expected) and len(got) == len(expected) and \
+            all(same_ordered(g, e) for g, e in zip(got, expected))
+    return True
+
+
+def compare(eager_fn, compiled_fn, calls):
+    """Eager and compiled over the same calls, every result bitwise equal; returns the recorder."""
+    dynamo.reset()
+    compiled = dynamo.compile(compiled_fn)
+    with torch.no_grad(), Recorder() as rec:
+        for i, (args, kwargs) in enumerate(calls):
+            expected = eager_fn(*clone(args), **kwargs)
+            got = compiled(*clone(args), **kwargs)
+            assert same(got, expected) and same_ordered(got, expected), f"call {i + 1} differs from eager"
+    assert rec.graphs, "nothing was captured"
+    return rec
+
+
+def test_family_lists_match_this_torchvision():
+    import torchvision.models as tvm
+    for family, module in (("segmentation", tvm.segmentation), ("detection", tvm.detection),
+                           ("video", tvm.video), ("optical_flow", tvm.optical_flow)):
+        for name in FAMILY_MODELS[family]:
+            assert callable(getattr(module, name)), name
+    assert all(FAMILY_CHEAPEST[f] in FAMILY_MODELS[f] for f in FAMILY_CHEAPEST)
+
+
+@pytest.mark.parametrize("name", cases(FAMILY_CHEAPEST.values()))
+def test_default_mode_identical_outputs(name):
+    eager = build_family_model(name)
+    model = copy.deepcopy(eager)
+    # two calls of one shape (the second runs the cached code), then another shape
+    calls = [c for c in (family_inputs(name, v) for v in range(3)) if c is not None]
+    compare(eager, model, calls)
+
+
+def test_detection_produces_boxes_with_random_weights():
+    name = FAMILY_CHEAPEST["detection"]
+    with torch.no_grad():
+        out = build_family_model(name)(*family_inputs(name)[0])
+    assert all(len(d["boxes"]) > 0 and d["boxes"].shape == (len(d["scores"]), 4) for d in out)
+
+
+@pytest.mark.parametrize("name", cases([FAMILY_CHEAPEST["detection"]], "/backbone"))
+def test_detection_backbone_features_identical(name):
+    eager = build_family_model(name)
+    model = copy.deepcopy(eager)
+    calls = [((backbone_input(name, v),), {}) for v in range(2)]
+    compare(eager.backbone, model.backbone, calls)
