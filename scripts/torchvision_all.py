@@ -23,7 +23,7 @@ one at a time, with one torch thread. One line per model, then a summary:
 
 Columns: result (ok / wrong / exception / crashed / timeout), graphs and graph breaks of the first
 compiled call (what dynamo.explain(model)(inputs) reports: same reset, backend and call), the
-compiles the later calls added (recompiles), the eager and first compiled call times in seconds,
+compiles the later calls added (recompiles: by the 2nd call + by the 3rd), the eager and first compiled call times in seconds,
 and for detection the backbone's result, graphs and breaks.
 """
 import argparse
@@ -100,7 +100,7 @@ def check_compiled(eager_fn, compiled_fn, calls):
     import torch
 
     out = {"result": "ok", "detail": "", "graphs": None, "breaks": None, "distinct_breaks": None,
-           "break_sites": [], "recompiles": 0, "eager_s": None, "compiled_s": None, "calls": len(calls)}
+           "break_sites": [], "recompiles": [], "eager_s": None, "compiled_s": None, "calls": len(calls)}
     with torch.no_grad():
         t = time.perf_counter()
         expected = [eager_fn(*clone(a), **k) for a, k in calls[:1]]
@@ -134,7 +134,7 @@ def check_compiled(eager_fn, compiled_fn, calls):
                     out["not_compiled"] = [f"{fn} {os.path.basename(f)}:{ln} {st}: {r}"[:240]
                                            for fn, f, ln, st, r in explained.not_compiled]
                 else:
-                    out["recompiles"] += sum(1 for r in rec.records if r.get("status") == "compiled")
+                    out["recompiles"].append(sum(1 for r in rec.records if r.get("status") == "compiled"))
         diff = first_difference(got, expected[i])
         if diff:
             out["result"] = "wrong"
@@ -194,13 +194,19 @@ def run_child(name, timeout):
             "total_s": round(time.perf_counter() - t, 1)}
 
 
+def recompiles(r):
+    """Compiles made by the 2nd call (same shapes, new values) + by the 3rd (another shape)."""
+    n = r.get("recompiles")
+    return None if n is None else "+".join(str(k) for k in n) or "0"
+
+
 def fmt(v, spec="{}"):
     return "-" if v is None else spec.format(v)
 
 
 def line_for(r):
     s = (f"{r['model']:<40} {r['result']:<9} graphs={fmt(r.get('graphs')):<3} "
-         f"breaks={fmt(r.get('breaks')):<3} recompiles={fmt(r.get('recompiles')):<2} "
+         f"breaks={fmt(r.get('breaks')):<3} recompiles={fmt(recompiles(r)):<5} "
          f"eager={fmt(r.get('eager_s'), '{:.2f}')}s compiled={fmt(r.get('compiled_s'), '{:.2f}')}s "
          f"total={fmt(r.get('total_s'), '{:.0f}')}s")
     b = r.get("backbone")
@@ -225,7 +231,7 @@ def markdown(results):
         detail = "; ".join(d for d in (r.get("detail"), b and b.get("detail") and "backbone " + b["detail"]) if d)
         detail = detail.replace("|", "\\|").replace("\n", " ")
         rows.append(f"| {r['model']} | {r.get('family', '')} | {cell(r)} | {fmt(r.get('graphs'))} | "
-                    f"{fmt(r.get('breaks'))} | {fmt(r.get('recompiles'))} | "
+                    f"{fmt(r.get('breaks'))} | {fmt(recompiles(r))} | "
                     f"{fmt(r.get('eager_s'), '{:.2f}')} | {fmt(r.get('compiled_s'), '{:.2f}')} | {bcell} | "
                     f"{detail} |")
     return "\n".join(rows)
