@@ -21,8 +21,10 @@ torch.set_num_threads(1)
 # What fails today, with the reason ("model", or "model/backbone" for the backbone test): strict,
 # so that a fix turns the entry into a failure to remove from here.
 XFAIL = {
-    # none today; lraspp_mobilenet_v3_large was here until stores into an OrderedDict made before a
-    # graph break were kept (they were lost: the segmentation models returned OrderedDict([]))
+    "fasterrcnn_mobilenet_v3_large_320_fpn":
+        "RuntimeError: value not built: two containers appended to a list made before a graph "
+        "break (roi_heads.py:775 result.append({...}) per image); the final contents plan refers to "
+        "a memo slot only the skipped earlier plan fills",
 }
 
 
@@ -71,6 +73,15 @@ def test_default_mode_identical_outputs(name):
     # two calls of one shape (the second runs the cached code), then another shape
     calls = [c for c in (family_inputs(name, v) for v in range(3)) if c is not None]
     compare(eager, model, calls)
+
+
+# Models without data-dependent code: one graph, as the classifiers with fullgraph=True.
+@pytest.mark.parametrize("name", cases([FAMILY_CHEAPEST[f] for f in ("segmentation", "video", "optical_flow")],
+                                       "/one_graph"))
+def test_one_graph_without_breaks(name):
+    eager = build_family_model(name)
+    rec = compare(eager, copy.deepcopy(eager), [family_inputs(name, 0)])
+    assert len(rec.graphs) == 1 and not rec.breaks, [f"{b['kind']} at {b['file']}:{b['line']}" for b in rec.breaks]
 
 
 def test_detection_produces_boxes_with_random_weights():
