@@ -21,10 +21,9 @@ torch.set_num_threads(1)
 # What fails today, with the reason ("model", or "model/backbone" for the backbone test): strict,
 # so that a fix turns the entry into a failure to remove from here.
 XFAIL = {
-    "fasterrcnn_mobilenet_v3_large_320_fpn":
-        "RuntimeError: value not built: two containers appended to a list made before a graph "
-        "break (roi_heads.py:775 result.append({...}) per image); the final contents plan refers to "
-        "a memo slot only the skipped earlier plan fills",
+    # none today. Earlier fixed: segmentation results came back as OrderedDict([]) (stores into an
+    # OrderedDict after a break were lost); fasterrcnn raised "value not built" (two containers
+    # appended to a list made before a break)
 }
 
 
