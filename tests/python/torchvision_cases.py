@@ -34,3 +34,120 @@ def build(name):
     if name in ("googlenet", "inception_v3"):
         kwargs["init_weights"] = False  # the default init uses scipy, slow; any weights do
     return getattr(tvm, name)(**kwargs)
+
+
+# ---- segmentation, detection, video and optical flow (issue #7) -----------------------------
+# Every builder of these families in torchvision 0.14.1 (swin3d_t came in 0.15), with random
+# weights (weights=None, weights_backbone=None), in eval mode, and the smallest inputs that keep
+# them meaningful.
+
+FAMILY_MODELS = {
+    "segmentation": ["deeplabv3_mobilenet_v3_large", "deeplabv3_resnet101", "deeplabv3_resnet50",
+                     "fcn_resnet101", "fcn_resnet50", "lraspp_mobilenet_v3_large"],
+    "detection": ["fasterrcnn_mobilenet_v3_large_320_fpn", "fasterrcnn_mobilenet_v3_large_fpn",
+                  "fasterrcnn_resnet50_fpn", "fasterrcnn_resnet50_fpn_v2", "fcos_resnet50_fpn",
+                  "keypointrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2",
+                  "retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2", "ssd300_vgg16",
+                  "ssdlite320_mobilenet_v3_large"],
+    "video": ["mc3_18", "mvit_v1_b", "mvit_v2_s", "r2plus1d_18", "r3d_18", "s3d"],
+    "optical_flow": ["raft_large", "raft_small"],
+}
+
+# The cheapest builder of each family: what CI runs.
+FAMILY_CHEAPEST = {"segmentation": "lraspp_mobilenet_v3_large",
+                   "detection": "fasterrcnn_mobilenet_v3_large_320_fpn",
+                   "video": "r3d_18", "optical_flow": "raft_small"}
+
+RAFT_FLOW_UPDATES = 2
+
+
+def family_of(name):
+    for family, names in FAMILY_MODELS.items():
+        if name in names:
+            return family
+    if name in all_builders():
+        return "classification"
+    raise KeyError(f"not a torchvision 0.14 builder: {name}")
+
+
+def build_family_model(name):
+    """The model in eval mode, random weights (seed 0). Detection models keep every box: the score
+    thresholds are 0 (random weights score low), and the R-CNN/RetinaNet/FCOS transforms resize to
+    128..160 pixels instead of 800..1333 (SSD resizes to its fixed 300/320); the R-CNNs keep 200
+    proposals and 50 detections per image (instead of 1000 and 100)."""
+    family = family_of(name)
+    if family == "classification":
+        return build(name).eval()
+    torch.manual_seed(0)
+    if family == "segmentation":
+        kwargs = {"weights": None, "weights_backbone": None}
+        if not name.startswith("lraspp"):
+            kwargs["aux_loss"] = True  # outputs 'out' and 'aux'
+        model = getattr(tvm.segmentation, name)(**kwargs)
+    elif family == "detection":
+        kwargs = {"weights": None, "weights_backbone": None}
+        if "rcnn" in name:
+            kwargs.update(box_score_thresh=0.0, min_size=128, max_size=160,
+                          # fewer proposals and detections: the heads dominate the time otherwise
+                          rpn_post_nms_top_n_test=200, box_detections_per_img=50)
+        elif name.startswith(("retinanet", "fcos")):
+            kwargs.update(score_thresh=0.0, min_size=128, max_size=160)
+        elif name == "ssd300_vgg16":
+            kwargs.update(score_thresh=0.0)
+        model = getattr(tvm.detection, name)(**kwargs)
+        if name.startswith("ssdlite"):
+            # its builder passes unknown kwargs on to mobilenet_v3_large too: set it afterwards
+            model.score_thresh = 0.0
+    elif family == "video":
+        model = getattr(tvm.video, name)(weights=None)
+    else:
+        model = getattr(tvm.optical_flow, name)(weights=None)
+    return model.eval()
+
+
+def _randn(*shape, seed):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _rand(*shape, seed):
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def family_inputs(name, variant=0):
+    """(args, kwargs) of call number `variant`: 0 and 1 have the same shapes and new values,
+    2 another shape (None where the model takes one shape only, or where it would be slow)."""
+    family = family_of(name)
+    seed = 100 + variant
+    if family == "classification":
+        if variant == 2:
+            return None
+        return (_randn(*input_for(name).shape, seed=seed),), {}
+    if family == "segmentation":
+        size = (64, 64) if variant < 2 else (48, 80)
+        return (_randn(2, 3, *size, seed=seed),), {}
+    if family == "detection":
+        sizes = [(128, 160), (128, 160)] if variant < 2 else [(96, 128), (128, 112)]
+        return ([_rand(3, h, w, seed=seed + i) for i, (h, w) in enumerate(sizes)],), {}
+    if family == "video":
+        if name.startswith("mvit"):
+            if variant == 2:
+                return None  # positional embeddings fix the clip size
+            # the builders fix spatial_size=(224, 224), temporal_size=16 (no kwarg can change it)
+            return (_randn(1, 3, 16, 224, 224, seed=seed),), {}
+        if name == "s3d":
+            if variant == 2:
+                return None  # its last pooling needs at least 16x224x224: slow
+            return (_randn(1, 3, 16, 224, 224, seed=seed),), {}
+        size = (4, 32, 32) if variant < 2 else (2, 48, 40)
+        return (_randn(1, 3, *size, seed=seed),), {}
+    size = (64, 64) if variant < 2 else (64, 96)  # multiples of 8; 1/8 of it pooled 3 times
+    return (_rand(1, 3, *size, seed=seed) * 2 - 1, _rand(1, 3, *size, seed=seed + 50) * 2 - 1), \
+        {"num_flow_updates": RAFT_FLOW_UPDATES}
+
+
+def backbone_input(name, variant=0):
+    """The batched image tensor a detection backbone is called with (already transformed)."""
+    size = {"ssd300_vgg16": (300, 300), "ssdlite320_mobilenet_v3_large": (320, 320)}.get(name, (128, 160))
+    if variant == 2:
+        return None
+    return _randn(2, 3, *size, seed=200 + variant)
