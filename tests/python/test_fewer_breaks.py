@@ -78,3 +78,15 @@ def test_dict_get_with_a_non_constant_key_is_not_guessed():
 
     d = {"a": 2}
     assert _same(dynamo.compile(f)(X, d, Key("a")), f(X, d, Key("a")))
+
+
+def test_a_tensor_slice_bound_is_a_tensor_to_python_break():
+    def f(m, box):
+        y0 = max(box[1], 0)
+        return m[y0:] * 2
+
+    m, box = torch.randn(8, 8), torch.tensor([1, 2, 3, 4])
+    out = dynamo.explain(f)(m, box)
+    assert {b.kind for b in out.break_reasons} == {"tensor-to-python"}    # max(t, 0), then m[t:]
+    assert any("a tensor used as a slice bound" in b.reason for b in out.break_reasons)
+    assert _same(dynamo.compile(f)(m, box), f(m, box))

@@ -277,8 +277,25 @@ void setAttr(CompileContext& ctx, const ValueRef& v, const std::string& name, Va
   ctx.recordEffect({SideEffect::Kind::kSetAttr, v, name, -1, value});
 }
 
+// A slice (or a tuple of indices holding one) with a tensor bound: indexing needs the bound's value.
+static bool sliceWithTensorBound(const ValueRef& index) {
+  if (index->kind == ValueKind::kSlice) {
+    for (const ValueRef& part : index->items)
+      if (part && part->isTensor()) return true;
+    return false;
+  }
+  if (index->kind == ValueKind::kTuple)
+    for (const ValueRef& item : index->items)
+      if (item && sliceWithTensorBound(item)) return true;
+  return false;
+}
+
 ValueRef getItem(CompileContext& ctx, const ValueRef& v, const ValueRef& index) {
-  if (v->isTensor()) return ctx.recordCall(torchApi().getitem, "", {v, index}, {});
+  if (v->isTensor()) {
+    if (sliceWithTensorBound(index))
+      ctx.breakHere(BreakKind::kTensorToPython, "a tensor used as a slice bound (x[a:b] with a tensor a or b) needs its value");
+    return ctx.recordCall(torchApi().getitem, "", {v, index}, {});
+  }
   PyObjectRef key = concrete(index);
   if ((v->kind == ValueKind::kTuple || v->kind == ValueKind::kList) && key) {
     Py_ssize_t n = static_cast<Py_ssize_t>(v->items.size());
