@@ -41,7 +41,13 @@ void CompileContext::breakWholeFrame(std::string detail) const {
   throw b;
 }
 
-void CompileContext::recordEffect(SideEffect e) {
+void CompileContext::recordEffect(SideEffect::Kind kind, ValueRef target, std::string name, int slot, ValueRef value) {
+  SideEffect e;
+  e.kind = kind;
+  e.target = std::move(target);
+  e.name = std::move(name);
+  e.slot = slot;
+  e.value = std::move(value);
   e.bodyBefore = graph.bodySize();
   if ((e.kind == SideEffect::Kind::kListContents || e.kind == SideEffect::Kind::kDictContents) && e.target) {
     auto snap = std::make_shared<Value>(*e.target);  // items and keys as they are now
@@ -56,8 +62,8 @@ void CompileContext::recordEffect(SideEffect e) {
 void CompileContext::recordContents(const ValueRef& container) {
   if (!container->external()) return;
   container->mutated = true;
-  recordEffect({container->kind == ValueKind::kList ? SideEffect::Kind::kListContents : SideEffect::Kind::kDictContents,
-                container, "", -1, nullptr});
+  recordEffect(container->kind == ValueKind::kList ? SideEffect::Kind::kListContents : SideEffect::Kind::kDictContents,
+                container, "", -1, nullptr);
 }
 
 void CompileContext::guard(const Source& source, LeafGuardPtr leaf) {

@@ -396,18 +396,28 @@ bool Tracer::truthiness(const ValueRef& v) {
   }
 }
 
+// One instruction: each opcode family has its handler (a switch returning false for opcodes it
+// does not handle); an opcode no family handles is a graph break naming it.
 void Tracer::step(const bc::Instruction& ins) {
+  if (stepSlots(ins) || stepCalls(ins) || stepOperators(ins) || stepContainers(ins) || stepControl(ins)) return;
+  ctx_.breakHere(BreakKind::kUnsupportedBytecode,
+                 std::string("instruction ") + bc::opcodeName(ins.opcode) + " is not supported");
+}
+
+// Frame slots, the stack, constants, locals, cells and globals.
+bool Tracer::stepSlots(const bc::Instruction& ins) {
   const int op = ins.opcode;
   const int arg = ins.arg;
+  (void)arg;
   switch (op) {
     case NOP:
     case RESUME:
 #ifdef PRECALL
     case PRECALL:
 #endif
-      return;
+      return true;
     case CACHE:
-      return;
+      return true;
 #ifdef COPY_FREE_VARS
     case COPY_FREE_VARS: {
       // Free variables are the last `arg` slots.
@@ -431,7 +441,7 @@ void Tracer::step(const bc::Instruction& ins) {
           locals_[slot] = cell;
         }
       }
-      return;
+      return true;
     }
 #endif
     case MAKE_CELL: {
@@ -442,30 +452,30 @@ void Tracer::step(const bc::Instruction& ins) {
       if (parent_ == nullptr) cell->cell->rootSlot = arg;
       cell->index = static_cast<size_t>(arg);
       locals_[arg] = cell;
-      return;
+      return true;
     }
     case POP_TOP:
       pop();
-      return;
+      return true;
     case PUSH_NULL:
       push(makeNull());
-      return;
+      return true;
     case COPY:
       DYNAMO_INTERNAL_ASSERT(static_cast<int>(stack_.size()) >= arg, "stack underflow at ", ip_);
       push(stack_[stack_.size() - arg]);
-      return;
+      return true;
     case SWAP:
       DYNAMO_INTERNAL_ASSERT(static_cast<int>(stack_.size()) >= arg, "stack underflow at ", ip_);
       std::swap(stack_[stack_.size() - 1], stack_[stack_.size() - arg]);
-      return;
+      return true;
     case LOAD_CONST:
       push(makeConst(PyTuple_GET_ITEM(code_->co_consts, arg)));  // borrowed ref
-      return;
+      return true;
 #ifdef RETURN_CONST
     case RETURN_CONST:
       returned_ = makeConst(PyTuple_GET_ITEM(code_->co_consts, arg));
       done_ = true;
-      return;
+      return true;
 #endif
     case LOAD_FAST:
 #ifdef LOAD_FAST_CHECK
@@ -475,31 +485,31 @@ void Tracer::step(const bc::Instruction& ins) {
       const ValueRef& v = locals_[arg];
       if (!v) ctx_.breakHere(BreakKind::kUnsupported, "local '" + localNames_[arg] + "' is unbound");
       push(v);
-      return;
+      return true;
     }
 #ifdef LOAD_FAST_AND_CLEAR
     case LOAD_FAST_AND_CLEAR:
       push(locals_[arg] ? locals_[arg] : makeNull());
       locals_[arg] = nullptr;
-      return;
+      return true;
 #endif
     case STORE_FAST: {
       ValueRef v = popRaw();
       locals_[arg] = v->isNull() ? nullptr : v;
-      return;
+      return true;
     }
     case DELETE_FAST:
       locals_[arg] = nullptr;
-      return;
+      return true;
     case LOAD_CLOSURE:
       push(locals_[arg]);
-      return;
+      return true;
     case LOAD_DEREF: {
       const ValueRef& c = locals_[arg];
       if (!c || c->kind != ValueKind::kCell || !c->cell->contents)
         ctx_.breakHere(BreakKind::kUnsupported, "free variable '" + localNames_[arg] + "' is unbound");
       push(c->cell->contents);
-      return;
+      return true;
     }
     case STORE_DEREF: {
       ValueRef v = pop();
@@ -508,11 +518,11 @@ void Tracer::step(const bc::Instruction& ins) {
       c->cell->contents = v;
       if (c->cell->rootSlot >= 0) {
         // A cell of the root frame, written here or by an inlined closure: stored after the graph.
-        ctx_.recordEffect({SideEffect::Kind::kCell, nullptr, "", c->cell->rootSlot, v});
+        ctx_.recordEffect(SideEffect::Kind::kCell, nullptr, "", c->cell->rootSlot, v);
       } else if (c->cell->external) {
         ctx_.breakHere(BreakKind::kUnsupported, "assignment to a closure variable of an outer function");
       }
-      return;
+      return true;
     }
     case LOAD_GLOBAL: {
       bool pushNull = arg & 1;
@@ -520,16 +530,27 @@ void Tracer::step(const bc::Instruction& ins) {
       ValueRef v = loadGlobal(name);
       if (pushNull) push(makeNull());
       push(v);
-      return;
+      return true;
     }
     case STORE_GLOBAL: {
       ValueRef v = pop();
       std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg));
       if (parent_ != nullptr && globals_ != ctx_.frame().globals)
         ctx_.breakHere(BreakKind::kUnsupported, "assignment to a global of another module");
-      ctx_.recordEffect({SideEffect::Kind::kGlobal, nullptr, name, -1, v});
-      return;
+      ctx_.recordEffect(SideEffect::Kind::kGlobal, nullptr, name, -1, v);
+      return true;
     }
+    default:
+      return false;
+  }
+}
+
+// Attributes, calls and function objects.
+bool Tracer::stepCalls(const bc::Instruction& ins) {
+  const int op = ins.opcode;
+  const int arg = ins.arg;
+  (void)arg;
+  switch (op) {
     case LOAD_ATTR: {
       int nameIdx = bc::nameIndex(op, arg);
       std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, nameIdx));
@@ -539,11 +560,11 @@ void Tracer::step(const bc::Instruction& ins) {
         ValueRef a = getAttr(*this, obj, name);
         push(makeNull());
         push(a);
-        return;
+        return true;
       }
 #endif
       push(getAttr(*this, obj, name));
-      return;
+      return true;
     }
 #ifdef LOAD_METHOD
     case LOAD_METHOD: {
@@ -552,7 +573,7 @@ void Tracer::step(const bc::Instruction& ins) {
       ValueRef a = getAttr(*this, obj, name);
       push(makeNull());
       push(a);
-      return;
+      return true;
     }
 #endif
     case STORE_ATTR: {
@@ -560,14 +581,14 @@ void Tracer::step(const bc::Instruction& ins) {
       ValueRef obj = pop();
       ValueRef v = pop();
       setAttr(ctx_, obj, name, v);
-      return;
+      return true;
     }
     case KW_NAMES:
       kwNames_ = makeConst(PyTuple_GET_ITEM(code_->co_consts, arg));
-      return;
+      return true;
     case CALL:
       doCall(arg);
-      return;
+      return true;
     case CALL_FUNCTION_EX: {
       ValueRef kw = (arg & 1) ? pop() : nullptr;
       ValueRef posargs = pop();
@@ -594,14 +615,25 @@ void Tracer::step(const bc::Instruction& ins) {
       }
       if (!maybeNull->isNull()) args.insert(args.begin(), maybeNull);
       push(callValue(*this, fn, std::move(args), std::move(kwargs)));
-      return;
+      return true;
     }
     case MAKE_FUNCTION:
       doMakeFunction(arg);
-      return;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Operators, comparisons and subscripts.
+bool Tracer::stepOperators(const bc::Instruction& ins) {
+  const int op = ins.opcode;
+  const int arg = ins.arg;
+  (void)arg;
+  switch (op) {
     case BINARY_OP:
       doBinary(arg);
-      return;
+      return true;
     case UNARY_NEGATIVE:
     case UNARY_INVERT: {
       ValueRef v = pop();
@@ -609,14 +641,14 @@ void Tracer::step(const bc::Instruction& ins) {
                                             op == UNARY_NEGATIVE ? "neg" : "invert");  // new
       PyObjectRef f = PyObjectRef::steal(checkPy(fn));
       push(callValue(*this, makeObject(f.get()), {v}, {}));
-      return;
+      return true;
     }
 #ifdef UNARY_POSITIVE
     case UNARY_POSITIVE: {
       ValueRef v = pop();
       PyObjectRef f = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().operatorModule, "pos")));
       push(callValue(*this, makeObject(f.get()), {v}, {}));
-      return;
+      return true;
     }
 #endif
     case UNARY_NOT: {
@@ -626,7 +658,7 @@ void Tracer::step(const bc::Instruction& ins) {
         ctx_.breakHere(BreakKind::kDataDependentBranch, "`not` applied to a tensor");
       }
       push(makeConst(truthiness(v) ? Py_False : Py_True));
-      return;
+      return true;
     }
     case COMPARE_OP:
 #if PY_VERSION_HEX >= 0x030C0000
@@ -634,7 +666,7 @@ void Tracer::step(const bc::Instruction& ins) {
 #else
       doCompare(arg);
 #endif
-      return;
+      return true;
     case IS_OP: {
       ValueRef b = pop();
       ValueRef a = pop();
@@ -658,7 +690,7 @@ void Tracer::step(const bc::Instruction& ins) {
         same = a.get() == b.get();
       }
       push(makeConst((same != (arg == 1)) ? Py_True : Py_False));
-      return;
+      return true;
     }
     case CONTAINS_OP: {
       ValueRef container = pop();
@@ -680,13 +712,13 @@ void Tracer::step(const bc::Instruction& ins) {
         ctx_.breakHere(BreakKind::kUnsupported, "`in` test on " + describe(*container));
       }
       push(makeConst((found != (arg == 1)) ? Py_True : Py_False));
-      return;
+      return true;
     }
     case BINARY_SUBSCR: {
       ValueRef index = pop();
       ValueRef obj = pop();
       push(getItem(ctx_, obj, index));
-      return;
+      return true;
     }
 #ifdef BINARY_SLICE
     case BINARY_SLICE: {
@@ -694,7 +726,7 @@ void Tracer::step(const bc::Instruction& ins) {
       ValueRef start = pop();
       ValueRef obj = pop();
       push(getItem(ctx_, obj, makeSlice(start, stop, makeConst(Py_None))));
-      return;
+      return true;
     }
 #endif
     case STORE_SUBSCR: {
@@ -704,7 +736,7 @@ void Tracer::step(const bc::Instruction& ins) {
       if (obj->isTensor()) {
         PyObjectRef setitem = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().operatorModule, "setitem")));
         ctx_.recordCall(setitem.get(), "", {obj, index, v}, {});
-        return;
+        return true;
       }
       PyObjectRef key = concrete(index);
       if (obj->kind == ValueKind::kList && key && PyLong_Check(key.get())) {
@@ -714,12 +746,12 @@ void Tracer::step(const bc::Instruction& ins) {
           ctx_.breakHere(BreakKind::kException, "list index out of range");
         obj->items[k] = v;
         ctx_.recordContents(obj);
-        return;
+        return true;
       }
       if (obj->kind == ValueKind::kDict && key) {
         setDictItem(obj, key, v);
         ctx_.recordContents(obj);
-        return;
+        return true;
       }
       ctx_.breakHere(BreakKind::kUnsupported, "item assignment on " + describe(*obj));
     }
@@ -733,7 +765,7 @@ void Tracer::step(const bc::Instruction& ins) {
         obj->keys.erase(obj->keys.begin() + i);
         obj->items.erase(obj->items.begin() + i);
         ctx_.recordContents(obj);
-        return;
+        return true;
       }
       if (obj->kind == ValueKind::kList && key && PyLong_Check(key.get())) {
         Py_ssize_t k = PyLong_AsSsize_t(key.get());
@@ -742,22 +774,33 @@ void Tracer::step(const bc::Instruction& ins) {
         if (k < 0 || k >= n) ctx_.breakHere(BreakKind::kException, "list assignment index out of range");
         obj->items.erase(obj->items.begin() + k);
         ctx_.recordContents(obj);
-        return;
+        return true;
       }
       ctx_.breakHere(BreakKind::kUnsupported, "del of an item of " + describe(*obj));
     }
+    default:
+      return false;
+  }
+}
+
+// Building, changing, unpacking and iterating containers.
+bool Tracer::stepContainers(const bc::Instruction& ins) {
+  const int op = ins.opcode;
+  const int arg = ins.arg;
+  (void)arg;
+  switch (op) {
     case BUILD_TUPLE:
       push(makeTuple(popN(arg)));
-      return;
+      return true;
     case BUILD_LIST:
       push(makeList(popN(arg)));
-      return;
+      return true;
     case BUILD_SLICE: {
       ValueRef step = arg == 3 ? pop() : makeConst(Py_None);
       ValueRef stop = pop();
       ValueRef start = pop();
       push(makeSlice(start, stop, step));
-      return;
+      return true;
     }
     case BUILD_MAP: {
       std::vector<ValueRef> kv = popN(2 * arg);
@@ -769,7 +812,7 @@ void Tracer::step(const bc::Instruction& ins) {
         setDictItem(d, key, kv[2 * k + 1]);
       }
       push(d);
-      return;
+      return true;
     }
     case BUILD_CONST_KEY_MAP: {
       ValueRef keys = pop();
@@ -780,26 +823,26 @@ void Tracer::step(const bc::Instruction& ins) {
         setDictItem(d, PyObjectRef::borrow(PyTuple_GET_ITEM(keys->py(), k)), vals[k]);
       }
       push(d);
-      return;
+      return true;
     }
     case LIST_APPEND: {
       ValueRef v = pop();
       ValueRef& list = top(arg);
       list->items.push_back(v);
       ctx_.recordContents(list);
-      return;
+      return true;
     }
     case LIST_EXTEND: {
       ValueRef v = pop();
       ValueRef& list = top(arg);
       for (ValueRef& item : iterateValue(ctx_, v)) list->items.push_back(item);
-      return;
+      return true;
     }
 #ifdef LIST_TO_TUPLE
     case LIST_TO_TUPLE: {
       ValueRef l = pop();
       push(makeTuple(l->items));
-      return;
+      return true;
     }
 #endif
     case MAP_ADD: {
@@ -809,7 +852,7 @@ void Tracer::step(const bc::Instruction& ins) {
       PyObjectRef key = concrete(k);
       if (!key) ctx_.breakHere(BreakKind::kUnsupported, "dict comprehension with a non-constant key");
       setDictItem(d, key, v);
-      return;
+      return true;
     }
     case DICT_UPDATE:
     case DICT_MERGE: {
@@ -822,11 +865,11 @@ void Tracer::step(const bc::Instruction& ins) {
           ctx_.breakHere(BreakKind::kException, "duplicate keyword argument in **kwargs");
         setDictItem(d, v->keys[k], v->items[k]);
       }
-      return;
+      return true;
     }
     case UNPACK_SEQUENCE:
       doUnpack(arg);
-      return;
+      return true;
     case UNPACK_EX: {
       // a, *rest, b = seq: arg = before | (after << 8).
       int before = arg & 0xFF, after = arg >> 8;
@@ -837,33 +880,44 @@ void Tracer::step(const bc::Instruction& ins) {
       for (int k = 0; k < after; ++k) push(items[items.size() - 1 - k]);
       push(makeList(std::move(middle)));
       for (int k = before - 1; k >= 0; --k) push(items[k]);
-      return;
+      return true;
     }
     case GET_ITER: {
       ValueRef v = pop();
       if (v->kind == ValueKind::kIterator) {  // iter(it) is it
         push(v);
-        return;
+        return true;
       }
       push(makeIterator(v, v->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx_, v)));
-      return;
+      return true;
     }
     case FOR_ITER:
       doForIter(ins);
-      return;
+      return true;
 #ifdef END_FOR
     case END_FOR:
       pop();
       pop();
-      return;
+      return true;
 #endif
+    default:
+      return false;
+  }
+}
+
+// Jumps, returns, yields, strings, imports, raise and with.
+bool Tracer::stepControl(const bc::Instruction& ins) {
+  const int op = ins.opcode;
+  const int arg = ins.arg;
+  (void)arg;
+  switch (op) {
     case JUMP_FORWARD:
     case JUMP_BACKWARD:
 #ifdef JUMP_BACKWARD_NO_INTERRUPT
     case JUMP_BACKWARD_NO_INTERRUPT:
 #endif
       jumpTo(ins.target);
-      return;
+      return true;
 #ifdef POP_JUMP_FORWARD_IF_FALSE
     case POP_JUMP_FORWARD_IF_FALSE:
     case POP_JUMP_BACKWARD_IF_FALSE:
@@ -876,7 +930,7 @@ void Tracer::step(const bc::Instruction& ins) {
       bool t = truthiness(v);
       pop();
       if (!t) jumpTo(ins.target);
-      return;
+      return true;
     }
 #ifdef POP_JUMP_FORWARD_IF_TRUE
     case POP_JUMP_FORWARD_IF_TRUE:
@@ -890,7 +944,7 @@ void Tracer::step(const bc::Instruction& ins) {
       bool t = truthiness(v);
       pop();
       if (t) jumpTo(ins.target);
-      return;
+      return true;
     }
 #ifdef POP_JUMP_FORWARD_IF_NONE
     case POP_JUMP_FORWARD_IF_NONE:
@@ -913,7 +967,7 @@ void Tracer::step(const bc::Instruction& ins) {
       wantNone = op == POP_JUMP_IF_NONE;
 #endif
       if (isNone == wantNone) jumpTo(ins.target);
-      return;
+      return true;
     }
 #ifdef JUMP_IF_FALSE_OR_POP
     case JUMP_IF_FALSE_OR_POP:
@@ -924,16 +978,16 @@ void Tracer::step(const bc::Instruction& ins) {
       } else {
         pop();
       }
-      return;
+      return true;
     }
 #endif
     case RETURN_VALUE:
       returned_ = pop();
       done_ = true;
-      return;
+      return true;
     case FORMAT_VALUE:
       doFormat(arg);
-      return;
+      return true;
     case BUILD_STRING: {
       std::vector<ValueRef> parts = popN(arg);
       std::string s;
@@ -944,19 +998,19 @@ void Tracer::step(const bc::Instruction& ins) {
       }
       PyObjectRef str = PyObjectRef::steal(checkPy(PyUnicode_FromString(s.c_str())));
       push(makeConst(str.get()));
-      return;
+      return true;
     }
 #ifdef RETURN_GENERATOR
     case RETURN_GENERATOR:
-      if (!generator_) break;
+      if (!generator_) return false;
       push(makeConst(Py_None));  // popped by the POP_TOP that follows
-      return;
+      return true;
 #endif
     case YIELD_VALUE:
-      if (!generator_) break;
+      if (!generator_) return false;
       yields_.push_back(pop());
       push(makeConst(Py_None));  // the value sent in
-      return;
+      return true;
     case IMPORT_NAME: {
       // The import runs now (it has usually run already); the module is a constant of the trace.
       ValueRef fromlist = pop();
@@ -970,17 +1024,17 @@ void Tracer::step(const bc::Instruction& ins) {
       PyErr_Clear();
       push(makeObject(mod.get(), Source::object(mod.get(), modName && PyUnicode_Check(modName.get())
                                                                ? PyUnicode_AsUTF8(modName.get()) : "<module>")));
-      return;
+      return true;
     }
     case IMPORT_FROM: {
       std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg));
       ValueRef mod = top();
       push(getAttr(*this, mod, name));
-      return;
+      return true;
     }
     case LOAD_ASSERTION_ERROR:
       push(makeObject(PyExc_AssertionError));
-      return;
+      return true;
     case RAISE_VARARGS:
       ctx_.breakHere(BreakKind::kException, "raise statement");
     case BEFORE_WITH: {
@@ -996,21 +1050,20 @@ void Tracer::step(const bc::Instruction& ins) {
         exit->flag = mgr->index == 1;
         push(exit);
         push(makeConst(Py_None));
-        return;
+        return true;
       }
       exit->flag = ctx_.gradEnabled;
       ValueRef enterFn = std::make_shared<Value>(*mgr);
       enterFn->name = "__enter__";
       push(exit);
       push(callValue(*this, enterFn, {}, {}));
-      return;
+      return true;
     }
     default:
-      break;
+      return false;
   }
-  ctx_.breakHere(BreakKind::kUnsupportedBytecode,
-                 std::string("instruction ") + bc::opcodeName(op) + " is not supported");
 }
+
 
 // ---- handlers with more logic -----------------------------------------------------------------
 

@@ -85,7 +85,7 @@ class CompileContext {
   ValueRef wrap(PyObject* obj, const Source& source, bool guarded = true);
   /// Records a side effect at this point of the program (stamps its place among the graph's
   /// nodes and, for container contents, a snapshot of the contents now).
-  void recordEffect(SideEffect e);
+  void recordEffect(SideEffect::Kind kind, ValueRef target, std::string name, int slot, ValueRef value);
   /// Records that the contents of an external list or dict changed (marks it mutated).
   void recordContents(const ValueRef& container);
   /// Adds a guard created at the current user location.
@@ -181,6 +181,12 @@ class Tracer {
 
  private:
   void step(const bytecode::Instruction& ins);
+  // The opcode families of step(), one switch each (tracer.cpp); true when handled.
+  bool stepSlots(const bytecode::Instruction& ins);
+  bool stepCalls(const bytecode::Instruction& ins);
+  bool stepOperators(const bytecode::Instruction& ins);
+  bool stepContainers(const bytecode::Instruction& ins);
+  bool stepControl(const bytecode::Instruction& ins);
   SourceLocation locationOf(const bytecode::Instruction& ins) const;
   ValueRef pop();
   /// pop() without wrapping a kLazy value (for moves that do not look at it).

@@ -274,7 +274,7 @@ void setAttr(CompileContext& ctx, const ValueRef& v, const std::string& name, Va
       ctx.breakHere(BreakKind::kUnsupported, std::string(type->tp_name) + " defines __setattr__");
   }
   ctx.attrOverlay[{v->py(), name}] = value;
-  ctx.recordEffect({SideEffect::Kind::kSetAttr, v, name, -1, value});
+  ctx.recordEffect(SideEffect::Kind::kSetAttr, v, name, -1, value);
 }
 
 // A slice (or a tuple of indices holding one) with a tensor bound: indexing needs the bound's value.
