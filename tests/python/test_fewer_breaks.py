@@ -90,3 +90,20 @@ def test_a_tensor_slice_bound_is_a_tensor_to_python_break():
     assert {b.kind for b in out.break_reasons} == {"tensor-to-python"}    # max(t, 0), then m[t:]
     assert any("a tensor used as a slice bound" in b.reason for b in out.break_reasons)
     assert _same(dynamo.compile(f)(m, box), f(m, box))
+
+
+def test_code_in_a_nullcontext_block_is_captured():
+    import contextlib
+
+    def f(x, freeze):
+        ctx = torch.no_grad() if freeze else contextlib.nullcontext()
+        with ctx:
+            y = x * 2
+        return y + 1
+
+    x = torch.ones(2, requires_grad=True)
+    out = dynamo.explain(f)(x, False)
+    assert not any("try block" in b.reason for b in out.break_reasons)
+    for freeze in (False, True):
+        e, c = f(x, freeze), dynamo.compile(f)(x, freeze)
+        assert _same(c, e) and c.requires_grad == e.requires_grad

@@ -153,6 +153,21 @@ ValueRef Tracer::zeroArgSuper() {
   return v;
 }
 
+// The __exit__ of a context manager whose exit does nothing (contextlib.nullcontext): a graph that
+// raises inside its block skips nothing by not calling it.
+static bool isNoOpExit(const Value& exit) {
+  if ((exit.kind != ValueKind::kObject && exit.kind != ValueKind::kLazy) || !exit.obj) return false;
+  PyObject* fn = exit.obj.get();
+  if (!PyMethod_Check(fn)) return false;
+  static PyObject* nullcontext = [] {
+    PyObject* m = PyImport_ImportModule("contextlib");  // new ref, kept
+    PyObject* t = m ? PyObject_GetAttrString(m, "nullcontext") : nullptr;  // new ref, kept
+    PyErr_Clear();
+    return t;
+  }();
+  return nullcontext != nullptr && (PyObject*)Py_TYPE(PyMethod_GET_SELF(fn)) == nullcontext;
+}
+
 bool Tracer::underUserHandler() const {
   const auto& ins = bc_.instructions;
   const int n = static_cast<int>(ins.size());
@@ -170,9 +185,9 @@ bool Tracer::underUserHandler() const {
     }
     if (ins[t].opcode == PUSH_EXC_INFO && t + 1 < n && ins[t + 1].opcode == WITH_EXCEPT_START) {
       const int exitAt = h.depth - 1;  // the with's __exit__ sits just below the handler depth
-      const bool gradWith = exitAt >= 0 && exitAt < static_cast<int>(stack_.size()) && stack_[exitAt] &&
-                            stack_[exitAt]->kind == ValueKind::kGradMode;
-      if (!gradWith) return true;
+      const ValueRef* exit = exitAt >= 0 && exitAt < static_cast<int>(stack_.size()) ? &stack_[exitAt] : nullptr;
+      const bool gradWith = exit && *exit && (*exit)->kind == ValueKind::kGradMode;
+      if (!gradWith && !(exit && *exit && isNoOpExit(**exit))) return true;
       h = ins[t].handler;
       continue;
     }
