@@ -2098,6 +2098,471 @@ def siamese_byol_momentum_encoder_update_and_stop_gradient():
         _params(online), _params(target), _bufs(online), _bufs(target), dict(state))
 
 
+
+# ----------------------------------------------------------------------------------------------
+# aliasing of results, grad modes, RNG state, closures: what training scripts rely on
+# ----------------------------------------------------------------------------------------------
+
+@case
+def returned_views_and_noop_casts_alias_inputs():
+    """HF/timm code returns `x.float()`, `x.to(dtype)`, `x.contiguous()`, `x.detach()`, views: when
+    they are no-ops eager returns the input itself (or a view), so the caller's in-place updates
+    reach the input."""
+    def fn(x, w):
+        a = x.float()
+        b = x.to(torch.float32)
+        c = x.contiguous()
+        d = x.detach()
+        e = x[1:]
+        g = x.view(-1)
+        return a, b, c, d, e, g, w.data, (a is x, b is x, c is x)
+
+    def drive(f, i):
+        x = torch.ones(3, 2) * i
+        w = torch.zeros(2)
+        outs = f(x, w)
+        for k, o in enumerate(outs[:7]):
+            o.add_(10 ** k)                                  # caller mutates what it got back
+        return outs, x, w
+    return fn, drive
+
+
+@case
+def returned_parameter_and_buffer_identity_then_mutated():
+    m = nn.Linear(2, 2)
+    m.register_buffer("scale", torch.ones(2))
+
+    def fn(x):
+        return m(x), m.weight, m.scale, m.bias.data
+
+    def drive(f, i):
+        y, w, s, b = f(torch.ones(1, 2))
+        with torch.no_grad():
+            s.mul_(2)
+            b.add_(1)
+        return y, w is m.weight, s is m.scale, type(w).__name__
+    return fn, drive, lambda: (_params(m), _bufs(m))
+
+
+@case
+def called_under_outer_no_grad_then_with_grad():
+    m = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+
+    def drive(f, i):
+        x = torch.randn(2, 3)
+        with torch.no_grad():
+            a = f(x)
+        b = f(x)
+        with torch.inference_mode(i == 2):
+            c = f(x)
+        b.sum().backward()
+        return a, b, c.requires_grad, a.requires_grad, _grads(m)
+    return m, drive
+
+
+@case
+def set_grad_enabled_by_phase_and_leaked_grad_mode():
+    m = nn.Linear(3, 1)
+
+    def run_phase(x, phase):
+        m.train(phase == "train")
+        with torch.set_grad_enabled(phase == "train"):
+            out = m(x)
+        return out, out.requires_grad, torch.is_grad_enabled()
+
+    def drive(f, i):
+        return f(torch.randn(2, 3), ["train", "val", "train"][i]), torch.is_grad_enabled()
+    return run_phase, drive
+
+
+@case
+def grad_mode_leaked_by_set_grad_enabled_statement():
+    m = nn.Linear(3, 1)
+
+    def leaky(x):
+        torch.set_grad_enabled(False)
+        return m(x)
+
+    def drive(f, i):
+        try:
+            out = f(torch.randn(2, 3))
+            return out, out.requires_grad, torch.is_grad_enabled()
+        finally:
+            torch.set_grad_enabled(True)
+    return leaky, drive
+
+
+@case
+def manual_seed_inside_function_and_fork_rng():
+    def fn(x, seed):
+        torch.manual_seed(seed)
+        a = torch.randn_like(x)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed + 1)
+            b = torch.rand(2)
+        c = torch.rand(2)                                   # continues the seed-`seed` stream
+        return a, b, c
+
+    return fn, lambda f, i: [f(torch.zeros(3), i), torch.rand(1), f(torch.zeros(3), 7)]
+
+
+@case
+def explicit_generator_object_state_advances():
+    g = torch.Generator().manual_seed(123)
+
+    def fn(x, gen):
+        noise = torch.randn(x.shape, generator=gen)
+        idx = torch.randperm(x.shape[0], generator=gen)
+        return (x + noise)[idx], torch.empty(2).uniform_(generator=gen)
+
+    return fn, lambda f, i: [f(torch.zeros(3), g), f(torch.zeros(3), g), g.get_state().sum()]
+
+
+@case
+def rng_state_saved_and_restored_for_reproducible_dropout():
+    drop = nn.Dropout(0.5)
+
+    def fn(x):
+        state = torch.get_rng_state()
+        a = drop(x)
+        torch.set_rng_state(state)
+        b = drop(x)
+        return a, b, torch.equal(a, b)
+
+    return fn, lambda f, i: f(torch.ones(6) * (i + 1))
+
+
+@case
+def gradient_checkpointing_with_dropout_preserves_rng():
+    from torch.utils.checkpoint import checkpoint
+    layers = nn.ModuleList(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.3), nn.GELU()) for _ in range(2))
+    flags = {"gradient_checkpointing": True}
+
+    def forward(x):
+        for layer in layers:
+            if flags["gradient_checkpointing"] and layer.training:
+                def create_custom_forward(module):
+                    def custom_forward(*inputs):
+                        return module(*inputs)
+                    return custom_forward
+                x = checkpoint(create_custom_forward(layer), x)
+            else:
+                x = layer(x)
+        return x
+
+    def drive(f, i):
+        flags["gradient_checkpointing"] = i != 1
+        for l in layers:
+            l.zero_grad()
+        x = torch.randn(2, 4, requires_grad=True)
+        y = f(x)
+        y.sum().backward()
+        return y, x.grad, [_grads(l) for l in layers]
+    return forward, drive
+
+
+@case
+def maml_inner_loop_functional_weights_autograd_grad_create_graph():
+    net = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 1))
+    meta_opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+
+    def functional_forward(x, weights):
+        x = F.linear(x, weights[0], weights[1])
+        x = F.relu(x)
+        return F.linear(x, weights[2], weights[3])
+
+    def meta_step(xs, ys, xq, yq, inner_lr, inner_steps):
+        meta_opt.zero_grad()
+        fast = list(net.parameters())
+        for _ in range(inner_steps):
+            loss = F.mse_loss(functional_forward(xs, fast), ys)
+            grads = torch.autograd.grad(loss, fast, create_graph=True)
+            fast = [w - inner_lr * g for w, g in zip(fast, grads)]
+        q_loss = F.mse_loss(functional_forward(xq, fast), yq)
+        q_loss.backward()
+        meta_opt.step()
+        return q_loss.item()
+
+    return meta_step, lambda f, i: f(torch.randn(4, 2), torch.randn(4, 1), torch.randn(3, 2), torch.randn(3, 1),
+                                     0.1, 1 + i % 2), lambda: (_params(net), _opt_state(meta_opt))
+
+
+@case
+def lbfgs_step_with_closure():
+    m = nn.Linear(3, 1)
+    opt = torch.optim.LBFGS(m.parameters(), lr=0.5, max_iter=3, history_size=3)
+    evals = []
+
+    def step(x, y):
+        def closure():
+            opt.zero_grad()
+            loss = F.mse_loss(m(x), y)
+            loss.backward()
+            evals.append(loss.item())
+            return loss
+        return opt.step(closure)
+
+    x, y = torch.randn(6, 3), torch.randn(6, 1)
+    return step, lambda f, i: f(x, y), lambda: (_params(m), list(evals))
+
+
+@case
+def embedding_max_norm_renormalizes_weight_in_place():
+    m = nn.Embedding(6, 3, max_norm=1.0)
+    with torch.no_grad():
+        m.weight.mul_(3)
+
+    def drive(f, i):
+        m.zero_grad()
+        y = f(torch.tensor([[1, 2], [2, 4 + i % 2]]))
+        y.sum().backward()
+        return y, m.weight.grad
+    return m, drive, lambda: m.weight.detach().clone()
+
+
+@case
+def batchnorm_cumulative_average_momentum_none_and_no_running_stats():
+    bn1 = nn.BatchNorm1d(3, momentum=None)
+    bn2 = nn.BatchNorm1d(3, track_running_stats=False)
+    bn3 = nn.BatchNorm1d(3)
+
+    def fn(x):
+        return bn1(x), bn2(x), F.batch_norm(x, bn3.running_mean, bn3.running_var, training=bn3.training, momentum=0.3)
+
+    def drive(f, i):
+        for b in (bn1, bn2, bn3):
+            b.train(i != 1)
+        return f(torch.randn(4, 3) + i)
+    return fn, drive, lambda: (_bufs(bn1), _bufs(bn2), _bufs(bn3))
+
+
+@case
+def weight_norm_pre_hook_and_parametrize_orthogonal():
+    wn = nn.utils.weight_norm(nn.Linear(3, 3))
+    import torch.nn.utils.parametrize as P
+
+    class Sym(nn.Module):
+        def forward(self, X):
+            return X.triu() + X.triu(1).transpose(-1, -2)
+    lin = nn.Linear(3, 3)
+    P.register_parametrization(lin, "weight", Sym())
+
+    def fn(x):
+        return wn(x), lin(x), lin.weight
+
+    def drive(f, i):
+        wn.zero_grad()
+        lin.zero_grad()
+        out = f(torch.randn(2, 3))
+        (out[0].sum() + out[1].sum()).backward()
+        with torch.no_grad():
+            wn.weight_g.mul_(1.5)
+        return out, _grads(wn), _grads(lin)
+    return fn, drive
+
+
+@case
+def inplace_on_leaf_requiring_grad_raises_same_error():
+    w = nn.Parameter(torch.ones(3))
+
+    def fn(x, in_no_grad):
+        if in_no_grad:
+            with torch.no_grad():
+                w.add_(x)
+            return w * 2
+        w.add_(x)                                           # RuntimeError: leaf variable ... in-place
+        return w * 2
+
+    return fn, lambda f, i: f(torch.ones(3), i != 1), lambda: w.detach().clone()
+
+
+@case
+def backward_twice_without_retain_graph_raises():
+    m = nn.Linear(2, 1)
+
+    def fn(x, retain):
+        loss = m(x).exp().sum()
+        loss.backward(retain_graph=retain)
+        loss.backward()
+        return loss.detach()
+
+    def drive(f, i):
+        m.zero_grad()
+        return f(torch.ones(1, 2), i != 1), _grads(m)
+    return fn, drive
+
+
+@case
+def dataloader_iterator_refilled_on_stop_iteration():
+    data = [(torch.randn(2, 3), torch.randn(2, 1)) for _ in range(2)]
+    m = nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    st = {"it": iter(data), "epoch": 0}
+
+    def step():
+        try:
+            x, y = next(st["it"])
+        except StopIteration:
+            st["epoch"] += 1
+            st["it"] = iter(data)
+            x, y = next(st["it"])
+        opt.zero_grad()
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach(), st["epoch"]
+
+    return step, lambda f, i: [f(), f()], lambda: (_params(m), st["epoch"])
+
+
+@case
+def grad_noise_and_grad_value_clip_reading_p_grad_after_backward():
+    m = nn.Linear(3, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    log = []
+
+    def step(x, std):
+        opt.zero_grad()
+        m(x).pow(2).sum().backward()
+        for name, p in m.named_parameters():
+            if p.grad is not None:
+                p.grad.add_(torch.randn_like(p.grad) * std)
+                log.append((name, round(p.grad.norm().item(), 5)))
+        torch.nn.utils.clip_grad_value_(m.parameters(), 0.5)
+        opt.step()
+        vec = torch.nn.utils.parameters_to_vector(m.parameters())
+        return vec
+
+    return step, lambda f, i: f(torch.randn(4, 3), 0.1 * i), lambda: (_params(m), list(log))
+
+
+@case
+def swa_averaged_model_and_grad_scaler_disabled():
+    m = nn.Linear(3, 1)
+    swa = torch.optim.swa_utils.AveragedModel(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    scaler = torch.cuda.amp.GradScaler(enabled=False)
+
+    def step(x, y):
+        opt.zero_grad()
+        with torch.autocast("cpu", enabled=False):
+            loss = F.mse_loss(m(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        swa.update_parameters(m)
+        return loss.detach(), swa(x)
+
+    return step, lambda f, i: f(torch.randn(4, 3), torch.randn(4, 1)), lambda: (_params(m), _params(swa), _bufs(swa))
+
+
+@case
+def autocast_cpu_bfloat16_region_dtypes():
+    m = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+
+    def fn(x, enabled):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
+            h = m[0](x)
+            s = h.softmax(-1)
+        o = m[1](h.float())
+        return h, s, o, (h.float() @ x.t())
+
+    def drive(f, i):
+        m.zero_grad()
+        out = f(torch.randn(2, 4), i != 1)
+        out[2].float().sum().backward()
+        return out, _grads(m)
+    return fn, drive
+
+
+@case
+def model_eval_called_inside_then_restored():
+    m = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.BatchNorm1d(3))
+
+    @torch.no_grad()
+    def validate(x):
+        was_training = m.training
+        m.eval()
+        out = m(x)
+        m.train(was_training)
+        return out, was_training
+
+    def drive(f, i):
+        m.train(i != 1)
+        r = f(torch.randn(4, 3))
+        return r, m.training, m[2].training, m(torch.randn(4, 3))
+    return validate, drive, lambda: _bufs(m)
+
+
+@case
+def reset_parameters_with_init_on_first_call_and_seeded_init():
+    class Lazy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+            self.initialized = False
+
+        def forward(self, x):
+            if not self.initialized:
+                nn.init.xavier_uniform_(self.fc.weight, gain=nn.init.calculate_gain("relu"))
+                nn.init.zeros_(self.fc.bias)
+                nn.init.trunc_normal_(self.fc.bias, std=0.02)
+                self.initialized = True
+            return F.relu(self.fc(x))
+    m = Lazy()
+    return m, lambda f, i: f(torch.ones(1, 3)), lambda: _params(m)
+
+
+@case
+def hf_generate_style_logits_processors_and_stopping_criteria():
+    lm = TinyLM()
+
+    class MinLength:
+        def __init__(self, min_length, eos):
+            self.min_length, self.eos = min_length, eos
+
+        def __call__(self, input_ids, scores):
+            if input_ids.shape[-1] < self.min_length:
+                scores[:, self.eos] = -float("inf")
+            return scores
+
+    class NoRepeatBigram:
+        def __call__(self, input_ids, scores):
+            for b in range(input_ids.shape[0]):
+                toks = input_ids[b].tolist()
+                banned = [toks[j + 1] for j in range(len(toks) - 1) if toks[j] == toks[-1]]
+                scores[b, banned] = -float("inf")
+            return scores
+
+    class MaxLen:
+        def __init__(self, n):
+            self.n = n
+
+        def __call__(self, input_ids, scores):
+            return input_ids.shape[-1] >= self.n
+
+    @torch.no_grad()
+    def generate(input_ids, processors, criteria, eos=2):
+        h = torch.zeros(input_ids.shape[0], 4)
+        for t in range(input_ids.shape[1]):
+            logp, h = lm(input_ids[:, t], h)
+        unfinished = input_ids.new(input_ids.shape[0]).fill_(1)
+        while True:
+            scores = logp.clone()
+            for p in processors:
+                scores = p(input_ids, scores)
+            nxt = torch.argmax(scores, dim=-1)
+            nxt = nxt * unfinished + 0 * (1 - unfinished)
+            input_ids = torch.cat([input_ids, nxt[:, None]], dim=-1)
+            unfinished = unfinished.mul((nxt != eos).long())
+            if unfinished.max() == 0 or any(c(input_ids, scores) for c in criteria):
+                break
+            logp, h = lm(nxt, h)
+        return input_ids
+
+    return generate, lambda f, i: f(torch.randint(0, 9, (2, 2 + i)), [MinLength(4, 2), NoRepeatBigram()], [MaxLen(6 + i)])
+
+
 XFAIL = {}
 
 
