@@ -2563,9 +2563,243 @@ def hf_generate_style_logits_processors_and_stopping_criteria():
     return generate, lambda f, i: f(torch.randint(0, 9, (2, 2 + i)), [MinLength(4, 2), NoRepeatBigram()], [MaxLen(6 + i)])
 
 
+
+class Lion(torch.optim.Optimizer):
+    def __init__(self, params, lr=1e-2, betas=(0.9, 0.99), weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["step"] = 0
+                state["step"] += 1
+                p.data.mul_(1 - group["lr"] * group["weight_decay"])
+                exp_avg = state["exp_avg"]
+                beta1, beta2 = group["betas"]
+                update = exp_avg * beta1 + p.grad * (1 - beta1)
+                p.add_(torch.sign(update), alpha=-group["lr"])
+                exp_avg.mul_(beta2).add_(p.grad, alpha=1 - beta2)
+
+
+@case
+def custom_optimizer_state_keyed_by_parameters_and_fstring_logs():
+    import json
+    m = nn.Linear(3, 2)
+    m.bias.requires_grad_(False)
+    opt = Lion(m.parameters(), weight_decay=0.1)
+    logs = []
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        logs.append(f"loss {loss:.4f} {loss.item():.3f}")
+        logs.append(json.dumps({"loss": round(loss.item(), 4), "shape": list(x.shape)}))
+        return torch.is_tensor(loss), x.shape == (4, 3), loss.grad_fn is None, repr(loss.detach())
+
+    return step, lambda f, i: f(torch.randn(4, 3), torch.zeros(4, 2)), lambda: (
+        _params(m), list(logs), [(s["step"], s["exp_avg"].clone()) for s in opt.state.values()])
+
+
+@case
+def pgd_attack_loop_enable_grad_inside_eval_no_grad():
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).eval()
+
+    def pgd(x, y, eps, alpha, steps, random_start=True):
+        x_adv = x.clone().detach()
+        if random_start:
+            x_adv = x_adv + torch.empty_like(x_adv).uniform_(-eps, eps)
+            x_adv = torch.clamp(x_adv, 0, 1).detach()
+        for _ in range(steps):
+            x_adv.requires_grad = True
+            with torch.enable_grad():
+                loss = F.cross_entropy(m(x_adv), y)
+            grad = torch.autograd.grad(loss, [x_adv], retain_graph=False, create_graph=False)[0]
+            x_adv = x_adv.detach() + alpha * grad.sign()
+            delta = torch.clamp(x_adv - x, min=-eps, max=eps)
+            x_adv = torch.clamp(x + delta, min=0, max=1).detach()
+        return x_adv, (m(x_adv).argmax(1) == y).float().mean()
+
+    def drive(f, i):
+        with torch.no_grad():
+            return f(torch.rand(3, 4), torch.tensor([0, 1, 2]), 0.1, 0.03, 2 + i, random_start=i != 1)
+    return pgd, drive, lambda: _grads(m)
+
+
+@case
+def forward_hooks_collect_intermediate_features_into_dict():
+    m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Conv2d(2, 2, 3), nn.AdaptiveAvgPool2d(1))
+    features = {}
+
+    def get_activation(name):
+        def hook(model, inp, output):
+            features[name] = output.detach()
+        return hook
+    m[1].register_forward_hook(get_activation("relu1"))
+    m[2].register_forward_hook(get_activation("conv2"))
+
+    def fn(x):
+        out = m(x)
+        return out.flatten(1), {k: v.shape for k, v in features.items()}
+
+    return fn, lambda f, i: f(torch.randn(1, 1, 5 + i, 6)), lambda: {k: v.clone() for k, v in features.items()}
+
+
+@case
+def gradient_clamp_hooks_registered_on_parameters_at_init():
+    m = nn.Linear(3, 2)
+    seen = []
+    for name, p in m.named_parameters():
+        p.register_hook(lambda g, name=name: (seen.append(name), g.clamp(-0.05, 0.05))[1])
+
+    def step(x):
+        m.zero_grad()
+        m(x).pow(2).sum().backward()
+        return _grads(m)
+
+    return step, lambda f, i: f(torch.randn(4, 3) * (i + 1)), lambda: list(seen)
+
+
+@case
+def pruning_forward_pre_hook_weight_mask():
+    import torch.nn.utils.prune as prune
+    m = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+    def drive(f, i):
+        if i == 1:
+            prune.l1_unstructured(m[0], name="weight", amount=0.5)
+        if i == 2:
+            prune.random_unstructured(m[2], name="weight", amount=0.3)
+        m.zero_grad()
+        y = f(torch.randn(3, 4))
+        y.sum().backward()
+        return y, [(n, None if p.grad is None else p.grad.clone()) for n, p in m.named_parameters()]
+    return m, drive, lambda: _bufs(m)
+
+
+class MemoryBank(nn.Module):
+    def __init__(self, n=8, d=3, momentum=0.5):
+        super().__init__()
+        self.register_buffer("bank", F.normalize(torch.randn(n, d), dim=1))
+        self.momentum = momentum
+        self.enc = nn.Linear(4, 3)
+
+    def forward(self, x, idx, T=0.1):
+        f = F.normalize(self.enc(x), dim=1)
+        logits = f @ self.bank.t().clone() / T
+        loss = F.cross_entropy(logits, idx)
+        with torch.no_grad():
+            pos = self.bank.index_select(0, idx)
+            pos.mul_(self.momentum).add_(f.detach() * (1 - self.momentum))
+            self.bank.index_copy_(0, idx, F.normalize(pos, dim=1))
+            self.bank[idx[:1]] = self.bank[idx[:1]] * 1.0
+        return loss
+
+
+@case
+def instance_discrimination_memory_bank_index_copy():
+    m = MemoryBank()
+
+    def drive(f, i):
+        m.zero_grad()
+        idx = torch.from_numpy(np.random.permutation(8)[:3])
+        loss = f(torch.randn(3, 4), idx)
+        loss.backward()
+        return loss, _grads(m)
+    return m, drive, lambda: _bufs(m)
+
+
+@case
+def numpy_permutation_indexes_and_from_numpy_bookkeeping():
+    m = nn.Linear(3, 1)
+
+    def epoch_step(X, Y, bs):
+        perm = np.random.permutation(len(X))
+        losses = []
+        for start in range(0, len(X), bs):
+            idx = perm[start:start + bs]
+            xb, yb = X[idx], Y[torch.from_numpy(idx)]
+            losses.append(F.mse_loss(m(xb), yb).item())
+        w = np.asarray(losses, dtype=np.float32)
+        return float(w.mean()), torch.from_numpy(w).float(), np.argmin(w)
+
+    return epoch_step, lambda f, i: f(torch.randn(7, 3), torch.randn(7, 1), 2 + i)
+
+
 XFAIL = {}
 
 
 @pytest.mark.parametrize("case", params(CASES, XFAIL))
 def test_adversarial_realmodels(case):
     check_case(case)
+
+
+def _compiles_over_calls(fn, make_args, calls=6):
+    """Compiles fn and calls it `calls` times (state changes as the program makes it change);
+    returns the reasons of the compiles made after the second call."""
+    import warnings
+
+    import dynamo
+    from capture_harness import Recorder
+    dynamo.reset()
+    f = dynamo.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f(*make_args())
+        f(*make_args())
+        with Recorder() as rec:
+            for _ in range(calls - 2):
+                f(*make_args())
+    dynamo.reset()
+    return [(r["function"], (r["reason"] or "").splitlines()[0]) for r in rec.compiled]
+
+
+@pytest.mark.xfail(strict=True, reason="R3: a metrics list that is only appended to is guarded by its length: "
+                                       "every training step recompiles until cache_size_limit, then runs eagerly")
+def test_metrics_list_appended_every_step_does_not_recompile():
+    m = nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    history = []
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        history.append(loss.item())
+        return loss.detach()
+    assert _compiles_over_calls(train_step, lambda: (torch.randn(4, 3), torch.randn(4, 1))) == []
+
+
+@pytest.mark.xfail(strict=True, reason="R3: dict of metric lists (defaultdict(list) / setdefault) guarded by list "
+                                       "lengths: recompiles every call")
+def test_metrics_dict_of_lists_does_not_recompile():
+    m = nn.Linear(3, 1)
+    log = collections.defaultdict(list)
+
+    def evaluate(x, y):
+        out = m(x)
+        log["loss"].append(F.mse_loss(out, y).item())
+        log["mae"].append((out - y).abs().mean().item())
+        return out
+    assert _compiles_over_calls(evaluate, lambda: (torch.randn(4, 3), torch.randn(4, 1))) == []
+
+
+def test_control_train_step_without_python_metrics_does_not_recompile():
+    m = nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    assert _compiles_over_calls(train_step, lambda: (torch.randn(4, 3), torch.randn(4, 1))) == []
