@@ -2733,6 +2733,202 @@ def numpy_permutation_indexes_and_from_numpy_bookkeeping():
     return epoch_step, lambda f, i: f(torch.randn(7, 3), torch.randn(7, 1), 2 + i)
 
 
+
+class PeftLikeWrapper(nn.Module):
+    """peft/accelerate-style wrapper: unknown attributes are forwarded to the wrapped model."""
+    def __init__(self, m):
+        super().__init__()
+        self.base_model = m
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.base_model, name)
+
+    def forward(self, x):
+        return self.base_model(x) * self.scale
+
+
+@case
+def getattr_forwarding_wrapper_reads_wrapped_attribute():
+    b = nn.Linear(2, 2)
+    b.scale = 2.0
+    w = PeftLikeWrapper(b)
+
+    def drive(f, i):
+        b.scale = [2.0, 2.0, 3.0][i]
+        return f(torch.ones(1, 2) * i)
+    return w, drive
+
+
+@case
+def freeze_then_unfreeze_backbone_requires_grad_inside_step():
+    m = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    st = {"epoch": 0}
+
+    def step(x):
+        m[0].requires_grad_(st["epoch"] != 0)
+        opt.zero_grad()
+        loss = m(x).sum()
+        loss.backward()
+        opt.step()
+        st["epoch"] += 1
+        return ([p.requires_grad for p in m.parameters()],
+                sum(p.numel() for p in filter(lambda p: p.requires_grad, m.parameters())))
+    return step, lambda f, i: f(torch.randn(1, 2)), lambda: (_params(m), _grads(m), _opt_state(opt))
+
+
+@case
+def inplace_on_expanded_tensor_raises_like_eager():
+    def fn(x):
+        y = x.expand(3, 2)
+        y.add_(1)
+        return y
+    return fn, lambda f, i: f(torch.ones(1, 2) * i)
+
+
+@case
+def setitem_of_tensor_requiring_grad_into_zeros_grad_flows():
+    w = nn.Parameter(torch.ones(2))
+
+    def fn(k):
+        x = torch.zeros(3)
+        x[0] = w[0] * k
+        x[1:3] = w
+        x.sum().backward()
+        return x, x.requires_grad, type(x.grad_fn).__name__
+    return fn, lambda f, i: f(float(i + 1)), lambda: w.grad.clone()
+
+
+@case
+def modified_saved_tensor_backward_raises_version_error():
+    m = nn.Linear(2, 2)
+
+    def fn(x, modify):
+        z = m(x).sigmoid()
+        if modify:
+            z.mul_(2)                 # sigmoid's output is saved for backward
+        z.sum().backward()
+        return z
+    return fn, lambda f, i: f(torch.ones(1, 2), i == 1), lambda: _grads(m)
+
+
+@case
+def parameter_list_and_parameter_dict_iteration():
+    P = nn.ParameterList([nn.Parameter(torch.ones(2) * k) for k in range(3)])
+    D = nn.ParameterDict({"a": nn.Parameter(torch.ones(2)), "b": nn.Parameter(torch.zeros(2))})
+
+    def fn(x):
+        s = x
+        for p in P:
+            s = s + p
+        for k, p in D.items():
+            s = s * p if k == "a" else s + p
+        return s
+
+    def drive(f, i):
+        for p in list(P) + list(D.values()):
+            p.grad = None
+        y = f(torch.ones(2) * i)
+        y.sum().backward()
+        return y, [p.grad for p in P], [p.grad for p in D.values()]
+    return fn, drive
+
+
+@case
+def pad_sequence_and_split_by_python_lengths():
+    from torch.nn.utils.rnn import pad_sequence
+
+    def fn(seqs):
+        p = pad_sequence(seqs, batch_first=True, padding_value=-1.0)
+        lengths = (p != -1).sum(1).tolist()
+        return torch.split(p.flatten(), [p.shape[1]] * p.shape[0]), lengths, [s[:n] for s, n in zip(p, lengths)]
+    return fn, lambda f, i: f([torch.randn(2 + i), torch.randn(1), torch.randn(3)])
+
+
+@torch.jit.script
+def fused_bias_gelu(x, b):
+    y = x + b
+    return y * 0.5 * (1.0 + torch.tanh(0.79788456 * y * (1 + 0.044715 * y * y)))
+
+
+@torch.jit.script
+def masked_sum(x, mask: torch.Tensor, dim: int = -1):
+    return (x * mask).sum(dim)
+
+
+@case
+def torch_jit_script_helpers_called_from_python():
+    b = torch.randn(3)
+
+    def fn(x):
+        return fused_bias_gelu(x, b), masked_sum(x, (x > 0).float())
+    return fn, lambda f, i: f(torch.randn(2, 3))
+
+
+@case
+def nullcontext_or_no_grad_chosen_by_freeze_flag():
+    import contextlib
+    m, head = nn.Linear(2, 2), nn.Linear(2, 1)
+
+    def fn(x, freeze):
+        ctx = torch.no_grad() if freeze else contextlib.nullcontext()
+        with ctx:
+            h = m(x)
+        return head(h), h.requires_grad
+
+    def drive(f, i):
+        m.zero_grad()
+        head.zero_grad()
+        y, rg = f(torch.ones(1, 2), i == 1)
+        y.sum().backward()
+        return y, rg, _grads(m), _grads(head)
+    return fn, drive
+
+
+@case
+def warnings_logging_and_print_in_forward():
+    import contextlib
+    import functools
+    import io
+    import logging
+    import warnings
+    logger = logging.getLogger("adv2.realmodels")
+    logger.propagate = False
+    buf = io.StringIO()
+    logger.handlers[:] = [logging.StreamHandler(buf)]
+    logger.setLevel(logging.INFO)
+
+    @functools.lru_cache(None)
+    def warning_once(msg):
+        logger.warning(msg)
+    m = nn.Linear(2, 2)
+
+    def fn(x):
+        if x.shape[0] > 1:
+            warnings.warn("batch > 1 is deprecated", FutureWarning)
+        warning_once("only once")
+        logger.info("forward called with %s", tuple(x.shape))
+        print("step", x.shape[0])
+        return m(x)
+
+    def drive(f, i):
+        out = io.StringIO()
+        with warnings.catch_warnings(record=True) as w, contextlib.redirect_stdout(out):
+            warnings.simplefilter("always")
+            r = f(torch.ones(1 + i % 2, 2)), f(torch.ones(2, 2))
+        return r, [str(x.message) for x in w if "dynamo" not in str(x.message)], out.getvalue()
+
+    def observe():
+        v = buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+        return v
+    return fn, drive, observe
+
+
 XFAIL = {}
 
 
