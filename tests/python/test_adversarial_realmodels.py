@@ -2929,6 +2929,59 @@ def warnings_logging_and_print_in_forward():
     return fn, drive, observe
 
 
+
+# the model is compiled (as users do: `model = compile(model)`) and the train step around it too;
+# the harness compares the outer step eager vs compiled
+
+@case
+def compiled_model_inside_compiled_train_step_with_train_eval_switch():
+    import dynamo
+    m = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.5), nn.BatchNorm1d(4), nn.Linear(4, 1))
+    cm = dynamo.compile(m)
+    opt = torch.optim.SGD(cm.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y, train):
+        cm.train(train)
+        opt.zero_grad()
+        loss = F.mse_loss(cm(x), y)
+        if train:
+            loss.backward()
+            opt.step()
+        return loss.detach(), cm.training, m.training, m[1].training
+
+    return step, lambda f, i: f(torch.randn(4, 3), torch.randn(4, 1), i != 1), lambda: (_params(m), _bufs(m),
+                                                                                          _opt_state(opt))
+
+
+@case
+def compiled_module_wrapper_state_dict_and_indexing():
+    import dynamo
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+    cm = dynamo.compile(m)
+
+    def fn(x):
+        sd = cm.state_dict()
+        return list(sd.keys()), cm[0].weight.shape, len(list(cm.parameters())), cm(x)
+    return fn, lambda f, i: f(torch.randn(2, 3))
+
+
+@case
+def deepcopy_of_compiled_module_as_ema():
+    import copy
+
+    import dynamo
+    m = nn.Linear(3, 3)
+    cm = dynamo.compile(m)
+    ema = copy.deepcopy(cm)
+
+    def fn(x):
+        with torch.no_grad():
+            for pe, pm in zip(ema.parameters(), cm.parameters()):
+                pe.mul_(0.5).add_(pm, alpha=0.5)
+        return ema(x), cm(x)
+    return fn, lambda f, i: f(torch.randn(2, 3)), lambda: _params(ema)
+
+
 XFAIL = {}
 
 
