@@ -1431,7 +1431,8 @@ class FocalLoss(nn.Module):
         elif self.reduction == "sum":
             loss = loss.sum()
         else:
-            raise ValueError(f"Invalid Value for arg 'reduction': '{self.reduction} \n Supported reduction modes: 'none', 'mean', 'sum'")
+            raise ValueError(f"Invalid Value for arg 'reduction': '{self.reduction} \n "
+                             f"Supported reduction modes: 'none', 'mean', 'sum'")
         return loss
 
 
@@ -1757,7 +1758,8 @@ def confusion_matrix_numpy_add_at_and_per_class_iou_dict():
         miou = float(np.nanmean(iou))
         return torch.from_numpy(iou), miou, (pred == target).float().mean()
 
-    return evaluate, lambda f, i: f(torch.randn(2, 3, 4, 4), torch.randint(0, 3, (2, 4, 4))), lambda: (conf.copy(), {k: list(v) for k, v in hist.items()})
+    return evaluate, lambda f, i: f(torch.randn(2, 3, 4, 4), torch.randint(0, 3, (2, 4, 4))), lambda: (
+        conf.copy(), {k: list(v) for k, v in hist.items()})
 
 
 class CustomBN(nn.Module):
