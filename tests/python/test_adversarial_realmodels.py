@@ -2984,6 +2984,118 @@ def deepcopy_of_compiled_module_as_ema():
     return fn, lambda f, i: f(torch.randn(2, 3)), lambda: _params(ema)
 
 
+
+class _Cfg:
+    def __init__(self):
+        self.use_cache, self.output_attentions, self.scale = False, False, 1.0
+
+
+class _Mode(__import__("enum").Enum):
+    TRAIN = 1
+    EVAL = 2
+
+
+class ConfiguredBlock(nn.Module):
+    """Config object shared by reference, enum mode, env var switch, global torch flags read in forward."""
+    def __init__(self, cfg):
+        super().__init__()
+        self.config, self.fc, self.mode = cfg, nn.Linear(2, 2), _Mode.TRAIN
+
+    def forward(self, x):
+        import os
+        y = self.fc(x) * self.config.scale
+        if self.mode == _Mode.EVAL:
+            y = y * 10
+        if os.environ.get("ADV2_DISABLE_FC") == "1":
+            y = x
+        if torch.is_autocast_cpu_enabled():
+            y = y.float() + 100
+        if torch.are_deterministic_algorithms_enabled():
+            y = y + 1000
+        if self.config.output_attentions:
+            return y, "attn"
+        return (y,)
+
+
+@case(calls=8)
+def config_object_enum_env_var_and_global_flags_changed_between_calls():
+    import os
+    cfg = _Cfg()
+    m = ConfiguredBlock(cfg)
+
+    def drive(f, i):
+        x = torch.ones(1, 2)
+        if i == 1:
+            cfg.scale = 2.0
+        if i == 2:
+            setattr(cfg, "output_attentions", True)
+        if i == 3:
+            cfg.__dict__.update(output_attentions=False)
+            m.mode = _Mode.EVAL
+        if i == 4:
+            os.environ["ADV2_DISABLE_FC"] = "1"
+            try:
+                return f(x)
+            finally:
+                del os.environ["ADV2_DISABLE_FC"]
+        if i == 5:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return f(x)
+        if i == 6:
+            torch.use_deterministic_algorithms(True)
+            try:
+                return f(x)
+            finally:
+                torch.use_deterministic_algorithms(False)
+        return f(x)
+    return m, drive
+
+
+class _FailingBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, fail):
+        ctx.fail = fail
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.fail:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")
+        return g, None
+
+
+@case(calls=5)
+def fairseq_style_skip_nonfinite_loss_and_oom_retry_in_backward():
+    m = nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    stats = {"skipped_nonfinite": 0, "oom": 0, "updates": 0}
+
+    def train_step(x, fail):
+        opt.zero_grad()
+        loss = _FailingBackward.apply(m(x), fail).mean()
+        if not torch.isfinite(loss):
+            stats["skipped_nonfinite"] += 1
+            return None
+        try:
+            loss.backward()
+        except RuntimeError as e:
+            if "out of memory" in str(e):
+                stats["oom"] += 1
+                opt.zero_grad()
+                return "oom"
+            raise
+        opt.step()
+        stats["updates"] += 1
+        return loss.detach()
+
+    def drive(f, i):
+        x = torch.randn(2, 3)
+        if i == 1:
+            x[0, 0] = float("inf")
+        return f(x, i == 3)
+    return train_step, drive, lambda: (_params(m), dict(stats))
+
+
 XFAIL = {}
 
 
