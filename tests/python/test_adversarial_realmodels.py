@@ -3096,6 +3096,83 @@ def fairseq_style_skip_nonfinite_loss_and_oom_retry_in_backward():
     return train_step, drive, lambda: (_params(m), dict(stats))
 
 
+
+class UNetLite(nn.Module):
+    def __init__(self, c=2, depth=3):
+        super().__init__()
+        self.downs = nn.ModuleList(nn.Conv2d(c if i == 0 else 4, 4, 3, padding=1) for i in range(depth))
+        self.ups = nn.ModuleList(nn.Conv2d(8, 4, 3, padding=1) for _ in range(depth))
+        self.out = nn.Conv2d(4, 1, 1)
+
+    def forward(self, x):
+        skips = []
+        for down in self.downs:
+            x = F.relu(down(x))
+            skips.append(x)
+            x = F.max_pool2d(x, 2, ceil_mode=True)
+        for up, skip in zip(self.ups, reversed(skips)):
+            x = F.interpolate(x, size=skip.shape[-2:], mode="nearest")
+            x = F.relu(up(torch.cat([x, skip], 1)))
+        return self.out(x), [s.shape[-1] for s in skips[::-1]]
+
+
+@case
+def unet_zip_ups_with_reversed_skips_odd_sizes():
+    m = UNetLite()
+
+    def drive(f, i):
+        m.zero_grad()
+        y, widths = f(torch.randn(1, 2, 7 + i, 9 - i))
+        y.sum().backward()
+        return y, widths, _grads(m)
+    return m, drive
+
+
+@case
+def collate_zip_star_batch_generator_pipeline_and_counter():
+    import itertools
+
+    def batches(data, bs):
+        for i in range(0, len(data), bs):
+            yield data[i:i + bs]
+
+    def step(samples, bs):
+        losses, counts = [], collections.Counter()
+        for n, batch in enumerate(batches(samples, bs), start=1):
+            xs, ys = zip(*batch)
+            x, y = torch.stack(xs), torch.tensor(ys)
+            counts.update(ys)
+            losses.append(F.cross_entropy(x, y) * n)
+        cyc = list(itertools.islice(itertools.cycle(losses), len(losses) + 1))
+        return torch.stack(losses), dict(counts), len(cyc), counts.most_common(1)
+
+    def drive(f, i):
+        samples = [(torch.randn(3), k % 3) for k in range(5 + i)]
+        return f(samples, 2)
+    return step, drive
+
+
+@case
+def heapq_beam_search_over_python_tuples():
+    import heapq
+    lm = TinyLM()
+
+    @torch.no_grad()
+    def search(h0, width, steps):
+        heap = [(0.0, [1], h0)]
+        for _ in range(steps):
+            cand = []
+            for score, seq, h in heap:
+                logp, h2 = lm(torch.tensor([seq[-1]]), h)
+                vals, idx = logp[0].topk(width)
+                for v, t in zip(vals.tolist(), idx.tolist()):
+                    heapq.heappush(cand, (score - v, seq + [t], h2))
+            heap = heapq.nsmallest(width, cand, key=lambda c: c[0])
+        return [(round(s, 5), seq) for s, seq, _ in heap]
+
+    return search, lambda f, i: f(torch.randn(1, 4), 2 + i % 2, 2 + i)
+
+
 XFAIL = {}
 
 
