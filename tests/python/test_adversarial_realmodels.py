@@ -3173,6 +3173,100 @@ def heapq_beam_search_over_python_tuples():
     return search, lambda f, i: f(torch.randn(1, 4), 2 + i % 2, 2 + i)
 
 
+
+class QuantParam(nn.Parameter):
+    """bitsandbytes-style Parameter subclass carrying quantization state."""
+    def __new__(cls, data, quant_state=None, requires_grad=True):
+        p = super().__new__(cls, data, requires_grad)
+        p.quant_state = quant_state
+        return p
+
+
+class _Slotted:
+    __slots__ = ("scale", "bias")
+
+    def __init__(self):
+        self.scale, self.bias = 2.0, 1.0
+
+
+@case
+def parameter_subclass_with_state_and_slots_config():
+    lin = nn.Linear(2, 2)
+    lin.weight = QuantParam(lin.weight.data, quant_state={"absmax": 1.0})
+    sl = _Slotted()
+
+    def fn(x):
+        w = lin.weight
+        s = w.quant_state["absmax"] if hasattr(w, "quant_state") else 0.0
+        return F.linear(x, w * s, lin.bias) * sl.scale + sl.bias, type(w).__name__
+
+    def drive(f, i):
+        lin.zero_grad()
+        if i == 2:
+            lin.weight.quant_state["absmax"] = 3.0
+            sl.scale = 0.5
+        y, n = f(torch.ones(1, 2) * i)
+        y.sum().backward()
+        return y, n, lin.weight.grad
+    return fn, drive
+
+
+class Tagged(torch.Tensor):
+    calls = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        Tagged.calls.append(getattr(func, "__name__", str(func)))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@case
+def torch_function_subclass_input_through_linear():
+    lin = nn.Linear(2, 2)
+
+    def fn(x):
+        y = lin(x) + 1
+        return type(y).__name__, y.as_subclass(torch.Tensor)
+
+    def drive(f, i):
+        Tagged.calls.clear()
+        return f(torch.ones(1, 2).as_subclass(Tagged) * i), list(Tagged.calls)
+    return fn, drive
+
+
+class DeviceDtypeProps(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    @property
+    def device(self):
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self):
+        return next(self.parameters()).dtype
+
+    def forward(self, x):
+        x = x.to(self.device, self.dtype)
+        try:
+            extra = self.missing_attr
+        except AttributeError:
+            extra = 0.5
+        return self.fc(x) + extra
+
+
+@case
+def hf_device_dtype_properties_and_missing_attribute_fallback():
+    m = DeviceDtypeProps()
+
+    def drive(f, i):
+        if i == 2:
+            m.missing_attr = 2.0
+        return f(torch.ones(1, 2, dtype=torch.float64) * i)
+    return m, drive
+
+
 XFAIL = {}
 
 
