@@ -3337,3 +3337,23 @@ def test_control_train_step_without_python_metrics_does_not_recompile():
         opt.step()
         return loss.detach()
     assert _compiles_over_calls(train_step, lambda: (torch.randn(4, 3), torch.randn(4, 1))) == []
+
+
+@pytest.mark.xfail(strict=True, reason="R4: lr written into param_groups by a hand-written schedule and a step counter "
+                                       "are EQUALS-guarded constants: every step recompiles until cache_size_limit")
+def test_manual_lr_schedule_and_step_counter_do_not_recompile_every_step():
+    m = nn.Linear(3, 1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.0)
+    state = {"step": 0}
+
+    def train_step(x, y):
+        lr = 0.1 * 0.5 * (1 + math.cos(math.pi * state["step"] / 100))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.zero_grad()
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        state["step"] += 1
+        return loss.detach()
+    assert _compiles_over_calls(train_step, lambda: (torch.randn(4, 3), torch.randn(4, 1))) == []
