@@ -3267,6 +3267,59 @@ def hf_device_dtype_properties_and_missing_attribute_fallback():
     return m, drive
 
 
+
+class _KwInner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, h, *args, scale=1.0, **kwargs):
+        out = self.fc(h) * scale
+        if kwargs.get("add") is not None:
+            out = out + kwargs["add"]
+        return out, sorted(kwargs), len(args)
+
+
+class HFKwargsModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _KwInner()
+
+    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, labels=None, return_dict=None, **kwargs):
+        if input_ids is not None and inputs_embeds is not None:
+            raise ValueError("You cannot specify both input_ids and inputs_embeds at the same time")
+        h = inputs_embeds if inputs_embeds is not None else input_ids.float()
+        if attention_mask is not None:
+            h = h * attention_mask
+        out, keys, nargs = self.inner(h, *kwargs.pop("extra_args", ()), **kwargs)
+        loss = F.mse_loss(out, labels) if labels is not None else None
+        return {"loss": loss, "out": out, "keys": keys, "nargs": nargs} if return_dict is not False else (out,)
+
+
+@case
+def hf_forward_called_with_different_keyword_subsets_and_kwargs_passthrough():
+    m = HFKwargsModel()
+    calls = [
+        lambda g: g(torch.ones(1, 2)),
+        lambda g: g(input_ids=torch.ones(1, 2), attention_mask=torch.tensor([[1.0, 0.0]])),
+        lambda g: g(inputs_embeds=torch.ones(1, 2), labels=torch.zeros(1, 2), scale=2.0),
+        lambda g: g(torch.ones(1, 2), None, None, None, False),
+        lambda g: g(torch.ones(1, 2), add=torch.ones(2), extra_args=(1, 2)),
+        lambda g: g(torch.ones(1, 2), inputs_embeds=torch.ones(1, 2)),
+        lambda g: g(**{"input_ids": torch.ones(1, 2), "scale": 3.0, "unused_flag": True}),
+    ]
+
+    def drive(f, i):
+        out = []
+        for c in calls[i::3]:
+            try:
+                out.append(("ok", c(f)))
+            except ValueError as e:
+                out.append(("raise", str(e)))
+        return out
+    return m, drive
+
+
 XFAIL = {}
 
 
