@@ -107,3 +107,23 @@ def test_code_in_a_nullcontext_block_is_captured():
     for freeze in (False, True):
         e, c = f(x, freeze), dynamo.compile(f)(x, freeze)
         assert _same(c, e) and c.requires_grad == e.requires_grad
+
+
+def test_cnn_train_step_with_backward_is_one_graph():
+    torch.manual_seed(0)
+    conv_e = torch.nn.Conv2d(3, 4, 3)
+    conv_c = torch.nn.Conv2d(3, 4, 3)
+    conv_c.load_state_dict(conv_e.state_dict())
+
+    def step(conv, x):
+        loss = torch.nn.functional.grid_sample(conv(x), torch.zeros(2, 2, 2, 2), align_corners=False).sum()
+        loss.backward()
+        return loss.detach()
+
+    x = torch.randn(2, 3, 5, 5)
+    out = dynamo.explain(step)(conv_c, x)
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    conv_c.zero_grad()
+    for _ in range(2):
+        assert _same(dynamo.compile(step)(conv_c, x), step(conv_e, x))
+    assert torch.equal(conv_c.weight.grad, conv_e.weight.grad) and torch.equal(conv_c.bias.grad, conv_e.bias.grad)

@@ -614,6 +614,13 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   for (const ValueRef& a : args) gargs.push_back(argOf(*this, a));
   Kwargs gkwargs;
   for (const auto& [k, v] : kwargs) gkwargs.emplace_back(k, argOf(*this, v));
+  // loss.backward() returns None and changes only .grad of leaves, which the trace never reads
+  // (reading .grad breaks): it needs no example, and running it on stand-in tensors would fail
+  // where they carry no autograd history (ops without meta kernels run on detached stand-ins).
+  if (method == "backward" && !args.empty() && args[0]->isTensor()) {
+    graph.callMethod(method, std::move(gargs), std::move(gkwargs), metaHere(nullptr));
+    return makeConst(Py_None);
+  }
   // Examples: run the call on meta tensors under the traced grad mode.
   PyObjectRef exArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
   for (size_t i = 0; i < args.size(); ++i)
