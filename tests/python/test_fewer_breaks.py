@@ -127,3 +127,30 @@ def test_cnn_train_step_with_backward_is_one_graph():
     for _ in range(2):
         assert _same(dynamo.compile(step)(conv_c, x), step(conv_e, x))
     assert torch.equal(conv_c.weight.grad, conv_e.weight.grad) and torch.equal(conv_c.bias.grad, conv_e.bias.grad)
+
+
+def test_optimizer_step_and_nullcontext_blocks_are_captured():
+    import contextlib
+    torch.manual_seed(0)
+    lin_e = torch.nn.Linear(3, 1)
+    lin_c = torch.nn.Linear(3, 1)
+    lin_c.load_state_dict(lin_e.state_dict())
+    opt_e = torch.optim.SGD(lin_e.parameters(), lr=0.1)
+    opt_c = torch.optim.SGD(lin_c.parameters(), lr=0.1)
+
+    def step(lin, opt, x):
+        with torch.autograd.profiler.record_function("my step"):
+            with contextlib.nullcontext():
+                loss = lin(x).pow(2).mean()
+        with torch.no_grad():
+            with contextlib.nullcontext():
+                torch.set_grad_enabled(True)       # nullcontext's exit must not undo this
+            assert torch.is_grad_enabled()
+        return loss
+
+    x = torch.randn(4, 3)
+    out = dynamo.explain(step)(lin_c, opt_c, x)
+    assert not any("record_function" in b.reason or "nullcontext" in b.reason for b in out.break_reasons)
+    for _ in range(2):
+        assert _same(dynamo.compile(step)(lin_c, opt_c, x), step(lin_e, opt_e, x))
+    assert torch.is_grad_enabled()

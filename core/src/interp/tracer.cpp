@@ -1060,6 +1060,12 @@ bool Tracer::stepControl(const bc::Instruction& ins) {
       ValueRef exit = std::make_shared<Value>();
       exit->kind = ValueKind::kGradMode;
       exit->name = "__exit__";
+      if (mgr->name == "no-op") {  // nullcontext(), record_function(name): nothing on entry or exit
+        exit->name = "__noop_exit__";
+        push(exit);
+        push(makeConst(Py_None));
+        return true;
+      }
       if (mgr->name == "set_grad_enabled") {
         // Already switched by the constructor; __exit__ restores the mode from before it.
         exit->flag = mgr->index == 1;

@@ -715,6 +715,21 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
   unsupportedCall(ctx, fn, "builtin not supported");
 }
 
+// contextlib.nullcontext and torch.autograd.profiler.record_function.
+bool isNoOpContextManagerClass(PyObject* fn) {
+  static PyObject* kinds[2] = {nullptr, nullptr};
+  static bool looked = false;
+  if (!looked) {
+    looked = true;
+    PyObject* m = PyImport_ImportModule("contextlib");  // new ref, kept
+    kinds[0] = m ? PyObject_GetAttrString(m, "nullcontext") : nullptr;  // new ref, kept
+    PyObject* p = PyImport_ImportModule("torch.autograd.profiler");  // new ref, kept
+    kinds[1] = p ? PyObject_GetAttrString(p, "record_function") : nullptr;  // new ref, kept
+    PyErr_Clear();
+  }
+  return fn != nullptr && (fn == kinds[0] || fn == kinds[1]);
+}
+
 ValueRef callNamedTuple(CompileContext& ctx, PyObject* cls, std::vector<ValueRef> args, Kw kwargs) {
   PyObjectRef fields = PyObjectRef::steal(checkPy(PyObject_GetAttrString(cls, "_fields")));
   PyObjectRef defaults = PyObjectRef::steal(PyObject_GetAttrString(cls, "_field_defaults"));
@@ -761,6 +776,17 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
     return g;
   }
   if (fn == api.isGradEnabled) return makeConst(ctx.gradEnabled ? Py_True : Py_False);
+  if (isNoOpContextManagerClass(fn) && kwargs.empty() &&
+      (std::string(((PyTypeObject*)fn)->tp_name) == "record_function" ? args.size() <= 2 : args.empty())) {
+    // A context manager that changes nothing the graph sees: a grad-mode manager that keeps the
+    // mode (entering returns None, as nullcontext() does). record_function's profiler range is
+    // not recorded for code that runs inside a graph.
+    auto g = std::make_shared<Value>();
+    g->kind = ValueKind::kGradMode;
+    g->name = "no-op";
+    g->flag = ctx.gradEnabled;
+    return g;
+  }
   if (fn == api.setGradEnabledCm) {
     // torch.set_grad_enabled(mode) switches at once; as a context manager it switches back on exit.
     if (args.size() != 1 || !args[0]->isConst() || !PyBool_Check(args[0]->py()))
@@ -924,6 +950,7 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
     }
     case ValueKind::kGradMode: {
       const TorchApi& api = torchApi();
+      if (fn->name == "__noop_exit__") return makeConst(Py_None);
       if (fn->name == "__enter__" || fn->name == "__exit__") {
         bool mode = fn->flag;
         PyObject* flag = mode ? Py_True : Py_False;
