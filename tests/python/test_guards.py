@@ -42,7 +42,8 @@ X = g.local(0, "x")
 def test_guard_kinds_list_the_def_file():
     kinds = {name: (cost, desc) for name, cost, desc in g.guard_kinds()}
     for name in ["TYPE_MATCH", "ID_MATCH", "EQUALS_MATCH", "TENSOR_MATCH", "LENGTH_CHECK",
-                 "DICT_KEYS", "GRAD_MODE", "DEFAULT_DTYPE", "IS_NONE", "NOT_NONE", "HASATTR"]:
+                 "DICT_KEYS", "GRAD_MODE", "DEFAULT_DTYPE", "IS_NONE", "NOT_NONE", "HASATTR",
+                 "NO_INSTANCE_ATTR"]:
         assert name in kinds
         assert kinds[name][1]
     assert kinds["GRAD_MODE"][0] == 0 and kinds["TENSOR_MATCH"][0] > kinds["ID_MATCH"][0]
@@ -174,6 +175,19 @@ def test_hasattr():
     gs = one_guard("HASATTR", g.local(0, "self"), "foo", present=False)
     assert gs.check([Obj()], {})
     assert reason(gs, [o]) == "'self' now has attribute 'foo'"
+
+
+def test_no_instance_attr():
+    class Obj:
+        def go(self):
+            return 1
+
+    o = Obj()
+    gs = one_guard("NO_INSTANCE_ATTR", g.local(0, "self"), "go")
+    assert gs.check([o], {})
+    o.go = lambda: 2
+    assert reason(gs, [o]) == "'self' now has an instance attribute 'go' hiding the class's"
+    assert gs.check([1], {})  # no instance dict: nothing can hide the class's
 
 
 # ---- TENSOR_MATCH ------------------------------------------------------------------------------
