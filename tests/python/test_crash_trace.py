@@ -137,6 +137,34 @@ def test_backend_that_segfaults_on_first_call_leaves_compile_graph_and_marker(tm
         assert artifact["data"].startswith(b"dynamo-crash 1\nrun 1\nsignal 11\nstage 1\n")
 
 
+CRASHING_IN_BACKEND = textwrap.dedent("""\
+    import os, signal
+    import torch, dynamo
+
+    def crashing_backend(gm, example_inputs):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    def g(x):
+        return x * 3
+
+    def f(x):
+        return torch.relu(x) + 1
+
+    dynamo.optimize("eager")(g)(torch.ones(2))       # the run's writer opens with its first compile
+    dynamo.optimize(crashing_backend)(f)(torch.ones(3))
+    print("not reached")
+    """)
+
+
+def test_backend_that_segfaults_while_compiling_is_named(tmp_path):
+    r = run_script(tmp_path, CRASHING_IN_BACKEND)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    path = tmp_path / "t.db"
+    assert integrity(path) == "ok"
+    assert dynamo.trace.report(path, "runs", mask=True) == (
+        f"run 1: pid <masked>, started <masked>, crashed (SIGSEGV) in a backend: {tmp_path}/crash.py\n")
+
+
 def test_abort_in_compiled_code_is_named(tmp_path):
     r = run_script(tmp_path, CRASHING, "abort", relative=True)
     assert r.returncode == -signal.SIGABRT, r.stderr

@@ -8,6 +8,7 @@
 #include "codegen.h"
 #include "dynamo/core/graph_fx.h"
 #include "dynamo/core/backend.h"
+#include "dynamo/storage/crash_marker.h"
 #include "graph_call.h"
 #include "torch_api.h"
 #include "tracer.h"
@@ -296,6 +297,9 @@ class Compiler : public FrameCompiler {
     if (ctx.switchesGradMode) spec.restoreGradMode = ctx.initialGradEnabled ? 1 : 0;
     if (spec.hasGraph) {
       BackendRequest request{graph, ctx.realInputs, rec.function, rec.where, opts_.suppressErrors};
+      // A fatal signal from here on is "crashed in a backend" in a traced run's crash marker
+      // (the recording listener names the compile's first call once the backend returns).
+      storage::noteCrashStage(storage::CrashStage::kBackend, 0);
       spec.fn = opts_.backend->compile(request);
     }
     rec.backendMs = msSince(tBackend);
