@@ -659,7 +659,6 @@ def global_forward_hook_sees_wrapper():
 
 _METHOD = "F1b: property / __call__ looked up through the class are not guarded: stale after patching"
 XFAIL = {
-    "builtin_shadowed_by_global_later": "F8: a global shadowing a builtin after the first call is not seen",
 }
 
 

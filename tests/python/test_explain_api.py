@@ -118,7 +118,7 @@ Ops per Graph:
   1. two_breaks: torch.Tensor.sin x1
   2. <resume in two_breaks>: operator.add x1, operator.gt x1, torch.Tensor.sum x1
   3. <resume in <resume in two_breaks>>: torch.Tensor.cos x1
-Guards: 12 (DEFAULT_DTYPE 3, GRAD_MODE 3, TENSOR_MATCH 3, EQUALS_MATCH 2, ID_MATCH 1)
+Guards: 13 (DEFAULT_DTYPE 3, GRAD_MODE 3, TENSOR_MATCH 3, EQUALS_MATCH 2, ID_MATCH 1, NO_INSTANCE_ATTR 1)
 Compile Time: T ms (capture T, guards T, backend T)
 """
 

@@ -87,9 +87,11 @@ def test_cache_limit_line(tmp_path):
 
 def test_guards_graph_bytecode(tmp_path):
     err = _run(tmp_path, "guards,graph,bytecode")
-    assert (f"[dynamo] guards of step (prog.py:{STEP_DEF}), attempt 0:\n    GRAD_MODE      grad mode is enabled\n"
-            "    DEFAULT_DTYPE  default dtype is ") in err
-    assert "    EQUALS_MATCH   i == 2 (int)" in err
+    # Kinds are padded to the longest one shown (NO_INSTANCE_ATTR: print is not shadowed).
+    assert (f"[dynamo] guards of step (prog.py:{STEP_DEF}), attempt 0:\n    GRAD_MODE         grad mode is enabled\n"
+            "    DEFAULT_DTYPE     default dtype is ") in err
+    assert "    EQUALS_MATCH      i == 2 (int)" in err
+    assert "    NO_INSTANCE_ATTR  'print' not in " in err
     assert (f"[dynamo] graph 0 of step (prog.py:{STEP_DEF}), attempt 0 (2 nodes):\n    graph(%x):\n"
             f"      %x: f32[3] = placeholder[source=x]  # {tmp_path / 'prog.py'}:{I_USE}\n") in err
     assert f"[dynamo] transformed bytecode of step (prog.py:{STEP_DEF}), attempt 0:\n" in err

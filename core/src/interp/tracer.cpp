@@ -362,10 +362,32 @@ ValueRef Tracer::loadGlobal(const std::string& name) {
   v = PyDict_GetItemWithError(builtins_, key.get());  // borrowed ref
   if (v == nullptr && PyErr_Occurred()) throw PythonError{};
   if (v != nullptr) {
+    // A global of the same name defined later would shadow the builtin: guard its absence from
+    // the module's dict (reached through the module object the globals belong to).
+    if (PyObject* module = moduleOfGlobals(globals_)) {
+      PyObjectRef modName = PyObjectRef::steal(PyObject_GetAttrString(module, "__name__"));
+      PyErr_Clear();
+      ctx_.guard(Source::object(module, modName && PyUnicode_Check(modName.get()) ? PyUnicode_AsUTF8(modName.get()) : "<module>"),
+                 makeNoInstanceAttr(name));
+    }
     if (builtins_ == ctx_.frame().builtins) return ctx_.wrap(v, Source::builtin(name));
     return ctx_.wrap(v, Source::item(moduleGlobalsSource(builtins_), key.get()));
   }
   ctx_.breakHere(BreakKind::kUnsupported, "name '" + name + "' is not defined");
+}
+
+// The module whose __dict__ is `globals` (sys.modules[globals['__name__']]), or null. Borrowed.
+PyObject* moduleOfGlobals(PyObject* globals) {
+  PyObject* name = PyDict_GetItemString(globals, "__name__");  // borrowed ref
+  if (name == nullptr) return nullptr;
+  PyObject* modules = PyImport_GetModuleDict();  // borrowed ref
+  PyObject* module = PyDict_GetItemWithError(modules, name);  // borrowed ref
+  if (module == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (!PyModule_Check(module) || PyModule_GetDict(module) != globals) return nullptr;
+  return module;
 }
 
 Source moduleGlobalsSource(PyObject* globals) {

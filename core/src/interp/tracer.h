@@ -243,6 +243,8 @@ void setDictItem(const ValueRef& d, const PyObjectRef& key, ValueRef value);
 
 /// The source of another module's globals dict (a held object), for globals read by inlined code.
 Source moduleGlobalsSource(PyObject* globals);
+/// The module whose __dict__ is `globals`, or null (code run by exec). Borrowed.
+PyObject* moduleOfGlobals(PyObject* globals);
 
 /// Calls `fn` with `args`/`kwargs` symbolically from `tracer` (inlining user code, recording torch
 /// ops, evaluating builtins on constants). tracer_calls.cpp.
