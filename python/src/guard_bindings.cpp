@@ -234,6 +234,7 @@ core::LeafGuardPtr makeGuard(core::GuardKind kind, PyObject* value, int present)
     case core::GuardKind::kIsNone: return core::makeIsNone();
     case core::GuardKind::kNotNone: return core::makeNotNone();
     case core::GuardKind::kHasAttr: need("the attribute name"); return core::makeHasAttr(toString(value), present != 0);
+    case core::GuardKind::kModuleCall: return core::makeModuleCall();
     case core::GuardKind::kNoInstanceAttr: need("the attribute name"); return core::makeNoInstanceAttr(toString(value));
     case core::GuardKind::kGradMode:
       if (value == nullptr || value == Py_None) return core::makeGradModeFromCurrent();

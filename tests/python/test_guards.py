@@ -43,7 +43,7 @@ def test_guard_kinds_list_the_def_file():
     kinds = {name: (cost, desc) for name, cost, desc in g.guard_kinds()}
     for name in ["TYPE_MATCH", "ID_MATCH", "EQUALS_MATCH", "TENSOR_MATCH", "LENGTH_CHECK",
                  "DICT_KEYS", "GRAD_MODE", "DEFAULT_DTYPE", "IS_NONE", "NOT_NONE", "HASATTR",
-                 "NO_INSTANCE_ATTR"]:
+                 "NO_INSTANCE_ATTR", "MODULE_CALL"]:
         assert name in kinds
         assert kinds[name][1]
     assert kinds["GRAD_MODE"][0] == 0 and kinds["TENSOR_MATCH"][0] > kinds["ID_MATCH"][0]
@@ -188,6 +188,17 @@ def test_no_instance_attr():
     o.go = lambda: 2
     assert reason(gs, [o]) == "'self' now has an instance attribute 'go' hiding the class's"
     assert gs.check([1], {})  # no instance dict: nothing can hide the class's
+
+
+def test_module_call():
+    m = torch.nn.Linear(2, 2)
+    gs = one_guard("MODULE_CALL", g.local(0, "m"))
+    assert gs.check([m], {})
+    h = m.register_forward_pre_hook(lambda mod, args: None)
+    assert reason(gs, [m]) == "module 'm' now has forward_pre_hooks (_forward_pre_hooks is not empty)"
+    h.remove()
+    m.forward = lambda x: x
+    assert reason(gs, [m]) == "module 'm' now has an instance attribute 'forward'"
 
 
 # ---- TENSOR_MATCH ------------------------------------------------------------------------------

@@ -329,6 +329,48 @@ class HasAttrGuard final : public LeafGuard {
   bool present_;      // expected hasattr() result
 };
 
+class ModuleCallGuard final : public LeafGuard {
+ public:
+  ModuleCallGuard() : LeafGuard(GuardKind::kModuleCall) {
+    for (int i = 0; i < 4; ++i) names_[i] = PyUnicode_InternFromString(kNames[i]);  // new refs, kept
+  }
+
+  bool check(PyObject* value) const override { return whatChanged(value) == nullptr; }
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    const char* what = whatChanged(value);
+    if (what == nullptr) return quoted(source) + " is unchanged";
+    if (std::string(what) == "forward") return "module " + quoted(source) + " now has an instance attribute 'forward'";
+    return "module " + quoted(source) + " now has " + std::string(what).substr(1) + " (" + what + " is not empty)";
+  }
+  std::string describe(const std::string& source) const override {
+    return source + " has no hooks and no instance forward";
+  }
+  bool sameAs(const LeafGuard& other) const override { return dynamic_cast<const ModuleCallGuard*>(&other) != nullptr; }
+
+ private:
+  static constexpr const char* kNames[4] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "forward"};
+  // The first thing that would change the call, or null.
+  const char* whatChanged(PyObject* value) const {
+    PyObject** slot = _PyObject_GetDictPtr(value);  // borrowed: the instance dict's slot
+    if (slot == nullptr || *slot == nullptr) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    for (int i = 0; i < 3; ++i) {
+      PyObject* hooks = PyDict_GetItemWithError(*slot, names_[i]);  // borrowed ref
+      if (hooks == nullptr) {
+        PyErr_Clear();
+        continue;
+      }
+      if (!PyDict_Check(hooks) || PyDict_GET_SIZE(hooks) != 0) return kNames[i];
+    }
+    int r = PyDict_Contains(*slot, names_[3]);
+    if (r < 0) PyErr_Clear();
+    return r == 1 ? kNames[3] : nullptr;
+  }
+  PyObject* names_[4];  // interned, kept for the process
+};
+
 class NoInstanceAttrGuard final : public LeafGuard {
  public:
   NoInstanceAttrGuard(PyObject* name, std::string text)
@@ -362,6 +404,8 @@ class NoInstanceAttrGuard final : public LeafGuard {
 };
 
 }  // namespace
+
+LeafGuardPtr makeModuleCall() { return std::make_unique<ModuleCallGuard>(); }
 
 LeafGuardPtr makeNoInstanceAttr(const std::string& name) {
   PyObject* nameObj = PyUnicode_InternFromString(name.c_str());  // new ref, owned by the guard

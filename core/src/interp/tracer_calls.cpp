@@ -330,8 +330,8 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
   if (hasHooks(m)) ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks (" + std::string(Py_TYPE(m)->tp_name) + ")");
   if (mod->source) {
     // Hooks registered later must not be skipped by the compiled code.
-    for (const char* h : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks"})
-      ctx.guard(Source::moduleAttr(mod->source, h, ModuleSlot::kInstanceDict), makeLengthCheck(0));
+    // Hooks registered later, or an instance forward set later, must not be skipped.
+    ctx.guard(mod->source, makeModuleCall());
     static PyObject* moduleGlobals = [] {
       PyObject* m = PyImport_ImportModule("torch.nn.modules.module");  // new ref, kept
       PyObject* d = m ? PyModule_GetDict(m) : nullptr;                 // borrowed from the module
@@ -361,10 +361,7 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
   // M.forward = ... or m.forward = ... later recompiles: the class's function is guarded on the
   // class object (fixed by the module's type guard), the instance dict for not shadowing it.
   Source fwdSource = mod->source ? Source::attr(Source::object((PyObject*)Py_TYPE(m), Py_TYPE(m)->tp_name), "forward") : Source{};
-  if (mod->source) {
-    ctx.guard(fwdSource, makeIdMatch(forward.get()));
-    ctx.guard(mod->source, makeNoInstanceAttr("forward"));
-  }
+  if (mod->source) ctx.guard(fwdSource, makeIdMatch(forward.get()));  // instance forward: MODULE_CALL
   return inlineFunction(tr, forward.get(), fwdSource, std::move(args), std::move(kwargs));
 }
 

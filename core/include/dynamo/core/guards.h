@@ -97,6 +97,9 @@ LeafGuardPtr makeIsNone();
 LeafGuardPtr makeNotNone();
 /// HASATTR: hasattr(value, name) == present.
 LeafGuardPtr makeHasAttr(const std::string& name, bool present);
+/// MODULE_CALL: an nn.Module's instance dict has empty _forward_hooks, _forward_pre_hooks and
+/// _backward_hooks and no `forward` (one guard per inlined module instead of four).
+LeafGuardPtr makeModuleCall();
 /// NO_INSTANCE_ATTR: `name` is not in the object's own __dict__ (a method is not shadowed).
 LeafGuardPtr makeNoInstanceAttr(const std::string& name);
 /// TENSOR_MATCH: the tensor matches `exampleTensor` in exact Python type (Tensor, Parameter or a
