@@ -598,6 +598,50 @@ static bool isMetadataQuery(const std::string& name) {
   return false;
 }
 
+namespace {
+// Replaces warnings.filters with one "ignore" filter for a scope (and tells the warnings module,
+// whose per-location cache depends on the filters). Any pending Python error is kept.
+class WarningsSilenced {
+ public:
+  WarningsSilenced() {
+    static PyObject* warnings = PyImport_ImportModule("warnings");  // new ref, kept
+    module_ = warnings;
+    if (module_ == nullptr) {
+      PyErr_Clear();
+      return;
+    }
+    saved_ = PyObject_GetAttrString(module_, "filters");  // new ref
+    PyObject* ignore = Py_BuildValue("[(sOOOi)]", "ignore", Py_None, PyExc_Warning, Py_None, 0);  // new
+    if (saved_ == nullptr || ignore == nullptr || PyObject_SetAttrString(module_, "filters", ignore) < 0) {
+      Py_CLEAR(saved_);
+      PyErr_Clear();
+    }
+    Py_XDECREF(ignore);
+    mutated();
+  }
+  ~WarningsSilenced() {
+    if (saved_ == nullptr) return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (PyObject_SetAttrString(module_, "filters", saved_) < 0) PyErr_Clear();
+    Py_DECREF(saved_);
+    mutated();
+    PyErr_Restore(et, ev, tb);
+  }
+  WarningsSilenced(const WarningsSilenced&) = delete;
+  WarningsSilenced& operator=(const WarningsSilenced&) = delete;
+
+ private:
+  void mutated() {
+    PyObject* r = PyObject_CallMethod(module_, "_filters_mutated", nullptr);  // new ref
+    if (r == nullptr) PyErr_Clear();
+    Py_XDECREF(r);
+  }
+  PyObject* module_ = nullptr;  // borrowed (kept by the static)
+  PyObject* saved_ = nullptr;   // new ref: the user's filters
+};
+}  // namespace
+
 ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
                                     const std::vector<ValueRef>& args,
                                     const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
@@ -679,6 +723,9 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   PyObjectRef prevGrad = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.isGradEnabled)));
   PyObjectRef setTo = PyObjectRef::steal(checkPy(
       PyObject_CallFunctionObjArgs(api.setGradEnabled, gradEnabled ? Py_True : Py_False, nullptr)));
+  // Warnings the op gives are the graph's to give when it runs (once, as eager does), not the
+  // stand-in call's: they are silenced while the example is computed.
+  WarningsSilenced silenced;
   PyObject* result = PyObject_Call(callable.get(), callArgs.get(),
                                    PyDict_Size(exKwargs.get()) ? exKwargs.get() : nullptr);  // new
   if (result == nullptr) {
