@@ -1,7 +1,7 @@
 """What committing every compile before its first call costs (issue #16; the figures are in
 docs/trace-store.md, "What the compiler records"). Not a test: timings are never asserted.
 
-    PYTHONPATH=build/python /usr/bin/python3 tests/storage/measure_commit_cost.py \\
+    PYTHONPATH=build/python /usr/bin/python3 bench/commit_cost.py \\
         --models resnet18,vit_b_16,mobilenet_v2,densenet121,small50 --repeats 10
 
 Tracing is on (a fresh store in a temporary directory). Per model and repeat, dynamo.reset()
