@@ -578,12 +578,6 @@ static PyObject* callMaterialized(CompileContext& ctx, PyObject* fn, const std::
   return PyObject_Call(callable.get(), callArgs.get(), kw.get());  // new ref or NULL
 }
 
-static std::string callableName(PyObject* fn) {
-  PyObjectRef n = PyObjectRef::steal(PyObject_GetAttrString(fn, "__name__"));
-  PyErr_Clear();
-  return n && PyUnicode_Check(n.get()) ? PyUnicode_AsUTF8(n.get()) : "";
-}
-
 // Torch calls whose Python result depends only on metadata a meta example has exactly (sizes,
 // strides, dtype, layout): tensor_queries.def. Device queries are answered from the real device
 // elsewhere (x.device, x.is_cuda), never from the meta example.

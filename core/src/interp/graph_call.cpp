@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "dynamo/core/frame_hook.h"
+#include "torch_api.h"
 
 namespace dynamo::core::interp {
 
@@ -153,12 +154,7 @@ int replaceDictContents(PyObject* target, PyObject* contents) {
     PyDict_Clear(target);
     return PyDict_Update(target, contents);
   }
-  static PyObject* orderedDict = [] {
-    PyObject* m = PyImport_ImportModule("collections");  // new ref, kept
-    PyObject* t = m ? PyObject_GetAttrString(m, "OrderedDict") : nullptr;  // new ref, kept
-    PyErr_Clear();
-    return t;
-  }();
+  PyObject* orderedDict = torchApi().orderedDictType;  // borrowed (filled when tracing began)
   PyObject* base = (PyObject*)&PyDict_Type;  // borrowed ref
   if (orderedDict != nullptr && PyObject_IsInstance(target, orderedDict) == 1) base = orderedDict;
   PyObject* r = PyObject_CallMethod(base, "clear", "O", target);  // new ref

@@ -177,4 +177,22 @@ bool overridesMapping(PyTypeObject* type) {
   return false;
 }
 
+std::string callableName(PyObject* callable) {
+  PyObjectRef n = PyObjectRef::steal(PyObject_GetAttrString(callable, "__name__"));
+  PyErr_Clear();
+  return n && PyUnicode_Check(n.get()) ? PyUnicode_AsUTF8(n.get()) : "";
+}
+
+bool isNoOpContextManagerClass(PyObject* cls) {
+  static PyObject* kinds[2] = {nullptr, nullptr};
+  static bool looked = false;
+  if (!looked) {
+    looked = true;
+    kinds[0] = importAttr("contextlib", "nullcontext");               // new ref, kept
+    kinds[1] = importAttr("torch.autograd.profiler", "record_function");  // new ref, kept
+    PyErr_Clear();
+  }
+  return cls != nullptr && (cls == kinds[0] || cls == kinds[1]);
+}
+
 }  // namespace dynamo::core::interp

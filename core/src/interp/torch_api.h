@@ -57,6 +57,11 @@ bool isTorchOp(PyObject* callable);
 /// The operator-module function for a BINARY_OP argument (NB_ADD ...), in-place forms for the
 /// inplace variants; borrowed. `name` receives e.g. "add" / "iadd".
 PyObject* binaryOperator(int nbOp, std::string* name);
+/// A callable's __name__ ("" when it has none).
+std::string callableName(PyObject* callable);
+/// True for contextlib.nullcontext and torch.autograd.profiler.record_function: context managers
+/// whose entering and leaving change nothing a graph sees.
+bool isNoOpContextManagerClass(PyObject* cls);
 /// True when a dict subclass changes how it behaves as a mapping in Python code (__setitem__,
 /// keys, update, ... defined by a class of its own): such dicts are opaque objects to the tracer.
 bool overridesMapping(PyTypeObject* type);

@@ -159,13 +159,9 @@ static bool isNoOpExit(const Value& exit) {
   if ((exit.kind != ValueKind::kObject && exit.kind != ValueKind::kLazy) || !exit.obj) return false;
   PyObject* fn = exit.obj.get();
   if (!PyMethod_Check(fn)) return false;
-  static PyObject* nullcontext = [] {
-    PyObject* m = PyImport_ImportModule("contextlib");  // new ref, kept
-    PyObject* t = m ? PyObject_GetAttrString(m, "nullcontext") : nullptr;  // new ref, kept
-    PyErr_Clear();
-    return t;
-  }();
-  return nullcontext != nullptr && (PyObject*)Py_TYPE(PyMethod_GET_SELF(fn)) == nullcontext;
+  PyTypeObject* type = Py_TYPE(PyMethod_GET_SELF(fn));
+  // record_function's exit closes a profiler range: only nullcontext's does nothing at all.
+  return isNoOpContextManagerClass((PyObject*)type) && std::string(type->tp_name) == "nullcontext";
 }
 
 bool Tracer::underUserHandler() const {

@@ -134,12 +134,6 @@ bool nameIn(const std::string& n, const char* const* list, size_t count) {
   return false;
 }
 
-std::string callableName(PyObject* fn) {
-  PyObjectRef n = PyObjectRef::steal(PyObject_GetAttrString(fn, "__name__"));
-  PyErr_Clear();
-  return n && PyUnicode_Check(n.get()) ? PyUnicode_AsUTF8(n.get()) : "";
-}
-
 // ---- inlining ---------------------------------------------------------------------------------
 
 ValueRef inlineCode(Tracer& tr, PyCodeObject* code, PyObject* globals,
@@ -710,21 +704,6 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
       return foldOrBreak(ctx, fn, args, kwargs);
     }
   unsupportedCall(ctx, fn, "builtin not supported");
-}
-
-// contextlib.nullcontext and torch.autograd.profiler.record_function.
-bool isNoOpContextManagerClass(PyObject* fn) {
-  static PyObject* kinds[2] = {nullptr, nullptr};
-  static bool looked = false;
-  if (!looked) {
-    looked = true;
-    PyObject* m = PyImport_ImportModule("contextlib");  // new ref, kept
-    kinds[0] = m ? PyObject_GetAttrString(m, "nullcontext") : nullptr;  // new ref, kept
-    PyObject* p = PyImport_ImportModule("torch.autograd.profiler");  // new ref, kept
-    kinds[1] = p ? PyObject_GetAttrString(p, "record_function") : nullptr;  // new ref, kept
-    PyErr_Clear();
-  }
-  return fn != nullptr && (fn == kinds[0] || fn == kinds[1]);
 }
 
 ValueRef callNamedTuple(CompileContext& ctx, PyObject* cls, std::vector<ValueRef> args, Kw kwargs) {
