@@ -21,5 +21,7 @@ int initGuardBindings(PyObject* module);
 int initCompilerBindings(PyObject* module);
 /// report_bindings.cpp: the explain and profile reports over a trace store.
 int initReportBindings(PyObject* module);
+/// aot_bindings.cpp: the AOT layer's partitioner and decomposition tables (dynamo._C._aot).
+int initAotBindings(PyObject* module);
 
 }  // namespace dynamo::py
