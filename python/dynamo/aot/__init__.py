@@ -118,12 +118,15 @@ def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compil
     return runtime.make_training_fn(fw, compile_backward, plan, backward_compiled)
 
 
-def _mutating_ops(graph):
+def _never_recomputed(graph):
+    """Schema names of the ops no partition may recompute: random ops (a recompute draws fresh
+    numbers) and ops that write memory (a recompute writes again)."""
     out = set()
     for n in graph.nodes:
         if n.op == "call_function" and n.target_kind == "aten":
             schema = n.schema
-            if schema.split("::")[1].split(".")[0].endswith("_") or schema.startswith("aten::native_batch_norm"):
+            if (tracing.is_random(schema) or schema.split("::")[1].split(".")[0].endswith("_")
+                    or schema.startswith("aten::native_batch_norm")):
                 out.add(schema)
     return out
 
@@ -131,15 +134,21 @@ def _mutating_ops(graph):
 def _partition(graph, traced, mode):
     """_C._aot.partition, then a check: a recomputed node must not read a value an in-place op
     writes (it would see the new value); when one does, the save-all partition is used."""
-    disabled = sorted(_mutating_ops(graph))
+    disabled = sorted(_never_recomputed(graph))
     text = graph.serialize()
     part = _C._aot.partition(text, traced.num_primals, traced.num_fwd_outputs,
                              save_all=(mode == "save_all"), disabled_ops=disabled)
-    if part["recomputed"] and _recompute_reads_written(graph, part["recomputed"]):
+    if part["recomputed"] and (_recompute_reads_written(graph, part["recomputed"])
+                               or set(part["recomputed"]) & _names_of(graph, disabled)):
         part = _C._aot.partition(text, traced.num_primals, traced.num_fwd_outputs, save_all=True,
                                  disabled_ops=disabled)
-        part["summary"] += " (save-all: a recomputed node read a value written in place)"
+        part["summary"] += " (save-all: the min-cut recomputed a random or in-place op, or read a value written in place)"
     return part
+
+
+def _names_of(graph, schemas):
+    schemas = set(schemas)
+    return {n.name for n in graph.nodes if n.op == "call_function" and n.target_kind == "aten" and n.schema in schemas}
 
 
 def _recompute_reads_written(graph, recomputed):

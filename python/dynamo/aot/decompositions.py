@@ -12,6 +12,7 @@ import threading
 import torch
 
 from dynamo import _C
+from dynamo.aot import tracing
 
 __all__ = ["groups", "core_ops", "set_disabled", "disabled", "table", "RANDOM_OPS", "ENV_VAR"]
 
@@ -79,7 +80,7 @@ def table(counts):
         if name in off:
             continue
         for op in ops:
-            if op.split(".")[0] in RANDOM_OPS:
+            if op.split(".")[0] in RANDOM_OPS or tracing.is_random(op):
                 continue
             overload = _overload(op)
             fn = decomposition_table.get(overload) if overload is not None else None

@@ -104,10 +104,16 @@ def _flat_outputs(out):
 
 def _reference_run(gm, examples, sources):
     """Runs gm on clones, as eager would: which outputs require grad, what is mutated, aliasing."""
-    ins = [_clone(t) for t in examples]
+    # A non-leaf input stays a non-leaf (in-place ops on it are legal, unlike on a leaf).
+    ins = [_clone(t) * 1 if t.requires_grad and not t.is_leaf else _clone(t) for t in examples]
     versions = [t._version for t in ins]
     with preserve_rng_state():
-        outs = _flat_outputs(gm(*ins))
+        try:
+            outs = _flat_outputs(gm(*ins))
+        except Fallback:
+            raise
+        except Exception as e:  # noqa: BLE001 - eager raises it too, from the eager runner
+            raise Fallback(f"the graph raised {type(e).__name__} when run on copies of its inputs: {e}") from e
     mutated = [i for i, t in enumerate(ins) if t._version != versions[i]]
     where = {}
     for i, t in enumerate(ins):
@@ -163,9 +169,25 @@ def _meta_dtype(n):
     return getattr(tm, "dtype", None)
 
 
+def is_random(schema_name):
+    """True for ATen ops that draw random numbers (never decomposed, rewritten or recomputed)."""
+    base = schema_name.split(".")[0].rstrip("_")
+    return base in RANDOM_BASES
+
+
+RANDOM_BASES = frozenset({"aten::native_dropout", "aten::dropout", "aten::bernoulli", "aten::rand_like",
+                          "aten::randn_like", "aten::rand", "aten::randn", "aten::randint", "aten::randint_like",
+                          "aten::randperm", "aten::multinomial", "aten::normal", "aten::uniform",
+                          "aten::_fused_dropout", "aten::rrelu_with_noise", "aten::exponential",
+                          "aten::geometric", "aten::log_normal", "aten::cauchy", "aten::random",
+                          "aten::feature_dropout", "aten::alpha_dropout", "aten::feature_alpha_dropout"})
+
+
 def _outplace_of(node):
     s = _schema(node)
     name = s.name.split("::")[1]
+    if is_random(s.name):
+        return None
     if not name.endswith("_") or name.endswith("__") or len(_written_args(node)) != 1:
         return None
     packet = getattr(torch.ops.aten, name[:-1], None)
