@@ -83,6 +83,31 @@ def check_inputs(examples, sources):
             seen[key] = name
 
 
+@contextlib.contextmanager
+def decompose_like_eager(device_type):
+    """make_fx (1.13) runs an op's CompositeImplicitAutograd kernel whenever it has one, even where
+    eager dispatches to a backend kernel (silu_backward: eager runs the fused CPU kernel, make_fx
+    the math formula, and gradients differ in the last bits). Inside this block an op with a
+    kernel for the device's backend or a CompositeExplicitAutograd kernel is traced as itself."""
+    original = torch._ops.OpOverload.decompose
+    keys = [torch._C.DispatchKey.CompositeExplicitAutograd]
+    backend = {"cpu": "CPU", "cuda": "CUDA"}.get(device_type)
+    if backend is not None:
+        keys.append(getattr(torch._C.DispatchKey, backend))
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+
+    def decompose(self, *args, **kwargs):
+        if any(has(self.name(), k) for k in keys):
+            return NotImplemented
+        return original(self, *args, **kwargs)
+
+    torch._ops.OpOverload.decompose = decompose
+    try:
+        yield
+    finally:
+        torch._ops.OpOverload.decompose = original
+
+
 def _clone(t):
     c = t.detach().clone(memory_format=torch.preserve_format)
     return c.requires_grad_(True) if t.requires_grad else c
@@ -291,6 +316,39 @@ def _input_markers(graph, placeholders):
     return markers, mutated
 
 
+def _dangling_writes(graph, n_in):
+    """In-place writes into graph values (not inputs) that no node uses: a later read of the
+    written storage through another alias depends on them without saying so, and a partition
+    that keeps only what outputs need would drop them (autograd's as_strided/copy_ backward of an
+    in-place op on a view, in-place dropout)."""
+    root = _alias_roots(graph)
+    phs = set([n for n in graph.nodes if n.op == "placeholder"][:n_in])
+    return [n for n in graph.nodes if n.op == "call_function" and not n.users
+            and any(root[w] not in phs for w in _written_args(n))]
+
+
+def _functionalize(traced, examples, training, tangents, device_type):
+    """The same trace made functional (functorch.experimental.functionalize, traced again):
+    views and in-place ops become out-of-place ops, and input mutations become copy_ into the
+    inputs at the end (kept as forward outputs by _input_markers)."""
+    from functorch import make_fx
+    from functorch.experimental import functionalize
+
+    def replay(*flat):
+        with torch.no_grad():
+            return torch.fx.Interpreter(traced).run(*flat)
+
+    ins = [_clone(t) for t in examples]
+    try:
+        with preserve_rng_state(), decompose_like_eager(device_type):
+            if training:
+                return make_fx(functionalize(lambda primals, tangents: replay(*primals, *tangents)))(ins, tangents)
+            return make_fx(functionalize(lambda primals: replay(*primals)))(ins)
+    except Exception as e:  # noqa: BLE001 - functionalization gaps of torch 1.13
+        raise Fallback(f"the graph writes in place through views, and functionalizing it failed: "
+                       f"{type(e).__name__}: {e}") from e
+
+
 def trace(gm, examples, sources, training, decompositions=None):
     """Traces gm at the ATen level. Returns a Traced with: graph (torch.fx.Graph), training,
     num_primals, num_user_outputs, num_fwd_outputs, diff_inputs, diff_outputs (indices),
@@ -322,12 +380,18 @@ def trace(gm, examples, sources, training, decompositions=None):
         return outs + full
 
     ins = [_clone(t) for t in examples]
-    with preserve_rng_state(), torch.enable_grad() if training else contextlib.nullcontext():
+    device_type = examples[0].device.type if examples else "cpu"
+    with preserve_rng_state(), decompose_like_eager(device_type), \
+            torch.enable_grad() if training else contextlib.nullcontext():
         if training:
             tangents = [ref_outs[k].detach().contiguous() for k in diff_out]
             traced = make_fx(joint, decompositions or {})(ins, tangents)
         else:
             traced = make_fx(forward, decompositions or {})(ins)
+    functionalized = False
+    if _dangling_writes(traced.graph, n_in):
+        traced = _functionalize(traced, examples, training, tangents if training else None, device_type)
+        functionalized = True
     graph = traced.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     out_node = next(n for n in graph.nodes if n.op == "output")
@@ -344,4 +408,4 @@ def trace(gm, examples, sources, training, decompositions=None):
                   num_fwd_outputs=n_user + len(markers), diff_inputs=diff_in, diff_outputs=diff_out,
                   out_requires_grad=out_rg, mutated_inputs=sorted(set(mutated)),
                   mutated_placeholders=[p.name for p in placeholders if p in mutated_nodes],
-                  rewritten=rewritten, placeholders=[p.name for p in placeholders])
+                  rewritten=rewritten, functionalized=functionalized, placeholders=[p.name for p in placeholders])
