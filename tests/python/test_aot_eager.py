@@ -216,6 +216,49 @@ def test_dropout_matches_eager_for_the_same_seed_and_rng_state_after():
     assert not random & set(_last()["recomputed"])
 
 
+def test_in_place_dropout_on_a_view_keeps_its_backward_writes():
+    # autograd's backward of an in-place op on a view writes through as_strided views that no
+    # node uses; the partition must not drop those writes (they are sequenced explicitly).
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                            torch.nn.Dropout(0.2, inplace=True), torch.nn.Linear(4, 5))
+    m2 = copy.deepcopy(m)
+    c = dynamo.compile(m2, backend="aot_eager")
+    x = torch.randn(8, 3, 8, 8)
+    torch.manual_seed(1)
+    y = m(x)
+    torch.manual_seed(1)
+    y2 = c(x)
+    assert torch.equal(y, y2)
+    y.square().sum().backward()
+    y2.square().sum().backward()
+    _assert_same_state(m, m2)
+
+
+def test_in_place_residual_add_on_an_output_value():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+        def forward(self, x):
+            out = self.conv(x) * 2
+            out += x
+            return out
+
+    torch.manual_seed(0)
+    m = Block()
+    m2 = copy.deepcopy(m)
+    x = torch.randn(2, 4, 5, 5, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    y, y2 = m(x), dynamo.compile(m2, backend="aot_eager")(x2)
+    assert torch.equal(y, y2) and _last()["fallback"] is None
+    y.square().sum().backward()
+    y2.square().sum().backward()
+    _assert_same_state(m, m2)
+    assert torch.equal(x.grad, x2.grad)
+
+
 def test_a_new_requires_grad_pattern_shape_or_dtype_recompiles():
     compiles = []
     dynamo.add_compile_listener(compiles.append)

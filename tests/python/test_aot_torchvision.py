@@ -50,10 +50,8 @@ def compare_train_step(name, backend="aot_eager"):
     return diffs, aot.last_records()[before:]
 
 
-#: Not yet bitwise: in-place dropout / stochastic depth on views make the trace go through
-#: functorch's functionalize, after which gradients differ from eager's in the last bits
-#: (max 4e-7 on efficientnet_b0); docs/aot.md, "Known gaps".
-NOT_BITWISE = {"efficientnet_b0"}
+#: Models known not to be bitwise equal (docs/aot.md, "Known gaps"); none in the fast set.
+NOT_BITWISE = set()
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -327,6 +327,45 @@ def _dangling_writes(graph, n_in):
             and any(root[w] not in phs for w in _written_args(n))]
 
 
+def _sequence_dangling_writes(graph, n_in):
+    """Makes each dangling write W (into storage R) explicit: the nodes after W that read R read
+    as_strided(W, R's sizes and strides, 0) instead, the same memory but a value that depends on
+    W, so no partition can drop or reorder the write. The ops stay eager's. False (graph partly
+    rewritten, to be traced again) when a view of R made before W is read after it."""
+    for _ in range(10000):
+        dangling = _dangling_writes(graph, n_in)
+        if not dangling:
+            return True
+        w = dangling[0]
+        root = _alias_roots(graph)
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        r = root[_written_args(w)[0]]
+        tm = r.meta.get("tensor_meta")
+        if tm is None or r.op == "placeholder":
+            return False
+        # R itself and in-place results on it (x.zero_() is x): the same tensor as R.
+        same = {r}
+        for n in graph.nodes:
+            if n.op == "call_function" and order[n] < order[w] and n.args \
+                    and isinstance(n.args[0], torch.fx.Node) and n.args[0] in same \
+                    and _returns_alias(n) and n.args[0] in _written_args(n):
+                same.add(n)
+        later = [n for n in graph.nodes if order[n] > order[w]
+                 and any(root.get(a) is r for a in n.all_input_nodes)]
+        for n in later:
+            if any(root.get(a) is r and a not in same and order[a] < order[w] for a in n.all_input_nodes):
+                return False
+        with graph.inserting_after(w):
+            seq = graph.call_function(torch.ops.aten.as_strided.default,
+                                      (w, list(tm.shape), list(tm.stride), 0))
+        seq.meta = dict(r.meta)
+        for n in later:
+            for a in list(n.all_input_nodes):
+                if a in same:
+                    n.replace_input_with(a, seq)
+    return False
+
+
 def _functionalize(traced, examples, training, tangents, device_type):
     """The same trace made functional (functorch.experimental.functionalize, traced again):
     views and in-place ops become out-of-place ops, and input mutations become copy_ into the
@@ -389,18 +428,18 @@ def trace(gm, examples, sources, training, decompositions=None):
         else:
             traced = make_fx(forward, decompositions or {})(ins)
     functionalized = False
-    if _dangling_writes(traced.graph, n_in):
+    if _dangling_writes(traced.graph, n_in) and not _sequence_dangling_writes(traced.graph, n_in):
         traced = _functionalize(traced, examples, training, tangents if training else None, device_type)
         functionalized = True
     graph = traced.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     out_node = next(n for n in graph.nodes if n.op == "output")
-    flat = list(out_node.args[0])
     _check_ops(graph)
     _drop_dead(graph)
     rewritten = _functionalize_inplace(graph, set(placeholders[:n_in]))
     markers, mutated_nodes = _input_markers(graph, placeholders[:n_in])
     n_user = len(ref_outs)
+    flat = list(out_node.args[0])  # after the rewrites, which replaced uses in the output too
     new_out = flat[:n_user] + markers + flat[n_user:]
     out_node.args = (new_out,)
     graph.lint()
