@@ -51,10 +51,12 @@ def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
         def forward(ctx, *args):
             outs = fw(*args)
             saved = outs[n_fwd:]
-            tensors = [s for s in saved if isinstance(s, torch.Tensor)]
-            ctx.save_for_backward(*tensors)
-            ctx.layout = [isinstance(s, torch.Tensor) for s in saved]
-            ctx.others = [s for s in saved if not isinstance(s, torch.Tensor)]
+            # Leaves that require grad (parameters) are kept on ctx: torch 1.13 fails to unpack a
+            # saved leaf under saved_tensors_hooks ("No grad accumulator for a saved leaf").
+            kept = [isinstance(s, torch.Tensor) and not (s.is_leaf and s.requires_grad) for s in saved]
+            ctx.save_for_backward(*[s for s, k in zip(saved, kept) if k])
+            ctx.layout = kept
+            ctx.others = [s for s, k in zip(saved, kept) if not k]
             user = tuple(outs[:n_user])
             if nondiff:
                 ctx.mark_non_differentiable(*[user[k] for k in nondiff])
