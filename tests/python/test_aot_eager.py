@@ -409,3 +409,24 @@ def test_logs_print_the_graphs_and_the_partition(capsys):
     assert "[dynamo] aot: aot_eager compiled Linear.forward" in err and "(training): trace" in err
     assert "[dynamo] aot joint graph of Linear.forward" in err and "torch.ops.aten.addmm.default" in err
     assert "[dynamo] partition of Linear.forward" in err and "saved" in err
+
+
+def test_backward_under_saved_tensors_hooks():
+    # torch 1.13 cannot unpack a saved leaf under saved_tensors_hooks; parameters stay on ctx.
+    torch.manual_seed(0)
+    m = _cnn()
+    m2 = copy.deepcopy(m)
+    c = dynamo.compile(m2, backend="aot_eager")
+    x = torch.randn(2, 3, 8, 8)
+    packed = []
+
+    def pack(t):
+        packed.append(t.shape)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y, y2 = m(x), c(x)
+    y.sum().backward()
+    y2.sum().backward()
+    _assert_same_state(m, m2)
+    assert packed

@@ -290,7 +290,7 @@ def _check_ops(graph):
         s = _schema(n)
         if s is None:
             raise Fallback(f"the trace holds a call of {n.target!r}, which is not an ATen operator")
-        if not s.name.startswith("aten::"):
+        if not s.name.startswith(("aten::", "prims::")):  # prims: from functorch's decompositions
             raise Fallback(f"operator {s.name} is not an ATen op and has no meta kernel in torch 1.13: "
                            f"its graph runs on the eager runner")
         if s.name in DATA_DEPENDENT_OPS:
