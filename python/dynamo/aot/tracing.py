@@ -19,6 +19,7 @@ real tensors, exactly as eager runs them. Anything that would not give eager's r
 ``Fallback`` with the reason.
 """
 import contextlib
+import copy
 import operator
 
 import torch
@@ -179,13 +180,21 @@ def _returns_alias(node):
     return s is not None and len(s.returns) == 1 and s.returns[0].alias_info is not None
 
 
+def _view_source(n):
+    """The node n is a view of (views, in-place results, items of unbind/split lists), or None."""
+    if n.op != "call_function" or not n.args or not isinstance(n.args[0], torch.fx.Node):
+        return None
+    if n.target is operator.getitem:
+        return n.args[0] if _returns_alias(n.args[0]) else None
+    return n.args[0] if _returns_alias(n) else None
+
+
 def _alias_roots(graph):
     """{node: the node whose storage it shares} for views and in-place results."""
     root = {}
     for n in graph.nodes:
-        root[n] = n
-        if n.op == "call_function" and _returns_alias(n) and n.args and isinstance(n.args[0], torch.fx.Node):
-            root[n] = root[n.args[0]]
+        src = _view_source(n)
+        root[n] = root[src] if src is not None else n
     return root
 
 
@@ -230,6 +239,10 @@ def _functionalize_inplace(graph, protected):
     for n in list(graph.nodes):
         root.setdefault(n, n)
         if n.op != "call_function":
+            continue
+        if n.target is operator.getitem and _view_source(n) is not None:
+            root[n] = root[n.args[0]]
+            views[root[n]] = views.get(root[n], 0) + 1
             continue
         if _returns_alias(n) and n.args and isinstance(n.args[0], torch.fx.Node):
             base = root[n.args[0]]
@@ -428,10 +441,20 @@ def trace(gm, examples, sources, training, decompositions=None):
         else:
             traced = make_fx(forward, decompositions or {})(ins)
     functionalized = False
-    if _dangling_writes(traced.graph, n_in) and not _sequence_dangling_writes(traced.graph, n_in):
-        traced = _functionalize(traced, examples, training, tangents if training else None, device_type)
-        functionalized = True
     graph = traced.graph
+    if _dangling_writes(graph, n_in):
+        trial = copy.deepcopy(graph)  # a failed attempt must not leave half-rewritten code behind
+        if _sequence_dangling_writes(trial, n_in):
+            graph = trial
+        elif not decompositions:
+            # functionalize re-decomposes every op with a CompositeImplicit kernel
+            # (silu_backward): not eager's kernels, so not for the bitwise backends.
+            raise Fallback("the graph writes in place through a view that is read again after the "
+                           "write; ordering it needs functionalization, which changes the kernels "
+                           "(use aot_eager_decomp_partition to accept that)")
+        else:
+            graph = _functionalize(traced, examples, training, tangents if training else None, device_type).graph
+            functionalized = True
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     out_node = next(n for n in graph.nodes if n.op == "output")
     _check_ops(graph)
