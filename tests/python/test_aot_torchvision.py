@@ -91,6 +91,6 @@ def test_detection_model_trains_and_infers_with_fallbacks_named():
     for (n, p), q in zip(eager.named_parameters(), model.parameters()):
         assert (p.grad is None) == (q.grad is None) and (p.grad is None or same(q.grad, p.grad)), n
     records = aot.last_records()[before:]
-    assert any(r["training"] and not r["fallback"] for r in records)
+    assert any(r.get("training") and not r["fallback"] for r in records)
     assert all(r["fallback"] for r in records if r["fallback"] is not None)
     dynamo.reset()
