@@ -430,3 +430,24 @@ def test_backward_under_saved_tensors_hooks():
     y2.sum().backward()
     _assert_same_state(m, m2)
     assert packed
+
+
+def test_partition_binding_splits_a_joint_graph():
+    b = _C._graph.GraphBuilder()
+    meta = ((3,), torch.float32, "cpu", False)
+    x = b.placeholder("x", name="primals_1", tensor_meta=((3,), torch.float32, "cpu", True))
+    t = b.placeholder("tangents[0]", name="tangents_1", tensor_meta=meta)
+    s = b.call_function(torch.ops.aten.sin.default, (x,), name="sin", tensor_meta=meta)
+    c = b.call_function(torch.ops.aten.cos.default, (x,), name="cos", tensor_meta=meta)
+    g = b.call_function(torch.ops.aten.mul.Tensor, (t, c), name="mul", tensor_meta=meta)
+    b.output((s, g))
+    part = _C._aot.partition(b.build().serialize(), 1, 1)
+    fw, bw = _C._graph.read_graph(part["forward"]), _C._graph.read_graph(part["backward"])
+    assert [n.name for n in fw.inputs] == ["primals_1"]
+    assert [n.name for n in bw.inputs][-1] == "tangents_1"
+    assert part["bytes_saved"] == 12 * len(part["saved"]) and part["summary"]
+    xv, tv = torch.randn(3), torch.randn(3)
+    outs = fw.resolve().runner()(xv)
+    assert torch.equal(outs[0], xv.sin())
+    grads = bw.resolve().runner()(*outs[1:], tv)
+    assert torch.equal(grads[0], tv * xv.cos())

@@ -18,10 +18,7 @@ __all__ = ["groups", "core_ops", "set_disabled", "disabled", "table", "RANDOM_OP
 
 ENV_VAR = "DYNAMO_AOT_DISABLE_DECOMPS"
 #: Never decomposed: functorch 1.13 turns native_dropout into rand_like (other masks than eager's).
-RANDOM_OPS = frozenset({"aten::native_dropout", "aten::dropout", "aten::bernoulli", "aten::rand_like",
-                        "aten::randn_like", "aten::rand", "aten::randn", "aten::randint",
-                        "aten::randperm", "aten::multinomial", "aten::normal", "aten::uniform",
-                        "aten::_fused_dropout", "aten::rrelu_with_noise"})
+RANDOM_OPS = tracing.RANDOM_BASES
 
 _lock = threading.Lock()
 _disabled = None
@@ -80,7 +77,7 @@ def table(counts):
         if name in off:
             continue
         for op in ops:
-            if op.split(".")[0] in RANDOM_OPS or tracing.is_random(op):
+            if tracing.is_random(op):
                 continue
             overload = _overload(op)
             fn = decomposition_table.get(overload) if overload is not None else None
