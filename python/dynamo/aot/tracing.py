@@ -226,6 +226,8 @@ def _outplace_of(node):
         return None
     packet = getattr(torch.ops.aten, name[:-1], None)
     overload = getattr(packet, node.target._overloadname, None) if packet is not None else None
+    if overload is None or any(r.alias_info is not None for r in overload._schema.returns):
+        return None  # t_ -> t is a view, not a fresh value
     return overload
 
 
@@ -279,12 +281,9 @@ def _same_dtypes(n, w):
     dt = _meta_dtype(w)
     if dt is None or not dt.is_floating_point:
         return False
-    for a in list(n.args) + list(n.kwargs.values()):
-        if isinstance(a, torch.fx.Node) and _meta_dtype(a) not in (None, dt):
-            return False
-        if isinstance(a, torch.fx.Node) and _meta_dtype(a) is None:
-            return False
-    return True
+    # Tensor arguments of another (or unknown) dtype could promote the out-of-place result.
+    return all(_meta_dtype(a) == dt for a in list(n.args) + list(n.kwargs.values())
+               if isinstance(a, torch.fx.Node))
 
 
 def _drop_dead(graph):
