@@ -451,3 +451,28 @@ def test_partition_binding_splits_a_joint_graph():
     assert torch.equal(outs[0], xv.sin())
     grads = bw.resolve().runner()(*outs[1:], tv)
     assert torch.equal(grads[0], tv * xv.cos())
+
+
+def test_outputs_aliasing_each_other_fall_back_and_keep_the_alias():
+    def f(x, w):
+        y = x * w
+        return y, y.view(-1)
+
+    x, w = torch.randn(2, 3), torch.randn(3, requires_grad=True)
+    y, v = dynamo.compile(f, backend="aot_eager")(x, w)
+    assert "graph output 1 aliases graph output 0" in _last()["fallback"]
+    assert v._base is y or v._base is y._base or v.data_ptr() == y.data_ptr()
+
+
+def test_integer_and_constant_outputs_in_training():
+    def f(x, w):
+        y = x * w
+        return y.sum(), y.argmax(), torch.ones(2)
+
+    x, w = torch.randn(4), torch.randn(4, requires_grad=True)
+    outs = dynamo.compile(f, backend="aot_eager")(x, w)
+    ref = f(x, w)
+    assert [o.requires_grad for o in outs] == [o.requires_grad for o in ref]
+    assert all(torch.equal(a, b) for a, b in zip(outs, ref))
+    outs[0].backward()
+    assert torch.equal(w.grad, x)
