@@ -476,3 +476,18 @@ def test_integer_and_constant_outputs_in_training():
     assert all(torch.equal(a, b) for a, b in zip(outs, ref))
     outs[0].backward()
     assert torch.equal(w.grad, x)
+
+
+def test_tensor_constants_made_in_the_graph_become_inputs():
+    def f(x, w):
+        return x * w + torch.tensor([1.0, 2.0, 3.0])
+
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    out = dynamo.compile(f, backend="aot_eager")(x, w)
+    assert torch.equal(out, f(x, w)) and _last()["fallback"] is None
+    assert any(n.source.startswith("constant ") for n in _last()["joint"].inputs)
+    out.sum().backward()
+    assert torch.equal(w.grad, x)
+    with torch.no_grad():
+        assert torch.equal(dynamo.compile(f, backend="aot_eager")(x, w), f(x, w))
+    assert _last()["training"] is False and _last()["fallback"] is None

@@ -83,8 +83,10 @@ def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compil
     if decompose:
         rec["decompositions"] = counts
     device = str(next((t.device for t in examples), "cpu"))
+    n_in, n_const = len(sources), len(traced.constants)
     names = dict(zip(traced.placeholders, sources))
-    names.update({p: f"tangents[{i}]" for i, p in enumerate(traced.placeholders[len(sources):])})
+    names.update({p: f"constant {p}" for p in traced.placeholders[n_in:n_in + n_const]})
+    names.update({p: f"tangents[{i}]" for i, p in enumerate(traced.placeholders[n_in + n_const:])})
     start = time.perf_counter()
     graph = importer.to_ir(traced.graph, names, device)
     _phase(rec, "import", start)
@@ -93,7 +95,7 @@ def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compil
         start = time.perf_counter()
         fw = fw_compiler(graph)
         _phase(rec, "compile_forward", start)
-        return runtime.make_inference_fn(fw, plan)
+        return _with_constants(runtime.make_inference_fn(fw, plan), traced.constants)
     rec["joint"] = graph
     start = time.perf_counter()
     part = _partition(graph, traced, mode)
@@ -115,7 +117,20 @@ def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compil
         if logs.enabled("aot_graphs"):
             logs._emit([f"{logs.PREFIX} aot: compiled the backward of {rec['function']} in {ms:.1f} ms"])
 
-    return runtime.make_training_fn(fw, compile_backward, plan, backward_compiled)
+    return _with_constants(runtime.make_training_fn(fw, compile_backward, plan, backward_compiled),
+                           traced.constants)
+
+
+def _with_constants(fn, constants):
+    """fn with the trace's tensor constants appended to every call's inputs."""
+    if not constants:
+        return fn
+    constants = tuple(constants)
+
+    def with_constants(*args):
+        return fn(*args, *constants)
+
+    return with_constants
 
 
 def _never_recomputed(graph):

@@ -293,10 +293,35 @@ def _drop_dead(graph):
             graph.erase_node(n)
 
 
+def _lift_constants(graph, owner, n_in):
+    """Tensor constants of the trace (torch.tensor(...) in the model: get_attr nodes) become
+    inputs after the primals; returns their values, which the runtime passes on every call."""
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata
+    gets = [n for n in graph.nodes if n.op == "get_attr"]
+    if not gets:
+        return []
+    after = [n for n in graph.nodes if n.op == "placeholder"][n_in - 1] if n_in else None
+    values = []
+    for n in gets:
+        value = getattr(owner, n.target)
+        if not isinstance(value, torch.Tensor):
+            raise Fallback(f"the trace holds a constant {type(value).__name__} ({n.target})")
+        if after is None:
+            with graph.inserting_before(next(iter(graph.nodes))):
+                ph = graph.placeholder(n.target)
+        else:
+            with graph.inserting_after(after):
+                ph = graph.placeholder(n.target)
+        ph.meta["tensor_meta"] = _extract_tensor_metadata(value)
+        n.replace_all_uses_with(ph)
+        graph.erase_node(n)
+        after = ph
+        values.append(value)
+    return values
+
+
 def _check_ops(graph):
     for n in graph.nodes:
-        if n.op == "get_attr":
-            raise Fallback(f"the trace made a constant tensor ({n.target}): not supported by the AOT layer")
         if n.op != "call_function" or n.target is operator.getitem:
             continue
         s = _schema(n)
@@ -355,8 +380,9 @@ def _sequence_dangling_writes(graph, n_in):
         tm = r.meta.get("tensor_meta")
         if tm is None or r.op == "placeholder":
             return False
-        # R itself and in-place results on it (x.zero_() is x): the same tensor as R.
-        same = {r}
+        # R itself, earlier sequencing views of all of R, and in-place results on those
+        # (x.zero_() is x): the same tensor as R.
+        same = {r} | {n for n in graph.nodes if n.meta.get("dynamo_aot_seq") and root[n] is r}
         for n in graph.nodes:
             if n.op == "call_function" and order[n] < order[w] and n.args \
                     and isinstance(n.args[0], torch.fx.Node) and n.args[0] in same \
@@ -371,6 +397,7 @@ def _sequence_dangling_writes(graph, n_in):
             seq = graph.call_function(torch.ops.aten.as_strided.default,
                                       (w, list(tm.shape), list(tm.stride), 0))
         seq.meta = dict(r.meta)
+        seq.meta["dynamo_aot_seq"] = True  # the whole of r, after w
         for n in later:
             for a in list(n.all_input_nodes):
                 if a in same:
@@ -440,7 +467,7 @@ def trace(gm, examples, sources, training, decompositions=None):
         else:
             traced = make_fx(forward, decompositions or {})(ins)
     functionalized = False
-    graph = traced.graph
+    graph, owner = traced.graph, traced
     if _dangling_writes(graph, n_in):
         trial = copy.deepcopy(graph)  # a failed attempt must not leave half-rewritten code behind
         if _sequence_dangling_writes(trial, n_in):
@@ -452,20 +479,23 @@ def trace(gm, examples, sources, training, decompositions=None):
                            "write; ordering it needs functionalization, which changes the kernels "
                            "(use aot_eager_decomp_partition to accept that)")
         else:
-            graph = _functionalize(traced, examples, training, tangents if training else None, device_type).graph
-            functionalized = True
+            owner = _functionalize(traced, examples, training, tangents if training else None, device_type)
+            graph, functionalized = owner.graph, True
+    constants = _lift_constants(graph, owner, n_in)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     out_node = next(n for n in graph.nodes if n.op == "output")
     _check_ops(graph)
     _drop_dead(graph)
-    rewritten = _functionalize_inplace(graph, set(placeholders[:n_in]))
+    rewritten = _functionalize_inplace(graph, set(placeholders[:n_in + len(constants)]))
     markers, mutated_nodes = _input_markers(graph, placeholders[:n_in])
     n_user = len(ref_outs)
     flat = list(out_node.args[0])  # after the rewrites, which replaced uses in the output too
-    new_out = flat[:n_user] + markers + flat[n_user:]
+    grads = flat[n_user:] + ([None] * len(constants) if training else [])  # constants: no gradient
+    new_out = flat[:n_user] + markers + grads
     out_node.args = (new_out,)
     graph.lint()
-    return Traced(graph=graph, training=training, num_primals=n_in, num_user_outputs=n_user,
+    return Traced(graph=graph, training=training, num_primals=n_in + len(constants), constants=constants,
+                  num_user_outputs=n_user,
                   num_fwd_outputs=n_user + len(markers), diff_inputs=diff_in, diff_outputs=diff_out,
                   out_requires_grad=out_rg, mutated_inputs=sorted(set(mutated)),
                   mutated_placeholders=[p.name for p in placeholders if p in mutated_nodes],
