@@ -72,3 +72,33 @@ def test_twenty_steps_give_eagers_loss_curve_and_parameters(kind, opt_name):
     assert torch.equal(expected, got), (expected - got).abs().max()
     for (n, p), q in zip(eager.state_dict().items(), compiled.state_dict().values()):
         assert torch.equal(p, q), n
+
+
+def test_whole_train_step_under_optimize_splits_at_backward():
+    # Dynamo records loss.backward() and the optimizer's updates inside the step's graph; the
+    # part before the autograd call goes through the AOT layer, the rest runs as captured.
+    torch.manual_seed(0)
+    eager = small_cnn()
+    compiled = copy.deepcopy(eager)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (eager, compiled)]
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    before = len(aot.last_records())
+    for x, y in batches("cnn", 5):
+        torch.manual_seed(7)
+        expected = step(eager, opts[0], x, y)
+        torch.manual_seed(7)
+        with dynamo.optimize("aot_eager"):
+            got = step(compiled, opts[1], x, y)
+        assert torch.equal(expected, got)
+    for (n, p), q in zip(eager.state_dict().items(), compiled.state_dict().values()):
+        assert torch.equal(p, q), n
+    records = aot.last_records()[before:]
+    assert any(r["function"].endswith("(before its autograd call)") and r.get("training")
+               and r["fallback"] is None for r in records)

@@ -21,7 +21,7 @@ import time
 import torch
 
 from dynamo import _C, eval_frame, logs, recording
-from dynamo.aot import decompositions, importer, runtime, tracing
+from dynamo.aot import decompositions, importer, runtime, split, tracing
 from dynamo.aot.tracing import Fallback
 
 __all__ = ["compile_graph", "PRESETS", "Fallback", "last_records", "make_backend"]
@@ -55,6 +55,9 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
     mode, decompose = PRESETS.get(backend, ("min_cut", False))
     rec = {"backend": backend, "function": function, "file": file, "line": int(line),
            "partition_mode": mode, "phases_ms": {}, "fallback": None}
+    parts = split.split_at_autograd(gm)
+    if parts is not None and any(n.op != "placeholder" and n.op != "output" for n in parts[0].graph.nodes):
+        return _compile_split(parts, examples, backend, function, file, line, fw_compiler, bw_compiler)
     sources = [n.meta.get("dynamo_source", n.name) for n in gm.graph.nodes if n.op == "placeholder"]
     try:
         fn = _compile(gm, list(examples), sources, rec, mode, decompose, fw_compiler, bw_compiler)
@@ -63,6 +66,22 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
         fn = str(e)
     _finish(rec)
     return fn
+
+
+def _compile_split(parts, examples, backend, function, file, line, fw_compiler, bw_compiler):
+    """A graph with loss.backward() inside: the part before it through the AOT layer, the rest
+    (the autograd call, the optimizer's updates) as captured (split.py)."""
+    pre, post = parts
+    fn = compile_graph(pre, examples, backend, f"{function} (before its autograd call)", file, line,
+                       fw_compiler, bw_compiler)
+    if isinstance(fn, str):
+        return fn
+    run_post = post.forward
+
+    def split_step(*args):
+        return run_post(*args, *fn(*args))
+
+    return split_step
 
 
 def _phase(rec, name, start):

@@ -293,6 +293,15 @@ def _drop_dead(graph):
             graph.erase_node(n)
 
 
+def _check_captured(gm):
+    from dynamo.aot.split import is_autograd_call
+    for n in gm.graph.nodes:
+        name = is_autograd_call(n)
+        if name:
+            raise Fallback(f"the graph calls {name} (autograd inside the graph) before any op the "
+                           f"AOT layer could compile")
+
+
 def _lift_constants(graph, owner, n_in):
     """Tensor constants of the trace (torch.tensor(...) in the model: get_attr nodes) become
     inputs after the primals; returns their values, which the runtime passes on every call."""
@@ -433,6 +442,7 @@ def trace(gm, examples, sources, training, decompositions=None):
     out_requires_grad, mutated_inputs, rewritten (in-place ops made out-of-place)."""
     from functorch import make_fx
 
+    _check_captured(gm)
     ref_outs, mutated = _reference_run(gm, examples, sources)
     out_rg = [bool(o.requires_grad) for o in ref_outs]
     if training and not any(out_rg):
@@ -461,11 +471,16 @@ def trace(gm, examples, sources, training, decompositions=None):
     device_type = examples[0].device.type if examples else "cpu"
     with preserve_rng_state(), decompose_like_eager(device_type), \
             torch.enable_grad() if training else contextlib.nullcontext():
-        if training:
-            tangents = [ref_outs[k].detach().contiguous() for k in diff_out]
-            traced = make_fx(joint, decompositions or {})(ins, tangents)
-        else:
-            traced = make_fx(forward, decompositions or {})(ins)
+        try:
+            if training:
+                tangents = [ref_outs[k].detach().contiguous() for k in diff_out]
+                traced = make_fx(joint, decompositions or {})(ins, tangents)
+            else:
+                traced = make_fx(forward, decompositions or {})(ins)
+        except Fallback:
+            raise
+        except Exception as e:  # noqa: BLE001 - the graph still runs, on the eager runner
+            raise Fallback(f"make_fx could not trace the graph: {type(e).__name__}: {e}") from e
     functionalized = False
     graph, owner = traced.graph, traced
     if _dangling_writes(graph, n_in):
