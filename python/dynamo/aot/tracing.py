@@ -154,7 +154,8 @@ def _reference_run(gm, examples, sources):
             raise Fallback(f"graph output {k} aliases {where[key]} (a view or the same tensor): the AOT "
                            f"wrapper cannot give it eager's aliasing and autograd history")
         where[key] = f"graph output {k}"
-    return outs, mutated
+    # Detached: the reference run's autograd graph (its activations) is freed before the trace.
+    return [o.detach() for o in outs], [bool(o.requires_grad) for o in outs], mutated, ins
 
 
 def _schema(node):
@@ -443,8 +444,7 @@ def trace(gm, examples, sources, training, decompositions=None):
     from functorch import make_fx
 
     _check_captured(gm)
-    ref_outs, mutated = _reference_run(gm, examples, sources)
-    out_rg = [bool(o.requires_grad) for o in ref_outs]
+    ref_outs, out_rg, mutated, ref_ins = _reference_run(gm, examples, sources)
     if training and not any(out_rg):
         training = False
     for i in mutated:
@@ -467,7 +467,10 @@ def trace(gm, examples, sources, training, decompositions=None):
             full[i] = g
         return outs + full
 
-    ins = [_clone(t) for t in examples]
+    # The reference run's copies serve again where it changed nothing (one copy of the
+    # parameters, not two); what it mutated, or made a non-leaf, is copied afresh.
+    ins = [ref_ins[i] if i not in mutated and ref_ins[i].is_leaf else _clone(t) for i, t in enumerate(examples)]
+    del ref_ins
     device_type = examples[0].device.type if examples else "cpu"
     with preserve_rng_state(), decompose_like_eager(device_type), \
             torch.enable_grad() if training else contextlib.nullcontext():
