@@ -491,3 +491,13 @@ def test_tensor_constants_made_in_the_graph_become_inputs():
     with torch.no_grad():
         assert torch.equal(dynamo.compile(f, backend="aot_eager")(x, w), f(x, w))
     assert _last()["training"] is False and _last()["fallback"] is None
+
+
+def test_a_saved_parameter_changed_before_backward_raises_as_in_eager():
+    lin = torch.nn.Linear(3, 3)
+    out = dynamo.compile(lin, backend="aot_eager")(torch.randn(2, 3, requires_grad=True))
+    with torch.no_grad():
+        lin.weight.mul_(2)
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation: \[torch.FloatTensor \[3, 3\]\] is at "
+                                           r"version \d+; expected version \d+ instead \(a parameter saved"):
+        out.sum().backward()

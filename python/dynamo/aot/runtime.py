@@ -57,6 +57,8 @@ def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
             ctx.save_for_backward(*[s for s, k in zip(saved, kept) if k])
             ctx.layout = kept
             ctx.others = [s for s, k in zip(saved, kept) if not k]
+            # save_for_backward's version check, for what is kept on ctx.
+            ctx.versions = [s._version if isinstance(s, torch.Tensor) else None for s in ctx.others]
             user = tuple(outs[:n_user])
             if nondiff:
                 ctx.mark_non_differentiable(*[user[k] for k in nondiff])
@@ -72,6 +74,13 @@ def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
                 bw = state["bw"] = compile_backward()
                 if on_backward_compiled is not None:
                     on_backward_compiled((time.perf_counter() - start) * 1e3)
+            for s, v in zip(ctx.others, ctx.versions):
+                if v is not None and s._version != v:
+                    raise RuntimeError(
+                        f"one of the variables needed for gradient computation has been modified by an "
+                        f"inplace operation: [{s.type()} {list(s.shape)}] is at version {s._version}; "
+                        f"expected version {v} instead (a parameter saved for the backward of the "
+                        f"compiled graph of '{plan.function}', {plan.where})")
             tensors = iter(ctx.saved_tensors)
             others = iter(ctx.others)
             saved = [next(tensors) if is_t else next(others) for is_t in ctx.layout]
