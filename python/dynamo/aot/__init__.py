@@ -21,7 +21,7 @@ import time
 import torch
 
 from dynamo import _C, eval_frame, logs, recording
-from dynamo.aot import decompositions, importer, runtime, split, tracing
+from dynamo.aot import decompositions, importer, rewrites, runtime, split, tracing
 from dynamo.aot.tracing import Fallback
 
 __all__ = ["compile_graph", "PRESETS", "Fallback", "last_records", "make_backend"]
@@ -159,7 +159,7 @@ def _never_recomputed(graph):
     for n in graph.nodes:
         if n.op == "call_function" and n.target_kind == "aten":
             schema = n.schema
-            if (tracing.is_random(schema) or schema.split("::")[1].split(".")[0].endswith("_")
+            if (rewrites.is_random(schema) or schema.split("::")[1].split(".")[0].endswith("_")
                     or schema.startswith("aten::native_batch_norm")):
                 out.add(schema)
     return out

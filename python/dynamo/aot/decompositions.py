@@ -12,13 +12,13 @@ import threading
 import torch
 
 from dynamo import _C
-from dynamo.aot import tracing
+from dynamo.aot import rewrites
 
 __all__ = ["groups", "core_ops", "set_disabled", "disabled", "table", "RANDOM_OPS", "ENV_VAR"]
 
 ENV_VAR = "DYNAMO_AOT_DISABLE_DECOMPS"
 #: Never decomposed: functorch 1.13 turns native_dropout into rand_like (other masks than eager's).
-RANDOM_OPS = tracing.RANDOM_BASES
+RANDOM_OPS = rewrites.RANDOM_BASES
 
 _lock = threading.Lock()
 _disabled = None
@@ -77,7 +77,7 @@ def table(counts):
         if name in off:
             continue
         for op in ops:
-            if tracing.is_random(op):
+            if rewrites.is_random(op):
                 continue
             overload = _overload(op)
             fn = decomposition_table.get(overload) if overload is not None else None

@@ -11,8 +11,8 @@ grad, which inputs are mutated, whether outputs alias inputs or each other), the
   where there is none);
 - inference: the graph alone; output: user outputs, mutation markers.
 
-Afterwards the FX graph is cleaned up (``_drop_dead``), in-place ops on fresh, unaliased values are
-made out-of-place (``_functionalize_inplace``: the partitioner may then recompute), and in-place
+Afterwards rewrites.py cleans the FX graph up (``drop_dead``), in-place ops on fresh, unaliased values are
+made out-of-place (``functionalize_inplace``: the partitioner may then recompute), and in-place
 ops that write graph inputs (BatchNorm running statistics, ``buf.add_(1)``) stay in the graph and
 are marked as forward outputs so no partition drops them: they run once, in the forward, on the
 real tensors, exactly as eager runs them. Anything that would not give eager's results raises
@@ -20,23 +20,14 @@ real tensors, exactly as eager runs them. Anything that would not give eager's r
 """
 import contextlib
 import copy
-import operator
 
 import torch
 from torch.utils import _pytree as pytree
 
-__all__ = ["Fallback", "Traced", "trace", "preserve_rng_state"]
+from dynamo.aot import rewrites
+from dynamo.aot.fallback import Fallback
 
-#: ATen ops whose output shapes depend on tensor values: a real-mode trace bakes the sizes it saw.
-DATA_DEPENDENT_OPS = frozenset({
-    "aten::nonzero", "aten::masked_select", "aten::_unique", "aten::_unique2", "aten::unique_dim",
-    "aten::unique_consecutive", "aten::_local_scalar_dense", "aten::item", "aten::bincount",
-    "aten::repeat_interleave", "aten::histc",
-})
-
-
-class Fallback(Exception):
-    """The AOT layer cannot promise eager's results for this graph; str(e) says why."""
+__all__ = ["Fallback", "Traced", "trace", "preserve_rng_state", "check_inputs", "decompose_like_eager"]
 
 
 class Traced:
@@ -158,267 +149,10 @@ def _reference_run(gm, examples, sources):
     return [o.detach() for o in outs], [bool(o.requires_grad) for o in outs], mutated, ins
 
 
-def _schema(node):
-    t = node.target
-    return t._schema if isinstance(t, torch._ops.OpOverload) else None
-
-
-def _written_args(node):
-    s = _schema(node)
-    if s is None:
-        return []
-    out = []
-    for i, a in enumerate(s.arguments):
-        if a.alias_info is not None and a.alias_info.is_write:
-            v = node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
-            if isinstance(v, torch.fx.Node):
-                out.append(v)
-    return out
-
-
-def _returns_alias(node):
-    s = _schema(node)
-    return s is not None and len(s.returns) == 1 and s.returns[0].alias_info is not None
-
-
-def _view_source(n):
-    """The node n is a view of (views, in-place results, items of unbind/split lists), or None."""
-    if n.op != "call_function" or not n.args or not isinstance(n.args[0], torch.fx.Node):
-        return None
-    if n.target is operator.getitem:
-        return n.args[0] if _returns_alias(n.args[0]) else None
-    return n.args[0] if _returns_alias(n) else None
-
-
-def _alias_roots(graph):
-    """{node: the node whose storage it shares} for views and in-place results."""
-    root = {}
-    for n in graph.nodes:
-        src = _view_source(n)
-        root[n] = root[src] if src is not None else n
-    return root
-
-
-def _meta_dtype(n):
-    tm = n.meta.get("tensor_meta") if isinstance(n, torch.fx.Node) else None
-    return getattr(tm, "dtype", None)
-
-
-def is_random(schema_name):
-    """True for ATen ops that draw random numbers (never decomposed, rewritten or recomputed)."""
-    base = schema_name.split(".")[0].rstrip("_")
-    return base in RANDOM_BASES
-
-
-RANDOM_BASES = frozenset({"aten::native_dropout", "aten::dropout", "aten::bernoulli", "aten::rand_like",
-                          "aten::randn_like", "aten::rand", "aten::randn", "aten::randint", "aten::randint_like",
-                          "aten::randperm", "aten::multinomial", "aten::normal", "aten::uniform",
-                          "aten::_fused_dropout", "aten::rrelu_with_noise", "aten::exponential",
-                          "aten::geometric", "aten::log_normal", "aten::cauchy", "aten::random",
-                          "aten::feature_dropout", "aten::alpha_dropout", "aten::feature_alpha_dropout"})
-
-
-def _outplace_of(node):
-    s = _schema(node)
-    name = s.name.split("::")[1]
-    if is_random(s.name):
-        return None
-    if not name.endswith("_") or name.endswith("__") or len(_written_args(node)) != 1:
-        return None
-    packet = getattr(torch.ops.aten, name[:-1], None)
-    overload = getattr(packet, node.target._overloadname, None) if packet is not None else None
-    if overload is None or any(r.alias_info is not None for r in overload._schema.returns):
-        return None  # t_ -> t is a view, not a fresh value
-    return overload
-
-
-def _functionalize_inplace(graph, protected):
-    """x.op_(...) on a value made in the graph, with no other alias of it, becomes x2 = op(...):
-    the later uses of x read x2. Leaves in-place ops on inputs and on aliased values alone.
-    Returns the number rewritten."""
-    rewritten = 0
-    views = {}  # root -> number of nodes aliasing it (views, in-place results)
-    root = {}
-    for n in list(graph.nodes):
-        root.setdefault(n, n)
-        if n.op != "call_function":
-            continue
-        if n.target is operator.getitem and _view_source(n) is not None:
-            root[n] = root[n.args[0]]
-            views[root[n]] = views.get(root[n], 0) + 1
-            continue
-        if _returns_alias(n) and n.args and isinstance(n.args[0], torch.fx.Node):
-            base = root[n.args[0]]
-            written = _written_args(n)
-            outplace = _outplace_of(n) if written else None
-            w = written[0] if written else None
-            if (outplace is not None and w is n.args[0] and base is w and w.op == "call_function"
-                    and w not in protected and views.get(w, 0) == 0 and _same_dtypes(n, w)):
-                with graph.inserting_before(n):
-                    m = graph.call_function(outplace, n.args, n.kwargs)
-                m.meta = dict(n.meta)
-                n.replace_all_uses_with(m)
-                _replace_later_uses(graph, w, m, n)
-                graph.erase_node(n)
-                root[m] = m
-                rewritten += 1
-                continue
-            root[n] = base
-            views[base] = views.get(base, 0) + 1
-    return rewritten
-
-
-def _replace_later_uses(graph, old, new, after):
-    seen = False
-    for n in graph.nodes:
-        if n is after:
-            seen = True
-            continue
-        if seen and n is not new and old in n.all_input_nodes:
-            n.replace_input_with(old, new)
-
-
-def _same_dtypes(n, w):
-    dt = _meta_dtype(w)
-    if dt is None or not dt.is_floating_point:
-        return False
-    # Tensor arguments of another (or unknown) dtype could promote the out-of-place result.
-    return all(_meta_dtype(a) == dt for a in list(n.args) + list(n.kwargs.values())
-               if isinstance(a, torch.fx.Node))
-
-
-def _drop_dead(graph):
-    """Removes nodes nobody uses, except those that write memory (in-place ops)."""
-    for n in reversed(list(graph.nodes)):
-        if n.op == "call_function" and not n.users and not _written_args(n):
-            graph.erase_node(n)
-
-
-def _check_captured(gm):
-    from dynamo.aot.split import is_autograd_call
-    for n in gm.graph.nodes:
-        name = is_autograd_call(n)
-        if name:
-            raise Fallback(f"the graph calls {name} (autograd inside the graph) before any op the "
-                           f"AOT layer could compile")
-
-
-def _lift_constants(graph, owner, n_in):
-    """Tensor constants of the trace (torch.tensor(...) in the model: get_attr nodes) become
-    inputs after the primals; returns their values, which the runtime passes on every call."""
-    from torch.fx.passes.shape_prop import _extract_tensor_metadata
-    gets = [n for n in graph.nodes if n.op == "get_attr"]
-    if not gets:
-        return []
-    after = [n for n in graph.nodes if n.op == "placeholder"][n_in - 1] if n_in else None
-    values = []
-    for n in gets:
-        value = getattr(owner, n.target)
-        if not isinstance(value, torch.Tensor):
-            raise Fallback(f"the trace holds a constant {type(value).__name__} ({n.target})")
-        if after is None:
-            with graph.inserting_before(next(iter(graph.nodes))):
-                ph = graph.placeholder(n.target)
-        else:
-            with graph.inserting_after(after):
-                ph = graph.placeholder(n.target)
-        ph.meta["tensor_meta"] = _extract_tensor_metadata(value)
-        n.replace_all_uses_with(ph)
-        graph.erase_node(n)
-        after = ph
-        values.append(value)
-    return values
-
-
-def _check_ops(graph):
-    for n in graph.nodes:
-        if n.op != "call_function" or n.target is operator.getitem:
-            continue
-        s = _schema(n)
-        if s is None:
-            raise Fallback(f"the trace holds a call of {n.target!r}, which is not an ATen operator")
-        if not s.name.startswith(("aten::", "prims::")):  # prims: from functorch's decompositions
-            raise Fallback(f"operator {s.name} is not an ATen op and has no meta kernel in torch 1.13: "
-                           f"its graph runs on the eager runner")
-        if s.name in DATA_DEPENDENT_OPS:
-            raise Fallback(f"operator {s.name} has an output shape that depends on tensor values")
-        if s.name == "aten::index" and any(
-                isinstance(i, torch.fx.Node) and _meta_dtype(i) in (torch.bool, torch.uint8)
-                for i in (n.args[1] if len(n.args) > 1 else ())):
-            raise Fallback("boolean-mask indexing (aten::index) has an output shape that depends on tensor values")
-
-
-def _input_markers(graph, placeholders):
-    """In-place writes to graph inputs (or views of them) whose single result nobody uses: kept
-    as extra forward outputs so that no partition drops them."""
-    root = _alias_roots(graph)
-    phs = set(placeholders)
-    markers, mutated = [], set()
-    for n in graph.nodes:
-        for w in _written_args(n):
-            if root[w] in phs:
-                mutated.add(root[w])
-                if _returns_alias(n) and not n.users:
-                    markers.append(n)
-    return markers, mutated
-
-
-def _dangling_writes(graph, n_in):
-    """In-place writes into graph values (not inputs) that no node uses: a later read of the
-    written storage through another alias depends on them without saying so, and a partition
-    that keeps only what outputs need would drop them (autograd's as_strided/copy_ backward of an
-    in-place op on a view, in-place dropout)."""
-    root = _alias_roots(graph)
-    phs = set([n for n in graph.nodes if n.op == "placeholder"][:n_in])
-    return [n for n in graph.nodes if n.op == "call_function" and not n.users
-            and any(root[w] not in phs for w in _written_args(n))]
-
-
-def _sequence_dangling_writes(graph, n_in):
-    """Makes each dangling write W (into storage R) explicit: the nodes after W that read R read
-    as_strided(W, R's sizes and strides, 0) instead, the same memory but a value that depends on
-    W, so no partition can drop or reorder the write. The ops stay eager's. False (graph partly
-    rewritten, to be traced again) when a view of R made before W is read after it."""
-    for _ in range(10000):
-        dangling = _dangling_writes(graph, n_in)
-        if not dangling:
-            return True
-        w = dangling[0]
-        root = _alias_roots(graph)
-        order = {n: i for i, n in enumerate(graph.nodes)}
-        r = root[_written_args(w)[0]]
-        tm = r.meta.get("tensor_meta")
-        if tm is None or r.op == "placeholder":
-            return False
-        # R itself, earlier sequencing views of all of R, and in-place results on those
-        # (x.zero_() is x): the same tensor as R.
-        same = {r} | {n for n in graph.nodes if n.meta.get("dynamo_aot_seq") and root[n] is r}
-        for n in graph.nodes:
-            if n.op == "call_function" and order[n] < order[w] and n.args \
-                    and isinstance(n.args[0], torch.fx.Node) and n.args[0] in same \
-                    and _returns_alias(n) and n.args[0] in _written_args(n):
-                same.add(n)
-        later = [n for n in graph.nodes if order[n] > order[w]
-                 and any(root.get(a) is r for a in n.all_input_nodes)]
-        for n in later:
-            if any(root.get(a) is r and a not in same and order[a] < order[w] for a in n.all_input_nodes):
-                return False
-        with graph.inserting_after(w):
-            seq = graph.call_function(torch.ops.aten.as_strided.default,
-                                      (w, list(tm.shape), list(tm.stride), 0))
-        seq.meta = dict(r.meta)
-        seq.meta["dynamo_aot_seq"] = True  # the whole of r, after w
-        for n in later:
-            for a in list(n.all_input_nodes):
-                if a in same:
-                    n.replace_input_with(a, seq)
-    return False
-
-
 def _functionalize(traced, examples, training, tangents, device_type):
     """The same trace made functional (functorch.experimental.functionalize, traced again):
     views and in-place ops become out-of-place ops, and input mutations become copy_ into the
-    inputs at the end (kept as forward outputs by _input_markers)."""
+    inputs at the end (kept as forward outputs by input_markers)."""
     from functorch import make_fx
     from functorch.experimental import functionalize
 
@@ -443,7 +177,7 @@ def trace(gm, examples, sources, training, decompositions=None):
     out_requires_grad, mutated_inputs, rewritten (in-place ops made out-of-place)."""
     from functorch import make_fx
 
-    _check_captured(gm)
+    rewrites.check_captured(gm)
     ref_outs, out_rg, mutated, ref_ins = _reference_run(gm, examples, sources)
     if training and not any(out_rg):
         training = False
@@ -486,9 +220,9 @@ def trace(gm, examples, sources, training, decompositions=None):
             raise Fallback(f"make_fx could not trace the graph: {type(e).__name__}: {e}") from e
     functionalized = False
     graph, owner = traced.graph, traced
-    if _dangling_writes(graph, n_in):
+    if rewrites.dangling_writes(graph, n_in):
         trial = copy.deepcopy(graph)  # a failed attempt must not leave half-rewritten code behind
-        if _sequence_dangling_writes(trial, n_in):
+        if rewrites.sequence_dangling_writes(trial, n_in):
             graph = trial
         elif not decompositions:
             # functionalize re-decomposes every op with a CompositeImplicit kernel
@@ -499,13 +233,13 @@ def trace(gm, examples, sources, training, decompositions=None):
         else:
             owner = _functionalize(traced, examples, training, tangents if training else None, device_type)
             graph, functionalized = owner.graph, True
-    constants = _lift_constants(graph, owner, n_in)
+    constants = rewrites.lift_constants(graph, owner, n_in)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     out_node = next(n for n in graph.nodes if n.op == "output")
-    _check_ops(graph)
-    _drop_dead(graph)
-    rewritten = _functionalize_inplace(graph, set(placeholders[:n_in + len(constants)]))
-    markers, mutated_nodes = _input_markers(graph, placeholders[:n_in])
+    rewrites.check_ops(graph)
+    rewrites.drop_dead(graph)
+    rewritten = rewrites.functionalize_inplace(graph, set(placeholders[:n_in + len(constants)]))
+    markers, mutated_nodes = rewrites.input_markers(graph, placeholders[:n_in])
     n_user = len(ref_outs)
     flat = list(out_node.args[0])  # after the rewrites, which replaced uses in the output too
     grads = flat[n_user:] + ([None] * len(constants) if training else [])  # constants: no gradient
