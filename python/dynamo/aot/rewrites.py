@@ -1,6 +1,7 @@
 """Rewrites of the ATen-level torch.fx graph that make_fx traced (tracing.py uses them in order):
 
 - check_captured / check_ops: what the AOT layer refuses, with the reason (Fallback);
+- drop_detach: detach nodes (autograd-only) whose result is not returned;
 - drop_dead: nodes nobody uses, except writes;
 - sequence_dangling_writes: writes no node uses (autograd's backward through views) ordered
   before the reads of the storage they write, by reading as_strided(write) instead;
@@ -18,7 +19,7 @@ import torch
 from dynamo.aot.fallback import Fallback
 
 __all__ = ["DATA_DEPENDENT_OPS", "RANDOM_BASES", "is_random", "alias_roots", "check_captured", "check_ops",
-           "drop_dead", "dangling_writes", "sequence_dangling_writes", "lift_constants",
+           "drop_dead", "drop_detach", "dangling_writes", "sequence_dangling_writes", "lift_constants",
            "functionalize_inplace", "input_markers", "written_args"]
 
 #: ATen ops whose output shapes depend on tensor values: a real-mode trace bakes the sizes it saw.
@@ -156,6 +157,22 @@ def _same_dtypes(n, w):
     # Tensor arguments of another (or unknown) dtype could promote the out-of-place result.
     return all(_meta_dtype(a) == dt for a in list(n.args) + list(n.kwargs.values())
                if isinstance(a, torch.fx.Node))
+
+
+def drop_detach(graph):
+    """aten::detach only cuts autograd history, and the compiled graphs run without it (inside the
+    autograd.Function, or with no input requiring grad): a detach whose result is not a graph
+    output is replaced by its input (same tensor, one op and one saved alias fewer)."""
+    out = next(n for n in graph.nodes if n.op == "output")
+    returned = set(out.all_input_nodes)
+    dropped = 0
+    for n in list(graph.nodes):
+        if (n.op == "call_function" and n.target is torch.ops.aten.detach.default and n not in returned
+                and isinstance(n.args[0], torch.fx.Node)):
+            n.replace_all_uses_with(n.args[0])
+            graph.erase_node(n)
+            dropped += 1
+    return dropped
 
 
 def drop_dead(graph):

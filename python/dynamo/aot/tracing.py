@@ -237,6 +237,7 @@ def trace(gm, examples, sources, training, decompositions=None):
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     out_node = next(n for n in graph.nodes if n.op == "output")
     rewrites.check_ops(graph)
+    rewrites.drop_detach(graph)
     rewrites.drop_dead(graph)
     rewritten = rewrites.functionalize_inplace(graph, set(placeholders[:n_in + len(constants)]))
     markers, mutated_nodes = rewrites.input_markers(graph, placeholders[:n_in])
