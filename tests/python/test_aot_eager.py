@@ -501,3 +501,17 @@ def test_a_saved_parameter_changed_before_backward_raises_as_in_eager():
     with pytest.raises(RuntimeError, match=r"modified by an inplace operation: \[torch.FloatTensor \[3, 3\]\] is at "
                                            r"version \d+; expected version \d+ instead \(a parameter saved"):
         out.sum().backward()
+
+
+def test_inference_graphs_keep_outputs_aliasing_inputs():
+    def f(x):
+        y = x * 2
+        return x.view(-1), y, y.t()
+
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        v, y, yt = dynamo.compile(f, backend="aot_eager")(x)
+    assert _last()["fallback"] is None and _last()["training"] is False
+    assert v.data_ptr() == x.data_ptr() and yt.data_ptr() == y.data_ptr()
+    v.add_(1)
+    assert torch.equal(x.view(-1), v)

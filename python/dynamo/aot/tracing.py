@@ -2,7 +2,8 @@
 
 ``trace(gm, examples, training, decompositions)`` runs the captured graph (a torch.fx.GraphModule
 of torch-level ops) once on clones of its inputs, to learn what eager does (which outputs require
-grad, which inputs are mutated, whether outputs alias inputs or each other), then traces it with
+grad, which inputs are mutated, whether outputs alias inputs or each other: a training graph
+falls back then), then traces it with
 ``make_fx`` on fresh clones, in real mode, the RNG state saved and put back around both runs:
 
 - training: ``joint(primals, tangents)`` runs the graph, then
@@ -137,16 +138,17 @@ def _reference_run(gm, examples, sources):
         key = _storage_key(t)
         if key is not None:
             where[key] = f"input '{sources[i]}'"
+    aliasing = None
     for k, o in enumerate(outs):
         key = _storage_key(o)
         if key is None:
             continue
-        if key in where:
-            raise Fallback(f"graph output {k} aliases {where[key]} (a view or the same tensor): the AOT "
-                           f"wrapper cannot give it eager's aliasing and autograd history")
+        if key in where and aliasing is None:
+            aliasing = (f"graph output {k} aliases {where[key]} (a view or the same tensor): the AOT "
+                        f"wrapper cannot give it eager's aliasing and autograd history")
         where[key] = f"graph output {k}"
     # Detached: the reference run's autograd graph (its activations) is freed before the trace.
-    return [o.detach() for o in outs], [bool(o.requires_grad) for o in outs], mutated, ins
+    return [o.detach() for o in outs], [bool(o.requires_grad) for o in outs], mutated, ins, aliasing
 
 
 def _functionalize(traced, examples, training, tangents, device_type):
@@ -178,9 +180,11 @@ def trace(gm, examples, sources, training, decompositions=None):
     from functorch import make_fx
 
     rewrites.check_captured(gm)
-    ref_outs, out_rg, mutated, ref_ins = _reference_run(gm, examples, sources)
+    ref_outs, out_rg, mutated, ref_ins, aliasing = _reference_run(gm, examples, sources)
     if training and not any(out_rg):
         training = False
+    if training and aliasing:
+        raise Fallback(aliasing)  # inference graphs keep aliasing: the runner makes the same views
     for i in mutated:
         if examples[i].requires_grad and training:
             raise Fallback(f"the graph mutates input '{sources[i]}' in place and it requires grad: the "
