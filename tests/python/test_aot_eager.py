@@ -515,3 +515,23 @@ def test_inference_graphs_keep_outputs_aliasing_inputs():
     assert v.data_ptr() == x.data_ptr() and yt.data_ptr() == y.data_ptr()
     v.add_(1)
     assert torch.equal(x.view(-1), v)
+
+
+def test_forward_and_backward_compilers_plug_in():
+    seen = []
+
+    def fw_compiler(graph):
+        seen.append(("forward", sorted({n.schema for n in graph.nodes if n.op == "call_function"
+                                        and n.target_kind == "aten"})))
+        return graph.runner()
+
+    def bw_compiler(graph):
+        seen.append(("backward", len(graph.inputs)))
+        return graph.runner()
+
+    backend = aot.make_backend("aot_eager", fw_compiler, bw_compiler)
+    lin = torch.nn.Linear(3, 2)
+    out = dynamo.compile(lin, backend=backend)(torch.randn(4, 3))
+    assert seen == [("forward", ["aten::addmm", "aten::t"])]
+    out.sum().backward()
+    assert seen[1][0] == "backward" and lin.weight.grad is not None
