@@ -1,6 +1,7 @@
-// STAND-IN (branch h-aot only): the partition API of backends/src/partition (engineer
-// `partition`), with a save-everything implementation so the AOT layer can be built and tested
-// before the min-cut partitioner lands. Replaced by theirs when h-partition is merged.
+// The joint-graph partitioner: splits an AOT joint forward/backward graph into a forward graph
+// and a backward graph, choosing what the forward saves for the backward by a max-flow/min-cut
+// over the forward values (recomputing cheap ops in the backward), or saving everything the
+// backward reads (kSaveAll). Implementation: backends/src/partition/ (docs/partitioner.md).
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,7 @@ enum class PartitionMode { kMinCut, kSaveAll };
 /// Options of partitionJoint.
 struct PartitionOptions {
   PartitionMode mode = PartitionMode::kMinCut;   ///< which partitioner
-  std::vector<std::string> disabledRecomputeOps; ///< schema names never recomputed
+  std::vector<std::string> disabledRecomputeOps; ///< names from recompute_ops.def never recomputed
 };
 
 /// A forward graph (in: primals; out: forward outputs, then saved values) and a backward graph
