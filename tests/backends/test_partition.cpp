@@ -186,10 +186,7 @@ TEST_CASE("partition is deterministic and summarised", "[partition]") {
   Partition b2 = partitionJoint(joint, {1, 1});
   CHECK(a.saved == b2.saved);
   CHECK(a.recomputed == b2.recomputed);
-  CHECK(a.summary() ==
-        "partition: 1 saved (4096 bytes), 3 recomputed; forward 3 ops, backward 6 ops\n"
-        "  saved: primals_1\n"
-        "  recomputed: relu relu_1 relu_2");
+  CHECK(a.summary() == "1 saved (4096 bytes), 3 recomputed");
 }
 
 TEST_CASE("a graph that does not match its signature is an internal error", "[partition]") {
@@ -242,7 +239,7 @@ TEST_CASE("a resnet50-sized joint graph partitions quickly", "[partition][benchm
   auto start = std::chrono::steady_clock::now();
   Partition p = partitionJoint(joint, {static_cast<size_t>(kBlocks + 1), 1});
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  std::printf("partition of a %zu-node joint graph: %.1f ms; %s\n", joint.size(), ms,
-              p.summary().substr(0, p.summary().find('\n')).c_str());
+  std::printf("partition of a %zu-node joint graph: %.1f ms; %s; forward %zu ops, backward %zu ops\n",
+              joint.size(), ms, p.summary().c_str(), p.forward.body().size(), p.backward.body().size());
   CHECK(!p.saved.empty());
 }

@@ -39,8 +39,11 @@ int64_t savedBytes(const core::Node& n) {
 NodeSet mutatedAliases(const core::Graph& joint) {
   NodeSet mutated;
   for (const NodeRef& n : joint.body())
-    if (partition::isMutating(*n) && !n->args().empty())
-      n->args()[0].forEachNode([&](const NodeRef& in) { mutated.insert(in.get()); });
+    if (partition::isMutating(*n)) {
+      if (!n->args().empty()) n->args()[0].forEachNode([&](const NodeRef& in) { mutated.insert(in.get()); });
+      for (const auto& [key, value] : n->kwargs())
+        if (key == "out") value.forEachNode([&](const NodeRef& in) { mutated.insert(in.get()); });
+    }
   if (mutated.empty()) return mutated;
   bool changed = true;
   while (changed) {  // views of, and bases of views of, mutated values
@@ -152,14 +155,7 @@ NodeSet recomputeSet(const core::Graph& joint, const JointView& view, std::vecto
 
 std::string Partition::summary() const {
   std::ostringstream s;
-  s << "partition: " << saved.size() << " saved (" << bytesSaved << " bytes), " << recomputed.size()
-    << " recomputed; forward " << forward.body().size() << " ops, backward " << backward.body().size() << " ops";
-  auto list = [&](const char* what, const std::vector<std::string>& names) {
-    s << "\n  " << what << ":";
-    for (const std::string& name : names) s << ' ' << name;
-  };
-  list("saved", saved);
-  list("recomputed", recomputed);
+  s << saved.size() << " saved (" << bytesSaved << " bytes), " << recomputed.size() << " recomputed";
   return s.str();
 }
 
