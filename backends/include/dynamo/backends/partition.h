@@ -1,6 +1,7 @@
-// STAND-IN (branch h-aot only): the partition API of backends/src/partition (engineer
-// `partition`), with a save-everything implementation so the AOT layer can be built and tested
-// before the min-cut partitioner lands. Replaced by theirs when h-partition is merged.
+// The joint-graph partitioner: splits an AOT joint forward/backward graph into a forward graph
+// and a backward graph, choosing what the forward saves for the backward by a max-flow/min-cut
+// over the forward values (recomputing cheap ops in the backward), or saving everything the
+// backward reads (kSaveAll). Implementation: backends/src/partition/ (docs/partitioner.md).
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,7 @@ enum class PartitionMode { kMinCut, kSaveAll };
 /// Options of partitionJoint.
 struct PartitionOptions {
   PartitionMode mode = PartitionMode::kMinCut;   ///< which partitioner
-  std::vector<std::string> disabledRecomputeOps; ///< schema names never recomputed
+  std::vector<std::string> disabledRecomputeOps; ///< names from recompute_ops.def never recomputed
 };
 
 /// A forward graph (in: primals; out: forward outputs, then saved values) and a backward graph
@@ -37,7 +38,7 @@ struct Partition {
   std::vector<std::string> saved;    ///< joint node names saved for backward, in order
   std::vector<std::string> recomputed;  ///< joint node names recomputed in the backward
   int64_t bytesSaved = 0;            ///< bytes of the saved tensors (from their tensor meta)
-  /// One line: counts and bytes.
+  /// One line for DYNAMO_LOGS=partition: "3 saved (4096 bytes), 2 recomputed".
   std::string summary() const;
 };
 
