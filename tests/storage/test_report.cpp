@@ -61,7 +61,7 @@ TEST_CASE("the summary names the run, its versions and its row counts") {
   auto reader = TraceReader::open(path);
   std::string text = renderSummary(*reader, {true});
   std::string runId = std::to_string(reader->runs()[0].id);
-  CHECK(text == "trace store " + path + " (schema version 2)\n\n"
+  CHECK(text == "trace store " + path + " (schema version 3)\n\n"
                 "run " + runId + ": pid <masked>, started <masked>, ended <masked>\n"
                 "  command: train.py --fast\n"
                 "  host: <masked>  python 3.11.2  torch 1.13.1  dynamo 0.1.0\n"
