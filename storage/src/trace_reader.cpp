@@ -111,7 +111,10 @@ void TraceReader::readCrash(RunRecord& run) const {
 
 std::vector<FrameRecord> TraceReader::frames(RowId runId) const {
   std::vector<FrameRecord> out;
-  impl_->query("SELECT frame_id, run_id, file, first_line, name FROM frames WHERE run_id = ?1 "
+  // A run's rows have ids (run << 32) | seq (see "Ids" in docs/trace-store.md): a key range, no
+  // index (v3 dropped the by-run ones, which cost every compile's commit a page each).
+  impl_->query("SELECT frame_id, run_id, file, first_line, name FROM frames WHERE frame_id "
+               "BETWEEN (?1 << 32) AND ((?1 << 32) | 4294967295) AND run_id = ?1 "
                "ORDER BY frame_id",
                runId, [&](const sql::Statement& s) {
                  out.push_back({s.columnInt(0), s.columnInt(1), s.columnText(2),
@@ -157,7 +160,10 @@ std::vector<CompileRecord> TraceReader::compilesOfFrame(RowId frameId) const {
 }
 
 std::vector<CompileRecord> TraceReader::compilesOfRun(RowId runId) const {
-  return readCompiles(*impl_, "WHERE run_id = ?1 ORDER BY compile_id", runId);
+  return readCompiles(*impl_,
+                      "WHERE compile_id BETWEEN (?1 << 32) AND ((?1 << 32) | 4294967295) "
+                      "AND run_id = ?1 ORDER BY compile_id",
+                      runId);
 }
 
 std::vector<GraphRecord> TraceReader::graphs(RowId compileId) const {
@@ -356,7 +362,10 @@ static std::vector<GuardFailureRecord> readFailures(const TraceReader::Impl& imp
 }
 
 std::vector<GuardFailureRecord> TraceReader::guardFailures(RowId runId) const {
-  return readFailures(*impl_, "WHERE (?1 IS NULL OR run_id = ?1) ORDER BY time_us, failure_id",
+  if (runId == 0) return readFailures(*impl_, "WHERE ?1 IS NULL ORDER BY time_us, failure_id", 0);
+  return readFailures(*impl_,
+                      "WHERE failure_id BETWEEN (?1 << 32) AND ((?1 << 32) | 4294967295) "
+                      "AND run_id = ?1 ORDER BY time_us, failure_id",
                       runId);
 }
 

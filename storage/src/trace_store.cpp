@@ -152,7 +152,9 @@ CREATE INDEX artifacts_by_run ON artifacts(run_id);
 // differed, expected and seen, the user line that created the guard, and the compile the failure
 // caused, so a recompile is joined to its failures by id); the runtime hits of each cache entry,
 // counted by the entry itself (replacing the "dynamo.entry_hits" artifact of v1-v2, which readers
-// still read in older stores).
+// still read in older stores). The by-run indexes of frames, compiles and guard failures go: a
+// run's rows are a key range ((run << 32) | seq), and each index cost every compile's commit a
+// page write.
 constexpr const char* kSchemaV3 = R"sql(
 ALTER TABLE graph_breaks ADD COLUMN detail TEXT NOT NULL DEFAULT '';
 ALTER TABLE guard_failures ADD COLUMN guard_kind TEXT NOT NULL DEFAULT '';
@@ -165,6 +167,9 @@ ALTER TABLE guard_failures ADD COLUMN user_file TEXT NOT NULL DEFAULT '';
 ALTER TABLE guard_failures ADD COLUMN user_line INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE guard_failures ADD COLUMN source_line TEXT NOT NULL DEFAULT '';
 ALTER TABLE guard_failures ADD COLUMN caused_compile_id INTEGER REFERENCES compiles(compile_id);
+DROP INDEX frames_by_run;
+DROP INDEX compiles_by_run;
+DROP INDEX guard_failures_by_run;
 CREATE TABLE cache_entry_hits(
   compile_id INTEGER PRIMARY KEY REFERENCES compiles(compile_id),
   run_id INTEGER NOT NULL REFERENCES runs(run_id),
@@ -179,7 +184,8 @@ constexpr Migration kMigrations[] = {
     {2, "runs.rank and runs.world_size for distributed jobs; indexes for the readers' queries",
      kSchemaV2},
     {3, "graph_breaks.detail; guard failures as data (guard kind and source, property, dim, "
-        "expected, seen, the guard's user line, the compile caused); table cache_entry_hits",
+        "expected, seen, the guard's user line, the compile caused); table cache_entry_hits; "
+        "the by-run indexes of frames, compiles and guard failures dropped (key ranges)",
      kSchemaV3},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
