@@ -32,7 +32,7 @@ struct GraphSummary {
   int attempt = 0;                      ///< that compile's attempt
   int index = 0;                        ///< index within the compile
   int numNodes = 0;                     ///< nodes, placeholders and output included
-  std::map<std::string, int> opCounts;  ///< call_* targets -> count ("operator.mul": 2)
+  std::map<std::string, int> opCounts;  ///< graphOpKey -> count ("operator.mul": 2)
   int ops() const;                      ///< sum of opCounts
 };
 
@@ -88,8 +88,9 @@ struct ExplainReport {
 /// when runId names no run.
 ExplainReport buildExplainReport(const storage::TraceReader& reader, RowId runId = 0);
 
-/// Op counts of a serialized graph ("dynamo.graph" JSON): call_function by target, call_method
-/// as "Tensor.<name>", call_module as "module <name>". Empty when the text is not JSON.
+/// Op counts of a serialized graph ("dynamo.graph" JSON), keyed by graphOpKey
+/// (common/op_key.h): call_function by target, call_method as "torch.Tensor.<name>",
+/// call_module as "module <name>", the names dynamo.explain() uses. Empty when not JSON.
 std::map<std::string, int> graphOpCounts(const std::string& serialized);
 
 /// The name of the runtime-hits artifact (python/dynamo/recording.py ENTRY_HITS_ARTIFACT).
