@@ -22,7 +22,7 @@
 #include "dynamo/common/error.h"
 #include "dynamo/storage/crash_marker.h"
 #include "dynamo/storage/trace_reader.h"
-#include "dynamo/storage/trace_report.h"
+#include "dynamo/explain/trace_report.h"
 #include "dynamo/storage/trace_store.h"
 #include "dynamo/storage/trace_writer.h"
 #include "py_util.h"
@@ -32,6 +32,9 @@ namespace dynamo::py {
 namespace {
 
 using namespace dynamo::storage;
+using explain::ReportCommand;
+using explain::ReportOptions;
+using explain::reportCommands;
 
 // ---- conversions --------------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 // The plain-text reports behind `dynamo-trace`, pinned with volatile fields masked.
-#include "dynamo/storage/trace_report.h"
+#include "dynamo/explain/trace_report.h"
 #include "dynamo/storage/trace_writer.h"
 #include "dynamo_catch.h"
 #include "test_support.h"
 
 using namespace dynamo::storage;
+using namespace dynamo::explain;
 using dynamo::storage::testing::ScratchDir;
 
 namespace {

@@ -7,9 +7,9 @@
 //
 // Occurrences: one pass of the program through a break site at run time, counted as
 // storage::BreakTally says (trace_reader.h), the one definition dynamo-trace and dynamo.explain()
-// use too: 1 + the runtime hits of the cache entry for each compile that met the break (the
-// "dynamo.entry_hits" artifact python/dynamo/recording.py writes at exit), 1 for a compile that
-// made no entry; a break in a callee, met both by its callers' compiles (inlined) and by its own
+// use too: 1 + the runtime hits of the cache entry for each compile that met the break
+// (cache_entry_hits, counted by the entry itself; the "dynamo.entry_hits" artifact in v1-v2
+// stores), 1 for a compile that made no entry; a break in a callee, met both by its callers' compiles (inlined) and by its own
 // compile, counts the larger of the two sums, not both.
 #pragma once
 
@@ -93,7 +93,7 @@ ExplainReport buildExplainReport(const storage::TraceReader& reader, RowId runId
 /// call_module as "module <name>", the names dynamo.explain() uses. Empty when not JSON.
 std::map<std::string, int> graphOpCounts(const std::string& serialized);
 
-/// The name of the runtime-hits artifact (python/dynamo/recording.py ENTRY_HITS_ARTIFACT).
+/// The name of the runtime-hits artifact of v1-v2 stores.
 using storage::kEntryHitsArtifact;
 
 /// Renders the report in `format`.
