@@ -86,10 +86,11 @@ PyObject* recordToDict(const core::CompileRecord& r) {
   setItem(d.get(), "store_status", str(std::string(compileStatusName(r.status))));
   setItem(d.get(), "reason", str(r.reason));
   PyObject* graphs = check(PyList_New(0));
-  for (const core::Graph& g : r.graphs) {
+  for (size_t i = 0; i < r.graphs.size(); ++i) {
+    const core::Graph& g = r.graphs[i];
     PyObject* gd = check(PyDict_New());
-    setItem(gd, "text", str(core::printGraph(g)));
-    setItem(gd, "json", str(core::serializeGraph(g)));
+    setItem(gd, "text", str(r.printedGraphs.at(i)));
+    setItem(gd, "json", str(r.serializedGraphs.at(i)));
     PyObject* ops = check(PyDict_New());
     for (const auto& [k, v] : g.opCounts()) {
       PyObject* n = PyLong_FromLong(v);

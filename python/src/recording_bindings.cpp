@@ -110,13 +110,16 @@ void outputNames(const core::Arg& a, std::vector<std::string>& out) {
   }
 }
 
-storage::GraphRecord graphRow(RowId compileId, int index, const core::Graph& g) {
+storage::GraphRecord graphRow(RowId compileId, const core::CompileRecord& r, std::size_t index) {
+  const core::Graph& g = r.graphs[index];
   storage::GraphRecord row;
   row.compileId = compileId;
-  row.index = index;
+  row.index = static_cast<int>(index);
   row.format = "dynamo.graph/" + std::to_string(core::kGraphFormatVersion);
-  row.serialized = core::serializeGraph(g);
-  row.printed = core::printGraph(g);
+  // Built once by the compiler for the sink and the listeners (CompileRecord::printedGraphs).
+  row.serialized = index < r.serializedGraphs.size() ? r.serializedGraphs[index]
+                                                     : core::serializeGraph(g);
+  row.printed = index < r.printedGraphs.size() ? r.printedGraphs[index] : core::printGraph(g);
   row.numNodes = static_cast<int>(g.body().size());
   for (const core::NodeRef& n : g.inputs()) row.inputs.push_back(n->name());
   if (g.output()) outputNames(g.output()->outputValue(), row.outputs);
@@ -279,8 +282,7 @@ class TraceSink final : public core::CompileSink {
                 {"backend", msToUs(r.backendMs)}};
     RowId compileId = w.recordCompile(std::move(c));
     recordFailures(r, frame, compileId, endUs);
-    for (std::size_t i = 0; i < r.graphs.size(); ++i)
-      w.recordGraph(graphRow(compileId, static_cast<int>(i), r.graphs[i]));
+    for (std::size_t i = 0; i < r.graphs.size(); ++i) w.recordGraph(graphRow(compileId, r, i));
     for (const core::BreakRecord& b : r.breaks) w.recordGraphBreak(breakRow(compileId, b));
     Entry entry{compileId, frame, r.entry, {}, -1};
     for (const core::GuardInfo& g : r.guards) {

@@ -9,6 +9,8 @@
 #include "dynamo/core/graph_fx.h"
 #include "dynamo/core/backend.h"
 #include "dynamo/core/compile_sink.h"
+#include "dynamo/core/graph_printer.h"
+#include "dynamo/core/graph_serializer.h"
 #include "graph_call.h"
 #include "torch_api.h"
 #include "tracer.h"
@@ -216,9 +218,14 @@ class Compiler : public FrameCompiler {
   }
 
   // The sink (the trace store) first, then the Python listeners; neither may disturb the compile.
-  void notify(const CompileRecord& rec) {
+  // The graph listings are built here, once for both, and only when someone receives them.
+  void notify(CompileRecord& rec) {
     const std::shared_ptr<CompileSink>& sink = compileSink();
     if (!sink && !opts_.listener) return;
+    for (const Graph& g : rec.graphs) {
+      rec.printedGraphs.push_back(printGraph(g));
+      rec.serializedGraphs.push_back(serializeGraph(g));
+    }
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     if (sink) sink->compiled(rec);

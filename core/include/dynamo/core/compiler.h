@@ -63,6 +63,9 @@ struct CompileRecord {
   double backendMs = 0;     ///< the backend
   double totalMs = 0;
   std::vector<PassRecord> passes;   ///< what each pass of the pipeline did to the graph
+  /// graphs[i] printed (graph_printer.h) and serialized (graph_serializer.h): built once, when
+  /// the record is handed on, for the sink and the listeners alike (empty before).
+  std::vector<std::string> printedGraphs, serializedGraphs;
 };
 
 /// Options of a compiler, fixed when it is made.
