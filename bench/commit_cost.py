@@ -6,9 +6,9 @@ docs/trace-store.md, "What the compiler records"). Not a test: timings are never
 
 Tracing is on (a fresh store in a temporary directory). Per model and repeat, dynamo.reset()
 and one compiled call (eval, no_grad, batch 1, 3x224x224, 1 torch thread), timed twice: once with
-dynamo.recording.COMMIT_EACH_COMPILE = False (the rows wait for the writer thread's batch, as
-before issue #16) and once with True (the listener flushes: one commit per compile before the
-code runs). The two modes alternate in order from repeat to repeat. "small50" compiles 50 tiny
+dynamo.recording.set_commit_each_compile(False) (the rows wait for the writer thread's batch, as
+before issue #16) and once with True (one commit per compile before the code runs). Older builds
+(the Python recorder) are driven through dynamo.recording.COMMIT_EACH_COMPILE instead. The two modes alternate in order from repeat to repeat. "small50" compiles 50 tiny
 functions (x * i + 1) and calls each once: the case where a commit weighs most. Prints the median
 wall and thread-CPU milliseconds of each mode and their ratio (after / before).
 """
@@ -22,6 +22,13 @@ import torch
 
 import dynamo
 from dynamo import recording
+
+
+def set_commit(on):
+    if hasattr(recording, "set_commit_each_compile"):
+        recording.set_commit_each_compile(on)
+    else:  # a build before the C++ recorder
+        recording.COMMIT_EACH_COMPILE = on
 
 
 def small_functions(n=50):
@@ -58,7 +65,7 @@ def main():
             run()  # warm-up: imports, first-time torch work
             for r in range(args.repeats):
                 for mode in ((False, True) if r % 2 == 0 else (True, False)):
-                    recording.COMMIT_EACH_COMPILE = mode
+                    set_commit(mode)
                     dynamo.reset()
                     w0, c0 = time.perf_counter(), time.thread_time()
                     run()
@@ -69,7 +76,7 @@ def main():
               f"(ratio {med[True][0] / med[False][0]:.3f}); thread CPU {med[False][1]:.1f} -> "
               f"{med[True][1]:.1f} ms (ratio {med[True][1] / med[False][1]:.3f}); "
               f"median of {args.repeats} interleaved repeats", flush=True)
-    recording.COMMIT_EACH_COMPILE = True
+    set_commit(True)
 
 
 if __name__ == "__main__":

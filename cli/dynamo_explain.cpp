@@ -3,9 +3,10 @@
 // compile times. A thin main: the report and the driver live in dynamo::explain
 // (explain_report.h, tool_main.h); docs/explain.md describes options, formats and exit codes.
 #include "dynamo/explain/explain_report.h"
-#include "dynamo/explain/tool_main.h"
+#include "dynamo/cli/tool_main.h"
 
 using namespace dynamo::explain;
+using namespace dynamo::cli;
 
 int main(int argc, char** argv) {
   ToolSpec spec;

@@ -1,11 +1,12 @@
 // dynamo-profile: the recompilation profiler. Runs a script with capture and the trace store on
 // (or reads --db) and reports per function how many compiles and why each recompile happened,
 // cache-limit hits, compile time and suggestions. A thin main over dynamo::profiler
-// (profile_report.h) and dynamo::explain's driver (tool_main.h); see docs/explain.md.
-#include "dynamo/explain/tool_main.h"
+// (profile_report.h) and the programs' driver (cli/driver, tool_main.h); see docs/explain.md.
+#include "dynamo/cli/tool_main.h"
 #include "dynamo/profiler/profile_report.h"
 
 using namespace dynamo::explain;
+using namespace dynamo::cli;
 using namespace dynamo::profiler;
 
 int main(int argc, char** argv) {

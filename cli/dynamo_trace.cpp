@@ -1,5 +1,5 @@
 // dynamo-trace: prints reports over a trace store. A thin main: the reports live in
-// dynamo::storage (trace_report.h) so the tests and the GUI share them.
+// dynamo::explain (trace_report.h) so the tests and the GUI share them.
 //
 //   dynamo-trace summary|runs|breaks|compiles|failures TRACE.db [--mask]
 //   dynamo-trace check TRACE.db       schema version and PRAGMA integrity_check
@@ -18,10 +18,13 @@
 #include "dynamo/core/graph_printer.h"
 #include "dynamo/core/graph_serializer.h"
 #include "dynamo/storage/trace_reader.h"
-#include "dynamo/storage/trace_report.h"
+#include "dynamo/explain/trace_report.h"
 #include "dynamo/storage/trace_store.h"
 
 using namespace dynamo::storage;
+using dynamo::explain::ReportCommand;
+using dynamo::explain::ReportOptions;
+using dynamo::explain::reportCommands;
 
 namespace {
 

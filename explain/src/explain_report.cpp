@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "dynamo/common/error.h"
+#include "dynamo/common/op_key.h"
 #include "dynamo/explain/explain_report.h"
 
 #include <nlohmann/json.hpp>
@@ -42,9 +43,8 @@ std::map<std::string, int> graphOpCounts(const std::string& serialized) {
   for (const nlohmann::json& node : *nodes) {
     if (!node.is_object()) continue;
     std::string op = str(node, "op"), target = str(node, "target");
-    if (op == "call_function") ++counts[target];
-    else if (op == "call_method") ++counts["Tensor." + target];
-    else if (op == "call_module") ++counts["module " + target];
+    if (op == "call_function" || op == "call_method" || op == "call_module")
+      ++counts[graphOpKey(op, target)];
   }
   return counts;
 }

@@ -1,4 +1,4 @@
-// buildProfileReport: recompiles, their parsed guard failures, cache-limit hits and suggestions
+// buildProfileReport: recompiles, their guard failures, cache-limit hits and suggestions
 // (profile_report.h).
 #include <algorithm>
 #include <cctype>
@@ -25,10 +25,16 @@ int FunctionProfile::recompileCount() const {
 
 namespace {
 
-// The compile of `compiles` whose failures these are: the one ending at the failure's time
-// (recording.py writes the compile's end time), else the last one that ended before it.
+// The compile of `compiles` whose failures these are: the one the failure names (schema v3);
+// in an older store, the one ending at the failure's time (the Python recorder wrote the
+// compile's end time), else the last one that ended before it.
 const CompileRecord* recompileOf(const GuardFailureRecord& f,
                                  const std::vector<CompileRecord>& compiles) {
+  if (f.causedCompileId != 0) {
+    for (const CompileRecord& c : compiles)
+      if (c.id == f.causedCompileId) return &c;
+    return nullptr;
+  }
   const CompileRecord* best = nullptr;
   for (const CompileRecord& c : compiles) {
     if (c.attempt == 0 && c.status != "cache_limit") continue;
@@ -40,23 +46,30 @@ const CompileRecord* recompileOf(const GuardFailureRecord& f,
   return best;
 }
 
-// Fills the guard kind and creation line from the guard row when the reason lacks them.
-void completeFromGuard(const TraceReader& reader, const GuardFailureRecord& f,
-                       GuardFailureInfo& info,
-                       std::map<RowId, std::vector<storage::GuardRecord>>& guardCache) {
+// A failure row as the report's struct: the fields the guard recorded (schema v3); an older
+// store has only the reason text, and the kind, source and line come from the guard row.
+GuardFailureInfo failureInfo(const TraceReader& reader, const GuardFailureRecord& f,
+                             std::map<RowId, std::vector<storage::GuardRecord>>& guardCache) {
+  GuardFailureInfo info;
+  info.reason = f.reason;
+  info.guardKind = f.guardKind;
+  info.source = f.guardSource;
+  info.property = f.property;
+  info.dim = f.dim;
+  info.expected = f.expected;
+  info.seen = f.seen;
+  info.createdAt = f.location;
   info.failedEntry = f.compileId;
-  if (f.guardId == 0) return;
+  if (f.guardId == 0) return info;
   auto it = guardCache.find(f.compileId);
   if (it == guardCache.end()) it = guardCache.emplace(f.compileId, reader.guards(f.compileId)).first;
   for (const storage::GuardRecord& g : it->second) {
     if (g.id != f.guardId) continue;
-    if (info.guardKind.empty() || info.guardKind != g.kind) {
-      // The row is the truth; the parsed kind is a guess (e.g. EQUALS_MATCH vs ID_MATCH).
-      if (!g.kind.empty()) info.guardKind = g.kind;
-    }
+    if (info.guardKind.empty()) info.guardKind = g.kind;
     if (info.source.empty()) info.source = g.source;
     if (!info.createdAt.known() && g.location.known()) info.createdAt = g.location;
   }
+  return info;
 }
 
 bool isInteger(const std::string& s) {
@@ -238,9 +251,7 @@ FunctionProfile buildFunction(const TraceReader& reader, const storage::FrameRec
     if (c == nullptr) continue;
     for (Recompile& r : fn.recompiles) {
       if (r.compileId != c->id) continue;
-      GuardFailureInfo info = parseGuardFailure(f.reason);
-      completeFromGuard(reader, f, info, guardCache);
-      addFailure(r, std::move(info));
+      addFailure(r, failureInfo(reader, f, guardCache));
       break;
     }
   }

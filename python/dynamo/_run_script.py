@@ -49,10 +49,8 @@ def _flush_before_os_exit():
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
-                import dynamo.recording
                 import dynamo.trace
-                dynamo.recording.record_entry_hits()  # what the atexit hook would record
-                dynamo.trace.end_run()                # flushed, end time recorded
+                dynamo.trace.end_run()  # entry hits recorded, flushed, end time recorded
             except BaseException:  # noqa: BLE001 - the exit must happen whatever failed
                 pass
             _status(f"done\t{status}")

@@ -15,8 +15,8 @@ failed guard), ``-name`` turns one off, ``all`` turns all on. The environment va
 import; ``set_logs`` replaces the setting. An unknown name gives one warning listing the valid ones.
 
 A compile listener prints the lines when a compile happens; nothing runs on compiled calls.
-Guard failure reasons are taken apart by the C++ parser that dynamo-profile and
-dynamo.profile_recompiles() use (``dynamo._C._reports.parse_guard_failure``).
+Guard failures come as data from the compiler (the record's ``misses``: kind, source, expected,
+seen, the user line that created the guard), the same fields the trace store keeps.
 """
 import sys
 import threading
@@ -128,20 +128,12 @@ def _graph_break_lines(record):
     return out
 
 
-def guard_failures(reason):
-    """A record's reason text as parsed guard failures, one per failed cache entry (a reason line
-    with its indented continuation lines, e.g. ``(guard created at file:line: source)``), each a
-    dict from the C++ parser the reports use (``dynamo._C._reports.parse_guard_failure``):
-    reason, kind, source, what, dim, expected, seen, created_at ({file, line, source} or None)."""
-    entries = []
-    for line in (reason or "").splitlines():
-        if not line.strip():
-            continue
-        if line[:1].isspace() and entries:
-            entries[-1] += "\n" + line
-        else:
-            entries.append(line.strip())
-    return [_C._reports.parse_guard_failure(e) for e in entries]
+def guard_failures(record):
+    """A compile record's guard failures as data, in order: every failing guard of every cache
+    entry that missed (newest entry first), each a dict the compiler filled from the guard itself:
+    reason, kind, source, property, dim, expected, seen, created_at ({file, line, source} or
+    None)."""
+    return [f for miss in record.get("misses") or () for f in miss["failures"]]
 
 
 def created_at_text(failure, with_source=True):
@@ -151,7 +143,8 @@ def created_at_text(failure, with_source=True):
     if not created:
         return ""
     where = _where(created["file"], created["line"])
-    return f"{where}: {created['source']}" if with_source and created["source"] else where
+    source = (created.get("source") or "").strip()
+    return f"{where}: {source}" if with_source and source else where
 
 
 def _recompile_lines(record):
@@ -159,14 +152,13 @@ def _recompile_lines(record):
     fn = f"{record.get('function', '?')} ({_where(record.get('file', ''), record.get('line', 0))})"
     attempt = int(record.get("attempt") or 0)
     if status == "cache-limit":
-        last = (record.get("reason") or "").partition("last reason: ")[2]
-        failures = guard_failures(last)
+        failures = guard_failures(record)
         why = _reason_text(failures[0]) if failures else "?"
         return [f"{PREFIX} {fn} hit cache_size_limit after {attempt} compiles; it runs eagerly "
                 f"from now on. Last reason: {why}"]
-    if status != "compiled" or attempt == 0 or not (record.get("reason") or "").strip():
+    failures = guard_failures(record)
+    if status != "compiled" or attempt == 0 or not failures:
         return []
-    failures = guard_failures(record["reason"])
     out = [f"{PREFIX} recompiling {fn}, attempt {attempt}: {_reason_text(failures[0])}"]
     if enabled("recompiles") > 1:
         for f in failures:

@@ -8,7 +8,8 @@
 //   disable_code(code)       never capture this code object
 //   break_kinds()            [(slug, explanation, hint)] from break_kinds.def
 //
-// The listener receives one dict per compile attempt (see recordToDict).
+// The listener receives one dict per compile attempt (see recordToDict); the trace store gets
+// the same records in C++ (recording_bindings.cpp).
 #include <memory>
 
 #include "bindings.h"
@@ -20,6 +21,7 @@
 #include "dynamo/core/graph_printer.h"
 #include "dynamo/core/graph_serializer.h"
 #include "py_util.h"
+#include "recording_bindings.h"
 
 namespace dynamo::py {
 
@@ -80,13 +82,15 @@ PyObject* recordToDict(const core::CompileRecord& r) {
   setItem(d.get(), "file", str(r.where.file));
   setItem(d.get(), "line", PyLong_FromLong(r.where.line));
   setItem(d.get(), "attempt", PyLong_FromLong(r.attempt));
-  setItem(d.get(), "status", str(r.status));
+  setItem(d.get(), "status", str(std::string(compileStatusListenerName(r.status))));
+  setItem(d.get(), "store_status", str(std::string(compileStatusName(r.status))));
   setItem(d.get(), "reason", str(r.reason));
   PyObject* graphs = check(PyList_New(0));
-  for (const core::Graph& g : r.graphs) {
+  for (size_t i = 0; i < r.graphs.size(); ++i) {
+    const core::Graph& g = r.graphs[i];
     PyObject* gd = check(PyDict_New());
-    setItem(gd, "text", str(core::printGraph(g)));
-    setItem(gd, "json", str(core::serializeGraph(g)));
+    setItem(gd, "text", str(r.printedGraphs.at(i)));
+    setItem(gd, "json", str(r.serializedGraphs.at(i)));
     PyObject* ops = check(PyDict_New());
     for (const auto& [k, v] : g.opCounts()) {
       PyObject* n = PyLong_FromLong(v);
@@ -140,6 +144,29 @@ PyObject* recordToDict(const core::CompileRecord& r) {
     Py_DECREF(gd);
   }
   setItem(d.get(), "guards", guards);
+  PyObject* misses = check(PyList_New(0));
+  for (const core::EntryMiss& m : r.misses) {
+    PyObject* md = check(PyDict_New());
+    setItem(md, "entry_id", PyLong_FromUnsignedLongLong(m.entryId));
+    PyObject* failures = check(PyList_New(0));
+    for (const core::GuardFailure& f : m.failures) {
+      PyObject* fd = check(PyDict_New());
+      setItem(fd, "kind", str(core::guardKindInfo(f.kind).name));
+      setItem(fd, "source", str(f.sourceName));
+      setItem(fd, "reason", str(f.reason));
+      setItem(fd, "property", str(f.property));
+      setItem(fd, "dim", PyLong_FromLong(f.dim));
+      setItem(fd, "expected", str(f.expected));
+      setItem(fd, "seen", str(f.seen));
+      setItem(fd, "created_at", f.where.known() ? locationToDict(f.where) : (Py_INCREF(Py_None), Py_None));
+      PyList_Append(failures, fd);
+      Py_DECREF(fd);
+    }
+    setItem(md, "failures", failures);
+    PyList_Append(misses, md);
+    Py_DECREF(md);
+  }
+  setItem(d.get(), "misses", misses);
   setItem(d.get(), "guard_text", str(r.guardText));
   setItem(d.get(), "bytecode", str(r.bytecode));
   setItem(d.get(), "entry_id", PyLong_FromUnsignedLongLong(r.entryId));
@@ -472,6 +499,7 @@ PyModuleDef moduleDef = {PyModuleDef_HEAD_INIT, "dynamo._C._compiler", "The fram
 
 int initCompilerBindings(PyObject* module) {
   if (core::registerCompilerTypes(module) < 0) return -1;
+  if (initRecordingBindings(module) < 0) return -1;
   PyObject* sub = PyModule_Create(&moduleDef);  // new ref
   if (sub == nullptr) return -1;
   if (PyModule_AddObject(module, "_compiler", sub) < 0) {  // steals sub on success

@@ -4,7 +4,6 @@
 //   explain_report(db_path, fmt="text", run_id=None, masked=False) -> str
 //   profile_report(db_path, fmt="text", run_id=None, masked=False, since_us=0, until_us=0,
 //                  root_dir="") -> str
-//   parse_guard_failure(reason) -> dict   (profiler::parseGuardFailure)
 //   explain_policy(db_path, max_breaks=None, fullgraph=False, run_id=None) -> (code, message)
 //
 // fmt is one of text, json, junit, markdown, sarif. A path that is not a trace store raises
@@ -106,42 +105,6 @@ PyObject* profileReport(PyObject*, PyObject* args, PyObject* kwargs) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
-// d[key] = value; steals value (a new ref, null after a failed call).
-void setItem(PyObject* d, const char* key, PyObject* value) {
-  PyRef owned = PyRef::steal(check(value));
-  if (PyDict_SetItemString(d, key, owned.get()) < 0) throw PythonErrorAlreadySet{};
-}
-
-PyObject* parseGuardFailureDict(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"reason", nullptr};
-  PyObject* reason = nullptr;  // borrowed ref
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U", const_cast<char**>(kw), &reason))
-    return nullptr;
-  DYNAMO_PY_TRY
-  Py_ssize_t size = 0;
-  const char* text = PyUnicode_AsUTF8AndSize(reason, &size);  // borrowed: owned by `reason`
-  if (text == nullptr) throw PythonErrorAlreadySet{};
-  profiler::GuardFailureInfo f = profiler::parseGuardFailure(std::string_view(text, static_cast<size_t>(size)));
-  PyRef d = PyRef::steal(check(PyDict_New()));
-  setItem(d.get(), "reason", newStr(f.reason));
-  setItem(d.get(), "kind", newStr(f.guardKind));
-  setItem(d.get(), "source", newStr(f.source));
-  setItem(d.get(), "what", newStr(f.property));
-  setItem(d.get(), "dim", f.dim >= 0 ? PyLong_FromLong(f.dim) : Py_NewRef(Py_None));
-  setItem(d.get(), "expected", newStr(f.expected));
-  setItem(d.get(), "seen", newStr(f.seen));
-  if (f.createdAt.known()) {
-    PyRef created = PyRef::steal(check(PyDict_New()));
-    setItem(created.get(), "file", newStr(f.createdAt.file));
-    setItem(created.get(), "line", PyLong_FromLong(f.createdAt.line));
-    setItem(created.get(), "source", newStr(f.createdAt.sourceLine));
-    setItem(d.get(), "created_at", created.release());
-  } else {
-    setItem(d.get(), "created_at", Py_NewRef(Py_None));
-  }
-  return d.release();  // new ref
-  DYNAMO_PY_CATCH(nullptr)
-}
 
 PyObject* explainPolicy(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* kw[] = {"db_path", "max_breaks", "fullgraph", "run_id", nullptr};
@@ -186,11 +149,6 @@ PyMethodDef reportMethods[] = {
               "The dynamo-profile (recompilation) report of a trace store; since_us/until_us: only\n"
               "the compiles that ended in that window (0: open); root_dir: files under it are shown\n"
               "relative to it."),
-    DYNAMO_KW("parse_guard_failure", parseGuardFailureDict,
-              "parse_guard_failure(reason) -> dict\n\n"
-              "A verbose guard failure reason taken apart: reason (without the creation part), kind,\n"
-              "source, what (size, stride, dtype, value, object, ...), dim (or None), expected, seen,\n"
-              "created_at ({file, line, source} or None)."),
     DYNAMO_KW("explain_policy", explainPolicy,
               "explain_policy(db_path, max_breaks=None, fullgraph=False, run_id=None) -> (code, message)\n\n"
               "dynamo-explain's CI policy: code 0 passes, 1 fails; message says why."),

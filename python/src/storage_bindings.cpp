@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,10 +18,11 @@
 #include <vector>
 
 #include "bindings.h"
+#include "recording_bindings.h"
 #include "dynamo/common/error.h"
 #include "dynamo/storage/crash_marker.h"
 #include "dynamo/storage/trace_reader.h"
-#include "dynamo/storage/trace_report.h"
+#include "dynamo/explain/trace_report.h"
 #include "dynamo/storage/trace_store.h"
 #include "dynamo/storage/trace_writer.h"
 #include "py_util.h"
@@ -30,6 +32,9 @@ namespace dynamo::py {
 namespace {
 
 using namespace dynamo::storage;
+using explain::ReportCommand;
+using explain::ReportOptions;
+using explain::reportCommands;
 
 // ---- conversions --------------------------------------------------------------------------
 
@@ -200,6 +205,7 @@ PyObject* toPy(const GraphBreakRecord& r) {
       .set("compile_id", newInt(r.compileId))
       .set("kind", newStr(r.kind))
       .location(r.location)
+      .set("detail", newStr(r.detail))
       .set("explanation", newStr(r.explanation))
       .set("hints", newList(r.hints))
       .set("user_stack", newList(r.userStack))
@@ -237,6 +243,14 @@ PyObject* toPy(const GuardFailureRecord& r) {
       .set("guard_id", newInt(r.guardId))
       .set("time_us", newInt(r.timeUs))
       .set("reason", newStr(r.reason))
+      .set("guard_kind", newStr(r.guardKind))
+      .set("guard_source", newStr(r.guardSource))
+      .set("property", newStr(r.property))
+      .set("dim", newInt(r.dim))
+      .set("expected", newStr(r.expected))
+      .set("seen", newStr(r.seen))
+      .set("caused_compile_id", newInt(r.causedCompileId))
+      .location(r.location)
       .release();
 }
 
@@ -291,18 +305,21 @@ PyObject* toPyList(const std::vector<T>& rows) {  // new ref
 
 struct WriterObject {
   PyObject_HEAD
-  TraceWriter* writer;  // owned; null once closed
+  std::shared_ptr<TraceWriter>* writer;  // owned holder; null once closed (the compile sink
+                                         // may share the writer: recording_bindings.cpp)
   RowId runId;
   int schemaVersion;
   PyObject* path;       // new ref, owned
 };
+
+PyTypeObject* writerType = nullptr;  // dynamo._C.TraceWriter (strong ref, set at init)
 
 TraceWriter& liveWriter(WriterObject* self) {
   if (self->writer == nullptr)
     throw UserError(UserErrorKind::kTraceStore,
                     detail::concat("trace store '", toString(self->path), "' is closed"), {}, "",
                     "record before close(), or open a new writer");
-  return *self->writer;
+  return **self->writer;
 }
 
 PyObject* writerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -338,7 +355,7 @@ PyObject* writerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   auto* obj = reinterpret_cast<WriterObject*>(self.get());
   obj->runId = writer->runId();
   obj->schemaVersion = writer->schemaVersion();
-  obj->writer = writer.release();
+  obj->writer = new std::shared_ptr<TraceWriter>(std::move(writer));
   Py_INCREF(path);
   obj->path = path;  // new ref, owned by obj
   return self.release();
@@ -348,10 +365,16 @@ PyObject* writerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 void writerDealloc(PyObject* self) {
   auto* obj = reinterpret_cast<WriterObject*>(self);
   if (obj->writer != nullptr) {
-    TraceWriter* writer = std::exchange(obj->writer, nullptr);
-    // The destructor flushes and closes; errors go to stderr (never raised from a dealloc).
+    std::unique_ptr<std::shared_ptr<TraceWriter>> holder(std::exchange(obj->writer, nullptr));
+    beforeWriterClose(holder->get());
+    // close() flushes; errors go to stderr (never raised from a dealloc).
+    TraceWriter* writer = holder->get();
     Py_BEGIN_ALLOW_THREADS
-    delete writer;
+    try {
+      writer->close();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dynamo: warning: %s\n", e.what());
+    }
     Py_END_ALLOW_THREADS
   }
   Py_XDECREF(obj->path);
@@ -552,7 +575,9 @@ PyObject* writerClose(PyObject* self, PyObject*) {
   DYNAMO_PY_TRY
   auto* obj = reinterpret_cast<WriterObject*>(self);
   if (obj->writer != nullptr) {
-    std::unique_ptr<TraceWriter> writer(std::exchange(obj->writer, nullptr));
+    std::unique_ptr<std::shared_ptr<TraceWriter>> holder(std::exchange(obj->writer, nullptr));
+    beforeWriterClose(holder->get());
+    std::shared_ptr<TraceWriter> writer = *holder;
     withoutGil([&] { writer->close(); });
   }
   Py_RETURN_NONE;
@@ -899,8 +924,20 @@ int addType(PyObject* module, const char* name, PyType_Spec* spec) {
 
 }  // namespace
 
+std::shared_ptr<TraceWriter> writerOf(PyObject* obj) {
+  if (writerType == nullptr || !PyObject_TypeCheck(obj, writerType)) {
+    PyErr_SetString(PyExc_TypeError, "expected a dynamo.trace.TraceWriter");
+    throw PythonErrorAlreadySet{};
+  }
+  auto* w = reinterpret_cast<WriterObject*>(obj);
+  liveWriter(w);  // throws when closed
+  return *w->writer;
+}
+
 int initStorageBindings(PyObject* module) {
   if (addType(module, "TraceWriter", &writerSpec) < 0) return -1;
+  writerType = reinterpret_cast<PyTypeObject*>(PyObject_GetAttrString(module, "TraceWriter"));
+  if (writerType == nullptr) return -1;  // new ref, kept for the process
   if (addType(module, "TraceReader", &readerSpec) < 0) return -1;
   if (PyModule_AddFunctions(module, moduleFunctions) < 0) return -1;
   if (PyModule_AddIntConstant(module, "TRACE_SCHEMA_VERSION", kSchemaVersion) < 0) return -1;

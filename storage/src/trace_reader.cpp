@@ -7,6 +7,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "dynamo/common/compile_status.h"
 #include "dynamo/common/error.h"
 #include "dynamo/storage/crash_marker.h"
 #include "dynamo/storage/trace_store.h"
@@ -110,7 +111,10 @@ void TraceReader::readCrash(RunRecord& run) const {
 
 std::vector<FrameRecord> TraceReader::frames(RowId runId) const {
   std::vector<FrameRecord> out;
-  impl_->query("SELECT frame_id, run_id, file, first_line, name FROM frames WHERE run_id = ?1 "
+  // A run's rows have ids (run << 32) | seq (see "Ids" in docs/trace-store.md): a key range, no
+  // index (v3 dropped the by-run ones, which cost every compile's commit a page each).
+  impl_->query("SELECT frame_id, run_id, file, first_line, name FROM frames WHERE frame_id "
+               "BETWEEN (?1 << 32) AND ((?1 << 32) | 4294967295) AND run_id = ?1 "
                "ORDER BY frame_id",
                runId, [&](const sql::Statement& s) {
                  out.push_back({s.columnInt(0), s.columnInt(1), s.columnText(2),
@@ -156,7 +160,10 @@ std::vector<CompileRecord> TraceReader::compilesOfFrame(RowId frameId) const {
 }
 
 std::vector<CompileRecord> TraceReader::compilesOfRun(RowId runId) const {
-  return readCompiles(*impl_, "WHERE run_id = ?1 ORDER BY compile_id", runId);
+  return readCompiles(*impl_,
+                      "WHERE compile_id BETWEEN (?1 << 32) AND ((?1 << 32) | 4294967295) "
+                      "AND run_id = ?1 ORDER BY compile_id",
+                      runId);
 }
 
 std::vector<GraphRecord> TraceReader::graphs(RowId compileId) const {
@@ -183,10 +190,16 @@ std::vector<GraphRecord> TraceReader::graphs(RowId compileId) const {
 
 std::vector<GraphBreakRecord> TraceReader::graphBreaks(RowId compileId) const {
   std::vector<GraphBreakRecord> out;
-  impl_->query("SELECT break_id, run_id, compile_id, kind, user_file, user_line, source_line, "
-               "explanation, hints, user_stack FROM graph_breaks WHERE compile_id = ?1 "
-               "ORDER BY break_id",
-               compileId, [&](const sql::Statement& s) {
+  const char* sqlText =
+      impl_->version >= 3
+          ? "SELECT break_id, run_id, compile_id, kind, user_file, user_line, source_line, "
+            "explanation, hints, user_stack, detail FROM graph_breaks WHERE compile_id = ?1 "
+            "ORDER BY break_id"
+          : "SELECT break_id, run_id, compile_id, kind, user_file, user_line, source_line, "
+            "explanation, hints, user_stack FROM graph_breaks WHERE compile_id = ?1 "
+            "ORDER BY break_id";
+  bool hasDetail = impl_->version >= 3;
+  impl_->query(sqlText, compileId, [&](const sql::Statement& s) {
                  GraphBreakRecord b;
                  b.id = s.columnInt(0);
                  b.runId = s.columnInt(1);
@@ -197,14 +210,13 @@ std::vector<GraphBreakRecord> TraceReader::graphBreaks(RowId compileId) const {
                  b.explanation = s.columnText(7);
                  b.hints = impl_->list(s, 8, "graph_breaks.hints", b.id);
                  b.userStack = impl_->list(s, 9, "graph_breaks.user_stack", b.id);
+                 if (hasDetail) b.detail = s.columnText(10);
                  out.push_back(std::move(b));
                });
   return out;
 }
 
-bool compileMadeEntry(const CompileRecord& c) {
-  return c.status == "ok" || c.status == "graph_break";
-}
+bool compileMadeEntry(const CompileRecord& c) { return compileStatusNameMadeEntry(c.status); }
 
 void BreakTally::add(const CompileRecord& c, const GraphBreakRecord& b, const EntryHits& hits) {
   std::int64_t n = 1;
@@ -228,6 +240,15 @@ std::int64_t BreakTally::occurrences() const {
 
 EntryHits TraceReader::entryHits(RowId runId) const {
   EntryHits hits;
+  if (impl_->version >= 3) {
+    impl_->query("SELECT compile_id, hits FROM cache_entry_hits WHERE run_id = ?1", runId,
+                 [&](const sql::Statement& s) {
+                   hits.recorded = true;
+                   hits.byCompile[s.columnInt(0)] = s.columnInt(1);
+                 });
+    if (hits.recorded) return hits;
+  }
+  // Schema v1-v2 (and v3 files written by a build before the table): the artifact.
   for (const ArtifactRecord& a : artifacts(runId)) {
     if (a.name != kEntryHitsArtifact) continue;
     hits.recorded = true;
@@ -306,9 +327,13 @@ std::vector<GuardRecord> TraceReader::guards(RowId compileId) const {
 
 static std::vector<GuardFailureRecord> readFailures(const TraceReader::Impl& impl,
                                                     const char* where, RowId param) {
+  bool structured = impl.version >= 3;
   std::string sqlText =
-      std::string("SELECT failure_id, run_id, compile_id, frame_id, guard_id, time_us, reason "
-                  "FROM guard_failures ") + where;
+      std::string("SELECT failure_id, run_id, compile_id, frame_id, guard_id, time_us, reason") +
+      (structured ? ", guard_kind, guard_source, property, dim, expected, seen, user_file, "
+                    "user_line, source_line, caused_compile_id "
+                  : " ") +
+      "FROM guard_failures " + where;
   std::vector<GuardFailureRecord> out;
   sql::Statement s(impl.db, sqlText.c_str());
   s.bindIdOrNull(1, param);
@@ -321,13 +346,26 @@ static std::vector<GuardFailureRecord> readFailures(const TraceReader::Impl& imp
     f.guardId = s.columnInt(4);
     f.timeUs = s.columnInt(5);
     f.reason = s.columnText(6);
+    if (structured) {
+      f.guardKind = s.columnText(7);
+      f.guardSource = s.columnText(8);
+      f.property = s.columnText(9);
+      f.dim = static_cast<int>(s.columnInt(10));
+      f.expected = s.columnText(11);
+      f.seen = s.columnText(12);
+      f.location = {s.columnText(13), static_cast<int>(s.columnInt(14)), s.columnText(15)};
+      f.causedCompileId = s.columnInt(16);
+    }
     out.push_back(std::move(f));
   }
   return out;
 }
 
 std::vector<GuardFailureRecord> TraceReader::guardFailures(RowId runId) const {
-  return readFailures(*impl_, "WHERE (?1 IS NULL OR run_id = ?1) ORDER BY time_us, failure_id",
+  if (runId == 0) return readFailures(*impl_, "WHERE ?1 IS NULL ORDER BY time_us, failure_id", 0);
+  return readFailures(*impl_,
+                      "WHERE failure_id BETWEEN (?1 << 32) AND ((?1 << 32) | 4294967295) "
+                      "AND run_id = ?1 ORDER BY time_us, failure_id",
                       runId);
 }
 

@@ -147,12 +147,46 @@ CREATE INDEX code_by_compile ON code(run_id, compile_id);
 CREATE INDEX artifacts_by_run ON artifacts(run_id);
 )sql";
 
+// Version 3: what the compiler records in C++ (docs/trace-store.md). A graph break's specific
+// reason on its own (detail); guard failures as data (the failing guard's kind and source, what
+// differed, expected and seen, the user line that created the guard, and the compile the failure
+// caused, so a recompile is joined to its failures by id); the runtime hits of each cache entry,
+// counted by the entry itself (replacing the "dynamo.entry_hits" artifact of v1-v2, which readers
+// still read in older stores). The by-run indexes of frames, compiles and guard failures go: a
+// run's rows are a key range ((run << 32) | seq), and each index cost every compile's commit a
+// page write.
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE graph_breaks ADD COLUMN detail TEXT NOT NULL DEFAULT '';
+ALTER TABLE guard_failures ADD COLUMN guard_kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE guard_failures ADD COLUMN guard_source TEXT NOT NULL DEFAULT '';
+ALTER TABLE guard_failures ADD COLUMN property TEXT NOT NULL DEFAULT '';
+ALTER TABLE guard_failures ADD COLUMN dim INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE guard_failures ADD COLUMN expected TEXT NOT NULL DEFAULT '';
+ALTER TABLE guard_failures ADD COLUMN seen TEXT NOT NULL DEFAULT '';
+ALTER TABLE guard_failures ADD COLUMN user_file TEXT NOT NULL DEFAULT '';
+ALTER TABLE guard_failures ADD COLUMN user_line INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE guard_failures ADD COLUMN source_line TEXT NOT NULL DEFAULT '';
+ALTER TABLE guard_failures ADD COLUMN caused_compile_id INTEGER REFERENCES compiles(compile_id);
+DROP INDEX frames_by_run;
+DROP INDEX compiles_by_run;
+DROP INDEX guard_failures_by_run;
+CREATE TABLE cache_entry_hits(
+  compile_id INTEGER PRIMARY KEY REFERENCES compiles(compile_id),
+  run_id INTEGER NOT NULL REFERENCES runs(run_id),
+  hits INTEGER NOT NULL,
+  time_us INTEGER NOT NULL);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "base tables: meta, runs, frames, compiles, compile_phases, graphs, graph_breaks, "
         "guards, guard_failures, code, artifacts",
      kSchemaV1},
     {2, "runs.rank and runs.world_size for distributed jobs; indexes for the readers' queries",
      kSchemaV2},
+    {3, "graph_breaks.detail; guard failures as data (guard kind and source, property, dim, "
+        "expected, seen, the guard's user line, the compile caused); table cache_entry_hits; "
+        "the by-run indexes of frames, compiles and guard failures dropped (key ranges)",
+     kSchemaV3},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version, in order");

@@ -35,14 +35,40 @@ struct RunEnd {
 };
 
 using Row = std::variant<FrameRecord, CompileRecord, GraphRecord, GraphBreakRecord, GuardRecord,
-                         GuardFailureRecord, CodeRecord, ArtifactRecord, RunEnd>;
+                         GuardFailureRecord, CodeRecord, ArtifactRecord, CacheEntryHitsRecord,
+                         RunEnd>;
 
-// The prepared INSERTs, owned by the writer thread.
+// The INSERTs of the columns a file of schema `version` has (the test hook writes older ones).
+const char* graphBreakInsert(int version) {
+  return version >= 3
+             ? "INSERT INTO graph_breaks(break_id, run_id, compile_id, kind, user_file, "
+               "user_line, source_line, explanation, hints, user_stack, detail) "
+               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+             : "INSERT INTO graph_breaks(break_id, run_id, compile_id, kind, user_file, "
+               "user_line, source_line, explanation, hints, user_stack) "
+               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+}
+
+const char* failureInsert(int version) {
+  return version >= 3
+             ? "INSERT INTO guard_failures(failure_id, run_id, compile_id, frame_id, guard_id, "
+               "time_us, reason, guard_kind, guard_source, property, dim, expected, seen, "
+               "user_file, user_line, source_line, caused_compile_id) VALUES (?1, ?2, ?3, ?4, "
+               "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+             : "INSERT INTO guard_failures(failure_id, run_id, compile_id, frame_id, guard_id, "
+               "time_us, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+}
+
+// The prepared INSERTs, owned by whoever holds commitMu. Prepared once per writer: a commit per
+// compile then only binds and steps.
 struct Inserts {
+  int version;
   sql::Statement frame, compile, phase, graph, graphBreak, guard, failure, code, artifact, runEnd;
+  std::optional<sql::Statement> hits;  // v3 and later
 
-  explicit Inserts(sql::Database& db)
-      : frame(db, "INSERT INTO frames(frame_id, run_id, file, first_line, name) "
+  Inserts(sql::Database& db, int fileVersion)
+      : version(fileVersion),
+        frame(db, "INSERT INTO frames(frame_id, run_id, file, first_line, name) "
                   "VALUES (?1, ?2, ?3, ?4, ?5)"),
         compile(db, "INSERT INTO compiles(compile_id, run_id, frame_id, attempt, status, reason, "
                     "start_time_us, duration_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
@@ -51,18 +77,19 @@ struct Inserts {
         graph(db, "INSERT INTO graphs(graph_id, run_id, compile_id, graph_index, format, "
                   "serialized, printed, num_nodes, inputs, outputs) "
                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-        graphBreak(db, "INSERT INTO graph_breaks(break_id, run_id, compile_id, kind, user_file, "
-                       "user_line, source_line, explanation, hints, user_stack) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+        graphBreak(db, graphBreakInsert(fileVersion)),
         guard(db, "INSERT INTO guards(guard_id, run_id, compile_id, kind, checks, source, "
                   "user_file, user_line, source_line) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
-        failure(db, "INSERT INTO guard_failures(failure_id, run_id, compile_id, frame_id, "
-                    "guard_id, time_us, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+        failure(db, failureInsert(fileVersion)),
         code(db, "INSERT INTO code(code_id, run_id, compile_id, kind, language, name, content) "
                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
         artifact(db, "INSERT INTO artifacts(artifact_id, run_id, compile_id, name, media_type, "
                      "data, time_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
-        runEnd(db, "UPDATE runs SET end_time_us = ?2 WHERE run_id = ?1") {}
+        runEnd(db, "UPDATE runs SET end_time_us = ?2 WHERE run_id = ?1") {
+    if (version >= 3)
+      hits.emplace(db, "INSERT OR REPLACE INTO cache_entry_hits(compile_id, run_id, hits, "
+                       "time_us) VALUES (?1, ?2, ?3, ?4)");
+  }
 
   void insert(const FrameRecord& r) {
     frame.bind(1, r.id).bind(2, r.runId).bindText(3, r.file).bind(4, r.firstLine)
@@ -86,7 +113,9 @@ struct Inserts {
     graphBreak.bind(1, r.id).bind(2, r.runId).bind(3, r.compileId).bindText(4, r.kind)
         .bindText(5, r.location.file).bind(6, r.location.line).bindText(7, r.location.sourceLine)
         .bindText(8, r.explanation).bindText(9, encodeStringList(r.hints))
-        .bindText(10, encodeStringList(r.userStack)).run();
+        .bindText(10, encodeStringList(r.userStack));
+    if (version >= 3) graphBreak.bindText(11, r.detail);
+    graphBreak.run();
   }
   void insert(const GuardRecord& r) {
     guard.bind(1, r.id).bind(2, r.runId).bind(3, r.compileId).bindText(4, r.kind)
@@ -95,7 +124,17 @@ struct Inserts {
   }
   void insert(const GuardFailureRecord& r) {
     failure.bind(1, r.id).bind(2, r.runId).bind(3, r.compileId).bindIdOrNull(4, r.frameId)
-        .bindIdOrNull(5, r.guardId).bind(6, r.timeUs).bindText(7, r.reason).run();
+        .bindIdOrNull(5, r.guardId).bind(6, r.timeUs).bindText(7, r.reason);
+    if (version >= 3)
+      failure.bindText(8, r.guardKind).bindText(9, r.guardSource).bindText(10, r.property)
+          .bind(11, r.dim).bindText(12, r.expected).bindText(13, r.seen)
+          .bindText(14, r.location.file).bind(15, r.location.line)
+          .bindText(16, r.location.sourceLine).bindIdOrNull(17, r.causedCompileId);
+    failure.run();
+  }
+  void insert(const CacheEntryHitsRecord& r) {
+    if (!hits) return;  // an older file has no table for them (the test hook only)
+    hits->bind(1, r.compileId).bind(2, r.runId).bind(3, r.hits).bind(4, r.timeUs).run();
   }
   void insert(const CodeRecord& r) {
     code.bind(1, r.id).bind(2, r.runId).bindIdOrNull(3, r.compileId)
@@ -309,7 +348,7 @@ struct TraceWriter::Impl {
     lock.unlock();
     std::optional<UserError> failure;
     try {
-      if (!inserts) inserts.emplace(db);
+      if (!inserts) inserts.emplace(db, version);
       commitBatch(*inserts, batch);
       if (walPages.load(std::memory_order_relaxed) >= kBlockingCheckpointPages &&
           sqlite3_wal_checkpoint_v2(db.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
@@ -496,6 +535,10 @@ RowId TraceWriter::recordGuard(GuardRecord guard) { return impl_->enqueue(std::m
 RowId TraceWriter::recordGuardFailure(GuardFailureRecord failure) {
   if (failure.timeUs == 0) failure.timeUs = nowMicros();
   return impl_->enqueue(std::move(failure));
+}
+RowId TraceWriter::recordCacheEntryHits(CacheEntryHitsRecord hits) {
+  if (hits.timeUs == 0) hits.timeUs = nowMicros();
+  return impl_->enqueue(std::move(hits));
 }
 RowId TraceWriter::recordCode(CodeRecord code) { return impl_->enqueue(std::move(code)); }
 RowId TraceWriter::recordArtifact(ArtifactRecord artifact) {

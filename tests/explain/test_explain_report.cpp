@@ -92,7 +92,7 @@ TEST_CASE("a break in a loop is one group counting compiles plus runtime hits") 
   REQUIRE(step.graphs.size() == 1);
   CHECK(step.graphs[0].ops() == 3);
   CHECK(step.graphs[0].opCounts.at("operator.mul") == 2);
-  CHECK(step.graphs[0].opCounts.at("Tensor.sum") == 1);
+  CHECK(step.graphs[0].opCounts.at("torch.Tensor.sum") == 1);
 }
 
 TEST_CASE("without the hits artifact a break counts its compiles") {

@@ -1,8 +1,9 @@
 // Option parsing of the report programs (tool_main.h): every usage error's exact message.
-#include "dynamo/explain/tool_main.h"
+#include "dynamo/cli/tool_main.h"
 #include "dynamo_catch.h"
 
 using namespace dynamo::explain;
+using namespace dynamo::cli;
 
 namespace {
 

@@ -1,5 +1,5 @@
-// The recompilation profiler over a store written with TraceWriter: guard failure parsing for
-// each reason shape, recompiles matched to their failures, suggestions, cache-limit hits,
+// The recompilation profiler over a store written with TraceWriter: recompiles joined to their
+// guard failures (by id in schema v3, by time in older stores), suggestions, cache-limit hits,
 // renderers and policy.
 #include <string>
 
@@ -14,51 +14,15 @@ using dynamo::explain::Format;
 using dynamo::explain::RenderOptions;
 using dynamo::explain::testing::ScratchDir;
 
-TEST_CASE("parse: tensor size mismatch with the creating line") {
-  GuardFailureInfo f = parseGuardFailure(
-      "tensor 'x' size mismatch at dim 1: expected 4, got 8 (guard created at /m.py:3: def f(x):)");
-  CHECK(f.reason == "tensor 'x' size mismatch at dim 1: expected 4, got 8");
-  CHECK(f.guardKind == "TENSOR_MATCH");
-  CHECK(f.source == "x");
-  CHECK(f.property == "size");
-  CHECK(f.dim == 1);
-  CHECK(f.expected == "4");
-  CHECK(f.seen == "8");
-  CHECK(f.createdAt.file == "/m.py");
-  CHECK(f.createdAt.line == 3);
-  CHECK(f.createdAt.sourceLine == "def f(x):");
-}
-
-TEST_CASE("parse: the other reason shapes") {
-  GuardFailureInfo dtype = parseGuardFailure("tensor 'x' dtype mismatch: expected torch.float32, got torch.int64");
-  CHECK(dtype.property == "dtype");
-  CHECK(dtype.dim == -1);
-  CHECK(dtype.seen == "torch.int64");
-  GuardFailureInfo global = parseGuardFailure("'G['SCALE']' changed: expected 1.0, got 2.0");
-  CHECK(global.guardKind == "EQUALS_MATCH");
-  CHECK(global.source == "G['SCALE']");
-  GuardFailureInfo id = parseGuardFailure("'G['m']' is a different object: expected Linear, got Conv2d");
-  CHECK(id.guardKind == "ID_MATCH");
-  CHECK(id.expected == "Linear");
-  CHECK(parseGuardFailure("type of 'x' changed: expected list, got tuple").guardKind == "TYPE_MATCH");
-  CHECK(parseGuardFailure("grad mode changed: expected enabled, got disabled").guardKind == "GRAD_MODE");
-  CHECK(parseGuardFailure("length of 'xs' changed: expected 2, got 3").source == "xs");
-  // The compiler's multi-line form ("reason\n  (guard created at ...)").
-  GuardFailureInfo multi = parseGuardFailure("'n' changed: expected 3, got 4\n  (guard created at /m.py:7: def g(n):)");
-  CHECK(multi.seen == "4");
-  CHECK(multi.createdAt.line == 7);
-  GuardFailureInfo odd = parseGuardFailure("something else");
-  CHECK(odd.reason == "something else");
-  CHECK(odd.guardKind.empty());
-  CHECK_FALSE(odd.createdAt.known());
-}
-
 namespace {
 
-// f: recompiled for sizes 1..4 (failures at each compile's end time), then a cache-limit hit.
-std::string writeStore(const ScratchDir& dir, std::int64_t eagerRuns = -1) {
+// f: recompiled for sizes 1..4, then a cache-limit hit. Schema v3: each failure is data and names
+// the compile it caused; `version` 2 writes the reason text only, at the compile's end time.
+std::string writeStore(const ScratchDir& dir, std::int64_t eagerRuns = -1, int version = 0) {
   std::string path = dir.file("profile.db");
-  auto w = TraceWriter::open(path, RunRecord{});
+  WriterOptions options;
+  options.schemaVersionForTesting = version;
+  auto w = TraceWriter::open(path, RunRecord{}, options);
   RowId frame = w->recordFrame({0, 0, "/src/m.py", 5, "f"});
   std::int64_t t = 1000000;
   for (int attempt = 0; attempt <= 4; ++attempt) {
@@ -75,7 +39,17 @@ std::string writeStore(const ScratchDir& dir, std::int64_t eagerRuns = -1) {
       f.frameId = frame;
       f.timeUs = t + c.durationUs;
       f.reason = "tensor 'x' size mismatch at dim 0: expected " + std::to_string(attempt) +
-                 ", got " + std::to_string(attempt + 1) + " (guard created at /src/m.py:5: def f(x):)";
+                 ", got " + std::to_string(attempt + 1);
+      f.guardKind = "TENSOR_MATCH";
+      f.guardSource = "x";
+      f.property = "size";
+      f.dim = 0;
+      f.expected = std::to_string(attempt);
+      f.seen = std::to_string(attempt + 1);
+      f.location = {"/src/m.py", 5, "def f(x):"};
+      f.causedCompileId = id;
+      // The join is by id: a time that matches no compile's end must not matter.
+      f.timeUs = t + c.durationUs + 7;
       w->recordGuardFailure(f);
     }
     if (attempt == 4 && eagerRuns >= 0) {  // as dynamo.profile_recompiles() writes it
@@ -116,6 +90,22 @@ TEST_CASE("recompiles get their failures, suggestions and the cache-limit hit") 
         "pad or bucket the input to a few sizes; dynamic shapes are not supported yet");
   CHECK(f.suggestions[0].where.line == 5);
   CHECK(f.suggestions[1].id == "cache-limit");
+}
+
+TEST_CASE("a schema v2 store: failures joined by time, the reason text as it was") {
+  ScratchDir dir;
+  auto reader = TraceReader::open(writeStore(dir, -1, 2));
+  REQUIRE(reader->schemaVersion() == 2);
+  ProfileReport report = buildProfileReport(*reader);
+  const FunctionProfile& f = report.runs.at(0).functions.at(0);
+  REQUIRE(f.recompiles.size() == 4);
+  // v2 has no structured columns and no caused_compile_id: the time join finds the last
+  // compile that ended before the failure.
+  CHECK(f.recompiles[0].failures.at(0).reason ==
+        "tensor 'x' size mismatch at dim 0: expected 1, got 2");
+  CHECK(f.recompiles[0].failures.at(0).expected.empty());
+  CHECK(f.recompiles[0].failures.at(0).guardKind.empty());
+  CHECK(f.suggestions.size() == 1);  // only cache-limit: the sizes are not known as data
 }
 
 TEST_CASE("a time window keeps its compiles; the alive entries still count at the limit") {

@@ -165,6 +165,21 @@ def test_backend_that_segfaults_while_compiling_is_named(tmp_path):
         f"run 1: pid <masked>, started <masked>, crashed (SIGSEGV) in a backend: {tmp_path}/crash.py\n")
 
 
+def test_a_crash_in_the_very_first_compiles_backend_leaves_a_store(tmp_path):
+    # The run opens when the first compile starts (the compile sink asks dynamo.recording), not
+    # with its first record: a backend that kills the process on the first compile still leaves
+    # the run and its crash marker.
+    source = CRASHING_IN_BACKEND.replace(
+        'dynamo.optimize("eager")(g)(torch.ones(2))       # the run\'s writer opens with its first compile\n', "")
+    assert "optimize(\"eager\")" not in source
+    r = run_script(tmp_path, source)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    path = tmp_path / "t.db"
+    assert integrity(path) == "ok"
+    assert dynamo.trace.report(path, "runs", mask=True) == (
+        f"run 1: pid <masked>, started <masked>, crashed (SIGSEGV) in a backend: {tmp_path}/crash.py\n")
+
+
 def test_abort_in_compiled_code_is_named(tmp_path):
     r = run_script(tmp_path, CRASHING, "abort", relative=True)
     assert r.returncode == -signal.SIGABRT, r.stderr

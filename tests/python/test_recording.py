@@ -299,12 +299,84 @@ def test_enable_without_a_path_says_how_to_give_one(clean_recording):
         dynamo.recording.enable()
 
 
-@pytest.mark.parametrize("status,breaks,expected", [
-    ("compiled", [], "ok"), ("compiled", [{"kind": "print"}], "graph_break"),
-    ("skipped", [], "skipped"), ("failed", [], "failed"), ("cache-limit", [], "cache_limit"),
-])
-def test_store_status(status, breaks, expected):
-    assert dynamo.recording.store_status({"status": status, "breaks": breaks}) == expected
+def test_listener_and_store_share_the_status_vocabulary(tmp_path, clean_recording):
+    # compile_statuses.def: the listener's "compiled" is the store's ok or graph_break.
+    db = str(tmp_path / "status.db")
+    dynamo.recording.enable(db)
+    records = []
+    dynamo.add_compile_listener(records.append)
+    try:
+        def plain(x):
+            return x + 1
+
+        def breaking(x):
+            y = x * 2
+            print("", end="")
+            return y + 1
+        dynamo.compile(plain)(torch.ones(2))
+        dynamo.compile(breaking)(torch.ones(2))
+    finally:
+        dynamo.remove_compile_listener(records.append)
+        dynamo.recording.disable()
+    got = {(r["function"].rpartition(".")[2], r["status"], dynamo.recording.store_status(r))
+           for r in records}
+    assert ("plain", "compiled", "ok") in got
+    assert ("breaking", "compiled", "graph_break") in got
+    with _C.TraceReader(db) as store:
+        run_id = store.runs()[0]["id"]
+        stored = {(fr["name"].rpartition(".")[2], c["status"]) for fr in store.frames(run_id)
+                  for c in store.compiles(frame_id=fr["id"])}
+    assert {(f, s) for f, _, s in got} <= stored
+
+
+def test_guard_failures_are_recorded_as_data(tmp_path, clean_recording):
+    # The failing guard as the guard itself saw it, joined by id to its guard row, the failed
+    # entry's compile and the recompile it caused (schema v3).
+    db = str(tmp_path / "data.db")
+    dynamo.recording.enable(db)
+
+    def g(x, n):
+        return x * n
+    f = dynamo.compile(g)
+    f(torch.ones(2), 2)
+    f(torch.ones(2), 3)
+    dynamo.recording.disable()
+    with _C.TraceReader(db) as store:
+        run_id = store.runs()[0]["id"]
+        (frame,) = store.frames(run_id)
+        first, second = store.compiles(frame_id=frame["id"])
+        (failure,) = store.guard_failures(run_id=run_id)
+        assert failure["compile_id"] == first["id"]
+        assert failure["caused_compile_id"] == second["id"]
+        assert (failure["guard_kind"], failure["guard_source"], failure["property"],
+                failure["expected"], failure["seen"]) == ("EQUALS_MATCH", "n", "value", "2", "3")
+        assert failure["reason"] == "'n' changed: expected 2, got 3"
+        assert failure["line"] == g.__code__.co_firstlineno + 1
+        guard = next(x for x in store.guards(compile_id=first["id"]) if x["id"] == failure["guard_id"])
+        assert (guard["kind"], guard["source"]) == ("EQUALS_MATCH", "n")
+
+
+def test_cache_entry_hits_are_counted_by_the_entry(tmp_path, clean_recording):
+    db = str(tmp_path / "hits.db")
+    dynamo.recording.enable(db)
+
+    def h(x):
+        return x + 1
+    f = dynamo.compile(h)
+    for _ in range(5):
+        f(torch.ones(2))
+    dynamo.recording.disable()  # closes the run: the hits are recorded first
+    with _C.TraceReader(db) as store:
+        run_id = store.runs()[0]["id"]
+        (frame,) = store.frames(run_id)
+        (c,) = store.compiles(frame_id=frame["id"])
+    assert _C.TraceReader(db).artifacts(run_id=run_id) == []  # no text artifact any more
+    text = dynamo.trace.report(db, "summary")
+    assert "compiles 1" in text
+    import sqlite3
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT compile_id, hits FROM cache_entry_hits").fetchall() == [
+            (c["id"], 4)]
 
 
 def test_recompile_reasons_pair_with_their_cache_entries(tmp_path, clean_recording):

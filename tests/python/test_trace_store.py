@@ -50,7 +50,7 @@ def test_round_trip_of_every_record_type(tmp_path):
     assert w.closed
 
     with dynamo.trace.open(path) as r:
-        assert r.schema_version == dynamo.trace.SCHEMA_VERSION == 2
+        assert r.schema_version == dynamo.trace.SCHEMA_VERSION == 3
         (run,) = r.runs()
         assert run["id"] == run_id
         assert run["argv"] == ["prog", "-x"]
@@ -128,7 +128,7 @@ def test_newer_schema_is_refused_and_untouched(tmp_path):
             opener(str(path))
         assert info.value.summary == (
             f"'{path}' was written by trace-store schema version 7; "
-            "this Dynamo reads up to version 2")
+            "this Dynamo reads up to version 3")
         assert info.value.hint == "upgrade Dynamo, or write to a new file"
     assert path.read_bytes() == before
 
@@ -240,6 +240,6 @@ def test_version_1_file_is_read_and_upgraded(tmp_path):
     assert dynamo.trace.open(path).schema_version == 1
     assert dynamo.trace.upgrade(path) == 1
     with dynamo.trace.open(path) as r:
-        assert r.schema_version == 2
+        assert r.schema_version == dynamo.trace.SCHEMA_VERSION == 3
         assert r.runs()[0]["rank"] == -1
         assert r.counts()["frames"] == 1

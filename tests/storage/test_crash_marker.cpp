@@ -12,12 +12,13 @@
 
 #include "dynamo/storage/crash_marker.h"
 #include "dynamo/storage/trace_reader.h"
-#include "dynamo/storage/trace_report.h"
+#include "dynamo/explain/trace_report.h"
 #include "dynamo/storage/trace_writer.h"
 #include "dynamo_catch.h"
 #include "test_support.h"
 
 using namespace dynamo::storage;
+using namespace dynamo::explain;
 using dynamo::storage::testing::Child;
 using dynamo::storage::testing::ScratchDir;
 

@@ -1,10 +1,11 @@
 // The plain-text reports behind `dynamo-trace`, pinned with volatile fields masked.
-#include "dynamo/storage/trace_report.h"
+#include "dynamo/explain/trace_report.h"
 #include "dynamo/storage/trace_writer.h"
 #include "dynamo_catch.h"
 #include "test_support.h"
 
 using namespace dynamo::storage;
+using namespace dynamo::explain;
 using dynamo::storage::testing::ScratchDir;
 
 namespace {
@@ -61,7 +62,7 @@ TEST_CASE("the summary names the run, its versions and its row counts") {
   auto reader = TraceReader::open(path);
   std::string text = renderSummary(*reader, {true});
   std::string runId = std::to_string(reader->runs()[0].id);
-  CHECK(text == "trace store " + path + " (schema version 2)\n\n"
+  CHECK(text == "trace store " + path + " (schema version 3)\n\n"
                 "run " + runId + ": pid <masked>, started <masked>, ended <masked>\n"
                 "  command: train.py --fast\n"
                 "  host: <masked>  python 3.11.2  torch 1.13.1  dynamo 0.1.0\n"

@@ -13,6 +13,9 @@
 //                                        refusal is printed to stderr and exits 1; prints
 //                                        "reads <n>" (successful opens) at the end
 //   trace_writer_child bench PATH N      time N record calls and the final flush
+//   trace_writer_child compiles PATH N   thread CPU per small compile's rows (a frame, a compile,
+//                                        a graph, 3 guards, its bytecode), committed one by one
+//                                        (flush per compile) and in batches
 //   trace_writer_child crash PATH SIG    record a frame, a compile and its graph, note the compile's
 //                                        first call (crash marker), flush, print "compile <id>",
 //                                        then die of signal SIG (11: a real null dereference,
@@ -21,6 +24,8 @@
 // The writer modes print "run <id>" first (after "ready" with a barrier).
 #include <signal.h>
 #include <unistd.h>
+
+#include <time.h>
 
 #include <chrono>
 #include <cstdio>
@@ -171,6 +176,59 @@ int crash(const char* path, int sig) {
 
 }  // namespace
 
+// The rows of one small compile, as the compile sink records them for `x * i + 1`.
+RowId recordSmallCompile(TraceWriter& w, int i) {
+  static const std::string graphJson(900, 'j'), printed(300, 'p'), bytecode(1400, 'b');
+  RowId frame = w.recordFrame({0, 0, "/src/small.py", i, "f" + std::to_string(i)});
+  CompileRecord c;
+  c.frameId = frame;
+  c.status = "ok";
+  c.reason = "first call";
+  c.durationUs = 400;
+  c.phases = {{"capture", 200}, {"guards", 20}, {"backend", 10}};
+  RowId compile = w.recordCompile(c);
+  GraphRecord g;
+  g.compileId = compile;
+  g.format = "dynamo.graph/1";
+  g.serialized = graphJson;
+  g.printed = printed;
+  g.numNodes = 2;
+  g.inputs = {"x"};
+  g.outputs = {"add"};
+  w.recordGraph(g);
+  for (int k = 0; k < 3; ++k)
+    w.recordGuard({0, 0, compile, "TENSOR_MATCH", "tensor x: float32 cpu sizes=[4]", "x",
+                   {"/src/small.py", i + 1, "return x * 2 + 1"}});
+  w.recordCode({0, 0, compile, CodeKind::kTransformedBytecode, "f", bytecode});
+  return compile;
+}
+
+double threadCpuUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+int compiles(const char* path, int n) {
+  auto writer = openWriter(path, "compiles");
+  for (int i = 0; i < 20; ++i) recordSmallCompile(*writer, i);  // warm-up: statements, pages
+  writer->flush();
+  double c0 = threadCpuUs();
+  for (int i = 0; i < n; ++i) {
+    recordSmallCompile(*writer, 1000 + i);
+    writer->flush();
+  }
+  double c1 = threadCpuUs();
+  for (int i = 0; i < n; ++i) recordSmallCompile(*writer, 100000 + i);
+  double c2 = threadCpuUs();
+  writer->flush();  // the whole batch on this thread, for comparison
+  double c3 = threadCpuUs();
+  std::printf("per compile, thread CPU: commit each %.1f us; enqueue only %.1f us; "
+              "one commit for all %.1f us\n",
+              (c1 - c0) / n, (c2 - c1) / n, (c3 - c1) / n);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
     if (argc == 3 && std::strcmp(argv[1], "ack") == 0) return ack(argv[2]);
@@ -179,6 +237,8 @@ int main(int argc, char** argv) {
     if (argc == 4 && std::strcmp(argv[1], "read") == 0)
       return readWhileCreated(argv[2], std::atoi(argv[3]));
     if (argc == 4 && std::strcmp(argv[1], "bench") == 0) return bench(argv[2], std::atoi(argv[3]));
+    if (argc == 4 && std::strcmp(argv[1], "compiles") == 0)
+      return compiles(argv[2], std::atoi(argv[3]));
     if (argc == 4 && std::strcmp(argv[1], "crash") == 0) return crash(argv[2], std::atoi(argv[3]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -1,6 +1,8 @@
 // Node: the static make*() functions and accessors of immutable graph nodes (graph_node.h).
 #include "dynamo/core/graph_node.h"
 
+#include "dynamo/common/op_key.h"
+
 namespace dynamo::core {
 
 const char* nodeOpName(NodeOp op) {
@@ -75,8 +77,8 @@ const Arg& Node::outputValue() const {
 
 std::string Node::opKey() const {
   switch (op_) {
-    case NodeOp::kCallFunction: return target_->qualifiedName();
-    case NodeOp::kCallMethod: return "torch.Tensor." + method_;
+    case NodeOp::kCallFunction: return graphOpKey("call_function", target_->qualifiedName());
+    case NodeOp::kCallMethod: return graphOpKey("call_method", method_);
     default: return nodeOpName(op_);
   }
 }

@@ -87,8 +87,13 @@ struct GuardNode {
     for (const auto& [leaf, where] : leaves) {
       if (leaf->check(value)) continue;
       guards_detail::ErrorSaver saved;
-      out.push_back(GuardFailure{leaf->kind(), source.name(),
-                                 leaf->describeFailure(value, source.name()), where});
+      GuardMismatch m = leaf->mismatch(value, source.name());
+      GuardFailure f{leaf->kind(), source.name(), std::move(m.text), where};
+      f.property = std::move(m.property);
+      f.dim = m.dim;
+      f.expected = std::move(m.expected);
+      f.seen = std::move(m.seen);
+      out.push_back(std::move(f));
     }
     for (const auto& child : children) child->collect(child->source.fetchFrom(value), out);
     Py_DECREF(value);
@@ -149,7 +154,12 @@ std::vector<GuardFailure> GuardSet::failures(const FrameValues& frame) const {
   std::vector<GuardFailure> out;
   for (const auto& [leaf, where] : globals_) {
     if (!leaf->check(nullptr)) {
-      out.push_back(GuardFailure{leaf->kind(), "", leaf->describeFailure(nullptr, ""), where});
+      GuardMismatch m = leaf->mismatch(nullptr, "");
+      GuardFailure f{leaf->kind(), "", std::move(m.text), where};
+      f.property = std::move(m.property);
+      f.expected = std::move(m.expected);
+      f.seen = std::move(m.seen);
+      out.push_back(std::move(f));
     }
   }
   for (const auto& root : roots_) root->collect(root->source.fetchRoot(frame), out);

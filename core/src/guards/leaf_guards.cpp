@@ -21,6 +21,17 @@ namespace {
 
 std::string quoted(const std::string& sourceName) { return "'" + sourceName + "'"; }
 
+// "<subject> changed: expected X, got Y" (or another verb), and its fields.
+GuardMismatch differs(std::string subject, const char* property, std::string expected,
+                      std::string seen) {
+  GuardMismatch m;
+  m.text = subject + ": expected " + expected + ", got " + seen;
+  m.property = property;
+  m.expected = std::move(expected);
+  m.seen = std::move(seen);
+  return m;
+}
+
 // ---- TYPE_MATCH -------------------------------------------------------------------------------
 
 class TypeMatchGuard final : public LeafGuard {
@@ -32,8 +43,10 @@ class TypeMatchGuard final : public LeafGuard {
 
   bool check(PyObject* value) const override { return Py_TYPE(value) == type_; }
   std::string describeFailure(PyObject* value, const std::string& source) const override {
-    return "type of " + quoted(source) + " changed: expected " + name() + ", got " +
-           typeName(value);
+    return mismatch(value, source).text;
+  }
+  GuardMismatch mismatch(PyObject* value, const std::string& source) const override {
+    return differs("type of " + quoted(source) + " changed", "type", name(), typeName(value));
   }
   std::string describe(const std::string& source) const override {
     return "type(" + source + ") is " + name();
@@ -80,10 +93,13 @@ class IdMatchGuard final : public LeafGuard {
     return value == expected_ && (strong_ || PyWeakref_GET_OBJECT(weak_) == value);
   }
   std::string describeFailure(PyObject* value, const std::string& source) const override {
+    return mismatch(value, source).text;
+  }
+  GuardMismatch mismatch(PyObject* value, const std::string& source) const override {
     std::string expected = label_;
     if (!strong_ && PyWeakref_GET_OBJECT(weak_) == Py_None) expected += " (since deleted)";
-    return quoted(source) + " is a different object: expected " + expected + ", got " +
-           objectLabel(value);
+    return differs(quoted(source) + " is a different object", "object", expected,
+                   objectLabel(value));
   }
   std::string describe(const std::string& source) const override {
     return source + " is " + label_;
@@ -149,12 +165,15 @@ class EqualsMatchGuard final : public LeafGuard {
 
   bool check(PyObject* value) const override { return constantsMatch(constant_, value); }
   std::string describeFailure(PyObject* value, const std::string& source) const override {
+    return mismatch(value, source).text;
+  }
+  GuardMismatch mismatch(PyObject* value, const std::string& source) const override {
     std::string expected = safeRepr(constant_), got = safeRepr(value);
     if (Py_TYPE(value) != Py_TYPE(constant_) || expected == got) {
       expected += " (" + typeName(constant_) + ")";
       got += " (" + typeName(value) + ")";
     }
-    return quoted(source) + " changed: expected " + expected + ", got " + got;
+    return differs(quoted(source) + " changed", "value", expected, got);
   }
   std::string describe(const std::string& source) const override {
     return source + " == " + safeRepr(constant_) + " (" + typeName(constant_) + ")";
@@ -189,11 +208,14 @@ class LengthCheckGuard final : public LeafGuard {
 
   bool check(PyObject* value) const override { return lengthOf(value) == length_; }
   std::string describeFailure(PyObject* value, const std::string& source) const override {
+    return mismatch(value, source).text;
+  }
+  GuardMismatch mismatch(PyObject* value, const std::string& source) const override {
     ErrorSaver saved;
     Py_ssize_t n = lengthOf(value);
     std::string got = n < 0 ? typeName(value) + " without a length" : std::to_string(n);
-    return "length of " + quoted(source) + " changed: expected " + std::to_string(length_) +
-           ", got " + got;
+    return differs("length of " + quoted(source) + " changed", "length",
+                   std::to_string(length_), got);
   }
   std::string describe(const std::string& source) const override {
     return "len(" + source + ") == " + std::to_string(length_);
@@ -256,8 +278,11 @@ class DictKeysGuard final : public LeafGuard {
     return true;
   }
   std::string describeFailure(PyObject* value, const std::string& source) const override {
+    return mismatch(value, source).text;
+  }
+  GuardMismatch mismatch(PyObject* value, const std::string& source) const override {
     std::string got = PyDict_Check(value) ? keyList(value) : typeName(value) + " (not a dict)";
-    return "keys of " + quoted(source) + " changed: expected " + keysText_ + ", got " + got;
+    return differs("keys of " + quoted(source) + " changed", "keys", keysText_, got);
   }
   std::string describe(const std::string& source) const override {
     return "list(" + source + ".keys()) == " + keysText_;

@@ -64,6 +64,16 @@ c10::DispatchKeySet effectiveKeys(const at::Tensor& t) {
   return (t.key_set() | tls.included_) - tls.excluded_;
 }
 
+// "<what> changed: expected X, got Y" for the global-state guards, and its fields.
+GuardMismatch changed(const char* what, std::string expected, std::string seen) {
+  GuardMismatch m;
+  m.text = std::string(what) + " changed: expected " + expected + ", got " + seen;
+  m.property = what;
+  m.expected = std::move(expected);
+  m.seen = std::move(seen);
+  return m;
+}
+
 class TensorMatchGuard final : public LeafGuard {
  public:
   explicit TensorMatchGuard(PyObject* example) : LeafGuard(GuardKind::kTensorMatch) {
@@ -106,51 +116,49 @@ class TensorMatchGuard final : public LeafGuard {
   }
 
   std::string describeFailure(PyObject* value, const std::string& source) const override {
+    return mismatch(value, source).text;
+  }
+
+  GuardMismatch mismatch(PyObject* value, const std::string& source) const override {
     std::string pre = "tensor '" + source + "' ";
-    if (Py_TYPE(value) != type_) {
-      return pre + "type mismatch: expected " + typeNameOf(type_) + ", got " + typeName(value);
-    }
+    if (Py_TYPE(value) != type_) return differs(pre, "type", -1, typeNameOf(type_), typeName(value));
     try {
       return explain(value, pre);
     } catch (const std::exception& e) {
-      return pre + "cannot be inspected: " + e.what();
+      GuardMismatch m;
+      m.text = pre + "cannot be inspected: " + e.what();
+      return m;
     }
   }
 
-  std::string explain(PyObject* value, const std::string& pre) const {
+  GuardMismatch explain(PyObject* value, const std::string& pre) const {
     const at::Tensor& t = THPVariable_Unpack(value);
-    if (t.scalar_type() != dtype_) {
-      return pre + "dtype mismatch: expected " + dtypeName(dtype_) + ", got " +
-             dtypeName(t.scalar_type());
-    }
-    if (t.device() != device_) {
-      return pre + "device mismatch: expected " + device_.str() + ", got " + t.device().str();
-    }
-    if (t.layout() != layout_) {
-      return pre + "layout mismatch: expected " + layoutText(layout_) + ", got " +
-             layoutText(t.layout());
-    }
-    if (t.requires_grad() != requiresGrad_) {
-      return pre + "requires_grad mismatch: expected " + pyBool(requiresGrad_) + ", got " +
-             pyBool(t.requires_grad());
-    }
-    if (effectiveKeys(t) != keys_) {
-      return pre + "dispatch key set mismatch: expected " + keysText(keys_) + ", got " +
-             keysText(effectiveKeys(t));
-    }
+    if (t.scalar_type() != dtype_)
+      return differs(pre, "dtype", -1, dtypeName(dtype_), dtypeName(t.scalar_type()));
+    if (t.device() != device_) return differs(pre, "device", -1, device_.str(), t.device().str());
+    if (t.layout() != layout_)
+      return differs(pre, "layout", -1, layoutText(layout_), layoutText(t.layout()));
+    if (t.requires_grad() != requiresGrad_)
+      return differs(pre, "requires_grad", -1, pyBool(requiresGrad_), pyBool(t.requires_grad()));
+    if (effectiveKeys(t) != keys_)
+      return differs(pre, "dispatch key set", -1, keysText(keys_), keysText(effectiveKeys(t)));
     c10::IntArrayRef sizes = t.sizes();
     c10::IntArrayRef strides = strides_.empty() ? c10::IntArrayRef() : t.strides();
-    if (sizes.size() != sizes_.size()) {
-      return pre + "ndim mismatch: expected " + std::to_string(sizes_.size()) + ", got " +
-             std::to_string(sizes.size());
-    }
+    if (sizes.size() != sizes_.size())
+      return differs(pre, "ndim", -1, std::to_string(sizes_.size()), std::to_string(sizes.size()));
     for (std::size_t i = 0; i < sizes_.size(); ++i) {
-      if (sizes[i] != sizes_[i]) return mismatchAt(pre, "size", i, sizes_[i], sizes[i]);
+      if (sizes[i] != sizes_[i])
+        return differs(pre, "size", static_cast<int>(i), std::to_string(sizes_[i]),
+                       std::to_string(sizes[i]));
     }
     for (std::size_t i = 0; i < strides_.size() && i < strides.size(); ++i) {
-      if (strides[i] != strides_[i]) return mismatchAt(pre, "stride", i, strides_[i], strides[i]);
+      if (strides[i] != strides_[i])
+        return differs(pre, "stride", static_cast<int>(i), std::to_string(strides_[i]),
+                       std::to_string(strides[i]));
     }
-    return pre + "matches (the failure did not reproduce)";
+    GuardMismatch m;
+    m.text = pre + "matches (the failure did not reproduce)";
+    return m;
   }
 
   std::string describe(const std::string& source) const override {
@@ -186,10 +194,17 @@ class TensorMatchGuard final : public LeafGuard {
     std::size_t dot = n.rfind('.');
     return dot == std::string::npos ? n : n.substr(dot + 1);
   }
-  static std::string mismatchAt(const std::string& pre, const char* what, std::size_t dim,
-                                int64_t expected, int64_t got) {
-    return pre + what + " mismatch at dim " + std::to_string(dim) + ": expected " +
-           std::to_string(expected) + ", got " + std::to_string(got);
+  // "tensor 'x' size mismatch at dim 0: expected 4, got 8" and its fields.
+  static GuardMismatch differs(const std::string& pre, const char* what, int dim,
+                               std::string expected, std::string seen) {
+    GuardMismatch m;
+    m.text = pre + what + " mismatch" + (dim >= 0 ? " at dim " + std::to_string(dim) : "") +
+             ": expected " + expected + ", got " + seen;
+    m.property = what;
+    m.dim = dim;
+    m.expected = std::move(expected);
+    m.seen = std::move(seen);
+    return m;
   }
 
   PyTypeObject* type_ = nullptr;  // new ref (owned): Tensor, Parameter or a subclass
@@ -207,9 +222,11 @@ class GradModeGuard final : public LeafGuard {
   explicit GradModeGuard(bool enabled) : LeafGuard(GuardKind::kGradMode), enabled_(enabled) {}
 
   bool check(PyObject*) const override { return c10::GradMode::is_enabled() == enabled_; }
-  std::string describeFailure(PyObject*, const std::string&) const override {
-    return std::string("grad mode changed: expected ") + word(enabled_) + ", got " +
-           word(c10::GradMode::is_enabled());
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    return mismatch(value, source).text;
+  }
+  GuardMismatch mismatch(PyObject*, const std::string&) const override {
+    return changed("grad mode", word(enabled_), word(c10::GradMode::is_enabled()));
   }
   std::string describe(const std::string&) const override {
     return std::string("grad mode is ") + word(enabled_);
@@ -232,9 +249,12 @@ class DefaultDtypeGuard final : public LeafGuard {
   bool check(PyObject*) const override {
     return c10::get_default_dtype_as_scalartype() == dtype_;
   }
-  std::string describeFailure(PyObject*, const std::string&) const override {
-    return "default dtype changed: expected " + dtypeName(dtype_) + ", got " +
-           dtypeName(c10::get_default_dtype_as_scalartype());
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    return mismatch(value, source).text;
+  }
+  GuardMismatch mismatch(PyObject*, const std::string&) const override {
+    return changed("default dtype", dtypeName(dtype_),
+                   dtypeName(c10::get_default_dtype_as_scalartype()));
   }
   std::string describe(const std::string&) const override {
     return "default dtype is " + dtypeName(dtype_);

@@ -8,7 +8,9 @@
 #include "codegen.h"
 #include "dynamo/core/graph_fx.h"
 #include "dynamo/core/backend.h"
-#include "dynamo/storage/crash_marker.h"
+#include "dynamo/core/compile_sink.h"
+#include "dynamo/core/graph_printer.h"
+#include "dynamo/core/graph_serializer.h"
 #include "graph_call.h"
 #include "torch_api.h"
 #include "tracer.h"
@@ -66,11 +68,30 @@ class GuardSetCheck : public GuardCheck {
  public:
   explicit GuardSetCheck(GuardSet set) : set_(std::move(set)) {}
   bool check(const FrameView& frame) override { return set_.check(valuesOf(frame)); }
-  std::string failureReason(const FrameView& frame) override { return set_.failureReason(valuesOf(frame)); }
+  // The failures as data are kept for the compile that follows the miss (its EntryMiss).
+  std::string failureReason(const FrameView& frame) override {
+    lastFailures_ = set_.failures(valuesOf(frame));
+    std::string out;
+    for (const GuardFailure& f : lastFailures_) out += (out.empty() ? "" : "\n") + f.str();
+    return out;
+  }
+  std::vector<GuardFailure> takeLastFailures() { return std::move(lastFailures_); }
 
  private:
   GuardSet set_;
+  std::vector<GuardFailure> lastFailures_;  // of the last failureReason() call
 };
+
+// Why each cache entry of `state` missed, as data (what the hook's explainMiss() found).
+std::vector<EntryMiss> missesOf(CodeState& state) {
+  std::vector<EntryMiss> out;
+  for (const std::shared_ptr<CacheEntry>& e : state.entries()) {
+    auto* check = dynamic_cast<GuardSetCheck*>(e->guard.get());
+    if (check == nullptr) continue;
+    out.push_back(EntryMiss{e->id, check->takeLastFailures()});
+  }
+  return out;
+}
 
 BreakRecord recordOf(const GraphBreak& b) {
   BreakRecord r;
@@ -119,6 +140,7 @@ class Compiler : public FrameCompiler {
     rec.attempt = static_cast<int>(state.stats().compiles);
     if (!state.lastMissReasons().empty()) {
       for (const std::string& r : state.lastMissReasons()) rec.reason += r + "\n";
+      rec.misses = missesOf(state);
     }
     auto t0 = Clock::now();
     if (!opts_.onlyFunction.empty() && userFunctionName(code) != opts_.onlyFunction)
@@ -131,12 +153,14 @@ class Compiler : public FrameCompiler {
     for (const std::string& prefix : opts_.noInlineFilePrefixes) {
       if (!forced && rec.where.file.compare(0, prefix.size(), prefix) == 0) return CompileResult::skipCode();
     }
+    // The trace store's run opens before the first compile's backend can crash.
+    if (const auto& sink = compileSink()) sink->compileStarting();
     if (static_cast<int>(state.entries().size()) >= opts_.cacheSizeLimit) {
       std::string last = state.lastMissReasons().empty() ? "" : state.lastMissReasons().front();
       warn("dynamo: function '" + rec.function + "' (" + rec.where.str() + ") hit cache_size_limit (" +
            std::to_string(opts_.cacheSizeLimit) + "); calls that match none of its compiled entries now run eagerly. " +
            "Last reason: " + last + ". To see every recompile reason, use DYNAMO_LOGS=recompiles or dynamo.profile_recompiles().");
-      rec.status = "cache-limit";
+      rec.status = CompileStatus::kCacheLimit;
       rec.reason = "cache_size_limit reached; last reason: " + last;
       notify(rec);
       state.skipFor(ownerId_);
@@ -164,7 +188,7 @@ class Compiler : public FrameCompiler {
  private:
   CompileResult fallback(CompileRecord& rec, Clock::time_point t0, const std::string& why) {
     PyErr_Clear();
-    rec.status = "failed";
+    rec.status = CompileStatus::kFailed;
     rec.reason = why;
     rec.totalMs = msSince(t0);
     notify(rec);
@@ -193,12 +217,20 @@ class Compiler : public FrameCompiler {
     return text;
   }
 
-  void notify(const CompileRecord& rec) {
-    if (!opts_.listener) return;
+  // The sink (the trace store) first, then the Python listeners; neither may disturb the compile.
+  // The graph listings are built here, once for both, and only when someone receives them.
+  void notify(CompileRecord& rec) {
+    const std::shared_ptr<CompileSink>& sink = compileSink();
+    if (!sink && !opts_.listener) return;
+    for (const Graph& g : rec.graphs) {
+      rec.printedGraphs.push_back(printGraph(g));
+      rec.serializedGraphs.push_back(serializeGraph(g));
+    }
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
+    if (sink) sink->compiled(rec);
     try {
-      opts_.listener(rec);
+      if (opts_.listener) opts_.listener(rec);
     } catch (...) {
       PyErr_Clear();
     }
@@ -258,7 +290,7 @@ class Compiler : public FrameCompiler {
   }
 
   CompileResult skip(CompileRecord& rec, const std::string& why) {
-    rec.status = "skipped";
+    rec.status = CompileStatus::kSkipped;
     rec.reason = why;
     return CompileResult::skipCode();
   }
@@ -298,8 +330,8 @@ class Compiler : public FrameCompiler {
     if (spec.hasGraph) {
       BackendRequest request{graph, ctx.realInputs, rec.function, rec.where, opts_.suppressErrors};
       // A fatal signal from here on is "crashed in a backend" in a traced run's crash marker
-      // (the recording listener names the compile's first call once the backend returns).
-      storage::noteCrashStage(storage::CrashStage::kBackend, 0);
+      // (the sink names the compile's first call once the compile is recorded).
+      if (const auto& sink = compileSink()) sink->backendStarting();
       spec.fn = opts_.backend->compile(request);
     }
     rec.backendMs = msSince(tBackend);
@@ -308,9 +340,10 @@ class Compiler : public FrameCompiler {
     PyObjectRef compiled = PyObjectRef::steal(checkPy(makeCompiledGraph(std::move(plan.spec))));
     PyObjectRef newCode = emitCode(ctx, root, code, plan, compiled.get(), brk);
     rec.bytecode = bytecode::print(bytecode::decode(reinterpret_cast<PyCodeObject*>(newCode.get())));
-    rec.status = "compiled";
+    rec.status = rec.breaks.empty() ? CompileStatus::kOk : CompileStatus::kGraphBreak;
     auto entry = std::make_shared<CacheEntry>(std::make_unique<GuardSetCheck>(std::move(guards)), newCode.get());
     rec.entryId = entry->id;
+    rec.entry = entry;
     entry->owner = ownerId_;
     return CompileResult::addEntry(std::move(entry));
   }

@@ -8,4 +8,5 @@ target_sources(dynamo_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/tracer_calls.cpp
   ${CMAKE_CURRENT_LIST_DIR}/graph_call.cpp
   ${CMAKE_CURRENT_LIST_DIR}/codegen.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/compiler.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/compiler.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compile_sink.cpp)

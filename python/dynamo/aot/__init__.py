@@ -255,7 +255,7 @@ def _log(rec):
         logs._emit(lines)
 
 
-def _artifacts(record):
+def _artifacts():
     """The trace-store artifacts of the AOT compiles of this compile record (recording hook)."""
     out = []
     for rec in _pending():

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dynamo/common/compile_status.h"
 #include "dynamo/common/error.h"
 #include "dynamo/core/frame_hook.h"
 #include "dynamo/core/graph.h"
@@ -34,13 +35,23 @@ struct BreakRecord {
   std::vector<SourceLocation> userStack;  ///< outermost first
 };
 
-/// What one compile of one frame produced, for listeners (trace store, explain, logs).
+/// A cache entry whose guards failed on the call that led to a compile (a recompile or a
+/// cache-limit hit), with its failing guards as data.
+struct EntryMiss {
+  uint64_t entryId = 0;               ///< CacheEntry::id of the entry (CompileRecord::entryId)
+  std::vector<GuardFailure> failures; ///< its failing guards, in check order
+};
+
+/// What one compile of one frame produced, for the compile sink (compile_sink.h: the trace
+/// store) and the Python listeners (explain, logs).
 struct CompileRecord {
   std::string function;     ///< co_qualname of the frame
   SourceLocation where;     ///< file and first line of the frame
   int attempt = 0;          ///< 0 for the first compile of this code, then 1, 2, ...
-  std::string status;       ///< "compiled", "skipped" (nothing to capture / break in loop), "failed"
+  CompileStatus status = CompileStatus::kFailed;  ///< how it ended (compile_statuses.def)
   std::string reason;       ///< for skipped/failed; for recompiles, the guard failures
+  std::vector<EntryMiss> misses;    ///< recompile or cache limit: why no entry matched, by entry
+  std::weak_ptr<CacheEntry> entry;  ///< the entry made (counts its own hits), when compiled
   std::vector<Graph> graphs;        ///< the graph (one per compile; empty when none)
   std::vector<BreakRecord> breaks;  ///< breaks met, in order (restarts included)
   std::vector<GuardInfo> guards;    ///< the guards of the new entry
@@ -52,6 +63,9 @@ struct CompileRecord {
   double backendMs = 0;     ///< the backend
   double totalMs = 0;
   std::vector<PassRecord> passes;   ///< what each pass of the pipeline did to the graph
+  /// graphs[i] printed (graph_printer.h) and serialized (graph_serializer.h): built once, when
+  /// the record is handed on, for the sink and the listeners alike (empty before).
+  std::vector<std::string> printedGraphs, serializedGraphs;
 };
 
 /// Options of a compiler, fixed when it is made.

@@ -45,6 +45,16 @@ const std::vector<GuardKindInfo>& guardKinds();
 /// The row for `kind`.
 const GuardKindInfo& guardKindInfo(GuardKind kind);
 
+/// Why a leaf guard failed, as data (rendered as `text`): the trace store, the recompile
+/// profiler and DYNAMO_LOGS=recompiles read the fields, never the text.
+struct GuardMismatch {
+  std::string text;      ///< "tensor 'x' size mismatch at dim 0: expected 4, got 8"
+  std::string property;  ///< what differed: "size", "stride", "dtype", "value", "object", ...
+  int dim = -1;          ///< the dimension of a size/stride mismatch, else -1
+  std::string expected;  ///< what the entry was compiled for ("4")
+  std::string seen;      ///< what this call passed ("8")
+};
+
 /// One leaf check on one value. Made by the make* functions below; immutable after creation.
 class LeafGuard {
  public:
@@ -62,6 +72,13 @@ class LeafGuard {
   /// Slow path, after check() failed: why, naming the source as `sourceName`, e.g.
   /// "tensor 'x' size mismatch at dim 0: expected 4, got 8". Never leaves a Python error set.
   virtual std::string describeFailure(PyObject* value, const std::string& sourceName) const = 0;
+  /// Slow path, as data: describeFailure() with what differed, expected and seen. The default
+  /// has the text only (for kinds whose failure has no single expected value).
+  virtual GuardMismatch mismatch(PyObject* value, const std::string& sourceName) const {
+    GuardMismatch m;
+    m.text = describeFailure(value, sourceName);
+    return m;
+  }
   /// What is checked, e.g. "tensor x: float32 cpu sizes=[4, 8] strides=[8, 1] requires_grad=False".
   virtual std::string describe(const std::string& sourceName) const = 0;
   /// Same kind and same expectation (for dedup)?
@@ -130,6 +147,10 @@ struct GuardFailure {
   std::string sourceName;   ///< its source; "" for global-state guards
   std::string reason;       ///< "tensor 'x' size mismatch at dim 0: expected 4, got 8"
   SourceLocation where;     ///< the user line that created the guard
+  std::string property;     ///< what differed (GuardMismatch::property), "" when unknown
+  int dim = -1;             ///< GuardMismatch::dim
+  std::string expected;     ///< GuardMismatch::expected
+  std::string seen;         ///< GuardMismatch::seen
   /// reason, then "\n  (guard created at model.py:12: y = x.view(4, -1))" when the line is known.
   std::string str() const;
 };

@@ -7,9 +7,9 @@
 //
 // Occurrences: one pass of the program through a break site at run time, counted as
 // storage::BreakTally says (trace_reader.h), the one definition dynamo-trace and dynamo.explain()
-// use too: 1 + the runtime hits of the cache entry for each compile that met the break (the
-// "dynamo.entry_hits" artifact python/dynamo/recording.py writes at exit), 1 for a compile that
-// made no entry; a break in a callee, met both by its callers' compiles (inlined) and by its own
+// use too: 1 + the runtime hits of the cache entry for each compile that met the break
+// (cache_entry_hits, counted by the entry itself; the "dynamo.entry_hits" artifact in v1-v2
+// stores), 1 for a compile that made no entry; a break in a callee, met both by its callers' compiles (inlined) and by its own
 // compile, counts the larger of the two sums, not both.
 #pragma once
 
@@ -32,7 +32,7 @@ struct GraphSummary {
   int attempt = 0;                      ///< that compile's attempt
   int index = 0;                        ///< index within the compile
   int numNodes = 0;                     ///< nodes, placeholders and output included
-  std::map<std::string, int> opCounts;  ///< call_* targets -> count ("operator.mul": 2)
+  std::map<std::string, int> opCounts;  ///< graphOpKey -> count ("operator.mul": 2)
   int ops() const;                      ///< sum of opCounts
 };
 
@@ -88,11 +88,12 @@ struct ExplainReport {
 /// when runId names no run.
 ExplainReport buildExplainReport(const storage::TraceReader& reader, RowId runId = 0);
 
-/// Op counts of a serialized graph ("dynamo.graph" JSON): call_function by target, call_method
-/// as "Tensor.<name>", call_module as "module <name>". Empty when the text is not JSON.
+/// Op counts of a serialized graph ("dynamo.graph" JSON), keyed by graphOpKey
+/// (common/op_key.h): call_function by target, call_method as "torch.Tensor.<name>",
+/// call_module as "module <name>", the names dynamo.explain() uses. Empty when not JSON.
 std::map<std::string, int> graphOpCounts(const std::string& serialized);
 
-/// The name of the runtime-hits artifact (python/dynamo/recording.py ENTRY_HITS_ARTIFACT).
+/// The name of the runtime-hits artifact of v1-v2 stores.
 using storage::kEntryHitsArtifact;
 
 /// Renders the report in `format`.

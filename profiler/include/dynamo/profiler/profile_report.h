@@ -4,10 +4,10 @@
 //
 //   TraceReader --buildProfileReport--> ProfileReport --renderProfile(format)--> text
 //
-// A recompile's guard failures are the store's guard_failures rows of its frame whose time is
-// that compile's end (python/dynamo/recording.py writes them so); the verbose reason is parsed
-// (parseGuardFailure) into the guard kind, the value's source, expected and seen, and the user
-// line that created the guard ("(guard created at file:line: source)").
+// A recompile's guard failures are the store's guard_failures rows that name it
+// (caused_compile_id, schema v3), each with the failing guard's kind, source, what differed,
+// expected and seen, and the user line that created the guard, as the guard itself recorded
+// them. A store of schema v1-v2 joins them by time and has only the reason text.
 //
 // dynamo.profile_recompiles() (python/dynamo/profiling.py) records into a store and renders this
 // report: it asks for the compiles of a time window (ProfileWindow) and writes the calls that
@@ -28,9 +28,10 @@ namespace dynamo::profiler {
 
 using storage::RowId;
 
-/// A guard failure's verbose reason, taken apart.
+/// A guard failure, as the guard recorded it (trace store schema v3; an older store has only
+/// the reason, and the kind, source and line of the guard row).
 struct GuardFailureInfo {
-  std::string reason;       ///< the reason without the "(guard created at ...)" part
+  std::string reason;       ///< the reason, e.g. "tensor 'x' size mismatch at dim 0: expected..."
   std::string guardKind;    ///< TENSOR_MATCH, EQUALS_MATCH, ID_MATCH, ... ("" when unknown)
   std::string source;       ///< the value checked: "x", "G['SCALE']", "n"
   std::string property;     ///< what differed: "size", "stride", "dtype", "value", "object", ...
@@ -40,11 +41,6 @@ struct GuardFailureInfo {
   SourceLocation createdAt; ///< the user line that made the guard necessary
   RowId failedEntry = 0;    ///< the cache entry (compile id) whose guard failed
 };
-
-/// Parses a verbose guard failure reason such as
-/// "tensor 'x' size mismatch at dim 0: expected 4, got 8 (guard created at m.py:3: def f(x):)".
-/// Fields it cannot find stay empty; `reason` is always set.
-GuardFailureInfo parseGuardFailure(std::string_view reason);
 
 /// The artifact holding the calls that ran eagerly after a cache-limit hit (text/plain, one
 /// "compile_id calls" line per cache_limit compile; the run's newest such artifact counts),

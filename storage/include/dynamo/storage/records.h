@@ -117,6 +117,7 @@ struct GraphBreakRecord {
   RowId compileId = 0;                 ///< the compile it happened in
   std::string kind;                    ///< graph-break kind name (core's graph_break_kinds.def)
   SourceLocation location;             ///< user file:line and the source line
+  std::string detail;                  ///< the specific reason ("call to print()"); v3
   std::string explanation;             ///< why capture cannot continue there
   std::vector<std::string> hints;      ///< how to avoid it, most useful first
   std::vector<std::string> userStack;  ///< "file:line in func" frames, outermost first
@@ -133,7 +134,9 @@ struct GuardRecord {
   SourceLocation location;  ///< the user source line that made the guard necessary
 };
 
-/// A cache entry whose guards failed on a call (the recompile profiler's main input).
+/// A cache entry whose guards failed on a call (the recompile profiler's main input). The
+/// structured fields (schema v3) come from the guard itself; a store of an older version has
+/// only the reason text, and they stay empty.
 struct GuardFailureRecord {
   RowId id = 0;              ///< failure id
   RowId runId = 0;           ///< owning run
@@ -141,7 +144,25 @@ struct GuardFailureRecord {
   RowId frameId = 0;         ///< the frame being called
   RowId guardId = 0;         ///< the first failing guard, 0 when unknown
   std::int64_t timeUs = 0;   ///< when (0: now, filled by the writer)
-  std::string reason;        ///< the verbose reason, e.g. "tensor 'x' size mismatch at index 0..."
+  std::string reason;        ///< the verbose reason, e.g. "tensor 'x' size mismatch at dim 0..."
+  std::string guardKind;     ///< the failing guard's kind ("TENSOR_MATCH"); v3
+  std::string guardSource;   ///< the value it checks ("x", "G['SCALE']"); v3
+  std::string property;      ///< what differed ("size", "dtype", "value", "object", ...); v3
+  int dim = -1;              ///< the dimension of a size/stride mismatch, else -1; v3
+  std::string expected;      ///< what the entry was compiled for ("4"); v3
+  std::string seen;          ///< what this call passed ("8"); v3
+  SourceLocation location;   ///< the user line that created the guard; v3
+  RowId causedCompileId = 0; ///< the compile this failure led to (a recompile), 0 none; v3
+};
+
+/// How often a cache entry ran, counted by the entry itself (schema v3: cache_entry_hits). One
+/// row per compile that made an entry, written when the run ends (or when asked).
+struct CacheEntryHitsRecord {
+  RowId id = 0;              ///< unused (the compile id is the key); filled by the writer
+  RowId runId = 0;           ///< owning run
+  RowId compileId = 0;       ///< the compile whose cache entry ran
+  std::int64_t hits = 0;     ///< calls that ran the entry after its guards passed
+  std::int64_t timeUs = 0;   ///< when counted (0: now, filled by the writer)
 };
 
 /// Generated or original code: bytecode, generated source, C++/CUDA/Triton kernels.

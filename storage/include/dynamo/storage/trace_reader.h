@@ -14,12 +14,12 @@
 
 namespace dynamo::storage {
 
-/// The artifact holding the runtime hits of the cache entries whose compiles had graph breaks
-/// (text/plain, one "compile_id hits" line each; the run's newest one counts), written at exit
-/// by python/dynamo/recording.py (ENTRY_HITS_ARTIFACT).
+/// Schema v1-v2: the artifact holding the runtime hits of the cache entries whose compiles had
+/// graph breaks (text/plain, one "compile_id hits" line each; the run's newest one counts).
+/// Schema v3 keeps them in cache_entry_hits (CacheEntryHitsRecord); entryHits() reads both.
 inline constexpr const char* kEntryHitsArtifact = "dynamo.entry_hits";
 
-/// The runtime hits of one run's cache entries (the kEntryHitsArtifact artifact).
+/// The runtime hits of one run's cache entries (cache_entry_hits, or the v1-v2 artifact).
 struct EntryHits {
   std::map<RowId, std::int64_t> byCompile;  ///< compile id -> hits of the entry it made
   bool recorded = false;                    ///< the run has the artifact
@@ -111,7 +111,8 @@ class TraceReader {
   /// Graph breaks grouped by kind and user location, counted as BreakTally says, most frequent
   /// first (runId 0: all runs).
   std::vector<GraphBreakGroup> graphBreakGroups(RowId runId = 0) const;
-  /// The runtime hits of a run's cache entries (its newest kEntryHitsArtifact).
+  /// The runtime hits of a run's cache entries: its cache_entry_hits rows (v3), else its newest
+  /// kEntryHitsArtifact.
   EntryHits entryHits(RowId runId) const;
   /// Guards of a compile, in id order.
   std::vector<GuardRecord> guards(RowId compileId) const;

@@ -12,7 +12,7 @@
 namespace dynamo::storage {
 
 /// The schema version this build writes, and the newest it reads.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 /// The value of meta.format that marks a file as a trace store.
 constexpr const char* kTraceStoreFormat = "dynamo-trace-store";

@@ -74,6 +74,9 @@ class TraceWriter {
   RowId recordGuard(GuardRecord guard);        ///< see recordFrame
   RowId recordGuardFailure(GuardFailureRecord failure);  ///< see recordFrame
   RowId recordCode(CodeRecord code);           ///< see recordFrame
+  /// Records (or replaces) the hits of a compile's cache entry; see recordFrame. A file of an
+  /// older schema than 3 (the test hook) drops them.
+  RowId recordCacheEntryHits(CacheEntryHitsRecord hits);
   RowId recordArtifact(ArtifactRecord artifact);  ///< see recordFrame
 
   /// Blocks until every row enqueued before the call is committed, committing them on the

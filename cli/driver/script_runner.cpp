@@ -14,11 +14,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "dynamo/explain/tool_main.h"
+#include "dynamo/cli/tool_main.h"
 
 extern char** environ;
 
-namespace dynamo::explain {
+namespace dynamo::cli {
 
 namespace {
 
@@ -126,4 +126,4 @@ ScriptOutcome runScript(const std::string& tool, const std::string& python,
           tool + ": the script " + how + "; the report covers what ran before that\n"};
 }
 
-}  // namespace dynamo::explain
+}  // namespace dynamo::cli

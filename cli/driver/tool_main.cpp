@@ -12,9 +12,9 @@
 #include <sstream>
 
 #include "dynamo/common/error.h"
-#include "dynamo/explain/tool_main.h"
+#include "dynamo/cli/tool_main.h"
 
-namespace dynamo::explain {
+namespace dynamo::cli {
 
 std::int64_t parseCount(const std::string& option, const std::string& value) {
   char* end = nullptr;
@@ -275,4 +275,4 @@ int toolMain(const ToolSpec& spec, int argc, char** argv, const std::string& pyt
   }
 }
 
-}  // namespace dynamo::explain
+}  // namespace dynamo::cli

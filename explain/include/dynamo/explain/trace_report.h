@@ -1,5 +1,6 @@
 // Plain-text reports over a trace store, for the `dynamo-trace` CLI and golden tests. Pure
-// functions of the reader: they return text and write nothing.
+// functions of the reader: they return text and write nothing (the store itself, storage/, holds
+// no reports: they live here with the explain and profile reports).
 #pragma once
 
 #include <string>
@@ -7,7 +8,9 @@
 
 #include "dynamo/storage/trace_reader.h"
 
-namespace dynamo::storage {
+namespace dynamo::explain {
+
+using storage::TraceReader;
 
 /// Options shared by the reports.
 struct ReportOptions {
@@ -34,4 +37,4 @@ struct ReportCommand {
 /// Every report, for the CLI's usage text and dispatch.
 const std::vector<ReportCommand>& reportCommands();
 
-}  // namespace dynamo::storage
+}  // namespace dynamo::explain

@@ -1,5 +1,5 @@
 // Plain-text reports over a trace store (trace_report.h). Pure: they return text.
-#include "dynamo/storage/trace_report.h"
+#include "dynamo/explain/trace_report.h"
 
 #include "dynamo/common/format.h"
 #include "dynamo/storage/crash_marker.h"
@@ -9,7 +9,9 @@
 #include <map>
 #include <sstream>
 
-namespace dynamo::storage {
+namespace dynamo::explain {
+
+using namespace dynamo::storage;
 
 namespace {
 
@@ -144,4 +146,4 @@ const std::vector<ReportCommand>& reportCommands() {
   return commands;
 }
 
-}  // namespace dynamo::storage
+}  // namespace dynamo::explain

@@ -25,7 +25,10 @@
 #include "dynamo/explain/format.h"
 #include "dynamo/storage/trace_reader.h"
 
-namespace dynamo::explain {
+namespace dynamo::cli {
+
+// The driver renders dynamo::explain reports in its formats.
+using namespace dynamo::explain;  // NOLINT(google-build-using-namespace)
 
 /// Exit codes of the report programs (docs/explain.md).
 inline constexpr int kExitOk = 0;            ///< report written, policy passed
@@ -99,4 +102,4 @@ ScriptOutcome runScript(const std::string& tool, const std::string& python,
 /// The whole program: parse, run or open, render, write, policy. Returns the exit code.
 int toolMain(const ToolSpec& spec, int argc, char** argv, const std::string& python);
 
-}  // namespace dynamo::explain
+}  // namespace dynamo::cli

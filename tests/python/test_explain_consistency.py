@@ -1,0 +1,41 @@
+"""One report per question: dynamo.explain() and dynamo-explain run the same function and agree
+on the graphs, the op names and the op counts (both count ops by common/op_key.h)."""
+import collections
+import importlib.util
+import json
+
+import torch
+
+import dynamo
+from report_cli_util import SCRIPTS, run
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("explain_ops", SCRIPTS / "explain_ops.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # defines f; the __main__ block does not run
+    return module
+
+
+def test_explain_and_dynamo_explain_agree_on_op_names_and_counts():
+    r = run("dynamo-explain", "--json", "explain_ops.py")
+    assert r.returncode == 0, r.stderr
+    (cli_run,) = json.loads(r.stdout)["runs"]
+    cli_ops = collections.Counter()
+    cli_graphs = 0
+    for fn in cli_run["functions"]:
+        for g in fn["graphs"]:
+            cli_graphs += 1
+            cli_ops.update(g["op_counts"])
+
+    out = dynamo.explain(_load_script().f)(torch.ones(3))
+    py_ops = collections.Counter()
+    for ops in out.ops_per_graph:
+        py_ops.update(ops)
+
+    assert py_ops == cli_ops
+    assert out.graph_count == cli_graphs == 2
+    assert out.op_count == cli_run["ops"] == sum(cli_ops.values())
+    assert py_ops["torch.Tensor.sum"] == 2
+    assert "Tensor.sum" not in py_ops and "Tensor.sum" not in cli_ops
+    assert out.graph_break_count == cli_run["break_occurrences"] == 1
