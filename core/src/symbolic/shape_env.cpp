@@ -80,7 +80,17 @@ bool ShapeEnv::evaluate(const Relation& r, const std::string& where, const std::
   return value;
 }
 
+int64_t ShapeEnv::pin(int id, const std::string& where, const std::string& why) {
+  int64_t h = hints_.at(id);
+  if (!pinned(id)) {
+    ranges_[id] = Range{h, h};
+    pinReasons_[id] = why + (where.empty() ? "" : " at " + where);
+  }
+  return h;
+}
+
 int64_t ShapeEnv::specialize(const Expr& e, const std::string& where, const std::string& why) {
+  if (e.symbolId() >= 0) return pin(e.symbolId(), where, why);
   int64_t v = evalHint(e);
   if (!e.isConstant()) addGuard(rel(e, RelOp::kEq, v), where, why);
   return v;
@@ -94,6 +104,8 @@ std::string ShapeEnv::failure(const std::vector<int64_t>& values) const {
     if (!ranges_[id].contains(values[id])) {
       int64_t v = values[id];
       std::string why = (v == 0 || v == 1) ? " (sizes 0 and 1 are specialised: a size that becomes 0 or 1 recompiles)" : "";
+      auto pr = pinReasons_.find(id);
+      if (pr != pinReasons_.end()) why = " (specialised: " + pr->second + ")";
       return sources_[id][0].name + " is " + std::to_string(v) + ", outside " + ranges_[id].str() + why;
     }
   }
@@ -137,7 +149,12 @@ std::string ShapeEnv::describe() const {
   std::string out;
   for (int id = 0; id < numSymbols(); ++id) {
     const Range& r = ranges_[id];
-    out += symbolName(id) + " = " + sources_[id][0].name + " in " + r.str() + " (example " + std::to_string(hints_[id]) + ")\n";
+    auto pr = pinReasons_.find(id);
+    if (pr != pinReasons_.end()) {
+      out += sources_[id][0].name + " == " + std::to_string(hints_[id]) + "  # specialised: " + pr->second + "\n";
+    } else {
+      out += symbolName(id) + " = " + sources_[id][0].name + " in " + r.str() + " (dynamic; example " + std::to_string(hints_[id]) + ")\n";
+    }
     for (size_t k = 1; k < sources_[id].size(); ++k) {
       out += "  " + sources_[id][k].name + " == " + sources_[id][0].name + " (duck sizing: equal at the first compile)\n";
     }

@@ -181,7 +181,11 @@ class ShapeEnv {
   /// The truth of `r` now: decided by ranges when possible (no guard), else by the hints, and
   /// the outcome (r or its negation) is recorded as a guard created at `where`.
   bool evaluate(const Relation& r, const std::string& where, const std::string& why = "branch");
-  /// `e` must be concrete: returns its hint value and guards `e == value`.
+  /// Symbol `id` must be concrete: its range becomes [hint, hint] (a different size fails the
+  /// guard with this reason). Returns the hint.
+  int64_t pin(int id, const std::string& where, const std::string& why);
+  bool pinned(int id) const { return ranges_.at(id).lo == ranges_.at(id).hi; }
+  /// `e` must be concrete: returns its hint value and guards `e == value` (a bare symbol is pinned).
   int64_t specialize(const Expr& e, const std::string& where, const std::string& why);
   /// Records a guard (deduplicated; one the ranges already imply is dropped). True when added.
   bool addGuard(const Relation& r, const std::string& where, const std::string& why);
@@ -201,7 +205,8 @@ class ShapeEnv {
   std::vector<int64_t> hints_;
   std::vector<Range> ranges_;
   std::vector<std::vector<SymbolSource>> sources_;
-  std::map<int64_t, int> duck_;  // hint -> symbol, for duck sizing
+  std::map<int64_t, int> duck_;
+  std::map<int, std::string> pinReasons_;  // symbol -> "Python loop count at m.py:3"  // hint -> symbol, for duck sizing
   std::vector<ShapeGuard> guards_;
 };
 
