@@ -40,7 +40,12 @@ def _line(fn, text):
 @pytest.fixture(autouse=True)
 def _reset():
     dynamo.reset()
+    # These tests study one recompile per size (static sizes); automatic dynamic shapes would
+    # turn the second size into a dynamic one (tests/python/test_dynamic_shapes.py).
+    saved = dynamo.config.automatic_dynamic_shapes
+    dynamo.config.automatic_dynamic_shapes = False
     yield
+    dynamo.config.automatic_dynamic_shapes = saved
     dynamo.reset()
 
 
