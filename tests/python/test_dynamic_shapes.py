@@ -237,3 +237,15 @@ def test_bad_arguments_are_user_errors():
         dynamo.mark_static([1], 0)
     with pytest.raises(dynamo.UserError, match="automatic_dynamic_shapes must be True or False"):
         dynamo.config.automatic_dynamic_shapes = 1
+
+
+def test_in_place_size_change_specialises(records):
+    def f(x):
+        y = x * 2
+        y.unsqueeze_(0)
+        return y.sum(1) + y.shape[0]
+    cf = dynamo.compile(f)
+    for b in [4, 6, 8]:
+        x = torch.randn(b, 3)
+        assert torch.equal(cf(x), f(x))
+    assert "Tensor.unsqueeze_() changes the sizes of its input in place" in records.compiled[1]["dynamic_shapes"]

@@ -81,7 +81,9 @@ def test_size_change_reason_and_suggestion():
             f"       created at {s['file']}:{line}: return x.sum(0) * 2\n"
             "       + 1 more guard failure against older entries\n") in text
     assert ("    - tensor 'x' changes size at dim 0 from call to call (2 recompiles; sizes seen: 2, 3, 4): "
-            f"pad or bucket the input to a few sizes; dynamic shapes are not supported yet [{s['file']}:{line}]\n") in text
+            f"automatic dynamic shapes did not apply (turned off, dynamic=False, or the size is read as a "
+            f"Python int); call dynamo.mark_dynamic(x, 0) before the call, or pad or bucket the input to a few "
+            f"sizes [{s['file']}:{line}]\n") in text
 
 
 def test_varying_int_argument_suggestion():

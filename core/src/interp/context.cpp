@@ -775,6 +775,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
       graph.callFunction(Target::fromCallable(fn), std::move(gargs), std::move(gkwargs), meta);
     else
       graph.callMethod(method, std::move(gargs), std::move(gkwargs), meta);
+    checkInPlaceSizes(*this, args[i], method.empty() ? callableName(fn) : "Tensor." + method);
     return args[i];
   }
   // Factory functions (and the materialized fallback) give real tensors: bring them to meta.

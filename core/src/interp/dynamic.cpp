@@ -505,6 +505,16 @@ void specializeSizes(CompileContext& ctx, const ValueRef& tensor, const std::str
   specializeSymbols(ctx, ids, why);
 }
 
+void checkInPlaceSizes(CompileContext& ctx, const ValueRef& tensor, const std::string& what) {
+  if (!tensor || tensor->symSizes.empty()) return;
+  std::vector<int64_t> now = sizesOf(tensor->obj.get());
+  bool same = now.size() == tensor->symSizes.size();
+  for (size_t d = 0; same && d < now.size(); ++d) same = ctx.shapes.evalHint(tensor->symSizes[d]) == now[d];
+  if (same) return;
+  specializeSymbols(ctx, freeSymbols(ctx, {tensor}), what + "() changes the sizes of its input in place");
+  tensor->symSizes.clear();  // every symbol it had is pinned: the example's sizes are exact
+}
+
 std::unique_ptr<ShapeGuards> makeShapeGuards(const CompileContext& ctx) {
   if (ctx.shapes.numSymbols() == 0) return nullptr;
   std::vector<std::vector<ShapeGuards::DimSource>> sources;

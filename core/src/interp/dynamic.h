@@ -79,6 +79,11 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
 /// dimensions are specialised with a guard and stay static in later compiles.
 void specializeSizes(CompileContext& ctx, const ValueRef& tensor, const std::string& why);
 
+/// After an in-place op on `tensor` (whose example it changed in place): an op that changed its
+/// sizes (unsqueeze_, resize_) specialises the tensor's symbols (its size expressions no longer
+/// describe it).
+void checkInPlaceSizes(CompileContext& ctx, const ValueRef& tensor, const std::string& what);
+
 /// The ShapeGuards of a finished trace, or null when it has no symbols.
 std::unique_ptr<ShapeGuards> makeShapeGuards(const CompileContext& ctx);
 
