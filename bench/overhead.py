@@ -137,6 +137,9 @@ def _cases(quick):
     mlp = MLP().eval()
     inp = torch.randn(1, 16)
     fwd = MLP.forward.__code__
+    inp3, inp3d = torch.randn(4, 8, 16), torch.randn(4, 8, 16)
+    dynamo.mark_dynamic(inp3d, 0)
+    dynamo.mark_dynamic(inp3d, 1)
     return [
         Case("add_1elem", add, add, (x, y), add.__code__, {"x": x, "y": y}, tiny_n, grad=True,
              extra={"op": operator.add}),
@@ -144,6 +147,13 @@ def _cases(quick):
              grad=False, extra={"eager_forward": mlp.forward}),
         Case("mlp3_grad", mlp, mlp.forward, (inp,), fwd, {"self": mlp, "x": inp}, mlp_n,
              grad=True, extra={"eager_forward": mlp.forward}),
+        # Dynamic shapes (docs/dynamic-shapes.md): the same MLP on a (batch, seq, 16) input,
+        # static, and with batch and sequence marked dynamic (TENSOR_MATCH with a dynamic mask
+        # plus the shape guards). Goal: dynamic guards cost at most 1.2x the static ones.
+        Case("mlp3_bt_static", mlp, mlp.forward, (inp3,), fwd, {"self": mlp, "x": inp3}, mlp_n,
+             grad=False, extra={"eager_forward": mlp.forward}),
+        Case("mlp3_bt_dynamic", mlp, mlp.forward, (inp3d,), fwd, {"self": mlp, "x": inp3d}, mlp_n,
+             grad=False, extra={"eager_forward": mlp.forward}),
     ]
 
 

@@ -128,7 +128,9 @@ Suggestion suggestionFor(const Pattern& p) {
     return {p.id,
             "tensor '" + f.source + "' changes size at dim " + std::to_string(f.dim) + " from call to call (" + n +
                 " recompiles; sizes seen: " + values +
-                "): pad or bucket the input to a few sizes; dynamic shapes are not supported yet",
+                "): automatic dynamic shapes did not apply (turned off, dynamic=False, or the size is read as a "
+                "Python int); call dynamo.mark_dynamic(" + f.source + ", " + std::to_string(f.dim) +
+                ") before the call, or pad or bucket the input to a few sizes",
             f.createdAt};
   }
   if (p.id == "global-rebound") {

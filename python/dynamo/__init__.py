@@ -11,7 +11,7 @@ from dynamo._C import (  # noqa: F401
 from dynamo import config  # noqa: F401
 from dynamo.backends import list_backends, register_backend  # noqa: F401
 from dynamo.eval_frame import (  # noqa: F401
-    optimize, compile, run, disable, reset, add_compile_listener, remove_compile_listener, list_passes,
+    optimize, compile, run, disable, reset, mark_dynamic, mark_static, add_compile_listener, remove_compile_listener, list_passes,
 )
 from dynamo import recording  # noqa: E402,F401  (records compiles when config.trace_path / DYNAMO_TRACE is set)
 from dynamo import utils, logs  # noqa: E402,F401  (compile_times collector; DYNAMO_LOGS)

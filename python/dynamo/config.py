@@ -105,6 +105,11 @@ OPTIONS = (
            "Passes of the pipeline not to run (docs/passes.md; dynamo.list_passes() names them).",
            "a tuple of pass names (dead_code_elimination), or one comma-separated str",
            _check_passes, env="DYNAMO_DISABLE_PASSES"),
+    Option("automatic_dynamic_shapes", True,
+           "A tensor size that changes between calls is recompiled once as a dynamic (symbolic) "
+           "size instead of once per value (docs/dynamic-shapes.md). Sizes 0 and 1 stay "
+           "specialised. False: every size is static unless marked with dynamo.mark_dynamic.",
+           "True or False", _check_bool),
 )
 
 _BY_NAME = {o.name: o for o in OPTIONS}

@@ -76,7 +76,7 @@ def _library_prefixes():
     return tuple(sorted(set(out)))
 
 
-def _make_handle(backend, fullgraph, force_codes=()):
+def _make_handle(backend, fullgraph, force_codes=(), dynamic=None):
     name, fn = backends.lookup(backend)
     if config.debug_function and config.debug_function not in _debug_function_seen:
         if not _debug_function_seen:
@@ -87,7 +87,9 @@ def _make_handle(backend, fullgraph, force_codes=()):
     return _C._compiler.make(name, None if native else fn, bool(fullgraph),
                              int(config.cache_size_limit), bool(config.suppress_errors), _on_compile,
                              _skip_file_prefixes(), config.debug_function or "", tuple(force_codes),
-                             _library_prefixes(), tuple(config.disabled_passes))
+                             _library_prefixes(), tuple(config.disabled_passes),
+                             -1 if dynamic is None else int(bool(dynamic)),
+                             bool(config.automatic_dynamic_shapes))
 
 
 class _Context:
@@ -227,9 +229,18 @@ def optimize(backend="eager", nopython=False):
     return _Context("compile", _make_handle(backend, nopython))
 
 
-def compile(fn_or_module, backend="eager", fullgraph=False):
+def compile(fn_or_module, backend="eager", fullgraph=False, dynamic=None):
     """Returns a compiled version of a function or an nn.Module (the module keeps its parameters
-    and state_dict). With fullgraph=True the first graph break raises dynamo.Unsupported."""
+    and state_dict). With fullgraph=True the first graph break raises dynamo.Unsupported.
+
+    dynamic: None (sizes start static; one that changes is recompiled as dynamic when
+    config.automatic_dynamic_shapes is on), True (every input size is dynamic from the first
+    compile, 0 and 1 excepted), False (every size static: one compile per size)."""
+    if dynamic not in (None, True, False):
+        raise _C.UserError(
+            f"error: dynamo.compile(dynamic=...) must be None, True or False, got {dynamic!r}\n"
+            f"  = hint: None recompiles a size that changed as dynamic; True makes sizes dynamic "
+            f"from the start; False keeps every size static")
     if not callable(fn_or_module):
         raise _C.UserError(
             f"error: dynamo.compile needs a function or an nn.Module, got {type(fn_or_module).__name__} "
@@ -240,8 +251,8 @@ def compile(fn_or_module, backend="eager", fullgraph=False):
         # The module's own forward is compiled even when it lives in torch's files (nn.Linear).
         forward = getattr(type(fn_or_module), "forward", None)
         force = (forward.__code__,) if hasattr(forward, "__code__") else ()
-    ctx = _Context("compile", _make_handle(backend, fullgraph, force))
-    ctx._compile_args = {"backend": backend, "fullgraph": fullgraph}
+    ctx = _Context("compile", _make_handle(backend, fullgraph, force, dynamic))
+    ctx._compile_args = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic}
     return _wrap(fn_or_module, ctx)
 
 
@@ -278,3 +289,44 @@ def remove_compile_listener(fn):
 def list_passes():
     """[(name, description)] of the graph passes, in the order they run (passes.def)."""
     return [tuple(row) for row in _C._compiler.pass_list()]
+
+
+def _check_dim(t, dim, what):
+    import torch
+    if not isinstance(t, torch.Tensor):
+        raise _C.UserError(f"error: dynamo.{what} needs a torch.Tensor, got {type(t).__name__}\n"
+                           f"  = hint: call it on the input tensor before passing it to the compiled function")
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -t.dim() <= dim < max(t.dim(), 1):
+        raise _C.UserError(f"error: dynamo.{what}: dim {dim!r} is out of range for a tensor with {t.dim()} "
+                           f"dimensions\n  = hint: pass a dimension index from {-t.dim()} to {t.dim() - 1}")
+    return dim % t.dim()
+
+
+def mark_dynamic(t, dim, min=None, max=None):
+    """Makes size `dim` of tensor `t` dynamic from the first compile (no recompile when it
+    changes), optionally within [min, max]. Sizes 0 and 1 are still specialised. The mark lives
+    on the tensor (t._dynamo_dynamic_dims), as in PyTorch."""
+    dim = _check_dim(t, dim, "mark_dynamic")
+    for name, v in (("min", min), ("max", max)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise _C.UserError(f"error: dynamo.mark_dynamic: {name} must be None or an int >= 0, got {v!r}")
+    if min is not None and max is not None and min > max:
+        raise _C.UserError(f"error: dynamo.mark_dynamic: min {min} is greater than max {max}")
+    dims = dict(getattr(t, "_dynamo_dynamic_dims", {}) or {})
+    dims[dim] = (min, max)
+    t._dynamo_dynamic_dims = dims
+    static = set(getattr(t, "_dynamo_static_dims", set()) or set())
+    static.discard(dim)
+    t._dynamo_static_dims = static
+
+
+def mark_static(t, dim):
+    """Keeps size `dim` of tensor `t` static: a change recompiles for the new size, even with
+    automatic dynamic shapes or dynamic=True."""
+    dim = _check_dim(t, dim, "mark_static")
+    static = set(getattr(t, "_dynamo_static_dims", set()) or set())
+    static.add(dim)
+    t._dynamo_static_dims = static
+    dims = dict(getattr(t, "_dynamo_dynamic_dims", {}) or {})
+    dims.pop(dim, None)
+    t._dynamo_dynamic_dims = dims

@@ -168,6 +168,7 @@ PyObject* recordToDict(const core::CompileRecord& r) {
   }
   setItem(d.get(), "misses", misses);
   setItem(d.get(), "guard_text", str(r.guardText));
+  setItem(d.get(), "dynamic_shapes", str(r.dynamicShapes));
   setItem(d.get(), "bytecode", str(r.bytecode));
   setItem(d.get(), "entry_id", PyLong_FromUnsignedLongLong(r.entryId));
   setItem(d.get(), "capture_ms", PyFloat_FromDouble(r.captureMs));
@@ -188,8 +189,10 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   PyObject* forceCodes = nullptr;
   PyObject* noInlinePrefixes = nullptr;
   PyObject* disabledPasses = nullptr;
-  if (!PyArg_ParseTuple(args, "sOpipOO|sOOO", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
-                        &skipPrefixes, &onlyFunction, &forceCodes, &noInlinePrefixes, &disabledPasses))
+  int dynamic = -1, automaticDynamic = 1;
+  if (!PyArg_ParseTuple(args, "sOpipOO|sOOOip", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
+                        &skipPrefixes, &onlyFunction, &forceCodes, &noInlinePrefixes, &disabledPasses, &dynamic,
+                        &automaticDynamic))
     return nullptr;
   DYNAMO_PY_TRY
   core::CompilerOptions o;
@@ -217,6 +220,11 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   if (!o.backend)
     throw UserError(UserErrorKind::kInvalidArgument, std::string("unknown backend '") + backendName + "'");
   o.fullgraph = fullgraph;
+  o.dynamic = dynamic;
+  o.automaticDynamic = automaticDynamic != 0;
+  // The eager runner and callable backends (handed the FX graph) run a graph for any sizes; the
+  // aot backends trace it with the example sizes.
+  o.backendHandlesDynamic = backend != Py_None || std::string(backendName) == "eager";
   o.cacheSizeLimit = cacheLimit;
   o.suppressErrors = suppress;
   if (listener != Py_None) {
@@ -482,7 +490,7 @@ PyObject* wrapFunction(PyObject*, PyObject* args) {
 
 PyMethodDef methods[] = {
     {"wrap", wrapFunction, METH_VARARGS, "wrap(fn, mode, handle) -> a callable running fn with the hook in `mode`."},
-    {"make", makeCompiler, METH_VARARGS, "make(backend_name, backend, fullgraph, cache_size_limit, suppress_errors, listener, skip_file_prefixes)"},
+    {"make", makeCompiler, METH_VARARGS, "make(backend_name, backend, fullgraph, cache_size_limit, suppress_errors, listener, skip_file_prefixes, ..., dynamic, automatic_dynamic)"},
     {"set_mode", setMode, METH_VARARGS, "set_mode(mode, handle) -> (previous_mode, previous_handle)"},
     {"reset", resetAll, METH_NOARGS, "Drop every compiled entry."},
     {"disable_code", disableCode, METH_O, "Never capture this code object."},

@@ -345,6 +345,14 @@ class TraceSink final : public core::CompileSink {
       code.content = r.bytecode;
       w.recordCode(std::move(code));
     }
+    if (!r.dynamicShapes.empty()) {  // which dims are dynamic and the shape guards
+      storage::ArtifactRecord a;
+      a.compileId = compileId;
+      a.name = "dynamo.dynamic_shapes";
+      a.mediaType = "text/plain";
+      a.data = r.dynamicShapes;
+      w.recordArtifact(std::move(a));
+    }
     if (compileStatusMadeEntry(r.status) && r.entryId != 0) {
       entries_[r.entryId] = std::move(entry);
     }

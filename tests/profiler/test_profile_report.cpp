@@ -87,7 +87,8 @@ TEST_CASE("recompiles get their failures, suggestions and the cache-limit hit") 
   CHECK(f.suggestions[0].id == "changing-size");
   CHECK(f.suggestions[0].message ==
         "tensor 'x' changes size at dim 0 from call to call (4 recompiles; sizes seen: 1, 2, 3, 4, 5): "
-        "pad or bucket the input to a few sizes; dynamic shapes are not supported yet");
+        "automatic dynamic shapes did not apply (turned off, dynamic=False, or the size is read as a Python int); "
+        "call dynamo.mark_dynamic(x, 0) before the call, or pad or bucket the input to a few sizes");
   CHECK(f.suggestions[0].where.line == 5);
   CHECK(f.suggestions[1].id == "cache-limit");
 }

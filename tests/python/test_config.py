@@ -38,14 +38,14 @@ def test_typo_names_the_closest_option():
     assert raised("cache_size_limt", 2) == (
         "error: dynamo.config has no option 'cache_size_limt'\n"
         "  = hint: did you mean cache_size_limit? options: cache_size_limit, suppress_errors, "
-        "verbose, trace_path, debug_function, disabled_passes")
+        "verbose, trace_path, debug_function, disabled_passes, automatic_dynamic_shapes")
     assert not hasattr(config, "cache_size_limt")
 
 
 def test_unknown_name_without_a_close_one():
     assert raised("fullgraph", True) == (
         "error: dynamo.config has no option 'fullgraph'\n"
-        "  = hint: options: cache_size_limit, suppress_errors, verbose, trace_path, debug_function, disabled_passes")
+        "  = hint: options: cache_size_limit, suppress_errors, verbose, trace_path, debug_function, disabled_passes, automatic_dynamic_shapes")
 
 
 def test_wrong_type_names_the_option_and_what_it_takes(restore):

@@ -40,7 +40,12 @@ def _line(fn, text):
 @pytest.fixture(autouse=True)
 def _reset():
     dynamo.reset()
+    # These tests study one recompile per size (static sizes); automatic dynamic shapes would
+    # turn the second size into a dynamic one (tests/python/test_dynamic_shapes.py).
+    saved = dynamo.config.automatic_dynamic_shapes
+    dynamo.config.automatic_dynamic_shapes = False
     yield
+    dynamo.config.automatic_dynamic_shapes = saved
     dynamo.reset()
 
 
@@ -76,7 +81,9 @@ def test_size_change_reason_and_suggestion():
             f"       created at {s['file']}:{line}: return x.sum(0) * 2\n"
             "       + 1 more guard failure against older entries\n") in text
     assert ("    - tensor 'x' changes size at dim 0 from call to call (2 recompiles; sizes seen: 2, 3, 4): "
-            f"pad or bucket the input to a few sizes; dynamic shapes are not supported yet [{s['file']}:{line}]\n") in text
+            f"automatic dynamic shapes did not apply (turned off, dynamic=False, or the size is read as a "
+            f"Python int); call dynamo.mark_dynamic(x, 0) before the call, or pad or bucket the input to a few "
+            f"sizes [{s['file']}:{line}]\n") in text
 
 
 def test_varying_int_argument_suggestion():

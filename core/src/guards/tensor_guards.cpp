@@ -11,6 +11,7 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -43,11 +44,13 @@ std::string dtypeName(c10::ScalarType t) {
   }
 }
 
+constexpr int64_t kDynamic = -1;  // a dynamic dimension's size in TENSOR_MATCH
+
 std::string listText(const std::vector<int64_t>& v) {
   std::string out = "[";
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (i > 0) out += ", ";
-    out += std::to_string(v[i]);
+    out += v[i] == kDynamic ? std::string("*") : std::to_string(v[i]);
   }
   return out + "]";
 }
@@ -76,7 +79,7 @@ GuardMismatch changed(const char* what, std::string expected, std::string seen) 
 
 class TensorMatchGuard final : public LeafGuard {
  public:
-  explicit TensorMatchGuard(PyObject* example) : LeafGuard(GuardKind::kTensorMatch) {
+  TensorMatchGuard(PyObject* example, const std::vector<bool>& dynamicDims) : LeafGuard(GuardKind::kTensorMatch) {
     type_ = Py_TYPE(example);
     Py_INCREF(type_);  // new ref: keeps the type's address valid
     const at::Tensor& t = THPVariable_Unpack(example);
@@ -88,6 +91,37 @@ class TensorMatchGuard final : public LeafGuard {
     sizes_ = t.sizes().vec();
     // Sparse and other non-strided layouts have no strides (strides() throws): check sizes only.
     if (layout_ == c10::kStrided) strides_ = t.strides().vec();
+    for (std::size_t i = 0; i < dynamicDims.size() && i < sizes_.size(); ++i) {
+      if (dynamicDims[i]) sizes_[i] = kDynamic;
+    }
+    dynamic_ = std::find(sizes_.begin(), sizes_.end(), kDynamic) != sizes_.end();
+    if (dynamic_) {
+      if (layout_ != c10::kStrided || !t.is_contiguous() || t.strides().vec() != contiguousStrides(t.sizes()))
+        throw UserError(UserErrorKind::kInvalidArgument, "TENSOR_MATCH with dynamic dimensions needs a contiguous tensor");
+      strides_.clear();  // implied by the sizes: contiguity is checked instead
+    }
+  }
+
+  static std::vector<int64_t> contiguousStrides(c10::IntArrayRef sizes) {
+    std::vector<int64_t> out(sizes.size());
+    int64_t step = 1;
+    for (std::size_t i = sizes.size(); i-- > 0;) {
+      out[i] = step;
+      step *= std::max<int64_t>(sizes[i], 1);
+    }
+    return out;
+  }
+
+  // Strides are exactly the contiguous ones for the tensor's sizes.
+  static bool contiguousExactly(const at::Tensor& t) {
+    c10::IntArrayRef sizes = t.sizes();
+    c10::IntArrayRef strides = t.strides();
+    int64_t step = 1;
+    for (std::size_t i = sizes.size(); i-- > 0;) {
+      if (strides[i] != step) return false;
+      step *= std::max<int64_t>(sizes[i], 1);
+    }
+    return true;
   }
   ~TensorMatchGuard() override { Py_DECREF(type_); }
 
@@ -102,8 +136,9 @@ class TensorMatchGuard final : public LeafGuard {
       c10::IntArrayRef sizes = t.sizes();
       if (sizes.size() != sizes_.size()) return false;
       for (std::size_t i = 0; i < sizes_.size(); ++i) {
-        if (sizes[i] != sizes_[i]) return false;
+        if (sizes[i] != sizes_[i] && sizes_[i] != kDynamic) return false;
       }
+      if (dynamic_) return contiguousExactly(t);
       if (strides_.empty()) return true;
       c10::IntArrayRef strides = t.strides();
       for (std::size_t i = 0; i < strides_.size(); ++i) {
@@ -147,9 +182,17 @@ class TensorMatchGuard final : public LeafGuard {
     if (sizes.size() != sizes_.size())
       return differs(pre, "ndim", -1, std::to_string(sizes_.size()), std::to_string(sizes.size()));
     for (std::size_t i = 0; i < sizes_.size(); ++i) {
-      if (sizes[i] != sizes_[i])
+      if (sizes[i] != sizes_[i] && sizes_[i] != kDynamic)
         return differs(pre, "size", static_cast<int>(i), std::to_string(sizes_[i]),
                        std::to_string(sizes[i]));
+    }
+    if (dynamic_ && !contiguousExactly(t)) {
+      GuardMismatch m;
+      m.text = pre + "is not contiguous (it has dynamic dimensions, traced contiguous)";
+      m.property = "contiguity";
+      m.expected = "contiguous";
+      m.seen = "not contiguous";
+      return m;
     }
     for (std::size_t i = 0; i < strides_.size() && i < strides.size(); ++i) {
       if (strides[i] != strides_[i])
@@ -164,6 +207,7 @@ class TensorMatchGuard final : public LeafGuard {
   std::string describe(const std::string& source) const override {
     std::string text = "tensor " + source + ": " + dtypeName(dtype_) + " " + device_.str() +
                        " sizes=" + listText(sizes_);
+    if (dynamic_) text += " contiguous";
     if (layout_ == c10::kStrided) {
       text += " strides=" + listText(strides_);
     } else {
@@ -213,8 +257,9 @@ class TensorMatchGuard final : public LeafGuard {
   c10::Device device_{c10::DeviceType::CPU};
   c10::Layout layout_ = c10::kStrided;
   bool requiresGrad_ = false;
-  std::vector<int64_t> sizes_;
-  std::vector<int64_t> strides_;
+  std::vector<int64_t> sizes_;    // kDynamic for a dynamic dimension
+  std::vector<int64_t> strides_;  // empty when dynamic_ (contiguity is checked instead)
+  bool dynamic_ = false;
 };
 
 class GradModeGuard final : public LeafGuard {
@@ -270,7 +315,7 @@ class DefaultDtypeGuard final : public LeafGuard {
 
 }  // namespace
 
-LeafGuardPtr makeTensorMatch(PyObject* exampleTensor) {
+LeafGuardPtr makeTensorMatch(PyObject* exampleTensor, const std::vector<bool>& dynamicDims) {
   int isTensor = THPVariableClass != nullptr ? PyObject_IsInstance(exampleTensor, THPVariableClass)
                                              : 0;
   if (isTensor != 1) {
@@ -279,7 +324,7 @@ LeafGuardPtr makeTensorMatch(PyObject* exampleTensor) {
                     "TENSOR_MATCH needs a torch.Tensor, got " + typeName(exampleTensor));
   }
   try {
-    return std::make_unique<TensorMatchGuard>(exampleTensor);
+    return std::make_unique<TensorMatchGuard>(exampleTensor, dynamicDims);
   } catch (const c10::Error& e) {
     throw UserError(UserErrorKind::kInvalidArgument,
                     std::string("TENSOR_MATCH cannot read this tensor: ") +
@@ -293,6 +338,69 @@ LeafGuardPtr makeGradModeFromCurrent() { return makeGradMode(c10::GradMode::is_e
 
 LeafGuardPtr makeDefaultDtypeFromCurrent() {
   return std::make_unique<DefaultDtypeGuard>(c10::get_default_dtype_as_scalartype());
+}
+
+// --- ShapeGuards ---------------------------------------------------------------------------------
+
+ShapeGuards::ShapeGuards(sym::ShapeEnv env, std::vector<std::vector<DimSource>> sources)
+    : env_(std::move(env)), sources_(std::move(sources)) {}
+
+bool ShapeGuards::read(const FrameValues& frame, std::vector<int64_t>& values, std::string* why) const {
+  values.assign(sources_.size(), 0);
+  for (std::size_t id = 0; id < sources_.size(); ++id) {
+    for (std::size_t k = 0; k < sources_[id].size(); ++k) {
+      const DimSource& ds = sources_[id][k];
+      PyObject* t = ds.tensor.fetch(frame);  // new ref or null
+      if (t == nullptr) {
+        PyErr_Clear();
+        if (why) *why = "cannot read " + ds.tensor.name();
+        return false;
+      }
+      int64_t size = -1;
+      if (THPVariable_Check(t)) {
+        c10::IntArrayRef sizes = THPVariable_Unpack(t).sizes();
+        if (ds.dim < static_cast<int>(sizes.size())) size = sizes[ds.dim];
+      }
+      Py_DECREF(t);
+      if (size < 0) {
+        if (why) *why = ds.tensor.name() + " has no dimension " + std::to_string(ds.dim);
+        return false;
+      }
+      if (k == 0) {
+        values[id] = size;
+      } else if (values[id] != size) {
+        if (why) {
+          const DimSource& d0 = sources_[id][0];
+          *why = "shape guard failed: " + ds.tensor.name() + ".size()[" + std::to_string(ds.dim) + "] == " +
+                 d0.tensor.name() + ".size()[" + std::to_string(d0.dim) + "] (duck sizing: the sizes were equal at the first compile; got " +
+                 std::to_string(size) + " and " + std::to_string(values[id]) + "; dynamo.mark_dynamic gives each its own symbol)";
+        }
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool ShapeGuards::check(const FrameValues& frame) const {
+  std::vector<int64_t> values;
+  if (!read(frame, values, nullptr)) return false;
+  try {
+    return env_.check(values);
+  } catch (const sym::SymbolicError&) {
+    return false;
+  }
+}
+
+std::string ShapeGuards::failureReason(const FrameValues& frame) const {
+  std::vector<int64_t> values;
+  std::string why;
+  if (!read(frame, values, &why)) return why;
+  try {
+    return env_.failure(values);
+  } catch (const sym::SymbolicError& e) {
+    return std::string("shape guard failed: ") + e.what();
+  }
 }
 
 }  // namespace dynamo::core

@@ -11,6 +11,7 @@
 #include "dynamo/core/compile_sink.h"
 #include "dynamo/core/graph_printer.h"
 #include "dynamo/core/graph_serializer.h"
+#include "dynamic.h"
 #include "graph_call.h"
 #include "torch_api.h"
 #include "tracer.h"
@@ -63,14 +64,29 @@ FrameValues valuesOf(const FrameView& view) {
   return v;
 }
 
-/// The cache entry's guard: a GuardSet over the intercepted frame.
+/// The cache entry's guard: a GuardSet over the intercepted frame, then its shape guards.
 class GuardSetCheck : public GuardCheck {
  public:
-  explicit GuardSetCheck(GuardSet set) : set_(std::move(set)) {}
-  bool check(const FrameView& frame) override { return set_.check(valuesOf(frame)); }
+  GuardSetCheck(GuardSet set, std::unique_ptr<ShapeGuards> shapes)
+      : set_(std::move(set)), shapes_(std::move(shapes)) {}
+  bool check(const FrameView& frame) override {
+    FrameValues v = valuesOf(frame);
+    return set_.check(v) && (!shapes_ || shapes_->check(v));
+  }
   // The failures as data are kept for the compile that follows the miss (its EntryMiss).
   std::string failureReason(const FrameView& frame) override {
-    lastFailures_ = set_.failures(valuesOf(frame));
+    FrameValues v = valuesOf(frame);
+    lastFailures_ = set_.failures(v);
+    if (lastFailures_.empty() && shapes_) {
+      std::string r = shapes_->failureReason(v);
+      if (!r.empty()) {
+        GuardFailure f;
+        f.kind = GuardKind::kShapeEnv;
+        f.reason = std::move(r);
+        f.property = "shape";
+        lastFailures_.push_back(std::move(f));
+      }
+    }
     std::string out;
     for (const GuardFailure& f : lastFailures_) out += (out.empty() ? "" : "\n") + f.str();
     return out;
@@ -79,6 +95,7 @@ class GuardSetCheck : public GuardCheck {
 
  private:
   GuardSet set_;
+  std::unique_ptr<ShapeGuards> shapes_;
   std::vector<GuardFailure> lastFailures_;  // of the last failureReason() call
 };
 
@@ -250,6 +267,7 @@ class Compiler : public FrameCompiler {
 
     TraceOptions topts;
     topts.noInlinePrefixes = opts_.noInlineFilePrefixes;
+    topts.dynamic = dynamicState(code, rec);
     for (int restart = 0;; ++restart) {
       DYNAMO_INTERNAL_ASSERT(restart < 64, "too many restarts");
       auto ctx = std::make_unique<CompileContext>(fv, code, topts);
@@ -320,6 +338,8 @@ class Compiler : public FrameCompiler {
     GuardSet guards = ctx.guards.build();
     rec.guards = guards.guards();
     rec.guardText = guards.describe();
+    std::unique_ptr<ShapeGuards> shapeGuards = makeShapeGuards(ctx);
+    rec.dynamicShapes = dynamicText(ctx, shapeGuards.get(), rec.dynamicShapes);
     rec.guardMs = msSince(tGuards);
 
     auto tBackend = Clock::now();
@@ -341,11 +361,30 @@ class Compiler : public FrameCompiler {
     PyObjectRef newCode = emitCode(ctx, root, code, plan, compiled.get(), brk);
     rec.bytecode = bytecode::print(bytecode::decode(reinterpret_cast<PyCodeObject*>(newCode.get())));
     rec.status = rec.breaks.empty() ? CompileStatus::kOk : CompileStatus::kGraphBreak;
-    auto entry = std::make_shared<CacheEntry>(std::make_unique<GuardSetCheck>(std::move(guards)), newCode.get());
+    auto entry = std::make_shared<CacheEntry>(
+        std::make_unique<GuardSetCheck>(std::move(guards), std::move(shapeGuards)), newCode.get());
     rec.entryId = entry->id;
     rec.entry = entry;
     entry->owner = ownerId_;
     return CompileResult::addEntry(std::move(entry));
+  }
+
+  // The dynamic-shape policy of `code` (null: every size static, with the reason in the record).
+  std::shared_ptr<DynamicState> dynamicState(PyCodeObject* code, CompileRecord& rec) {
+    if (opts_.dynamic == 0) return nullptr;
+    if (!opts_.backendHandlesDynamic) {
+      rec.dynamicShapes = "every size is static: backend '" + opts_.backendName +
+                          "' specialises its graph on the example sizes (one compile per size)\n";
+      return nullptr;
+    }
+    DynamicMode mode = opts_.dynamic == 1 ? DynamicMode::kAll : DynamicMode::kAutomatic;
+    return dynamic_.forCode(code, mode, opts_.automaticDynamic);
+  }
+
+  static std::string dynamicText(const CompileContext& ctx, const ShapeGuards* shapes, std::string text) {
+    for (const std::string& n : ctx.dynamicNotes) text += n + "\n";
+    if (shapes) text += shapes->describe();
+    return text;
   }
 
   static uint64_t nextOwnerId() {
@@ -355,6 +394,7 @@ class Compiler : public FrameCompiler {
 
   CompilerOptions opts_;
   uint64_t ownerId_;
+  DynamicRegistry dynamic_;
 };
 
 }  // namespace

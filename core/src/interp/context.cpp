@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "graph_call.h"
+#include "dynamic.h"
 #include "torch_api.h"
 #include "tracer.h"
 
@@ -99,8 +100,8 @@ ValueRef CompileContext::wrapTensor(PyObject* obj, const Source& source) {
   NodeMeta meta = metaHere(example.get());
   meta.tensor->device = PyUnicode_AsUTF8(PyObjectRef::steal(checkPy(PyObject_Str(device.get()))).get());
   NodeRef node = graph.placeholder(source.name(), meta);
-  guard(source, makeTensorMatch(obj));
   ValueRef v = makeTensor(node, example, device, source);
+  guard(source, makeTensorMatch(obj, makeInputSymbols(*this, v, obj, source)));
   v->real = PyObjectRef::borrow(type);  // Tensor or Parameter, for type() and isinstance
   inputs_.emplace_back(node, source);
   realInputs.push_back(PyObjectRef::borrow(obj));
@@ -774,6 +775,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
       graph.callFunction(Target::fromCallable(fn), std::move(gargs), std::move(gkwargs), meta);
     else
       graph.callMethod(method, std::move(gargs), std::move(gkwargs), meta);
+    checkInPlaceSizes(*this, args[i], method.empty() ? callableName(fn) : "Tensor." + method);
     return args[i];
   }
   // Factory functions (and the materialized fallback) give real tensors: bring them to meta.
@@ -821,7 +823,10 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
       breakHere(BreakKind::kTensorToPython,
                 (method.empty() ? Target::fromCallable(fn).qualifiedName() : "Tensor." + method) +
                     "() returns a Python value computed from tensor data");
-    if (isConstantObject(res.get())) return makeConst(res.get());
+    if (isConstantObject(res.get())) {
+      inferResultSizes(*this, fn, method, args, kwargs, nullptr);  // a size read: may specialise
+      return makeConst(res.get());
+    }
     breakHere(BreakKind::kUnsupported, std::string("a torch call returning ") + Py_TYPE(res.get())->tp_name);
   }
   PyObjectRef device = inferDevice(method, args, kwargs);
@@ -830,7 +835,9 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   NodeRef node = method.empty()
                      ? graph.callFunction(Target::fromCallable(fn), std::move(gargs), std::move(gkwargs), meta)
                      : graph.callMethod(method, std::move(gargs), std::move(gkwargs), meta);
-  return wrapResult(*this, node, res.get(), device.get());
+  ValueRef out = wrapResult(*this, node, res.get(), device.get());
+  inferResultSizes(*this, fn, method, args, kwargs, out);
+  return out;
 }
 
 std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
@@ -865,6 +872,7 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
       break;
     }
     case ValueKind::kTensor: {
+      specializeSizes(ctx, v, "iteration over a tensor (a Python loop count)");
       PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "shape")));
       if (PyTuple_GET_SIZE(shape.get()) == 0) ctx.breakHere(BreakKind::kException, "iteration over a 0-d tensor");
       long n = PyLong_AsLong(PyTuple_GET_ITEM(shape.get(), 0));

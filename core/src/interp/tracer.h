@@ -66,6 +66,8 @@ struct TraceOptions {
   int maxInlineDepth = 64;          ///< nested inlined calls before giving up
   std::map<int, GraphBreak> forcedBreaks;  ///< root instructions to break at (restarts), why
   std::vector<std::string> noInlinePrefixes;  ///< files whose functions are never traced into
+  /// Dynamic-shape policy and history of the code being compiled (dynamic.h); null: all static.
+  std::shared_ptr<class DynamicState> dynamic;
 };
 
 /// Everything one compile of one frame shares across the root and inlined Tracers.
@@ -103,6 +105,12 @@ class CompileContext {
   std::unordered_map<PyObject*, std::shared_ptr<CellBox>> cellBoxes;
   /// Values already made for an object reached through a source (identity kept).
   std::unordered_map<PyObject*, ValueRef> byIdentity;
+  /// Symbols of dynamic sizes and the guards on them (dynamic.cpp).
+  sym::ShapeEnv shapes;
+  /// Where each symbol is read at run time: (input tensor source, dim), defining one first.
+  std::vector<std::vector<std::pair<Source, int>>> symbolSources;
+  /// Notes for the compile record: which dimensions are dynamic or specialised, and why.
+  std::vector<std::string> dynamicNotes;
   /// The real tensors behind the placeholders, in order (example inputs for backends).
   std::vector<PyObjectRef> realInputs;
   /// Whether torch grad mode is on at this point of the trace.

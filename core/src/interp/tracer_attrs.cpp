@@ -6,6 +6,7 @@
 // as PyTorch's dynamo does; `training` and every attribute of user classes are guarded.
 #include <cstring>
 
+#include "dynamic.h"
 #include "torch_api.h"
 #include "tracer.h"
 
@@ -54,6 +55,7 @@ ValueRef tensorAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
   CompileContext& ctx = tr.ctx();
   PyObject* ex = v->obj.get();  // borrowed: the meta example
   if (name == "shape") {  // a torch.Size, as in eager (isinstance, .numel(), returned as is)
+    specializeSizes(ctx, v, "x.shape read as Python ints");
     PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(ex, "shape")));
     return makeConst(shape.get());
   }

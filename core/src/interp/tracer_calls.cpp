@@ -7,6 +7,7 @@
 //   print, logging, .item(), unknown C functions         a graph break
 #include <cstring>
 
+#include "dynamic.h"
 #include "torch_api.h"
 #include "tracer.h"
 
@@ -560,6 +561,7 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
       return makeConst(n.get());
     }
     if (v->isTensor()) {
+      specializeSizes(ctx, v, "len() of a tensor");
       PyObjectRef n = PyObjectRef::steal(checkPy(PyObject_CallMethod(v->obj.get(), "__len__", nullptr)));
       return makeConst(n.get());
     }

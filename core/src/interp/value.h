@@ -37,6 +37,7 @@
 #include "dynamo/core/graph.h"
 #include "dynamo/core/graph_pyref.h"
 #include "dynamo/core/source.h"
+#include "dynamo/core/symbolic.h"
 
 namespace dynamo::core::interp {
 
@@ -90,6 +91,9 @@ struct Value {
   bool idGuarded = false;        ///< kObject: its identity is guarded (ID_MATCH on its source)
   ValueRef watched;              ///< kIterator over a dict: the dict, whose size must not change
   size_t watchedSize = 0;        ///< kIterator over a dict: its size when iteration began
+  /// kTensor with dynamic dimensions: one size expression per dimension (constants for static
+  /// ones); empty when every size is static (obj's sizes are then exact).
+  std::vector<sym::Expr> symSizes;
 
   bool isConst() const { return kind == ValueKind::kConst; }
   bool isTensor() const { return kind == ValueKind::kTensor; }

@@ -5,7 +5,7 @@ import torch
 
 import dynamo
 
-dynamo.config.cache_size_limit = 4
+dynamo.config.cache_size_limit = 4; dynamo.config.automatic_dynamic_shapes = False  # noqa: E702 (one compile per size)
 OFFSET = 0.0
 
 

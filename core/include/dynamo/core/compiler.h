@@ -66,6 +66,9 @@ struct CompileRecord {
   /// graphs[i] printed (graph_printer.h) and serialized (graph_serializer.h): built once, when
   /// the record is handed on, for the sink and the listeners alike (empty before).
   std::vector<std::string> printedGraphs, serializedGraphs;
+  /// Dynamic shapes: which input dimensions are dynamic or specialised and why, then the shape
+  /// guards (symbols, ranges, relations with their user lines); "" when every size is static.
+  std::string dynamicShapes;
 };
 
 /// Options of a compiler, fixed when it is made.
@@ -91,6 +94,14 @@ struct CompilerOptions {
   std::vector<std::string> noInlineFilePrefixes;
   /// Passes of passes.def not to run (dynamo.config.disabled_passes).
   PassOptions passOptions;
+  /// dynamo.compile(dynamic=...): -1 None (automatic, per automaticDynamic), 0 False (every size
+  /// static), 1 True (every size of every input tensor dynamic from the first compile).
+  int dynamic = -1;
+  /// dynamo.config.automatic_dynamic_shapes: a size that changed is recompiled as dynamic.
+  bool automaticDynamic = true;
+  /// The backend runs a graph for any sizes (the eager runner, the FX bridge): when false the
+  /// backend specialises on the example sizes and every size stays static.
+  bool backendHandlesDynamic = true;
 };
 
 /// A new compiler. Needs the GIL.

@@ -23,6 +23,7 @@
 
 #include "dynamo/common/error.h"
 #include "dynamo/core/source.h"
+#include "dynamo/core/symbolic.h"
 
 namespace dynamo::core {
 
@@ -122,7 +123,10 @@ LeafGuardPtr makeNoInstanceAttr(const std::string& name);
 /// TENSOR_MATCH: the tensor matches `exampleTensor` in exact Python type (Tensor, Parameter or a
 /// subclass), dispatch key set (TLS include/exclude applied), dtype, device, requires_grad, ndim,
 /// sizes and strides. (tensor_guards.cpp, the one TU with torch headers.)
-LeafGuardPtr makeTensorMatch(PyObject* exampleTensor);
+/// With `dynamicDims` (one flag per dimension), a flagged dimension's size is not checked (the
+/// ShapeGuards of the entry check its range and relations) and the tensor must be contiguous
+/// (strides are then implied by the sizes); the example must be contiguous too.
+LeafGuardPtr makeTensorMatch(PyObject* exampleTensor, const std::vector<bool>& dynamicDims = {});
 /// GRAD_MODE: torch grad mode is `enabled`.
 LeafGuardPtr makeGradMode(bool enabled);
 /// GRAD_MODE with the current grad mode as the expectation.
@@ -213,6 +217,34 @@ class GuardSetBuilder {
  private:
   struct Pending;
   std::vector<Pending> pending_;
+};
+
+/// The symbolic-shape guards of one entry (dynamic shapes), checked in one pass over the input
+/// sizes after the GuardSet: every dynamic dimension's size is read once (a symbol's defining
+/// source), its other sources (duck sizing) must equal it, each symbol must lie in its range
+/// (sizes 0 and 1 stay specialised) and every relation of the ShapeEnv must hold.
+/// (tensor_guards.cpp reads the sizes.)
+class ShapeGuards {
+ public:
+  struct DimSource {
+    Source tensor;  ///< the input tensor
+    int dim = 0;
+  };
+  /// `sources[id]`: where symbol id is read, defining source first.
+  ShapeGuards(sym::ShapeEnv env, std::vector<std::vector<DimSource>> sources);
+  bool check(const FrameValues& frame) const;
+  /// "" when they pass, else the first failing check with the user line that created it.
+  std::string failureReason(const FrameValues& frame) const;
+  /// Every shape guard, one per line (ShapeEnv::describe).
+  std::string describe() const { return env_.describe(); }
+  bool empty() const { return sources_.empty() && env_.guards().empty(); }
+
+ private:
+  /// Reads every symbol's value (false when a source cannot be read or sources disagree; then
+  /// `why` says which).
+  bool read(const FrameValues& frame, std::vector<int64_t>& values, std::string* why) const;
+  sym::ShapeEnv env_;
+  std::vector<std::vector<DimSource>> sources_;
 };
 
 }  // namespace dynamo::core

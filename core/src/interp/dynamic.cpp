@@ -1,0 +1,528 @@
+// Dynamic shapes in the tracer (see dynamic.h): the per-code policy, input symbols, result sizes
+// by probing meta kernels, and specialisation.
+#include "dynamic.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "torch_api.h"
+
+namespace dynamo::core::interp {
+
+namespace {
+
+std::vector<int64_t> sizesOf(PyObject* t) {
+  PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(t, "shape")));
+  std::vector<int64_t> out;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape.get()); ++i) out.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape.get(), i)));
+  return out;
+}
+
+std::vector<int64_t> stridesOf(PyObject* t) {
+  PyObjectRef st = PyObjectRef::steal(checkPy(PyObject_CallMethod(t, "stride", nullptr)));
+  std::vector<int64_t> out;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(st.get()); ++i) out.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(st.get(), i)));
+  return out;
+}
+
+bool isContiguousExactly(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  int64_t step = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (strides[i] != step) return false;
+    step *= std::max<int64_t>(sizes[i], 1);
+  }
+  return true;
+}
+
+bool strided(PyObject* t) {
+  PyObjectRef layout = PyObjectRef::steal(PyObject_GetAttrString(t, "layout"));
+  PyObjectRef text = layout ? PyObjectRef::steal(PyObject_Str(layout.get())) : PyObjectRef{};
+  PyErr_Clear();
+  return text && std::string(PyUnicode_AsUTF8(text.get())) == "torch.strided";
+}
+
+// {dim: (min, max)} from mark_dynamic, or {} (borrowed attribute read).
+std::map<int, sym::Range> markedDynamic(PyObject* t) {
+  std::map<int, sym::Range> out;
+  PyObjectRef d = PyObjectRef::steal(PyObject_GetAttrString(t, "_dynamo_dynamic_dims"));
+  if (!d || !PyDict_Check(d.get())) {
+    PyErr_Clear();
+    return out;
+  }
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(d.get(), &pos, &k, &v)) {
+    sym::Range r{2, sym::kInf};
+    if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2) {
+      if (PyTuple_GET_ITEM(v, 0) != Py_None) r.lo = std::max<int64_t>(2, PyLong_AsLongLong(PyTuple_GET_ITEM(v, 0)));
+      if (PyTuple_GET_ITEM(v, 1) != Py_None) r.hi = PyLong_AsLongLong(PyTuple_GET_ITEM(v, 1));
+    }
+    out[static_cast<int>(PyLong_AsLong(k))] = r;
+  }
+  PyErr_Clear();
+  return out;
+}
+
+std::set<int> markedStatic(PyObject* t) {
+  std::set<int> out;
+  PyObjectRef s = PyObjectRef::steal(PyObject_GetAttrString(t, "_dynamo_static_dims"));
+  if (!s || !PyAnySet_Check(s.get())) {
+    PyErr_Clear();
+    return out;
+  }
+  PyObjectRef it = PyObjectRef::steal(PyObject_GetIter(s.get()));
+  while (PyObject* item = it ? PyIter_Next(it.get()) : nullptr) {
+    out.insert(static_cast<int>(PyLong_AsLong(item)));
+    Py_DECREF(item);
+  }
+  PyErr_Clear();
+  return out;
+}
+
+}  // namespace
+
+std::vector<DynamicState::DimPlan> DynamicState::plan(const std::string& source, PyObject* tensor) {
+  std::vector<int64_t> sizes = sizesOf(tensor);
+  std::vector<DimPlan> out(sizes.size());
+  std::map<int, sym::Range> marked = markedDynamic(tensor);
+  std::set<int> fixed = markedStatic(tensor);
+  auto prev = seen_.find(source);
+  std::set<int>& changed = changed_[source];
+  if (prev != seen_.end() && prev->second.size() == sizes.size()) {
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (prev->second[d] != sizes[d]) changed.insert(static_cast<int>(d));
+    }
+  }
+  bool dense = strided(tensor) && isContiguousExactly(sizes, stridesOf(tensor));
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    DimPlan& p = out[d];
+    int dim = static_cast<int>(d);
+    std::string name = source + ".size()[" + std::to_string(d) + "]";
+    bool want = false;
+    if (mode_ == DynamicMode::kOff) continue;
+    if (fixed.count(dim)) continue;  // mark_static
+    auto m = marked.find(dim);
+    if (m != marked.end()) {
+      want = true;
+      p.range = m->second;
+      p.duck = false;
+      p.why = "mark_dynamic";
+    } else if (static_.count({source, dim})) {
+      continue;  // specialised by an earlier trace: automatic dynamic does not apply
+    } else if (mode_ == DynamicMode::kAll) {
+      want = true;
+      p.why = "dynamic=True";
+    } else if (automatic_ && changed.count(dim)) {
+      want = true;
+      p.why = "automatic dynamic: the size changed" +
+              (prev != seen_.end() ? " (" + std::to_string(prev->second[d]) + " -> " + std::to_string(sizes[d]) + ")" : std::string());
+    }
+    if (!want) continue;
+    if (sizes[d] == 0 || sizes[d] == 1) {
+      p.why = name + " is " + std::to_string(sizes[d]) + ": sizes 0 and 1 are specialised (" + p.why + " not applied)";
+      continue;
+    }
+    if (!p.range.contains(sizes[d])) {
+      p.why = name + " is " + std::to_string(sizes[d]) + ", outside its mark_dynamic range " + p.range.str() + ": specialised";
+      continue;
+    }
+    if (!dense) {
+      p.why = name + " stays static: the tensor is not contiguous (" + p.why + " not applied)";
+      continue;
+    }
+    p.dynamic = true;
+  }
+  seen_[source] = sizes;
+  return out;
+}
+
+void DynamicState::keepStatic(const std::string& source, int dim, const std::string& why) {
+  static_.emplace(std::make_pair(source, dim), why);
+}
+
+std::shared_ptr<DynamicState> DynamicRegistry::forCode(PyCodeObject* code, DynamicMode mode, bool automatic) {
+  PyObject* key = reinterpret_cast<PyObject*>(code);
+  auto it = states_.find(key);
+  if (it != states_.end()) return it->second.second;
+  auto state = std::make_shared<DynamicState>(mode, automatic);
+  states_.emplace(key, std::make_pair(PyObjectRef::borrow(key), state));
+  return state;
+}
+
+std::vector<bool> makeInputSymbols(CompileContext& ctx, const ValueRef& v, PyObject* tensor, const Source& source) {
+  if (!ctx.options.dynamic) return {};
+  std::vector<DynamicState::DimPlan> plan = ctx.options.dynamic->plan(source.name(), tensor);
+  std::vector<bool> mask(plan.size(), false);
+  bool any = false;
+  for (const auto& p : plan) any = any || p.dynamic;
+  for (const auto& p : plan) {
+    if (!p.dynamic && !p.why.empty()) ctx.dynamicNotes.push_back(p.why);
+  }
+  if (!any) return {};
+  std::vector<int64_t> sizes = sizesOf(tensor);
+  for (size_t d = 0; d < plan.size(); ++d) {
+    if (!plan[d].dynamic) {
+      v->symSizes.emplace_back(sizes[d]);
+      continue;
+    }
+    std::string name = source.name() + ".size()[" + std::to_string(d) + "]";
+    int before = ctx.shapes.numSymbols();
+    sym::Expr e = ctx.shapes.sizeSymbol(sizes[d], sym::SymbolSource{static_cast<int>(ctx.inputs().size()), static_cast<int>(d), name},
+                                        plan[d].duck, plan[d].range);
+    int id = e.symbolId();
+    if (id >= before) ctx.symbolSources.emplace_back();
+    ctx.symbolSources.at(id).emplace_back(source, static_cast<int>(d));
+    ctx.dynamicNotes.push_back(name + " is dynamic (" + ctx.shapes.symbolName(id) + "): " + plan[d].why);
+    v->symSizes.push_back(e);
+    mask[d] = true;
+  }
+  return mask;
+}
+
+namespace {
+
+void collectTensors(const ValueRef& v, std::vector<ValueRef>& out) {
+  if (!v) return;
+  if (v->isTensor()) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    return;
+  }
+  for (const ValueRef& i : v->items) collectTensors(i, out);
+}
+
+std::vector<int> freeSymbols(const CompileContext& ctx, const std::vector<ValueRef>& tensors) {
+  std::set<int> ids;
+  for (const ValueRef& t : tensors) {
+    for (const sym::Expr& e : t->symSizes) {
+      for (int id : e.symbols()) {
+        if (!ctx.shapes.pinned(id)) ids.insert(id);
+      }
+    }
+  }
+  return {ids.begin(), ids.end()};
+}
+
+// A leaf of a call's result: a tensor's sizes, or a Python value.
+struct Leaf {
+  bool tensor = false;
+  std::vector<int64_t> sizes;
+  PyObjectRef value;
+};
+
+void flattenResult(PyObject* o, std::vector<Leaf>& out) {
+  if (isTensor(o)) {
+    out.push_back(Leaf{true, sizesOf(o), {}});
+  } else if (PyTuple_Check(o) || PyList_Check(o)) {
+    for (Py_ssize_t i = 0; i < PySequence_Size(o); ++i) {
+      PyObjectRef item = PyObjectRef::steal(checkPy(PySequence_GetItem(o, i)));
+      flattenResult(item.get(), out);
+    }
+  } else {
+    out.push_back(Leaf{false, {}, PyObjectRef::borrow(o)});
+  }
+}
+
+// A meta tensor like `example` (same dtype and dense layout order) with sizes `sizes`; null when
+// the example's layout is not dense (its strides then do not follow from the sizes).
+PyObjectRef probeTensor(PyObject* example, const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> exSizes = sizesOf(example), exStrides = stridesOf(example);
+  size_t n = exSizes.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return exStrides[a] > exStrides[b]; });
+  // Dense: walking dims from the innermost, each stride is the product of the inner sizes.
+  int64_t step = 1;
+  bool dense = true;
+  for (size_t k = n; k-- > 0;) {
+    size_t d = order[k];
+    if (exSizes[d] != 1 && exStrides[d] != step) dense = false;
+    step *= std::max<int64_t>(exSizes[d], 1);
+  }
+  std::vector<int64_t> strides(n);
+  if (dense) {
+    step = 1;
+    for (size_t k = n; k-- > 0;) {
+      strides[order[k]] = step;
+      step *= std::max<int64_t>(sizes[order[k]], 1);
+    }
+  } else {
+    // Not dense (a slice x[:, :3]): its strides stay as they are when only its outermost
+    // dimension changes size (the inner layout then does not depend on it).
+    for (size_t k = 1; k < n; ++k) {
+      if (sizes[order[k]] != exSizes[order[k]]) return {};
+    }
+    strides = exStrides;
+  }
+  PyObjectRef sz = PyObjectRef::steal(checkPy(PyTuple_New(n)));
+  PyObjectRef st = PyObjectRef::steal(checkPy(PyTuple_New(n)));
+  for (size_t i = 0; i < n; ++i) {
+    PyTuple_SET_ITEM(sz.get(), i, PyLong_FromLongLong(sizes[i]));
+    PyTuple_SET_ITEM(st.get(), i, PyLong_FromLongLong(strides[i]));
+  }
+  PyObjectRef dtype = PyObjectRef::steal(checkPy(PyObject_GetAttrString(example, "dtype")));
+  PyObjectRef args = PyObjectRef::steal(checkPy(PyTuple_Pack(2, sz.get(), st.get())));
+  PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
+  PyDict_SetItemString(kw.get(), "dtype", dtype.get());
+  PyDict_SetItemString(kw.get(), "device", torchApi().metaDevice);
+  PyObject* t = PyObject_Call(torchApi().emptyStrided, args.get(), kw.get());
+  if (t == nullptr) PyErr_Clear();
+  return PyObjectRef::steal(t);
+}
+
+// Runs the call on meta tensors whose symbolic sizes take `values`; false when it cannot.
+bool probe(CompileContext& ctx, PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
+           const std::vector<std::pair<std::string, ValueRef>>& kwargs, const std::vector<ValueRef>& tensors,
+           const std::vector<int64_t>& values, std::vector<Leaf>& out) {
+  // Swap each dynamic tensor's example for a probe, build the call's examples, swap back.
+  std::vector<PyObjectRef> saved;
+  bool ok = true;
+  for (const ValueRef& t : tensors) {
+    saved.push_back(t->obj);
+    if (t->symSizes.empty()) continue;
+    std::vector<int64_t> sizes;
+    try {
+      for (const sym::Expr& e : t->symSizes) sizes.push_back(e.eval(values));
+    } catch (const sym::SymbolicError&) {
+      ok = false;
+      break;
+    }
+    for (int64_t s : sizes) ok = ok && s >= 0;
+    PyObjectRef p = ok ? probeTensor(t->obj.get(), sizes) : PyObjectRef{};
+    if (!p) {
+      ok = false;
+      break;
+    }
+    t->obj = p;
+  }
+  PyObjectRef exArgs, exKwargs;
+  if (ok) {
+    try {
+      exArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+      for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(exArgs.get(), i, exampleOf(ctx, args[i]).release());
+      exKwargs = PyObjectRef::steal(checkPy(PyDict_New()));
+      for (const auto& [k, v] : kwargs) {
+        PyObjectRef ex = k == "device" ? PyObjectRef::borrow(torchApi().metaDevice) : exampleOf(ctx, v);
+        PyDict_SetItemString(exKwargs.get(), k.c_str(), ex.get());
+      }
+    } catch (...) {
+      PyErr_Clear();
+      ok = false;
+    }
+  }
+  // In reverse: a tensor met twice (x + x) saved its probe the second time.
+  for (size_t i = saved.size(); i-- > 0;) tensors[i]->obj = saved[i];
+  if (!ok) return false;
+  PyObjectRef callable, callArgs = exArgs;
+  if (!method.empty()) {
+    if (args.empty()) return false;
+    callable = PyObjectRef::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(exArgs.get(), 0), method.c_str()));
+    callArgs = PyObjectRef::steal(PyTuple_GetSlice(exArgs.get(), 1, args.size()));
+    if (!callable || !callArgs) {
+      PyErr_Clear();
+      return false;
+    }
+  } else {
+    callable = PyObjectRef::borrow(fn);
+  }
+  const TorchApi& api = torchApi();
+  PyObjectRef prevGrad = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.isGradEnabled)));
+  PyObjectRef set = PyObjectRef::steal(PyObject_CallFunctionObjArgs(api.setGradEnabled, ctx.gradEnabled ? Py_True : Py_False, nullptr));
+  PyObject* r = PyObject_Call(callable.get(), callArgs.get(), PyDict_Size(exKwargs.get()) ? exKwargs.get() : nullptr);
+  if (r == nullptr) PyErr_Clear();
+  PyObjectRef restored = PyObjectRef::steal(PyObject_CallFunctionObjArgs(api.setGradEnabled, prevGrad.get(), nullptr));
+  PyErr_Clear();
+  if (r == nullptr) return false;
+  PyObjectRef res = PyObjectRef::steal(r);
+  out.clear();
+  try {
+    flattenResult(res.get(), out);
+  } catch (...) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+// Values at which a symbol is probed: both ends of its range and points in between, all other
+// than the hint.
+std::vector<int64_t> probePoints(const sym::ShapeEnv& env, int id) {
+  int64_t h = env.hint(id);
+  sym::Range r = env.ranges()[id];
+  std::vector<int64_t> cand = {r.lo, r.lo + 1, 5, 7, h + 5, 2 * h + 11, 1031, 4099};
+  if (r.hi != sym::kInf) cand.push_back(r.hi);
+  std::vector<int64_t> out;
+  for (int64_t c : cand) {
+    if (c != h && r.contains(c) && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
+}
+
+void flattenValues(const ValueRef& v, std::vector<ValueRef>& out) {
+  if (v->isTensor()) {
+    out.push_back(v);
+  } else if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList) {
+    for (const ValueRef& i : v->items) flattenValues(i, out);
+  }
+}
+
+void specializeSymbols(CompileContext& ctx, const std::vector<int>& ids, const std::string& why) {
+  std::string where = ctx.here().str();
+  for (int id : ids) {
+    if (ctx.shapes.pinned(id)) continue;
+    ctx.shapes.pin(id, where, why);
+    for (const auto& [source, dim] : ctx.symbolSources.at(id)) {
+      if (ctx.options.dynamic) ctx.options.dynamic->keepStatic(source.name(), dim, why);
+    }
+    ctx.dynamicNotes.push_back(ctx.shapes.sources(id)[0].name + " specialised to " + std::to_string(ctx.shapes.hint(id)) +
+                               ": " + why + (where.empty() ? "" : " at " + where));
+  }
+}
+
+bool sameLeaf(const Leaf& a, const Leaf& b) {
+  if (a.tensor != b.tensor) return false;
+  if (a.tensor) return a.sizes.size() == b.sizes.size();
+  int eq = PyObject_RichCompareBool(a.value.get(), b.value.get(), Py_EQ);
+  if (eq < 0) PyErr_Clear();
+  return eq == 1 && Py_TYPE(a.value.get()) == Py_TYPE(b.value.get());
+}
+
+}  // namespace
+
+void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
+                      const std::vector<std::pair<std::string, ValueRef>>& kwargs, const ValueRef& result) {
+  std::vector<ValueRef> tensors;
+  for (const ValueRef& a : args) collectTensors(a, tensors);
+  for (const auto& kv : kwargs) collectTensors(kv.second, tensors);
+  std::vector<int> ids = freeSymbols(ctx, tensors);
+  if (ids.empty()) return;
+  std::string what = method.empty() ? callableName(fn) : "Tensor." + method;
+  std::vector<ValueRef> outs;
+  if (result) flattenValues(result, outs);
+  // Device and dtype moves keep the sizes.
+  if ((method == "to" || method == "cuda" || method == "cpu" || method == "float" || method == "half" ||
+       method == "double" || method == "contiguous") &&
+      outs.size() == 1 && !args.empty() && args[0]->isTensor()) {
+    if (outs[0] != args[0]) outs[0]->symSizes = args[0]->symSizes;
+    return;
+  }
+  const sym::ShapeEnv& env = ctx.shapes;
+  std::vector<Leaf> base;
+  if (!probe(ctx, fn, method, args, kwargs, tensors, env.hints(), base)) {
+    specializeSymbols(ctx, ids, what + "() cannot run on meta tensors of other sizes");
+    return;
+  }
+  // Per symbol: the change of every output size per unit of the symbol, from the first probe,
+  // checked at every other probe.
+  std::vector<std::vector<std::vector<int64_t>>> coef(ids.size());  // [symbol][leaf][dim]
+  std::vector<Leaf> got;
+  std::string failure;
+  for (size_t k = 0; k < ids.size() && failure.empty(); ++k) {
+    int id = ids[k];
+    int64_t h = env.hint(id);
+    coef[k].resize(base.size());
+    bool first = true;
+    for (int64_t p : probePoints(env, id)) {
+      std::vector<int64_t> values = env.hints();
+      values[id] = p;
+      if (!probe(ctx, fn, method, args, kwargs, tensors, values, got) || got.size() != base.size()) {
+        failure = what + "() fails or changes its outputs for other sizes";
+        break;
+      }
+      for (size_t j = 0; j < base.size() && failure.empty(); ++j) {
+        if (!sameLeaf(base[j], got[j])) {
+          failure = base[j].tensor ? what + "() changes its outputs' ranks with the size"
+                                   : what + "() returns a Python value that depends on the size";
+          break;
+        }
+        if (!base[j].tensor) continue;
+        if (first) coef[k][j].assign(base[j].sizes.size(), 0);
+        for (size_t d = 0; d < base[j].sizes.size(); ++d) {
+          int64_t delta = got[j].sizes[d] - base[j].sizes[d];
+          if (first) {
+            if (delta % (p - h) != 0) failure = what + "() has output sizes that are not linear in the input sizes";
+            coef[k][j][d] = delta / (p - h);
+          } else if (delta != coef[k][j][d] * (p - h)) {
+            failure = what + "() has output sizes that are not linear in the input sizes";
+          }
+        }
+      }
+      first = false;
+    }
+  }
+  // All symbols moved together: the sizes must add up (no products of symbols).
+  if (failure.empty() && ids.size() > 1) {
+    std::vector<int64_t> values = env.hints();
+    for (size_t k = 0; k < ids.size(); ++k) values[ids[k]] = env.hint(ids[k]) + 3 + 2 * static_cast<int64_t>(k);
+    if (!probe(ctx, fn, method, args, kwargs, tensors, values, got) || got.size() != base.size()) {
+      failure = what + "() fails for other sizes";
+    } else {
+      for (size_t j = 0; j < base.size() && failure.empty(); ++j) {
+        if (!base[j].tensor) continue;
+        for (size_t d = 0; d < base[j].sizes.size(); ++d) {
+          int64_t want = base[j].sizes[d];
+          for (size_t k = 0; k < ids.size(); ++k) want += coef[k][j][d] * (values[ids[k]] - env.hint(ids[k]));
+          if (got[j].sizes[d] != want) failure = what + "() has output sizes that are not linear in the input sizes";
+        }
+      }
+    }
+  }
+  if (failure.empty()) {
+    // Map leaves to the result's tensor Values (same order).
+    size_t t = 0;
+    std::vector<std::vector<sym::Expr>> exprs;
+    for (size_t j = 0; j < base.size(); ++j) {
+      if (!base[j].tensor) continue;
+      std::vector<sym::Expr> sizes;
+      bool symbolic = false;
+      for (size_t d = 0; d < base[j].sizes.size(); ++d) {
+        sym::Expr e(base[j].sizes[d]);
+        for (size_t k = 0; k < ids.size(); ++k) {
+          int64_t c = coef[k][j][d];
+          if (c != 0) {
+            e = e + sym::Expr(c) * (sym::Expr::symbol(ids[k]) - sym::Expr(env.hint(ids[k])));
+            symbolic = true;
+          }
+        }
+        sizes.push_back(e);
+      }
+      exprs.push_back(symbolic ? sizes : std::vector<sym::Expr>{});
+      ++t;
+    }
+    if (exprs.size() == outs.size()) {
+      for (size_t i = 0; i < outs.size(); ++i) {
+        outs[i]->symSizes = exprs[i];
+      }
+      return;
+    }
+    failure = what + "() has results the trace cannot match to its outputs";
+  }
+  specializeSymbols(ctx, ids, failure);
+}
+
+void specializeSizes(CompileContext& ctx, const ValueRef& tensor, const std::string& why) {
+  if (!tensor || tensor->symSizes.empty()) return;
+  std::vector<int> ids = freeSymbols(ctx, {tensor});
+  specializeSymbols(ctx, ids, why);
+}
+
+void checkInPlaceSizes(CompileContext& ctx, const ValueRef& tensor, const std::string& what) {
+  if (!tensor || tensor->symSizes.empty()) return;
+  std::vector<int64_t> now = sizesOf(tensor->obj.get());
+  bool same = now.size() == tensor->symSizes.size();
+  for (size_t d = 0; same && d < now.size(); ++d) same = ctx.shapes.evalHint(tensor->symSizes[d]) == now[d];
+  if (same) return;
+  specializeSymbols(ctx, freeSymbols(ctx, {tensor}), what + "() changes the sizes of its input in place");
+  tensor->symSizes.clear();  // every symbol it had is pinned: the example's sizes are exact
+}
+
+std::unique_ptr<ShapeGuards> makeShapeGuards(const CompileContext& ctx) {
+  if (ctx.shapes.numSymbols() == 0) return nullptr;
+  std::vector<std::vector<ShapeGuards::DimSource>> sources;
+  for (const auto& list : ctx.symbolSources) {
+    sources.emplace_back();
+    for (const auto& [s, d] : list) sources.back().push_back(ShapeGuards::DimSource{s, d});
+  }
+  return std::make_unique<ShapeGuards>(ctx.shapes, std::move(sources));
+}
+
+}  // namespace dynamo::core::interp

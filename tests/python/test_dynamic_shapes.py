@@ -1,0 +1,278 @@
+"""Dynamic shapes (docs/dynamic-shapes.md): automatic dynamic sizes, mark_dynamic / mark_static,
+dynamic=None|True|False, config.automatic_dynamic_shapes, specialisation with guards, duck-sizing
+relations, and exact results against eager for every size."""
+import pytest
+import torch
+
+import dynamo
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    dynamo.reset()
+    saved = dynamo.config.automatic_dynamic_shapes
+    yield
+    dynamo.config.automatic_dynamic_shapes = saved
+    dynamo.reset()
+
+
+class Records:
+    def __init__(self):
+        self.all = []
+        dynamo.add_compile_listener(self.all.append)
+
+    def close(self):
+        dynamo.remove_compile_listener(self.all.append)
+
+    @property
+    def compiled(self):
+        return [r for r in self.all if r["status"] == "compiled"]
+
+
+@pytest.fixture
+def records():
+    r = Records()
+    yield r
+    r.close()
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+BATCHES = [8, 16, 1, 5, 64, 33, 2, 17, 31, 9, 40, 12, 3, 50, 27, 64, 7, 60, 11, 24]
+
+
+def test_twenty_batch_sizes_compile_at_most_three_times_and_match_eager(records):
+    m = mlp()
+    f = dynamo.compile(m)
+    assert len(set(BATCHES)) >= 19 and min(BATCHES) == 1 and max(BATCHES) == 64
+    for b in BATCHES:
+        x = torch.randn(b, 16)
+        assert torch.equal(f(x), m(x)), b
+    assert len(records.compiled) == 3  # static 8, dynamic batch, size 1 specialised
+    assert "automatic dynamic: the size changed (8 -> 16)" in records.compiled[1]["dynamic_shapes"]
+    assert "s0 = input.size()[0] in [2, inf] (dynamic; example 16)" in records.compiled[1]["dynamic_shapes"]
+    assert records.compiled[2]["reason"].startswith(
+        "input.size()[0] is 1, outside [2, inf] (sizes 0 and 1 are specialised: a size that becomes 0 or 1 recompiles)")
+    assert "sizes 0 and 1 are specialised" in records.compiled[2]["dynamic_shapes"]
+
+
+def test_training_step_with_dynamic_batch_matches_eager(records):
+    m1, m2 = mlp(), mlp()
+    f = dynamo.compile(m2)
+    for b in [4, 6, 9, 13]:
+        x = torch.randn(b, 16)
+        m1.zero_grad()
+        m2.zero_grad()
+        m1(x).square().mean().backward()
+        f(x).square().mean().backward()
+        for p1, p2 in zip(m1.parameters(), m2.parameters()):
+            assert torch.equal(p1.grad, p2.grad)
+    assert len(records.compiled) == 2
+
+
+def test_mark_dynamic_before_the_first_call_compiles_once(records):
+    m = mlp()
+    f = dynamo.compile(m)
+    for b in [8, 12, 20, 3]:
+        x = torch.randn(b, 16)
+        dynamo.mark_dynamic(x, 0)
+        assert torch.equal(f(x), m(x))
+    assert len(records.compiled) == 1
+    assert "input.size()[0] is dynamic (s0): mark_dynamic" in records.compiled[0]["dynamic_shapes"]
+
+
+def test_mark_dynamic_range_is_guarded(records):
+    def f(x):
+        return x * 2
+    cf = dynamo.compile(f)
+    for b in [4, 6, 8, 9]:
+        x = torch.randn(b)
+        dynamo.mark_dynamic(x, 0, min=2, max=8)
+        assert torch.equal(cf(x), f(x))
+    assert len(records.compiled) == 2
+    assert "x.size()[0] is 9, outside [2, 8]" in records.compiled[1]["reason"]
+
+
+def test_dynamic_false_restores_static_behaviour(records):
+    m = mlp()
+    f = dynamo.compile(m, dynamic=False)
+    for b in [8, 16, 24]:
+        x = torch.randn(b, 16)
+        assert torch.equal(f(x), m(x))
+    assert len(records.compiled) == 3
+    assert all(r["dynamic_shapes"] == "" for r in records.compiled)
+
+
+def test_automatic_dynamic_shapes_off_is_static(records):
+    dynamo.config.automatic_dynamic_shapes = False
+    m = mlp()
+    f = dynamo.compile(m)
+    for b in [8, 16, 24]:
+        f(torch.randn(b, 16))
+    assert len(records.compiled) == 3
+
+
+def test_dynamic_true_is_dynamic_from_the_first_compile(records):
+    m = mlp()
+    f = dynamo.compile(m, dynamic=True)
+    for b in [8, 16, 24]:
+        x = torch.randn(b, 16)
+        assert torch.equal(f(x), m(x))
+    assert len(records.compiled) == 1
+    assert "input.size()[0] is dynamic (s0): dynamic=True" in records.compiled[0]["dynamic_shapes"]
+
+
+def test_mark_static_keeps_a_size_static(records):
+    def f(x):
+        return x.relu() + 1
+    cf = dynamo.compile(f, dynamic=True)
+    for b in [8, 16]:
+        x = torch.randn(b, 4)
+        dynamo.mark_static(x, 0)
+        assert torch.equal(cf(x), f(x))
+    assert len(records.compiled) == 2
+
+
+def test_a_size_read_as_a_python_int_is_specialised_with_a_guard(records):
+    def f(x):
+        b = x.shape[0]
+        return x.view(b, -1) * 2
+    cf = dynamo.compile(f)
+    for b in [4, 6, 8, 10]:
+        x = torch.randn(b, 3, 4)
+        assert torch.equal(cf(x), f(x))
+    text = records.compiled[1]["dynamic_shapes"]
+    assert "x.size()[0] == 6  # specialised: x.shape read as Python ints at" in text
+    # The specialised dimension stays static afterwards: one compile per size, never a wrong result.
+    assert "outside [6, 6] (specialised: x.shape read as Python ints at" in records.compiled[2]["reason"]
+    assert len(records.compiled) == 4
+
+
+def test_duck_sized_relation_the_graph_depends_on_is_guarded(records):
+    def f(x, y):
+        return x + y
+    cf = dynamo.compile(f)
+    for b in [4, 6, 8]:
+        x, y = torch.randn(b, 3), torch.randn(b, 3)
+        assert torch.equal(cf(x, y), f(x, y))
+    assert len(records.compiled) == 2
+    assert "x.size()[0] == y.size()[0] (duck sizing" in records.compiled[1]["dynamic_shapes"]
+    # Breaking the relation fails the guard (eager raises; so does the recompiled call).
+    with pytest.raises(RuntimeError):
+        cf(torch.randn(5, 3), torch.randn(7, 3))
+    assert any("duck sizing" in r["reason"] for r in records.all[2:])
+
+
+def test_relation_the_graph_does_not_depend_on_is_not_guarded(records):
+    def f(x, y):
+        return x.sum(0) * 2, y.relu()
+    cf = dynamo.compile(f)
+    for a, b in [(4, 5), (6, 9), (8, 8), (10, 3), (7, 12)]:
+        x, y = torch.randn(a, 3), torch.randn(b, 2)
+        out, ref = cf(x, y), f(x, y)
+        assert all(torch.equal(o, r) for o, r in zip(out, ref))
+    assert len(records.compiled) == 2
+    text = records.compiled[1]["dynamic_shapes"]
+    assert "s0 = x.size()[0]" in text and "s1 = y.size()[0]" in text
+
+
+def test_slicing_and_shape_arithmetic_through_ops_stay_dynamic(records):
+    def f(x, y):
+        z = torch.cat([x, x], 0)
+        return z[1:].relu().sum(1) + 1, y[:, :3].sum(1)
+    cf = dynamo.compile(f)
+    for b in [4, 6, 9, 13]:
+        x, y = torch.randn(b, 3), torch.randn(b + 1, 5)
+        out, ref = cf(x, y), f(x, y)
+        assert all(torch.equal(o, r) for o, r in zip(out, ref))
+    assert len(records.compiled) == 2
+
+
+def test_a_size_clamped_by_a_slice_is_not_taken_for_linear(records):
+    def f(x):
+        return x[:10] * 2
+    cf = dynamo.compile(f)
+    for b in [12, 16, 4, 20, 6]:
+        x = torch.randn(b)
+        assert torch.equal(cf(x), f(x))
+    text = records.compiled[1]["dynamic_shapes"]
+    assert "specialised" in text
+
+
+def test_transformer_encoder_thirty_sequence_lengths_compile_at_most_twice(records):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0)
+    enc = torch.nn.TransformerEncoder(layer, num_layers=2).eval()
+    f = dynamo.compile(enc)
+    with torch.no_grad():
+        for t in range(2, 32):
+            x = torch.randn(t, 3, 32)
+            assert torch.equal(f(x), enc(x)), t
+    assert len(records.compiled) == 2
+    assert "src.size()[0] is dynamic (s0): automatic dynamic: the size changed (2 -> 3)" in records.compiled[1]["dynamic_shapes"]
+
+
+def test_aot_backend_stays_static_and_says_so(records):
+    def f(x):
+        return x * 2
+    cf = dynamo.compile(f, backend="aot_eager")
+    for b in [4, 6]:
+        x = torch.randn(b)
+        assert torch.equal(cf(x), f(x))
+    assert len(records.compiled) == 2
+    assert "backend 'aot_eager' specialises its graph on the example sizes" in records.compiled[0]["dynamic_shapes"]
+
+
+def test_bad_arguments_are_user_errors():
+    with pytest.raises(dynamo.UserError, match=r"dynamic=\.\.\.\) must be None, True or False, got 'yes'"):
+        dynamo.compile(lambda x: x, dynamic="yes")
+    with pytest.raises(dynamo.UserError, match="mark_dynamic: dim 3 is out of range for a tensor with 2 dimensions"):
+        dynamo.mark_dynamic(torch.randn(2, 3), 3)
+    with pytest.raises(dynamo.UserError, match="mark_dynamic: min 5 is greater than max 3"):
+        dynamo.mark_dynamic(torch.randn(2, 3), 0, min=5, max=3)
+    with pytest.raises(dynamo.UserError, match="mark_static needs a torch.Tensor, got list"):
+        dynamo.mark_static([1], 0)
+    with pytest.raises(dynamo.UserError, match="automatic_dynamic_shapes must be True or False"):
+        dynamo.config.automatic_dynamic_shapes = 1
+
+
+def test_in_place_size_change_specialises(records):
+    def f(x):
+        y = x * 2
+        y.unsqueeze_(0)
+        return y.sum(1) + y.shape[0]
+    cf = dynamo.compile(f)
+    for b in [4, 6, 8]:
+        x = torch.randn(b, 3)
+        assert torch.equal(cf(x), f(x))
+    assert "Tensor.unsqueeze_() changes the sizes of its input in place" in records.compiled[1]["dynamic_shapes"]
+
+
+def test_dynamic_dims_and_shape_guards_go_to_the_trace_store(tmp_path):
+    from dynamo import recording, trace
+    path = tmp_path / "t.db"
+    writer, restore = recording.record_into(path)
+    try:
+        m = mlp()
+        f = dynamo.compile(m)
+        for b in (8, 16, 24, 1):
+            x = torch.randn(b, 16)
+            assert torch.equal(f(x), m(x))
+    finally:
+        restore()
+    reader = trace.open(str(path))
+    run_id = reader.runs()[-1]["id"]
+    arts = [a for a in reader.artifacts(run_id) if a["name"] == "dynamo.dynamic_shapes"]
+    assert len(arts) == 2  # the static first compile records none
+    text = bytes(arts[0]["data"]).decode()
+    assert "s0 = input.size()[0] in [2, inf] (dynamic; example 16)" in text
+    compiles = reader.compiles(run_id=run_id)
+    assert arts[0]["compile_id"] == compiles[1]["id"]
+    # size 1 leaves the dynamic entry's range: a shape-guard failure, recorded as data
+    failures = [f for f in reader.guard_failures(run_id=run_id) if f["guard_kind"] == "SHAPE_ENV"]
+    assert len(failures) == 1
+    assert failures[0]["caused_compile_id"] == compiles[2]["id"]
+    assert failures[0]["reason"].startswith("input.size()[0] is 1, outside [2, inf]")
