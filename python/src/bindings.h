@@ -21,5 +21,7 @@ int initGuardBindings(PyObject* module);
 int initCompilerBindings(PyObject* module);
 /// report_bindings.cpp: the explain and profile reports over a trace store.
 int initReportBindings(PyObject* module);
+/// codegen_bindings.cpp: the fused code generator (dynamo._C._codegen).
+int initCodegenBindings(PyObject* module);
 
 }  // namespace dynamo::py

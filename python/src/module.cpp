@@ -73,7 +73,8 @@ PyMODINIT_FUNC PyInit__C(void) {
       dynamo::py::initGraphBindings(module) < 0 ||
       dynamo::py::initGuardBindings(module) < 0 ||
       dynamo::py::initCompilerBindings(module) < 0 ||
-      dynamo::py::initReportBindings(module) < 0) {
+      dynamo::py::initReportBindings(module) < 0 ||
+      dynamo::py::initCodegenBindings(module) < 0) {
     Py_DECREF(module);
     return nullptr;
   }
