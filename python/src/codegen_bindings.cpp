@@ -164,8 +164,8 @@ PyObject* nvrtcCompile(PyObject*, PyObject* args) {
   Py_BEGIN_ALLOW_THREADS
   out = codegen::nvrtcCompile(src, name, arch);
   Py_END_ALLOW_THREADS
-  return Py_BuildValue("(Nsy#)", PyBool_FromLong(out.ok), out.log.c_str(), out.binary.data(),
-                       static_cast<Py_ssize_t>(out.binary.size()));
+  return Py_BuildValue("(NsN)", PyBool_FromLong(out.ok), out.log.c_str(),
+                       PyBytes_FromStringAndSize(out.binary.data(), static_cast<Py_ssize_t>(out.binary.size())));
 }
 
 PyObject* cubinFunctions(PyObject*, PyObject* arg) {
