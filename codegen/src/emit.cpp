@@ -174,12 +174,24 @@ std::string reduceInit(ReduceOp op, DType t) {
 }
 
 // The stage code for one outer point (shared by C++ and CUDA). `simd`: emit OpenMP simd hints.
-void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, bool simd) {
+// `parallelWork` > 0: a kernel with no outer loop whose one stage is a sum runs its reduction
+// loop with an OpenMP parallel reduction instead.
+void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, bool simd,
+                int64_t parallelWork = 0) {
   size_t nOuter = k.outerSizes.size();
   // reduceSimd: a sum (simd with a reduction clause); noSimd: a max/min reduction (a loop-carried
   // dependence the simd pragma would break).
   auto innerLoops = [&](std::string& in, bool reduceSimd, const std::string& acc, bool noSimd = false) {
     for (size_t r = 0; r < k.innerSizes.size(); ++r) {
+      if (r == 0 && parallelWork > 0 && reduceSimd) {
+        o << in << "#pragma omp parallel for reduction(+:" << acc << ") schedule(static) if("
+          << parallelWork << "LL >= 32768LL)\n";
+        if (k.innerSizes.size() == 1) {
+          o << in << "for (long long r0 = 0; r0 < " << k.innerSizes[0] << "LL; ++r0) {\n";
+          in += "  ";
+          continue;
+        }
+      }
       if (simd && !noSimd && r + 1 == k.innerSizes.size()) {
         o << in << (reduceSimd ? "#pragma omp simd reduction(+:" + acc + ")\n" : std::string("#pragma omp simd\n"));
       }
@@ -275,7 +287,9 @@ std::string emitCpp(const Kernel& k, const Program& p) {
     o << ind << "for (long long x" << d << " = 0; x" << d << " < " << k.outerSizes[d] << "LL; ++x" << d << ") {\n";
     ind += "  ";
   }
-  emitStages(o, k, ind, true);
+  bool parallelSum = nOuter == 0 && k.stages.size() == 1 && k.stages[0].kind == Stage::Kind::kReduce &&
+                     k.stages[0].reduce == ReduceOp::kSum;
+  emitStages(o, k, ind, true, parallelSum ? work : 0);
   for (size_t d = 0; d < nOuter; ++d) {
     ind.resize(ind.size() - 2);
     o << ind << "}\n";

@@ -223,7 +223,9 @@ class Fuser {
     }
     bool reads = false;
     for (int b : s.reads) reads = reads || g.writes.count(b);
-    if (!reads) return !s.reduction || g0.reduction;  // unrelated work only shares a reduction loop
+    // Unrelated work shares a loop only between pointwise nodes (a reduction group's loop
+    // nest may be serial: a full reduction has no outer loop to run in parallel).
+    if (!reads) return g0.reduction ? countOuter(g0.reduced) > 0 : !s.reduction;
     // Same index: every load of a buffer the group writes must be where the group stored it.
     std::map<int, Affine> stores;
     for (int m : g.members) {

@@ -9,7 +9,8 @@ are only counted, see ``graph_break_counts()``), ``recompiles`` (one line per re
 first guard failure and the user line that created the guard; cache-limit hits), ``guards`` (the
 guard list of each new entry), ``passes`` (what each graph pass did: the graph after a pass that
 changed it, "(unchanged)" otherwise), ``graph`` (each captured graph), ``bytecode`` (each transformed
-code object). ``+name`` is more verbose (``+graph_breaks``: the user stack; ``+recompiles``: every
+code object), ``fusion`` and ``output_code`` (the fused backend's lowered program and each generated
+kernel's source; printed by the C++ backend, which reads the environment variable only). ``+name`` is more verbose (``+graph_breaks``: the user stack; ``+recompiles``: every
 failed guard), ``-name`` turns one off, ``all`` turns all on. The environment variable is read at
 import; ``set_logs`` replaces the setting. An unknown name gives one warning listing the valid ones.
 
@@ -28,7 +29,8 @@ __all__ = ["LOG_NAMES", "set_logs", "enabled", "graph_break_counts", "ENV_VAR"]
 
 ENV_VAR = "DYNAMO_LOGS"
 #: The log names, in the order they print for one compile.
-LOG_NAMES = ("graph_breaks", "recompiles", "guards", "passes", "graph", "bytecode")
+LOG_NAMES = ("graph_breaks", "recompiles", "guards", "passes", "graph", "bytecode", "fusion",
+             "output_code")
 PREFIX = "[dynamo]"
 
 _lock = threading.Lock()
