@@ -13,6 +13,7 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/from_blob.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,60 @@ at::ScalarType scalarType(DType t) {
     case DType::kFloat64: return at::kDouble;
   }
   return at::kFloat;
+}
+
+// Dynamo's caching CPU allocator for kernel outputs: a fresh 32 MB buffer costs more in page
+// faults than a pointwise kernel's arithmetic, so blocks of 64 KiB and more come back to a pool
+// when the user frees the tensor, and the next call takes them again (already faulted in). At
+// most kPoolLimit bytes are kept; the pool is never destroyed (tensors may outlive statics).
+class BlockPool {
+ public:
+  static constexpr size_t kMinBytes = 64 * 1024;
+  static constexpr size_t kPoolLimit = size_t(1) << 30;
+
+  static BlockPool& instance() {
+    static auto* pool = new BlockPool();
+    return *pool;
+  }
+
+  void* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+
+  void give(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (cached_ + bytes > kPoolLimit) {
+      std::free(p);
+      return;
+    }
+    free_[bytes].push_back(p);
+    cached_ += bytes;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+at::Tensor newOutput(const codegen::Buffer& buf) {
+  auto options = at::TensorOptions().dtype(scalarType(buf.dtype));
+  size_t bytes = static_cast<size_t>(buf.numel()) * static_cast<size_t>(codegen::dtypeSize(buf.dtype));
+  if (bytes < BlockPool::kMinBytes) return at::empty_strided(buf.shape, buf.strides, options);
+  void* p = BlockPool::instance().take(bytes);
+  return at::from_blob(p, buf.shape, buf.strides, [bytes](void* q) { BlockPool::instance().give(q, bytes); }, options);
 }
 
 bool logEnabled(const char* what) {
@@ -156,7 +211,7 @@ class FusedFn final : public core::CompiledGraphFn {
     for (int b : program_.kernels[k].writes) {
       const codegen::Buffer& buf = program_.buffers[b];
       if (buf.kind != BufferKind::kOutput) continue;
-      f.tensors[b] = at::empty_strided(buf.shape, buf.strides, at::TensorOptions().dtype(scalarType(buf.dtype)));
+      f.tensors[b] = newOutput(buf);
       f.ptrs[b] = f.tensors[b].data_ptr();
     }
     std::vector<void*> args;

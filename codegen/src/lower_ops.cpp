@@ -472,6 +472,14 @@ std::optional<LValue> lowerReduction(const std::string& op, const Bound& b, cons
   return c.lc.reduce(in, *dims, keepdim, op == "amax" ? ReduceOp::kMax : ReduceOp::kMin, out, nullptr, name);
 }
 
+// A composite reads its input 3-4 times: an input that is more than a few loads and operations
+// is computed once into an intermediate (which fusion keeps in the same kernel as a prologue).
+LValue cheapInput(const LValue& x, const Ctx& c) {
+  if (x.buffer >= 0) return x;
+  int size = x.fn(identityIndex(x.shape.size(), x.shape.size()))->size();
+  return size > 2 ? c.lc.materialize(x, c.node.name()) : x;
+}
+
 std::optional<LValue> lowerSoftmax(bool log, const Bound& b, const Ctx& c) {
   if (!b.has("self") || !isTensor(b.get("self")) || !b.has("dim") || !c.out || !isFloating(*c.out)) {
     return none(c, "softmax operands");
@@ -480,6 +488,7 @@ std::optional<LValue> lowerSoftmax(bool log, const Bound& b, const Ctx& c) {
   if (x.shape.empty() || !isNumber(b.get("dim"))) return none(c, "softmax of a 0-d tensor");
   if (b.has("half_to_float") && b.get("half_to_float").number != 0) return none(c, "half_to_float");
   DType t = *c.out;
+  x = cheapInput(x, c);
   auto fn0 = x.fn;
   x.fn = [fn0, t](const IndexVec& idx) { return ExprNode::makeCast(t, fn0(idx)); };
   x.dtype = t;
@@ -528,6 +537,7 @@ std::optional<LValue> lowerLayerNorm(bool native, const Bound& b, const Ctx& c) 
   }
   if (n == 0) return none(c, "layer_norm over an empty shape");
   DType t = x.dtype;
+  x = cheapInput(x, c);
   std::optional<LValue> w, bias;
   for (const char* key : {"weight", "bias"}) {
     if (!b.has(key)) continue;

@@ -149,6 +149,19 @@ class Lowerer final : public LoweringContext {
   const LoweringOptions& options() const override { return options_; }
   const Buffer& buffer(int id) const override { return out_.program.buffers.at(id); }
 
+  LValue materialize(const LValue& v, const std::string& node) override {
+    if (v.buffer >= 0 || v.kind != LValue::Kind::kTensor) return v;
+    std::vector<int64_t> strides = contiguousStrides(v.shape);
+    int b = newBuffer(node, v.dtype, v.shape, strides, BufferKind::kIntermediate);
+    SNode s;
+    s.full = v.shape;
+    s.fn = v.fn;
+    s.buffer = b;
+    s.nodes = {node};
+    addSNode(std::move(s));
+    return bufferValue(b, v.dtype, v.shape, strides);
+  }
+
   LValue reduce(const LValue& input, const std::vector<int>& dims, bool keepdim, ReduceOp op,
                 DType out, std::function<Expr(Expr)> epilogue, const std::string& node) override {
     SNode s;

@@ -77,6 +77,9 @@ class LoweringContext {
   virtual LValue reduce(const LValue& input, const std::vector<int>& dims, bool keepdim,
                         ReduceOp op, DType out, std::function<Expr(Expr)> epilogue,
                         const std::string& node) = 0;
+  /// Materialises a tensor value into a new intermediate buffer (a composite op reads its input
+  /// several times: an expensive input is computed once); returns the value that loads it.
+  virtual LValue materialize(const LValue& v, const std::string& node) = 0;
   /// Options of this lowering.
   virtual const LoweringOptions& options() const = 0;
   /// A buffer made so far.
