@@ -4,6 +4,7 @@ Run from the repository root (docs/codegen.md has the figures and the machine):
 
     PYTHONPATH=build/python /usr/bin/python3 bench/fused.py              # ~1 min
     PYTHONPATH=build/python /usr/bin/python3 bench/fused.py --repeats 31
+    PYTHONPATH=build/python /usr/bin/python3 bench/fused.py --cases chain6,softmax_layer_norm
 
 Cases (torch threads = CPU cores; every case compiled with dynamo.optimize("fused") and checked
 against eager before timing):
@@ -11,6 +12,8 @@ against eager before timing):
     chain6    ((x * 2 + 1).relu() * 0.5 - 0.25).sigmoid() on 8M float32: 6 pointwise ops, one kernel
     softmax_layer_norm   F.layer_norm(torch.softmax(x, -1), (1024,)) on 8192x1024 float32
     mean_var  x.mean(-1) and x.var-like centred square sum, 8192x1024: row reductions, one kernel
+    mlp_block linear-gelu-linear-dropout-residual (eval), 512x1024 -> 4096 -> 1024
+    resnet18_b8  torchvision resnet18, eval, batch 8 (its time is conv/bn externs)
 
 The anchor `copy` is `dst.copy_(src)` of the same 8M float32 into a reused buffer: bytes moved
 (read + write) per second. A case's GB/s counts each input once and each output once. Timing:
@@ -42,10 +45,41 @@ def mean_var(x):
     return m, ((x - m) * (x - m)).mean(-1, keepdim=True)
 
 
+class MLP(torch.nn.Module):
+    """linear-gelu-linear-dropout-residual (eval)."""
+
+    def __init__(self, d=1024, h=4096):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(d, h), torch.nn.Linear(h, d)
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        return x + self.drop(self.fc2(F.gelu(self.fc1(x))))
+
+
+def _module_case(make_module, make_input):
+    state = {}
+
+    def fn(x):
+        return state["m"](x)
+
+    def inputs():
+        state["m"] = make_module().eval()
+        return (make_input(),)
+    return fn, inputs
+
+
+def _resnet18():
+    import torchvision
+    return torchvision.models.resnet18()
+
+
 CASES = {
     "chain6": (chain6, lambda: (torch.randn(8 * 1024 * 1024),)),
     "softmax_layer_norm": (softmax_layer_norm, lambda: (torch.randn(8192, 1024),)),
     "mean_var": (mean_var, lambda: (torch.randn(8192, 1024),)),
+    "mlp_block": _module_case(MLP, lambda: torch.randn(512, 1024)),
+    "resnet18_b8": _module_case(_resnet18, lambda: torch.randn(8, 3, 224, 224)),
 }
 
 
@@ -73,6 +107,7 @@ def main():
     copy = lambda: dst.copy_(src)  # noqa: E731
     copy_bytes = 2 * src.numel() * src.element_size()
     rows = []
+    torch.set_grad_enabled(False)  # inference: the backend runs graphs needing grad eagerly
     for name in args.cases.split(","):
         fn, make = CASES[name]
         inputs = make()

@@ -188,7 +188,7 @@ std::string printAffine(const Affine& a, size_t outer) {
   return o.str();
 }
 
-void printExprTo(std::ostringstream& o, const Expr& e, size_t outer) {
+void printExprTo(std::ostringstream& o, const Expr& e, size_t outer, int rawStage = -1) {
   switch (e->kind()) {
     case ExprKind::kLoad:
       o << "b" << e->buffer() << "[" << printAffine(e->index(), outer) << "]";
@@ -199,12 +199,12 @@ void printExprTo(std::ostringstream& o, const Expr& e, size_t outer) {
       o << buf << ":" << dtypeName(e->dtype());
       return;
     }
-    case ExprKind::kReduced:
-      o << "acc" << e->stage();
+    case ExprKind::kReduced:  // the raw accumulator inside its own finish, else the finished value
+      o << (e->stage() == rawStage ? "acc" : "red") << e->stage();
       return;
     case ExprKind::kCast:
       o << dtypeName(e->dtype()) << "(";
-      printExprTo(o, e->operands()[0], outer);
+      printExprTo(o, e->operands()[0], outer, rawStage);
       o << ")";
       return;
     case ExprKind::kUnary: o << unaryName(e->unary()) << "("; break;
@@ -213,7 +213,7 @@ void printExprTo(std::ostringstream& o, const Expr& e, size_t outer) {
   }
   for (size_t i = 0; i < e->operands().size(); ++i) {
     if (i) o << ", ";
-    printExprTo(o, e->operands()[i], outer);
+    printExprTo(o, e->operands()[i], outer, rawStage);
   }
   o << ")";
 }
@@ -271,6 +271,11 @@ std::string printProgram(const Program& p) {
       switch (st.kind) {
         case Stage::Kind::kReduce:
           o << "  acc" << i << " = " << kReduce[static_cast<int>(st.reduce)] << "_r(" << e.str() << ")";
+          if (st.finish && !(st.finish->kind() == ExprKind::kReduced)) {
+            std::ostringstream f;
+            printExprTo(f, st.finish, k.outerSizes.size(), static_cast<int>(i));
+            o << "; red" << i << " = " << f.str();
+          }
           if (st.buffer >= 0) o << " -> b" << st.buffer << "[" << printAffine(st.index, k.outerSizes.size()) << "]";
           break;
         case Stage::Kind::kStoreInner:

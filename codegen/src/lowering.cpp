@@ -271,12 +271,15 @@ class Lowerer final : public LoweringContext {
   void realize(const core::NodeRef& n, bool escape) {
     LValue& v = values_.at(n.get());
     if (v.kind != LValue::Kind::kTensor) return;
-    if (v.buffer >= 0) {
+    if (v.buffer >= 0 && !v.isView) {  // a view (even of a buffer) is copied: see below
       if (escape && out_.program.buffers[v.buffer].kind == BufferKind::kIntermediate) {
         out_.program.buffers[v.buffer].kind = BufferKind::kOutput;
       }
+      out_.program.nodeBuffer[position_.at(n.get())] = v.buffer;
       return;
     }
+    // A lowered view is only materialised when a user that was expected to lower did not (it is
+    // functional: views are not lowered in graphs that mutate), so a copy is what it reads.
     std::vector<int64_t> strides = contiguousStrides(v.shape);
     const auto& meta = n->meta().tensor;
     if (escape && meta && meta->strides && meta->shape == v.shape && denseStrides(v.shape, *meta->strides)) {

@@ -259,3 +259,9 @@ def test_vectorised_float32_exp_edges():
     assert rel.max().item() < 2.5e-7
     tiny = finite & ~normal
     assert (got[tiny].double() - want[tiny].double()).abs().max().item() < 1e-44
+
+
+def test_view_read_by_an_op_that_did_not_lower_gets_a_copy():
+    x = torch.randn(5, 3)
+    f = check(lambda t: torch.pow(2, t.t()) + t.t().detach(), x, expect_no_extern=False)
+    assert [n.split("_")[0] for n, _ in f.report["externs"]] == ["pow"]
