@@ -30,7 +30,7 @@ const std::unordered_set<std::string>& supported() {
       "int", "long", "bool", "clone", "sum", "mean", "amax", "amin", "_softmax", "_log_softmax",
       "softmax", "log_softmax", "native_layer_norm", "layer_norm", "getitem", "expand", "permute",
       "t", "transpose", "unsqueeze", "view", "_unsafe_view", "reshape", "alias", "detach",
-      "contiguous", "scalar_tensor"};
+      "contiguous", "scalar_tensor", "F_batch_norm"};
   return kOps;
 }
 
@@ -72,11 +72,53 @@ std::string canonicalOp(const core::Node& n) {
         return {};
       }
       if (isViewOp(name) || name == "clone") return {};  // torch.reshape & co: keep it simple
+      // F.batch_norm and torch.batch_norm order their arguments differently: only F's is lowered.
+      if (name == "batch_norm") name = prefix == "torch.nn.functional." ? "F_batch_norm" : "";
     }
   } else {
     return {};
   }
   return supported().count(name) ? name : std::string();
+}
+
+std::string inplaceBase(const core::Node& n) {
+  static const std::unordered_set<std::string> kOps = {
+      "relu", "add", "sub", "mul", "div", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt",
+      "clamp", "clamp_min", "clamp_max"};
+  std::string name;
+  bool inplaceKw = false;
+  for (const auto& [k, v] : n.kwargs()) {
+    if (k == "inplace" && v.kind() == core::ArgKind::kBool && v.asBool()) inplaceKw = true;
+  }
+  if (n.op() == core::NodeOp::kCallMethod) {
+    name = n.method();
+  } else if (n.op() == core::NodeOp::kCallFunction) {
+    const core::Target& t = n.target();
+    const std::string& q = t.qualifiedName();
+    if (t.kind() == core::TargetKind::kAtenOp) {
+      name = t.schemaName().rfind("aten::", 0) == 0 ? t.schemaName().substr(6) : "";
+      name = name.substr(0, name.find('.'));
+    } else if (t.kind() == core::TargetKind::kMethod) {
+      name = t.method();
+    } else {
+      std::string prefix = q.substr(0, q.rfind('.') + 1);
+      std::string last = q.substr(q.rfind('.') + 1);
+      if (prefix == "operator." || prefix == "_operator.") {
+        static const std::unordered_map<std::string, std::string> kI = {
+            {"iadd", "add"}, {"isub", "sub"}, {"imul", "mul"}, {"itruediv", "div"}};
+        auto it = kI.find(last);
+        return it == kI.end() ? std::string() : it->second;
+      }
+      if (prefix == "torch.nn.functional." && last == "relu" && inplaceKw) return "relu";
+      if (prefix == "torch." && last.size() > 1 && last.back() == '_') name = last;
+      else return {};
+    }
+  } else {
+    return {};
+  }
+  if (name.size() < 2 || name.back() != '_' || name[name.size() - 2] == '_') return {};
+  name.pop_back();
+  return kOps.count(name) ? name : std::string();
 }
 
 namespace {
@@ -472,6 +514,43 @@ std::optional<LValue> lowerReduction(const std::string& op, const Bound& b, cons
   return c.lc.reduce(in, *dims, keepdim, op == "amax" ? ReduceOp::kMax : ReduceOp::kMin, out, nullptr, name);
 }
 
+// Eval-mode batch norm over dim 1, as ATen's CPU inference kernel computes it:
+// alpha = weight / sqrt(var + eps), beta = bias - mean * alpha, out = x * alpha + beta.
+std::optional<LValue> lowerBatchNorm(const Bound& b, const Ctx& c) {
+  if (!b.has("self") || !isTensor(b.get("self")) || !b.has("running_mean") || !b.has("running_var")) {
+    return none(c, "batch_norm without running statistics");
+  }
+  if (b.has("training") && b.get("training").number != 0) return none(c, "training-mode batch_norm");
+  const LValue& x = b.get("self");
+  DType t = x.dtype;
+  if (!isFloating(t) || x.shape.size() < 2 || c.out != t) return none(c, "batch_norm dtype or rank");
+  int64_t channels = x.shape[1];
+  std::vector<LValue> stats;
+  for (const char* k : {"running_mean", "running_var", "weight", "bias"}) {
+    if (!b.has(k)) {
+      stats.push_back(LValue());
+      continue;
+    }
+    const LValue& v = b.get(k);
+    if (!isTensor(v) || v.dtype != t || v.shape != std::vector<int64_t>{channels}) return none(c, "batch_norm statistics");
+    stats.push_back(v);
+  }
+  double eps = b.has("eps") ? b.get("eps").number : 1e-5;
+  LValue r = x;
+  r.buffer = -1;
+  r.isView = false;
+  auto xf = x.fn;
+  r.fn = [xf, stats, t, eps](const IndexVec& idx) {
+    IndexVec ch = {idx[1]};
+    E invstd = un(UnaryOp::kReciprocal, un(UnaryOp::kSqrt, bin(BinaryOp::kAdd, stats[1].fn(ch), num(t, eps))));
+    E alpha = stats[2].kind == LValue::Kind::kTensor ? bin(BinaryOp::kMul, invstd, stats[2].fn(ch)) : invstd;
+    E beta0 = stats[3].kind == LValue::Kind::kTensor ? stats[3].fn(ch) : num(t, 0);
+    E beta = bin(BinaryOp::kSub, beta0, bin(BinaryOp::kMul, stats[0].fn(ch), alpha));
+    return bin(BinaryOp::kAdd, bin(BinaryOp::kMul, xf(idx), alpha), beta);
+  };
+  return r;
+}
+
 // A composite reads its input 3-4 times: an input that is more than a few loads and operations
 // is computed once into an intermediate (which fusion keeps in the same kernel as a prologue).
 LValue cheapInput(const LValue& x, const Ctx& c) {
@@ -700,7 +779,8 @@ const std::vector<std::string>& paramsOf(const std::string& op, bool aten) {
       {"permute", {"self", "dims"}}, {"transpose", {"self", "dim0", "dim1"}},
       {"unsqueeze", {"self", "dim"}}, {"view", {"self", "size"}}, {"_unsafe_view", {"self", "size"}},
       {"reshape", {"self", "size"}},
-      {"scalar_tensor", {"self", "dtype", "layout", "device", "pin_memory"}}};
+      {"scalar_tensor", {"self", "dtype", "layout", "device", "pin_memory"}},
+      {"F_batch_norm", {"self", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"}}};
   static const std::vector<std::string> kSelf = {"self"};
   (void)aten;
   auto it = kParams.find(op);
@@ -720,8 +800,8 @@ Args gatherVarargs(const std::string& op, const Args& args) {
 }  // namespace
 
 std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const KwArgs& kwargs,
-                                LoweringContext& lc, std::string* why) {
-  std::string op = canonicalOp(n);
+                                LoweringContext& lc, std::string* why, const std::string& asOp) {
+  std::string op = asOp.empty() ? canonicalOp(n) : asOp;
   bool aten = n.op() == core::NodeOp::kCallFunction && n.target().kind() == core::TargetKind::kAtenOp;
   Ctx c{n, lc, why, std::nullopt, aten};
   if (n.meta().tensor) {
@@ -735,6 +815,7 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
       {"inplace", "false"}, {"_stacklevel", "*"}, {"memory_format", "torch.preserve_format"},
       {"non_blocking", "false"}, {"pin_memory", "false"}, {"copy", "false"}};
   if (op == "softmax" || op == "log_softmax") ignore["dtype"] = "";
+  if (!asOp.empty()) ignore["inplace"] = "*";  // an in-place op lowered functionally
   if (!bindArgs(paramsOf(op, aten), args, kwargs, &b, why, ignore)) return std::nullopt;
   for (const auto& [k, v] : b.values) {
     if (isTensor(v) && v.fn == nullptr) return none(c, "argument '" + k + "' is not a CPU tensor the generator reads");
@@ -763,6 +844,7 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
   if (op == "_softmax" || op == "softmax") return lowerSoftmax(false, b, c);
   if (op == "_log_softmax" || op == "log_softmax") return lowerSoftmax(true, b, c);
   if (op == "native_layer_norm" || op == "layer_norm") return lowerLayerNorm(op == "native_layer_norm", b, c);
+  if (op == "F_batch_norm") return lowerBatchNorm(b, c);
   if (op == "getitem") {
     if (!b.has("self") || b.get("self").kind != LValue::Kind::kTuple || !b.has("index") || !isNumber(b.get("index"))) {
       return none(c, "getitem of something other than a lowered tuple");

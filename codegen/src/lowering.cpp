@@ -125,11 +125,12 @@ bool denseStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>&
 
 class Lowerer final : public LoweringContext {
  public:
-  Lowerer(const core::Graph& g, const LoweringOptions& o) : graph_(g), options_(o) {
+  Lowerer(const core::Graph& g, const LoweringOptions& o, bool allowViews) : graph_(g), options_(o) {
     const auto& body = g.body();
+    mutating_ = !allowViews;
     for (size_t i = 0; i < body.size(); ++i) {
       position_[body[i].get()] = static_cast<int>(i);
-      if (mayMutate(*body[i])) mutating_ = true;
+      if (mayMutate(*body[i]) && !staticCandidate(*body[i])) mutating_ = true;
     }
     out_.program.nodeBuffer.assign(body.size(), -1);
     out_.program.inputBuffer.assign(g.inputs().size(), -1);
@@ -140,11 +141,15 @@ class Lowerer final : public LoweringContext {
     const auto& body = graph_.body();
     for (size_t i = 0; i < body.size(); ++i) step(static_cast<int>(i), body[i]);
     graph_.output()->forEachInput([&](const core::NodeRef& n) {
-      auto it = values_.find(n.get());
+      auto it = values_.find(resolve(n).get());
       if (it != values_.end() && it->second.kind == LValue::Kind::kTensor) realize(n, true);
     });
     return std::move(out_);
   }
+
+  /// True when an in-place conversion that the static check expected failed after views were
+  /// lowered: the caller lowers again with views off.
+  bool needsRerun() const { return conversionFailed_ && viewsLowered_ > 0; }
 
   const LoweringOptions& options() const override { return options_; }
   const Buffer& buffer(int id) const override { return out_.program.buffers.at(id); }
@@ -242,11 +247,37 @@ class Lowerer final : public LoweringContext {
     return v;
   }
 
+  // The node whose value `n` holds now: an in-place op lowered functionally redirects later
+  // readers of the tensor it mutated to its own value.
+  const core::NodeRef& resolve(const core::NodeRef& n) const {
+    auto it = redirect_.find(n.get());
+    return it == redirect_.end() ? n : resolve(it->second);
+  }
+
+  // An in-place op whose mutated tensor is a lowered, non-view value that no extern has read:
+  // nothing else can observe the old contents, so the op is lowered as its functional form.
+  bool staticCandidate(const core::Node& n) const {
+    if (inplaceBase(n).empty() || n.args().empty() || !n.args()[0].isNode()) return false;
+    const core::NodeRef& a = n.args()[0].asNode();
+    if (a->op() != core::NodeOp::kCallFunction && a->op() != core::NodeOp::kCallMethod) return false;
+    std::string op = canonicalOp(*a);
+    return (!op.empty() && !isViewOp(op)) || staticCandidate(*a) ||
+           !inplaceBase(*a).empty();
+  }
+
+  bool canConvert(const core::Node& n) const {
+    if (n.args().empty() || !n.args()[0].isNode()) return false;
+    const core::NodeRef& a = resolve(n.args()[0].asNode());
+    auto it = values_.find(a.get());
+    return it != values_.end() && it->second.kind == LValue::Kind::kTensor && !it->second.isView &&
+           !externRead_.count(n.args()[0].asNode().get()) && !externRead_.count(a.get());
+  }
+
   LValue argValue(const core::Arg& a) {
     LValue v;
     switch (a.kind()) {
       case core::ArgKind::kNode: {
-        auto it = values_.find(a.asNode().get());
+        auto it = values_.find(resolve(a.asNode()).get());
         return it != values_.end() ? it->second : memoryValue(a.asNode());
       }
       case core::ArgKind::kBool: v.kind = LValue::Kind::kNumber; v.dtype = DType::kBool; v.number = a.asBool(); return v;
@@ -268,7 +299,13 @@ class Lowerer final : public LoweringContext {
   }
 
   // Materialises the lowered value of n (escape: a graph output or an extern's argument).
-  void realize(const core::NodeRef& n, bool escape) {
+  void realize(const core::NodeRef& n0, bool escape) {
+    const core::NodeRef& n = resolve(n0);
+    if (n != n0) {
+      realize(n, escape);
+      out_.program.nodeBuffer[position_.at(n0.get())] = out_.program.nodeBuffer[position_.at(n.get())];
+      return;
+    }
     LValue& v = values_.at(n.get());
     if (v.kind != LValue::Kind::kTensor) return;
     if (v.buffer >= 0 && !v.isView) {  // a view (even of a buffer) is copied: see below
@@ -306,8 +343,8 @@ class Lowerer final : public LoweringContext {
     return true;
   }
 
-  bool tryLower(const core::NodeRef& n, std::string* why) {
-    std::string op = canonicalOp(*n);
+  bool tryLower(const core::NodeRef& n, std::string* why, const std::string& asOp = {}) {
+    std::string op = asOp.empty() ? canonicalOp(*n) : asOp;
     if (op.empty()) {
       *why = "no lowering for " + n->opKey();
       return false;
@@ -320,7 +357,7 @@ class Lowerer final : public LoweringContext {
     for (const core::Arg& a : n->args()) args.push_back(argValue(a));
     std::vector<std::pair<std::string, LValue>> kwargs;
     for (const auto& [k, a] : n->kwargs()) kwargs.emplace_back(k, argValue(a));
-    std::optional<LValue> v = lowerNode(*n, args, kwargs, *this, why);
+    std::optional<LValue> v = lowerNode(*n, args, kwargs, *this, why, asOp);
     if (!v) return false;
     if (v->isView && (mutating_ || !onlyLoweredUsers(n))) {
       *why = "view whose result escapes or may be mutated (kept as an alias)";
@@ -333,6 +370,7 @@ class Lowerer final : public LoweringContext {
         return false;
       }
     }
+    if (v->isView) ++viewsLowered_;
     values_[n.get()] = *v;
     out_.program.lowered.push_back(n->name());
     if (v->kind == LValue::Kind::kTensor && v->buffer < 0 && !v->isView) {
@@ -358,15 +396,31 @@ class Lowerer final : public LoweringContext {
 
   void step(int i, const core::NodeRef& n) {
     std::string why;
-    if (tryLower(n, &why)) return;
+    std::string base = inplaceBase(*n);
+    if (!base.empty()) {
+      if (canConvert(*n) && tryLower(n, &why, base)) {
+        redirect_[n->args()[0].asNode().get()] = n;  // later readers of the mutated tensor read n
+        return;
+      }
+      if (staticCandidate(*n)) conversionFailed_ = true;
+      if (why.empty()) why = "in-place op on a tensor the generator does not own";
+    } else if (tryLower(n, &why)) {
+      return;
+    }
     bool barrier = mayMutate(*n);
     if (barrier) {
       // Everything pending is computed before the mutation: a later kernel must not see it.
       for (const core::NodeRef& p : pending_) {
         bool later = false;
-        for (const core::NodeRef& u : graph_.users(p)) {
-          auto pos = position_.find(u.get());
-          if (pos == position_.end() || pos->second > i) later = true;
+        std::vector<core::NodeRef> readers = {p};  // p, and the tensors redirected to p
+        for (const auto& [from, to] : redirect_) {
+          if (resolve(to) == p) readers.push_back(graph_.find(from->name()));
+        }
+        for (const core::NodeRef& r : readers) {
+          for (const core::NodeRef& u : graph_.users(r)) {
+            auto pos = position_.find(u.get());
+            if (pos == position_.end() || pos->second > i) later = true;
+          }
         }
         if (later) realize(p, false);
       }
@@ -376,7 +430,10 @@ class Lowerer final : public LoweringContext {
     it.extern_ = true;
     it.node = i;
     it.barrier = barrier;
-    n->forEachInput([&](const core::NodeRef& a) {
+    n->forEachInput([&](const core::NodeRef& a0) {
+      externRead_.insert(a0.get());
+      const core::NodeRef& a = resolve(a0);
+      externRead_.insert(a.get());
       auto v = values_.find(a.get());
       if (v == values_.end()) return;
       if (v->second.kind == LValue::Kind::kTuple) {
@@ -387,7 +444,7 @@ class Lowerer final : public LoweringContext {
         }
         return;
       }
-      realize(a, true);
+      realize(a0, true);
       if (v->second.buffer >= 0) it.reads.push_back(v->second.buffer);
     });
     externItem_[n.get()] = static_cast<int>(out_.items.size());
@@ -399,6 +456,10 @@ class Lowerer final : public LoweringContext {
   LoweringOptions options_;
   Lowered out_;
   bool mutating_ = false;
+  bool conversionFailed_ = false;
+  int viewsLowered_ = 0;
+  std::unordered_map<const core::Node*, core::NodeRef> redirect_;
+  std::unordered_set<const core::Node*> externRead_;
   std::unordered_map<const core::Node*, int> position_;
   std::unordered_map<const core::Node*, int> inputIndex_;
   std::unordered_map<const core::Node*, int> externItem_;
@@ -411,7 +472,9 @@ class Lowerer final : public LoweringContext {
 }  // namespace detail
 
 Program lowerGraph(const core::Graph& graph, const LoweringOptions& options) {
-  detail::Lowered lowered = detail::Lowerer(graph, options).run();
+  detail::Lowerer first(graph, options, true);
+  detail::Lowered lowered = first.run();
+  if (first.needsRerun()) lowered = detail::Lowerer(graph, options, false).run();
   return detail::fuseProgram(std::move(lowered), options);
 }
 

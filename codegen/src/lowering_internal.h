@@ -90,7 +90,12 @@ class LoweringContext {
 /// `why` set when it stays an extern call.
 std::optional<LValue> lowerNode(const core::Node& n, const std::vector<LValue>& args,
                                 const std::vector<std::pair<std::string, LValue>>& kwargs,
-                                LoweringContext& ctx, std::string* why);
+                                LoweringContext& ctx, std::string* why,
+                                const std::string& asOp = {});
+
+/// The functional op of an in-place node ("relu" for relu_, F.relu(inplace=True), aten::relu_;
+/// "add" for add_, operator.iadd), or empty.
+std::string inplaceBase(const core::Node& n);
 
 /// The canonical op name of a call node ("add" for aten::add.Tensor, torch.add, operator.add,
 /// Tensor.add), or empty.

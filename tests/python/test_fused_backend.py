@@ -88,3 +88,48 @@ def test_disk_cache_and_logs(tmp_path):
     assert second.returncode == 0, second.stderr
     assert "(outer [1000] inner [], cache hit)" in second.stderr
     assert list((tmp_path / "kernels").glob("*.tmp")) == []
+
+
+def test_in_place_ops_on_owned_tensors_are_lowered_functionally():
+    def f(a, b):
+        y = a * 2
+        y.relu_()              # y is the graph's own: lowered as relu, later reads of y see it
+        z = y + b
+        z += 1                 # operator.iadd on an owned tensor
+        return torch.relu_(z), y
+
+    a, b = torch.randn(4, 5), torch.randn(4, 5)
+    got = dynamo.optimize("fused")(f)(a, b)
+    want = f(a, b)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+def test_in_place_op_on_a_tensor_an_extern_read_stays_in_place():
+    def f(a):
+        y = a * 2
+        s = y.cumsum(0)        # an extern reads y before the mutation
+        y.relu_()
+        return s, y + 1
+
+    a = torch.randn(6, 3)
+    got = dynamo.optimize("fused")(f)(a)
+    want = f(a)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+def test_eval_batch_norm_relu_and_residual_match_eager():
+    import torchvision
+    m = torchvision.models.resnet18().eval()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        got = dynamo.optimize("fused")(m)(x)
+        want = m(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    bn = torch.nn.BatchNorm2d(7, affine=False).eval()
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    y = torch.randn(2, 7, 3, 5)
+    with torch.no_grad():
+        torch.testing.assert_close(dynamo.optimize("fused")(lambda t: bn(t).relu())(y), bn(y).relu())
