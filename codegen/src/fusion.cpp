@@ -244,7 +244,6 @@ class Fuser {
 
   Kernel finish(const Group& g, int id) {
     Kernel k;
-    size_t nOuter = countOuter(g.reduced);
     for (size_t d = 0; d < g.full.size(); ++d) (g.reduced[d] ? k.innerSizes : k.outerSizes).push_back(g.full[d]);
     std::map<int, int> reducedStage;  // buffer -> stage holding it in a register
     std::set<int> members(g.members.begin(), g.members.end());
@@ -270,7 +269,6 @@ class Fuser {
       }
       k.stages.push_back(st);
     }
-    (void)nOuter;
     if (k.innerSizes.empty()) coalesce(k);
     std::set<int> reads, writes;
     for (const Stage& st : k.stages) {
@@ -338,9 +336,7 @@ class Fuser {
 
   // Merges adjacent loop dims that every access walks contiguously; drops size-1 dims.
   static void coalesce(Kernel& k) {
-    std::vector<Affine*> all;
-    std::vector<Expr> values;
-    // Collect every affine: stores directly, loads by rebuilding expressions afterwards.
+    // Every access's coefficients: the stores', and the loads' inside the expressions.
     std::vector<std::vector<int64_t>> coeffSets;
     auto collect = [&](const Affine& a) { coeffSets.push_back(a.coeffs); };
     for (const Stage& st : k.stages) {
@@ -386,8 +382,6 @@ class Fuser {
       });
     }
     sizes = newSizes;
-    (void)all;
-    (void)values;
   }
 
   // Memory planning: intermediates (written and read by kernels only) share one arena, reused

@@ -644,13 +644,11 @@ std::optional<LValue> lowerLayerNorm(bool native, const Bound& b, const Ctx& c) 
   };
   LValue out = x;
   out.buffer = -1;
-  size_t rank = x.shape.size();
   out.fn = [=](const IndexVec& idx) {
     E r = bin(BinaryOp::kMul, centered(idx), rstdAt(broadcastIndex(idx, mshape)));
     IndexVec tail(idx.end() - static_cast<long>(k), idx.end());
     if (w) r = bin(BinaryOp::kMul, r, w->fn(broadcastIndex(tail, w->shape)));
     if (bias) r = bin(BinaryOp::kAdd, r, bias->fn(broadcastIndex(tail, bias->shape)));
-    (void)rank;
     return r;
   };
   if (!native) return out;
