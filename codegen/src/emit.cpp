@@ -249,13 +249,17 @@ void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, 
         DType t = st.value->dtype();
         const char* T = dtypeCType(t);
         std::string acc = "acc" + std::to_string(i);
-        o << in << T << " " << acc << " = " << reduceInit(st.reduce, t) << ";\n";
         std::string v = p.print(st.value);
         if (st.reduce == ReduceOp::kSum) {
+          // float32 sums accumulate in double: the simd lanes and threads split the sum, but a
+          // long float accumulation would still drift from eager's cascade sum.
+          const char* A = t == DType::kFloat32 ? "double" : T;
+          o << in << A << " " << acc << " = 0;\n";
           innerLoops(in, true, acc);
-          o << in << acc << " = (" << T << ")(" << acc << " + " << v << ");\n";
+          o << in << acc << " = (" << A << ")(" << acc << " + (" << A << ")" << v << ");\n";
           close(in);
         } else if (simd && !k.innerSizes.empty()) {
+          o << in << T << " " << acc << " = " << reduceInit(st.reduce, t) << ";\n";
           // max/min: an OpenMP simd max/min reduction (vectorised), NaN tracked on the side so it
           // propagates as in ATen.
           const char* cmp = st.reduce == ReduceOp::kMax ? ">" : "<";
@@ -275,6 +279,7 @@ void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, 
           close(in);
           if (isFloating(t)) o << in << "if (" << nan << ") " << acc << " = (" << T << ")dyn_nan();\n";
         } else {
+          o << in << T << " " << acc << " = " << reduceInit(st.reduce, t) << ";\n";
           innerLoops(in, false, acc, true);
           o << in << acc << " = dyn_red" << (st.reduce == ReduceOp::kMax ? "max" : "min") << "(" << acc << ", (" << T << ")(" << v << "));\n";
           close(in);

@@ -258,7 +258,7 @@ std::string kernelCacheDir() {
 const std::vector<std::string>& kernelCompileFlags() {
   static const std::vector<std::string> kFlags = {
       "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno",
-      "-fno-trapping-math", "-std=c++17", "-w"};
+      "-fno-trapping-math", "-fwrapv", "-std=c++17", "-w"};
   return kFlags;
 }
 

@@ -265,3 +265,19 @@ def test_view_read_by_an_op_that_did_not_lower_gets_a_copy():
     x = torch.randn(5, 3)
     f = check(lambda t: torch.pow(2, t.t()) + t.t().detach(), x, expect_no_extern=False)
     assert [n.split("_")[0] for n, _ in f.report["externs"]] == ["pow"]
+
+
+def test_long_float32_sums_stay_accurate():
+    # float32 sums accumulate in double: 4M elements summed as accurately as eager's cascade sum
+    x = torch.randn(1 << 22) + 1.0
+    f = fused(lambda t: (t.sum(), t.mean(), (t * 2).sum(0, keepdim=True)), x)
+    got = f(x)
+    ref = x.double().sum().item()
+    assert abs(got[0].item() - ref) / abs(ref) < 2e-7
+    assert abs(got[1].item() - ref / x.numel()) / abs(ref / x.numel()) < 2e-7
+    assert abs(got[2].item() - 2 * ref) / abs(2 * ref) < 2e-7
+
+
+def test_integer_overflow_wraps_like_eager():
+    x = torch.tensor([2**31 - 1, -2**31, 5], dtype=torch.int32)
+    check(lambda t: (t + 1) * 3 - t.abs(), x, exact=True)
