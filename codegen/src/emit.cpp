@@ -251,9 +251,12 @@ void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, 
         std::string acc = "acc" + std::to_string(i);
         std::string v = p.print(st.value);
         if (st.reduce == ReduceOp::kSum) {
-          // float32 sums accumulate in double: the simd lanes and threads split the sum, but a
-          // long float accumulation would still drift from eager's cascade sum.
-          const char* A = t == DType::kFloat32 ? "double" : T;
+          // Long float32 sums (over 4096 elements) accumulate in double: the simd lanes and
+          // threads split the sum, but a long float accumulation would still drift from eager's
+          // cascade sum. Short ones (rows of softmax, layer_norm) stay in float, as ATen's do.
+          int64_t extent = 1;
+          for (int64_t s : k.innerSizes) extent *= s;
+          const char* A = (t == DType::kFloat32 && extent > 4096) ? "double" : T;
           o << in << A << " " << acc << " = 0;\n";
           innerLoops(in, true, acc);
           o << in << acc << " = (" << A << ")(" << acc << " + (" << A << ")" << v << ");\n";
