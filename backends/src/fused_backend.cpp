@@ -13,7 +13,8 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/from_blob.h>
+#include <ATen/EmptyTensor.h>
+#include <c10/core/CPUAllocator.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -95,12 +96,33 @@ class BlockPool {
   size_t cached_ = 0;
 };
 
+// The c10::Allocator of kernel outputs: blocks of kMinBytes and more from the pool (a DataPtr
+// whose context remembers the block's size), smaller ones from torch's CPU allocator. Storages
+// made with it stay resizable like eager's (a resize allocates through it again).
+struct PoolBlock {
+  void* ptr;
+  size_t bytes;
+};
+
+void poolDelete(void* ctx) {
+  auto* b = static_cast<PoolBlock*>(ctx);
+  BlockPool::instance().give(b->ptr, b->bytes);
+  delete b;
+}
+
+class PoolAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) const override {
+    if (n < BlockPool::kMinBytes) return c10::GetCPUAllocator()->allocate(n);
+    void* p = BlockPool::instance().take(n);
+    return c10::DataPtr(p, new PoolBlock{p, n}, &poolDelete, c10::Device(c10::DeviceType::CPU));
+  }
+};
+
 at::Tensor newOutput(const codegen::Buffer& buf) {
-  auto options = at::TensorOptions().dtype(scalarType(buf.dtype));
-  size_t bytes = static_cast<size_t>(buf.numel()) * static_cast<size_t>(codegen::dtypeSize(buf.dtype));
-  if (bytes < BlockPool::kMinBytes) return at::empty_strided(buf.shape, buf.strides, options);
-  void* p = BlockPool::instance().take(bytes);
-  return at::from_blob(p, buf.shape, buf.strides, [bytes](void* q) { BlockPool::instance().give(q, bytes); }, options);
+  static PoolAllocator allocator;
+  return at::Tensor(at::detail::empty_strided_generic(
+      buf.shape, buf.strides, &allocator, c10::DispatchKeySet(c10::DispatchKey::CPU), scalarType(buf.dtype)));
 }
 
 bool logEnabled(const char* what) {

@@ -133,3 +133,16 @@ def test_eval_batch_norm_relu_and_residual_match_eager():
     y = torch.randn(2, 7, 3, 5)
     with torch.no_grad():
         torch.testing.assert_close(dynamo.optimize("fused")(lambda t: bn(t).relu())(y), bn(y).relu())
+
+
+def test_pooled_outputs_behave_like_eager_tensors():
+    f = dynamo.optimize("fused")(lambda t: (t * 2).relu())
+    x = torch.randn(256, 256)            # 256 KiB: from the block pool
+    a = f(x)
+    a.resize_(512, 512)                  # a pooled storage grows like eager's
+    a.fill_(1.0)
+    b = f(x)
+    assert torch.equal(b, (x * 2).relu()) and a.sum().item() == 512 * 512
+    del a
+    c = f(x)                             # a freed block comes back to the pool: same values
+    assert torch.equal(c, (x * 2).relu())
