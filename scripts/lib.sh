@@ -4,12 +4,14 @@
 # Debian 12 packages the project needs. OpenBLAS matters: without it Debian's torch runs matrix
 # products on the reference BLAS, about 9x slower. pybind11-dev: torch's python_variable.h includes
 # pybind11 and libtorch-dev does not depend on it. libxml2-utils (xmllint) and python3-jsonschema
-# validate the JUnit and SARIF reports in the tests. scripts/check_deps.py (ctest setup.deps_check)
+# validate the JUnit and SARIF reports in the tests; python3-networkx runs functorch's min-cut
+# partitioner, the anchor of bench/aot_eager.py. scripts/check_deps.py (ctest setup.deps_check)
 # fails when the build or the tests use a file of a package this list does not bring in.
 DYNAMO_APT_PACKAGES=(
   g++ cmake ninja-build ccache pkg-config
   python3 python3-dev python3-pytest python3-torch python3-torchvision libtorch-dev pybind11-dev
   libxml2-utils python3-jsonschema
+  python3-networkx
   libopenblas0-pthread
   libsqlite3-dev sqlite3
   catch2

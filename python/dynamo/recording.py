@@ -154,6 +154,9 @@ def record_compile(writer, record):
                                   line=int(g.get("line") or 0),
                                   source_line=_text(g.get("user_source")))
         guard_ids.setdefault(_text(g.get("source")), gid)
+    for source in _artifact_sources:  # e.g. the AOT layer's graphs (dynamo.aot)
+        for name, data, media_type in source(record):
+            writer.record_artifact(name, data, media_type=media_type, compile_id=compile_id)
     if record.get("bytecode"):
         writer.record_code("transformed_bytecode", record["bytecode"],
                            name=_text(record.get("function")), compile_id=compile_id)
@@ -162,6 +165,16 @@ def record_compile(writer, record):
         if record.get("breaks") and record.get("entry_id"):
             _break_entries[int(record["entry_id"])] = compile_id
     return compile_id
+
+
+_artifact_sources = []
+
+
+def add_artifact_source(fn):
+    """fn(record) -> [(name, data bytes, media type)]: artifacts recorded with each compile, linked
+    to its compile id (the AOT layer's joint, forward and backward graphs)."""
+    _artifact_sources.append(fn)
+    return fn
 
 
 # ---- the listener ---------------------------------------------------------------------------

@@ -21,6 +21,8 @@ int initGuardBindings(PyObject* module);
 int initCompilerBindings(PyObject* module);
 /// report_bindings.cpp: the explain and profile reports over a trace store.
 int initReportBindings(PyObject* module);
+/// aot_bindings.cpp: the AOT layer's partitioner and decomposition tables (dynamo._C._aot).
+int initAotBindings(PyObject* module);
 /// codegen_bindings.cpp: the fused code generator (dynamo._C._codegen).
 int initCodegenBindings(PyObject* module);
 

@@ -108,8 +108,8 @@ def test_all_minus_and_set_logs(tmp_path):
 def test_unknown_name_warns_once_with_the_valid_names(tmp_path):
     err = _run(tmp_path, "bogus,graph_breaks,+nope")
     assert err == ("DYNAMO_LOGS:0: UserWarning: dynamo: unknown DYNAMO_LOGS names 'bogus', '+nope'; "
-                   "valid names: all, graph_breaks, recompiles, guards, passes, graph, bytecode, fusion, "
-                   "output_code "
+                   "valid names: all, graph_breaks, recompiles, guards, passes, graph, bytecode, aot_graphs, "
+                   "partition, fusion, output_code "
                    "(+name for more detail, -name to turn one off)\n" + BREAK + "\n")
 
 

@@ -1,0 +1,252 @@
+"""The AOT layer behind ``aot_eager``, ``aot_eager_default_partitioner`` and
+``aot_eager_decomp_partition`` (backends/backends.def; docs/aot.md).
+
+The C++ backend (backends/src/aot_backend.cpp) calls ``compile_graph`` with the captured graph
+as a torch.fx.GraphModule and the real inputs:
+
+    captured graph --tracing.trace (make_fx, real mode, on clones)--> ATen FX graph
+      --importer.to_ir--> joint graph (core IR) --_C._aot.partition--> forward, backward graphs
+      --forward/backward compilers (core's GraphRunner)--> runtime.make_training_fn
+    inference (grad mode off, or no input / output requires grad): forward-only trace, no joint.
+
+It returns the callable, or a str (the reason) when the graph must run on the eager runner
+instead. Every compile leaves a record: logged with DYNAMO_LOGS=aot_graphs,partition and written
+to the trace store as artifacts of the compile (``dynamo.aot``, ``dynamo.aot.joint``,
+``dynamo.aot.forward``, ``dynamo.aot.backward``).
+"""
+import json
+import threading
+import time
+
+import torch
+
+from dynamo import _C, eval_frame, logs, recording
+from dynamo.aot import decompositions, importer, runtime, tracing
+from dynamo.aot.tracing import Fallback
+
+__all__ = ["compile_graph", "PRESETS", "Fallback", "last_records", "make_backend"]
+
+#: backend name -> (partition mode, decompose)
+PRESETS = {
+    "aot_eager": ("min_cut", False),
+    "aot_eager_default_partitioner": ("save_all", False),
+    "aot_eager_decomp_partition": ("min_cut", True),
+}
+
+_local = threading.local()
+_recent = []          # the last records, newest last (tests and tools)
+_RECENT_MAX = 64
+
+
+def _default_compiler(graph):
+    return graph.runner()
+
+
+class _Plan:
+    def __init__(self, traced, backend, function, where):
+        self.__dict__.update(traced.__dict__)
+        self.backend, self.function, self.where = backend, function, where
+
+
+def compile_graph(gm, examples, backend, function="", file="", line=0,
+                  fw_compiler=_default_compiler, bw_compiler=_default_compiler):
+    """A callable over the graph inputs running the AOT-compiled graph, or the reason (str) to
+    run the graph on the eager runner instead."""
+    mode, decompose = PRESETS.get(backend, ("min_cut", False))
+    rec = {"backend": backend, "function": function, "file": file, "line": int(line),
+           "partition_mode": mode, "phases_ms": {}, "fallback": None}
+    sources = [n.meta.get("dynamo_source", n.name) for n in gm.graph.nodes if n.op == "placeholder"]
+    try:
+        fn = _compile(gm, list(examples), sources, rec, mode, decompose, fw_compiler, bw_compiler)
+    except Fallback as e:
+        rec["fallback"] = str(e)
+        fn = str(e)
+    _finish(rec)
+    return fn
+
+
+def _phase(rec, name, start):
+    rec["phases_ms"][name] = round((time.perf_counter() - start) * 1e3, 3)
+
+
+def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compiler):
+    tracing.check_inputs(examples, sources)
+    training = torch.is_grad_enabled() and any(t.requires_grad for t in examples)
+    counts = {}
+    table = decompositions.table(counts) if decompose else None
+    start = time.perf_counter()
+    traced = tracing.trace(gm, examples, sources, training, table)
+    _phase(rec, "trace", start)
+    plan = _Plan(traced, rec["backend"], rec["function"], f"{rec['file']}:{rec['line']}")
+    rec.update(training=traced.training, mutated_inputs=[sources[i] for i in traced.mutated_inputs],
+               inplace_rewritten=traced.rewritten)
+    if decompose:
+        rec["decompositions"] = counts
+    device = str(next((t.device for t in examples), "cpu"))
+    names = dict(zip(traced.placeholders, sources))
+    names.update({p: f"tangents[{i}]" for i, p in enumerate(traced.placeholders[len(sources):])})
+    start = time.perf_counter()
+    graph = importer.to_ir(traced.graph, names, device)
+    _phase(rec, "import", start)
+    if not traced.training:
+        rec["forward"] = graph
+        start = time.perf_counter()
+        fw = fw_compiler(graph)
+        _phase(rec, "compile_forward", start)
+        return runtime.make_inference_fn(fw, plan)
+    rec["joint"] = graph
+    start = time.perf_counter()
+    part = _partition(graph, traced, mode)
+    _phase(rec, "partition", start)
+    rec.update(saved=part["saved"], recomputed=part["recomputed"], bytes_saved=part["bytes_saved"],
+               summary=part["summary"])
+    start = time.perf_counter()
+    forward = _C._graph.read_graph(part["forward"]).resolve()
+    backward_json = part["backward"]
+    rec["forward"], rec["backward_json"] = forward, backward_json
+    fw = fw_compiler(forward)
+    _phase(rec, "compile_forward", start)
+
+    def compile_backward():
+        return bw_compiler(_C._graph.read_graph(backward_json).resolve())
+
+    def backward_compiled(ms):
+        rec["phases_ms"]["compile_backward"] = round(ms, 3)
+        if logs.enabled("aot_graphs"):
+            logs._emit([f"{logs.PREFIX} aot: compiled the backward of {rec['function']} in {ms:.1f} ms"])
+
+    return runtime.make_training_fn(fw, compile_backward, plan, backward_compiled)
+
+
+def _never_recomputed(graph):
+    """Schema names of the ops no partition may recompute: random ops (a recompute draws fresh
+    numbers) and ops that write memory (a recompute writes again)."""
+    out = set()
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target_kind == "aten":
+            schema = n.schema
+            if (tracing.is_random(schema) or schema.split("::")[1].split(".")[0].endswith("_")
+                    or schema.startswith("aten::native_batch_norm")):
+                out.add(schema)
+    return out
+
+
+def _partition(graph, traced, mode):
+    """_C._aot.partition, then a check: a recomputed node must not read a value an in-place op
+    writes (it would see the new value); when one does, the save-all partition is used."""
+    disabled = sorted(_never_recomputed(graph))
+    text = graph.serialize()
+    part = _C._aot.partition(text, traced.num_primals, traced.num_fwd_outputs,
+                             save_all=(mode == "save_all"), disabled_ops=disabled)
+    if part["recomputed"] and (_recompute_reads_written(graph, part["recomputed"])
+                               or set(part["recomputed"]) & _names_of(graph, disabled)):
+        part = _C._aot.partition(text, traced.num_primals, traced.num_fwd_outputs, save_all=True,
+                                 disabled_ops=disabled)
+        part["summary"] += " (save-all: the min-cut recomputed a random or in-place op, or read a value written in place)"
+    return part
+
+
+def _names_of(graph, schemas):
+    schemas = set(schemas)
+    return {n.name for n in graph.nodes if n.op == "call_function" and n.target_kind == "aten" and n.schema in schemas}
+
+
+def _recompute_reads_written(graph, recomputed):
+    written = set()
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target_kind == "aten" and n.schema.split("::")[1].split(".")[0].endswith("_"):
+            if n.args:
+                written.add(n.args[0].name if hasattr(n.args[0], "name") else None)
+    for name in recomputed:
+        node = graph.find(name)
+        if node is None:
+            continue
+        for a in node.args:
+            if hasattr(a, "name") and a.name in written:
+                return True
+    return False
+
+
+# ---- records: logs and the trace store ------------------------------------------------------
+
+def _pending():
+    p = getattr(_local, "pending", None)
+    if p is None:
+        p = _local.pending = []
+    return p
+
+
+def _finish(rec):
+    _pending().append(rec)
+    _recent.append(rec)
+    del _recent[:-_RECENT_MAX]
+    _log(rec)
+
+
+def last_records():
+    """The most recent AOT compile records (dicts), newest last."""
+    return list(_recent)
+
+
+def _summary_json(rec):
+    keys = ("backend", "function", "file", "line", "training", "partition_mode", "fallback", "phases_ms",
+            "mutated_inputs", "inplace_rewritten", "saved", "recomputed", "bytes_saved", "summary",
+            "decompositions")
+    return json.dumps({k: rec[k] for k in keys if k in rec}, sort_keys=True)
+
+
+def _log(rec):
+    where = f"{rec['function']} ({rec['file']}:{rec['line']})"
+    lines = []
+    if logs.enabled("aot_graphs"):
+        if rec["fallback"]:
+            lines.append(f"{logs.PREFIX} aot: {rec['backend']} runs the graph of {where} on the eager runner: "
+                         f"{rec['fallback']}")
+        else:
+            times = ", ".join(f"{k} {v:.1f} ms" for k, v in rec["phases_ms"].items())
+            lines.append(f"{logs.PREFIX} aot: {rec['backend']} compiled {where} "
+                         f"({'training' if rec.get('training') else 'inference'}): {times}")
+            for key in ("joint", "forward"):
+                if key in rec:
+                    lines += logs._block(f"aot {key} graph of {where}", str(rec[key]))
+            if "backward_json" in rec:
+                lines += logs._block(f"aot backward graph of {where}",
+                                     str(_C._graph.read_graph(rec["backward_json"])))
+    if logs.enabled("partition") and "summary" in rec:
+        lines.append(f"{logs.PREFIX} partition of {where} ({rec['partition_mode']}): {rec['summary']}")
+        if logs.enabled("partition") > 1:
+            lines.append(f"    saved: {', '.join(rec['saved'])}")
+            lines.append(f"    recomputed: {', '.join(rec['recomputed']) or '-'}")
+    if lines:
+        logs._emit(lines)
+
+
+def _artifacts(record):
+    """The trace-store artifacts of the AOT compiles of this compile record (recording hook)."""
+    out = []
+    for rec in _pending():
+        out.append(("dynamo.aot", _summary_json(rec).encode(), "application/json"))
+        for key in ("joint", "forward"):
+            if key in rec:
+                out.append((f"dynamo.aot.{key}", rec[key].serialize().encode(), "application/json"))
+        if "backward_json" in rec:
+            out.append(("dynamo.aot.backward", rec["backward_json"].encode(), "application/json"))
+    return out
+
+
+def _clear_pending(record):
+    _pending().clear()
+
+
+def make_backend(backend="aot_eager", fw_compiler=_default_compiler, bw_compiler=_default_compiler):
+    """A Python backend compiler(gm, example_inputs) running the AOT layer with other forward and
+    backward compilers (each takes a _C._graph.Graph, returns a callable over its inputs)."""
+    def aot_backend(gm, example_inputs):
+        fn = compile_graph(gm, example_inputs, backend, getattr(gm, "_dynamo_function", ""), "", 0,
+                           fw_compiler, bw_compiler)
+        return gm.forward if isinstance(fn, str) else fn
+    return aot_backend
+
+
+recording.add_artifact_source(_artifacts)
+eval_frame.add_compile_listener(_clear_pending)

@@ -1,0 +1,86 @@
+"""The runtime wrapper: compiled forward and backward graphs behind one torch.autograd.Function.
+
+    outputs = fn(*graph_inputs)
+      inference: forward runner -> user outputs (in-place input updates happen inside the graph)
+      training:  CompiledFunction.apply(*graph_inputs)
+                   forward:  fw(*inputs) -> user outputs, mutation markers, saved values;
+                             saves the saved values, marks outputs eager leaves without grad as
+                             non-differentiable
+                   backward: compiles the backward graph on first use (bw_compiler), then
+                             bw(*saved, *contiguous grads of differentiable outputs) -> one grad
+                             per input (None where none)
+
+Autograd calls the backward as one node. The backward cannot itself be differentiated:
+create_graph=True (double backward) raises an error that names the compiled function.
+"""
+import time
+
+import torch
+
+__all__ = ["make_inference_fn", "make_training_fn"]
+
+
+def make_inference_fn(fw, plan):
+    n = plan.num_user_outputs
+    if plan.num_fwd_outputs == n:
+        return fw
+
+    def inference(*args):
+        return tuple(fw(*args)[:n])
+
+    return inference
+
+
+def _double_backward_error(plan):
+    return RuntimeError(
+        f"dynamo: backend '{plan.backend}' cannot differentiate the backward of the compiled graph of "
+        f"'{plan.function}' ({plan.where}) again: create_graph=True / double backward through an AOT "
+        f"graph is not supported. Hint: compile this function with backend='eager', or run it under "
+        f"dynamo.disable, when you need higher-order gradients")
+
+
+def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
+    """fw: the forward callable; compile_backward(): the backward callable, called once, lazily."""
+    n_user, n_fwd = plan.num_user_outputs, plan.num_fwd_outputs
+    diff_out = list(plan.diff_outputs)
+    nondiff = [k for k in range(n_user) if k not in set(diff_out)]
+    state = {"bw": None}
+
+    class CompiledFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            outs = fw(*args)
+            saved = outs[n_fwd:]
+            # Leaves that require grad (parameters) are kept on ctx: torch 1.13 fails to unpack a
+            # saved leaf under saved_tensors_hooks ("No grad accumulator for a saved leaf").
+            kept = [isinstance(s, torch.Tensor) and not (s.is_leaf and s.requires_grad) for s in saved]
+            ctx.save_for_backward(*[s for s, k in zip(saved, kept) if k])
+            ctx.layout = kept
+            ctx.others = [s for s, k in zip(saved, kept) if not k]
+            user = tuple(outs[:n_user])
+            if nondiff:
+                ctx.mark_non_differentiable(*[user[k] for k in nondiff])
+            return user
+
+        @staticmethod
+        def backward(ctx, *grads):
+            if torch.is_grad_enabled():  # the engine enables grad mode only for create_graph=True
+                raise _double_backward_error(plan)
+            bw = state["bw"]
+            if bw is None:
+                start = time.perf_counter()
+                bw = state["bw"] = compile_backward()
+                if on_backward_compiled is not None:
+                    on_backward_compiled((time.perf_counter() - start) * 1e3)
+            tensors = iter(ctx.saved_tensors)
+            others = iter(ctx.others)
+            saved = [next(tensors) if is_t else next(others) for is_t in ctx.layout]
+            tangents = [grads[k].contiguous() for k in diff_out]
+            return tuple(bw(*saved, *tangents))
+
+    CompiledFunction.__name__ = f"CompiledFunction_{plan.function.replace('.', '_')}"
+
+    def training(*args):
+        return CompiledFunction.apply(*args)
+
+    return training
