@@ -10,7 +10,9 @@ first guard failure and the user line that created the guard; cache-limit hits),
 guard list of each new entry), ``passes`` (what each graph pass did: the graph after a pass that
 changed it, "(unchanged)" otherwise), ``graph`` (each captured graph), ``bytecode`` (each transformed
 code object), ``aot_graphs`` (the AOT layer's joint, forward and backward graphs, compile times and
-fallback reasons), ``partition`` (what the partitioner saved and recomputed). ``+name`` is more verbose (``+graph_breaks``: the user stack; ``+recompiles``: every
+fallback reasons), ``partition`` (what the partitioner saved and recomputed), ``fusion`` and
+``output_code`` (the fused backend's lowered program and each generated kernel's source; printed
+by the C++ backend, which reads the environment variable only). ``+name`` is more verbose (``+graph_breaks``: the user stack; ``+recompiles``: every
 failed guard), ``-name`` turns one off, ``all`` turns all on. The environment variable is read at
 import; ``set_logs`` replaces the setting. An unknown name gives one warning listing the valid ones.
 
@@ -29,7 +31,8 @@ __all__ = ["LOG_NAMES", "set_logs", "enabled", "graph_break_counts", "ENV_VAR"]
 
 ENV_VAR = "DYNAMO_LOGS"
 #: The log names, in the order they print for one compile.
-LOG_NAMES = ("graph_breaks", "recompiles", "guards", "passes", "graph", "bytecode", "aot_graphs", "partition")
+LOG_NAMES = ("graph_breaks", "recompiles", "guards", "passes", "graph", "bytecode", "aot_graphs", "partition",
+             "fusion", "output_code")
 PREFIX = "[dynamo]"
 
 _lock = threading.Lock()

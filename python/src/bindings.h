@@ -23,5 +23,7 @@ int initCompilerBindings(PyObject* module);
 int initReportBindings(PyObject* module);
 /// aot_bindings.cpp: the AOT layer's partitioner and decomposition tables (dynamo._C._aot).
 int initAotBindings(PyObject* module);
+/// codegen_bindings.cpp: the fused code generator (dynamo._C._codegen).
+int initCodegenBindings(PyObject* module);
 
 }  // namespace dynamo::py

@@ -74,7 +74,8 @@ PyMODINIT_FUNC PyInit__C(void) {
       dynamo::py::initGuardBindings(module) < 0 ||
       dynamo::py::initCompilerBindings(module) < 0 ||
       dynamo::py::initReportBindings(module) < 0 ||
-      dynamo::py::initAotBindings(module) < 0) {
+      dynamo::py::initAotBindings(module) < 0 ||
+      dynamo::py::initCodegenBindings(module) < 0) {
     Py_DECREF(module);
     return nullptr;
   }

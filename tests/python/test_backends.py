@@ -17,7 +17,7 @@ def _fresh():
 def test_list_backends_comes_from_the_def_and_the_registry():
     native = dict(_C._compiler.backend_list())
     assert list(native)[0] == "eager" and "C++ graph runner" in native["eager"]
-    assert {"aot_eager", "aot_eager_default_partitioner", "aot_eager_decomp_partition"} <= set(native)
+    assert {"aot_eager", "aot_eager_default_partitioner", "aot_eager_decomp_partition", "fused"} <= set(native)
     assert {"eager", "fx_eager"} <= set(dynamo.list_backends())
 
 

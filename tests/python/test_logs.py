@@ -109,7 +109,7 @@ def test_unknown_name_warns_once_with_the_valid_names(tmp_path):
     err = _run(tmp_path, "bogus,graph_breaks,+nope")
     assert err == ("DYNAMO_LOGS:0: UserWarning: dynamo: unknown DYNAMO_LOGS names 'bogus', '+nope'; "
                    "valid names: all, graph_breaks, recompiles, guards, passes, graph, bytecode, aot_graphs, "
-                   "partition "
+                   "partition, fusion, output_code "
                    "(+name for more detail, -name to turn one off)\n" + BREAK + "\n")
 
 

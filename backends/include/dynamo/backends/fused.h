@@ -1,0 +1,49 @@
+// The "fused" backend (backends.def): lowers the graph with dynamo::codegen, compiles one C++
+// kernel per fused group with the system compiler (disk-cached), and runs kernels and extern ATen
+// calls in order with a planned intermediate arena. Tools and tests read what it made through a
+// FusedReport. No torch headers here.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dynamo/core/backend.h"
+
+namespace dynamo::backends {
+
+/// One compiled kernel, for the logs, the tests and the inspector.
+struct FusedKernelInfo {
+  std::string name;                ///< "k0_mul_add_relu"
+  std::vector<std::string> nodes;  ///< graph nodes it covers
+  std::string source;              ///< the C++ source
+  std::string cudaSource;          ///< the same kernel as CUDA C
+  std::string loops;               ///< "outer [8192] inner [1024]"
+  std::string cacheKey;            ///< sha256 of source + compiler + flags + CPU
+  bool cacheHit = false;           ///< no compiler run
+  double compileMs = 0;            ///< compiler time (0 on a hit)
+};
+
+/// What the fused backend made of one graph.
+struct FusedReport {
+  std::string program;  ///< printProgram() of the lowered program
+  std::vector<FusedKernelInfo> kernels;
+  std::vector<std::pair<std::string, std::string>> externs;  ///< (node, why not lowered)
+  int64_t arenaBytes = 0;  ///< intermediate arena size
+  std::string eagerReason; ///< non-empty when the whole graph runs eagerly, and why
+};
+
+/// How to build the kernels.
+struct FusedOptions {
+  /// Run the CUDA C kernels instead of the C++ ones, compiled for the host with the grid walked
+  /// as loops (-DDYN_HOST_SHIM): tests the CUDA bodies' numerics without a GPU. Slow.
+  bool cudaHostShim = false;
+};
+
+/// Compiles request.graph with the fused backend; fills *report when given.
+std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request,
+                                                    FusedReport* report,
+                                                    const FusedOptions& options = {});
+
+}  // namespace dynamo::backends

@@ -1,0 +1,405 @@
+// "fused" (backends.def): the runtime of the fused code generator.
+//
+//   compile: lowerGraph -> one C++ source per kernel -> compileKernels (parallel, disk cache)
+//   call:    check inputs against the compiled metadata (else run the graph eagerly: nothing has
+//            happened yet), take an arena for intermediates from a pool (one arena per concurrent
+//            call, allocated once per compiled graph), then per step: allocate escaping outputs,
+//            call the kernel with raw data pointers and the GIL released, or call the extern
+//            node's own target (an ATen op or torch function) through Python; build the outputs.
+//
+// Graphs that need autograd (a call node's result requires grad) run eagerly with the graph
+// runner: the kernels have no backward yet. This is the one file of backends/ that includes torch.
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/EmptyTensor.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include "backends_internal.h"
+#include "dynamo/backends/fused.h"
+#include "dynamo/codegen/emit.h"
+#include "dynamo/codegen/kernel_cache.h"
+#include "dynamo/codegen/lowering.h"
+#include "dynamo/core/graph_python.h"
+#include "dynamo/core/graph_runner.h"
+
+namespace dynamo::backends {
+namespace {
+
+using codegen::BufferKind;
+using codegen::DType;
+using KernelFn = void (*)(void* const*);
+
+at::ScalarType scalarType(DType t) {
+  switch (t) {
+    case DType::kBool: return at::kBool;
+    case DType::kUInt8: return at::kByte;
+    case DType::kInt8: return at::kChar;
+    case DType::kInt16: return at::kShort;
+    case DType::kInt32: return at::kInt;
+    case DType::kInt64: return at::kLong;
+    case DType::kFloat32: return at::kFloat;
+    case DType::kFloat64: return at::kDouble;
+  }
+  return at::kFloat;
+}
+
+// Dynamo's caching CPU allocator for kernel outputs: a fresh 32 MB buffer costs more in page
+// faults than a pointwise kernel's arithmetic, so blocks of 64 KiB and more come back to a pool
+// when the user frees the tensor, and the next call takes them again (already faulted in). At
+// most kPoolLimit bytes are kept; the pool is never destroyed (tensors may outlive statics).
+class BlockPool {
+ public:
+  static constexpr size_t kMinBytes = 64 * 1024;
+  static constexpr size_t kPoolLimit = size_t(1) << 30;
+
+  static BlockPool& instance() {
+    static auto* pool = new BlockPool();
+    return *pool;
+  }
+
+  void* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+
+  void give(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (cached_ + bytes > kPoolLimit) {
+      std::free(p);
+      return;
+    }
+    free_[bytes].push_back(p);
+    cached_ += bytes;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+// The c10::Allocator of kernel outputs: blocks of kMinBytes and more from the pool (a DataPtr
+// whose context remembers the block's size), smaller ones from torch's CPU allocator. Storages
+// made with it stay resizable like eager's (a resize allocates through it again).
+struct PoolBlock {
+  void* ptr;
+  size_t bytes;
+};
+
+void poolDelete(void* ctx) {
+  auto* b = static_cast<PoolBlock*>(ctx);
+  BlockPool::instance().give(b->ptr, b->bytes);
+  delete b;
+}
+
+class PoolAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) const override {
+    if (n < BlockPool::kMinBytes) return c10::GetCPUAllocator()->allocate(n);
+    void* p = BlockPool::instance().take(n);
+    return c10::DataPtr(p, new PoolBlock{p, n}, &poolDelete, c10::Device(c10::DeviceType::CPU));
+  }
+};
+
+at::Tensor newOutput(const codegen::Buffer& buf) {
+  static PoolAllocator allocator;
+  return at::Tensor(at::detail::empty_strided_generic(
+      buf.shape, buf.strides, &allocator, c10::DispatchKeySet(c10::DispatchKey::CPU), scalarType(buf.dtype)));
+}
+
+bool logEnabled(const char* what) {
+  const char* v = std::getenv("DYNAMO_LOGS");
+  if (!v) return false;
+  std::string s = std::string(",") + v + ",";
+  return s.find(std::string(",") + what + ",") != std::string::npos ||
+         s.find(",all,") != std::string::npos;
+}
+
+// True when t has the buffer's dtype, sizes and strides (strides of size-1 dims don't matter).
+bool matches(const at::Tensor& t, const codegen::Buffer& b) {
+  if (!t.defined() || !t.device().is_cpu() || t.layout() != at::kStrided || t.is_conj() || t.is_neg() ||
+      t.scalar_type() != scalarType(b.dtype) || t.dim() != static_cast<int64_t>(b.shape.size())) {
+    return false;
+  }
+  for (size_t d = 0; d < b.shape.size(); ++d) {
+    if (t.size(d) != b.shape[d]) return false;
+    if (b.shape[d] > 1 && t.stride(d) != b.strides[d]) return false;
+  }
+  return true;
+}
+
+class FusedFn final : public core::CompiledGraphFn {
+ public:
+  FusedFn(const core::Graph& graph, codegen::Program program, std::vector<KernelFn> fns)
+      : graph_(graph), program_(std::move(program)), fns_(std::move(fns)), eager_(graph) {
+    for (size_t i = 0; i < graph.inputs().size(); ++i) slot_[graph.inputs()[i].get()] = -1 - static_cast<int>(i);
+    for (size_t i = 0; i < graph.body().size(); ++i) slot_[graph.body()[i].get()] = static_cast<int>(i);
+    for (const codegen::Kernel& k : program_.kernels) params_.push_back(codegen::kernelParams(k));
+  }
+
+  PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override {
+    try {
+      return run(inputs, count, failedAt);
+    } catch (const core::PythonError&) {
+      return nullptr;
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+      return nullptr;
+    }
+  }
+
+ private:
+  struct Frame {
+    std::vector<at::Tensor> tensors;
+    std::vector<void*> ptrs;
+    std::vector<core::PyObjectRef> values;  // body node values (extern results, wrapped outputs)
+    PyObject* const* inputs = nullptr;
+  };
+
+  // An arena from the pool, returned when the call ends.
+  struct ArenaLease {
+    const FusedFn* fn;
+    at::Tensor arena;
+    ~ArenaLease() {
+      if (!arena.defined()) return;
+      std::lock_guard<std::mutex> g(fn->mu_);
+      fn->arenas_.push_back(std::move(arena));
+    }
+  };
+
+  PyObject* run(PyObject* const* inputs, size_t count, size_t* failedAt) const {
+    const auto& bufs = program_.buffers;
+    Frame f;
+    f.tensors.resize(bufs.size());
+    f.ptrs.assign(bufs.size(), nullptr);
+    f.values.resize(graph_.body().size());
+    f.inputs = inputs;
+    for (size_t i = 0; i < count && i < program_.inputBuffer.size(); ++i) {
+      int b = program_.inputBuffer[i];
+      if (b < 0) continue;
+      if (!THPVariable_Check(inputs[i]) || !matches(THPVariable_Unpack(inputs[i]), bufs[b])) {
+        return eager_.run(inputs, count, failedAt);  // not what was compiled: nothing ran yet
+      }
+      f.tensors[b] = THPVariable_Unpack(inputs[i]);
+      f.ptrs[b] = f.tensors[b].data_ptr();
+    }
+    ArenaLease lease{this, {}};
+    if (program_.arenaBytes > 0) {
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        if (!arenas_.empty()) {
+          lease.arena = std::move(arenas_.back());
+          arenas_.pop_back();
+        }
+      }
+      if (!lease.arena.defined()) lease.arena = at::empty({program_.arenaBytes}, at::TensorOptions().dtype(at::kByte));
+      auto* base = static_cast<char*>(lease.arena.data_ptr());
+      for (const codegen::Buffer& b : bufs) {
+        if (b.kind == BufferKind::kIntermediate && b.arenaOffset >= 0) f.ptrs[b.id] = base + b.arenaOffset;
+      }
+    }
+    for (const codegen::Step& s : program_.steps) {
+      if (s.isKernel) {
+        runKernel(s.kernel, f);
+      } else if (!runExtern(s, f)) {
+        if (failedAt) *failedAt = static_cast<size_t>(s.node);
+        return nullptr;
+      }
+    }
+    core::PyObjectRef out = core::argToPython(graph_.output()->outputValue(),
+                                              [&](const core::NodeRef& n) { return valueOf(n, f); });
+    return out.release();
+  }
+
+  void runKernel(int k, Frame& f) const {
+    for (int b : program_.kernels[k].writes) {
+      const codegen::Buffer& buf = program_.buffers[b];
+      if (buf.kind != BufferKind::kOutput) continue;
+      f.tensors[b] = newOutput(buf);
+      f.ptrs[b] = f.tensors[b].data_ptr();
+    }
+    std::vector<void*> args;
+    for (int b : params_[k]) args.push_back(f.ptrs[b]);
+    PyThreadState* ts = PyEval_SaveThread();
+    fns_[k](args.data());
+    PyEval_RestoreThread(ts);
+  }
+
+  // The Python value of node n (borrowed from the frame or the caller).
+  PyObject* valueOf(const core::NodeRef& n, Frame& f) const {
+    int slot = slot_.at(n.get());
+    if (slot < 0) return f.inputs[-1 - slot];
+    if (!f.values[slot]) {
+      int b = program_.nodeBuffer[slot];
+      DYNAMO_INTERNAL_ASSERT(b >= 0 && f.tensors[b].defined(), "fused backend: node ", n->name(),
+                             " has no value when it is needed");
+      f.values[slot] = core::PyObjectRef::steal(core::checkPy(THPVariable_Wrap(f.tensors[b])));
+    }
+    return f.values[slot].get();
+  }
+
+  bool runExtern(const codegen::Step& s, Frame& f) const {
+    const core::NodeRef& n = graph_.body()[s.node];
+    auto value = [&](const core::NodeRef& a) { return valueOf(a, f); };
+    std::vector<core::PyObjectRef> args;
+    for (const core::Arg& a : n->args()) args.push_back(core::argToPython(a, value));
+    core::PyObjectRef kwargs = core::PyObjectRef::steal(core::checkPy(PyDict_New()));
+    for (const auto& [k, a] : n->kwargs()) {
+      core::PyObjectRef v = core::argToPython(a, value);
+      if (PyDict_SetItemString(kwargs.get(), k.c_str(), v.get()) < 0) throw core::PythonError{};
+    }
+    core::PyObjectRef callable;
+    size_t first = 0;
+    if (n->op() == core::NodeOp::kCallMethod) {
+      callable = core::PyObjectRef::steal(PyObject_GetAttrString(args.at(0).get(), n->method().c_str()));
+      first = 1;
+    } else {
+      DYNAMO_INTERNAL_ASSERT(n->target().hasCallable(), "fused backend: target of ", n->name(), " has no callable");
+      callable = core::PyObjectRef::borrow(n->target().callable());
+    }
+    if (!callable) return false;
+    core::PyObjectRef tuple = core::PyObjectRef::steal(core::checkPy(PyTuple_New(static_cast<Py_ssize_t>(args.size() - first))));
+    for (size_t i = first; i < args.size(); ++i) {
+      PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i - first), args[i].release());  // steals
+    }
+    PyObject* r = PyObject_Call(callable.get(), tuple.get(), PyDict_GET_SIZE(kwargs.get()) ? kwargs.get() : nullptr);  // new ref
+    if (!r) return false;
+    f.values[s.node] = core::PyObjectRef::steal(r);
+    if (s.result >= 0) {
+      const codegen::Buffer& b = program_.buffers[s.result];
+      if (!THPVariable_Check(r) || !matches(THPVariable_Unpack(r), b)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "internal error in Dynamo's fused backend: the result of '%s' does not have the "
+                     "dtype, shape and strides recorded at capture; please report this bug",
+                     n->name().c_str());
+        return false;
+      }
+      f.tensors[s.result] = THPVariable_Unpack(r);
+      f.ptrs[s.result] = f.tensors[s.result].data_ptr();
+    }
+    return true;
+  }
+
+  core::Graph graph_;
+  codegen::Program program_;
+  std::vector<KernelFn> fns_;
+  std::vector<std::vector<int>> params_;
+  std::unordered_map<const core::Node*, int> slot_;
+  core::GraphRunner eager_;
+  mutable std::mutex mu_;
+  mutable std::vector<at::Tensor> arenas_;
+};
+
+class EagerFn final : public core::CompiledGraphFn {
+ public:
+  explicit EagerFn(const core::Graph& g) : runner_(g) {}
+  PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override {
+    return runner_.run(inputs, count, failedAt);
+  }
+
+ private:
+  core::GraphRunner runner_;
+};
+
+// Releases the GIL for the lifetime of the object.
+struct NoGil {
+  PyThreadState* ts = PyEval_SaveThread();
+  ~NoGil() { PyEval_RestoreThread(ts); }
+};
+
+std::string loopText(const codegen::Kernel& k) {
+  std::string s = "outer [";
+  for (size_t i = 0; i < k.outerSizes.size(); ++i) s += (i ? ", " : "") + std::to_string(k.outerSizes[i]);
+  s += "] inner [";
+  for (size_t i = 0; i < k.innerSizes.size(); ++i) s += (i ? ", " : "") + std::to_string(k.innerSizes[i]);
+  return s + "]";
+}
+
+class FusedBackend final : public core::Backend {
+ public:
+  const std::string& name() const override { return name_; }
+  std::unique_ptr<core::CompiledGraphFn> compile(const core::BackendRequest& request) const override {
+    return compileFused(request, nullptr);
+  }
+
+ private:
+  std::string name_ = "fused";
+};
+
+}  // namespace
+
+std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request, FusedReport* report,
+                                                    const FusedOptions& options) {
+  const core::Graph& graph = request.graph;
+  for (const core::NodeRef& n : graph.body()) {
+    if (n->meta().tensor && n->meta().tensor->requiresGrad) {
+      if (report) report->eagerReason = "node '" + n->name() + "' requires grad (no backward kernels yet)";
+      return std::make_unique<EagerFn>(graph);
+    }
+  }
+  codegen::Program program = codegen::lowerGraph(graph);
+  std::vector<codegen::CompileJob> jobs;
+  for (const codegen::Kernel& k : program.kernels) {
+    if (options.cudaHostShim) {
+      jobs.push_back({codegen::emitCuda(k, program), k.name + "_host", {"-DDYN_HOST_SHIM", "-x", "c++"}});
+    } else {
+      jobs.push_back({codegen::emitCpp(k, program), k.name, {}});
+    }
+  }
+  std::vector<codegen::LoadedKernel> loaded;
+  {
+    NoGil nogil;
+    loaded = codegen::compileKernels(jobs);
+  }
+  std::vector<KernelFn> fns;
+  for (const auto& l : loaded) fns.push_back(reinterpret_cast<KernelFn>(l.symbol));
+  bool logFusion = logEnabled("fusion"), logCode = logEnabled("output_code");
+  if (logFusion) std::fprintf(stderr, "[dynamo fusion] %s\n%s", request.function.c_str(), codegen::printProgram(program).c_str());
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    const codegen::Kernel& k = program.kernels[i];
+    if (logCode) {
+      std::fprintf(stderr, "[dynamo output_code] %s (%s, %s)\n%s", k.name.c_str(), loopText(k).c_str(),
+                   loaded[i].cacheHit ? "cache hit" : "compiled", jobs[i].source.c_str());
+    }
+    if (report) {
+      FusedKernelInfo info;
+      info.name = k.name;
+      info.nodes = k.nodes();
+      info.source = jobs[i].source;
+      info.cudaSource = codegen::emitCuda(k, program);
+      info.loops = loopText(k);
+      info.cacheKey = loaded[i].key;
+      info.cacheHit = loaded[i].cacheHit;
+      info.compileMs = loaded[i].compileMs;
+      report->kernels.push_back(std::move(info));
+    }
+  }
+  if (report) {
+    report->program = codegen::printProgram(program);
+    report->externs = program.externs;
+    report->arenaBytes = program.arenaBytes;
+  }
+  return std::make_unique<FusedFn>(graph, std::move(program), std::move(fns));
+}
+
+std::shared_ptr<core::Backend> makeFusedBackend() { return std::make_shared<FusedBackend>(); }
+
+}  // namespace dynamo::backends

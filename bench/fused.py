@@ -1,0 +1,149 @@
+"""The fused backend against eager PyTorch and a same-run memory copy (issue 10's anchors).
+
+Run from the repository root (docs/codegen.md has the figures and the machine):
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/fused.py              # ~1 min
+    PYTHONPATH=build/python /usr/bin/python3 bench/fused.py --repeats 31
+    PYTHONPATH=build/python /usr/bin/python3 bench/fused.py --cases chain6,softmax_layer_norm
+
+Cases (torch threads = CPU cores; every case compiled with dynamo.optimize("fused") and checked
+against eager before timing):
+
+    chain6    ((x * 2 + 1).relu() * 0.5 - 0.25).sigmoid() on 8M float32: 6 pointwise ops, one kernel
+    softmax_layer_norm   F.layer_norm(torch.softmax(x, -1), (1024,)) on 8192x1024 float32
+    mean_var  x.mean(-1) and x.var-like centred square sum, 8192x1024: row reductions, one kernel
+    mlp_block linear-gelu-linear-dropout-residual (eval), 512x1024 -> 4096 -> 1024
+    resnet18_b8  torchvision resnet18, eval, batch 8 (its time is conv/bn externs)
+
+The anchor `copy` is `dst.copy_(src)` of the same 8M float32 into a reused buffer: bytes moved
+(read + write) per second. A case's GB/s counts each input once and each output once. Timing:
+wall clock, the variants interleaved within each repeat (eager, fused, copy, ...), the median of
+the repeats reported with the spread (min-max). Nothing is asserted: figures only.
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import dynamo
+
+
+def chain6(x):
+    return ((x * 2 + 1).relu() * 0.5 - 0.25).sigmoid()
+
+
+def softmax_layer_norm(x):
+    return F.layer_norm(torch.softmax(x, -1), (x.shape[-1],))
+
+
+def mean_var(x):
+    m = x.mean(-1, keepdim=True)
+    return m, ((x - m) * (x - m)).mean(-1, keepdim=True)
+
+
+class MLP(torch.nn.Module):
+    """linear-gelu-linear-dropout-residual (eval)."""
+
+    def __init__(self, d=1024, h=4096):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(d, h), torch.nn.Linear(h, d)
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        return x + self.drop(self.fc2(F.gelu(self.fc1(x))))
+
+
+def _module_case(make_module, make_input):
+    state = {}
+
+    def fn(x):
+        return state["m"](x)
+
+    def inputs():
+        state["m"] = make_module().eval()
+        return (make_input(),)
+    return fn, inputs
+
+
+def _resnet18():
+    import torchvision
+    return torchvision.models.resnet18()
+
+
+CASES = {
+    "chain6": (chain6, lambda: (torch.randn(8 * 1024 * 1024),)),
+    "softmax_layer_norm": (softmax_layer_norm, lambda: (torch.randn(8192, 1024),)),
+    "mean_var": (mean_var, lambda: (torch.randn(8192, 1024),)),
+    "mlp_block": _module_case(MLP, lambda: torch.randn(512, 1024)),
+    "resnet18_b8": _module_case(_resnet18, lambda: torch.randn(8, 3, 224, 224)),
+}
+
+
+def _bytes(inputs, outputs):
+    outs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
+    return sum(t.numel() * t.element_size() for t in list(inputs) + list(outs))
+
+
+def _time(fn, *args):
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--cases", default=",".join(CASES))
+    args = ap.parse_args()
+    threads = os.cpu_count()
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    src = torch.randn(8 * 1024 * 1024)
+    dst = torch.empty_like(src)
+    copy = lambda: dst.copy_(src)  # noqa: E731
+    copy_bytes = 2 * src.numel() * src.element_size()
+    rows = []
+    torch.set_grad_enabled(False)  # inference: the backend runs graphs needing grad eagerly
+    for name in args.cases.split(","):
+        fn, make = CASES[name]
+        inputs = make()
+        compiled = dynamo.optimize("fused")(fn)
+        t0 = time.perf_counter()
+        got = compiled(*inputs)                    # compiles (cold or disk-cache warm)
+        first_ms = (time.perf_counter() - t0) * 1e3
+        want = fn(*inputs)
+        for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+        for _ in range(2):                          # warm-up
+            fn(*inputs), compiled(*inputs), copy()
+        te, tf, tc = [], [], []
+        for _ in range(args.repeats):
+            te.append(_time(fn, *inputs))
+            tf.append(_time(compiled, *inputs))
+            tc.append(_time(copy))
+        nbytes = _bytes(inputs, want)
+        e, f, c = (statistics.median(v) for v in (te, tf, tc))
+        row = {
+            "case": name, "threads": threads, "repeats": args.repeats,
+            "eager_ms": round(e * 1e3, 2), "fused_ms": round(f * 1e3, 2), "copy_ms": round(c * 1e3, 2),
+            "speedup_vs_eager": round(e / f, 2),
+            "fused_GBps": round(nbytes / f / 1e9, 2), "copy_GBps": round(copy_bytes / c / 1e9, 2),
+            "fraction_of_copy_bw": round((nbytes / f) / (copy_bytes / c), 2),
+            "eager_spread_ms": [round(min(te) * 1e3, 2), round(max(te) * 1e3, 2)],
+            "fused_spread_ms": [round(min(tf) * 1e3, 2), round(max(tf) * 1e3, 2)],
+            "first_call_ms": round(first_ms, 1),
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"\n{'case':20} {'eager ms':>9} {'fused ms':>9} {'x eager':>8} {'GB/s':>7} {'copy GB/s':>10} {'of copy':>8}")
+    for r in rows:
+        print(f"{r['case']:20} {r['eager_ms']:9.2f} {r['fused_ms']:9.2f} {r['speedup_vs_eager']:8.2f} "
+              f"{r['fused_GBps']:7.2f} {r['copy_GBps']:10.2f} {r['fraction_of_copy_bw']:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+// Compiling generated C++ at run time: the system compiler, dlopen, and a content-addressed disk
+// cache shared by processes.
+//
+//   key  = sha256(source, compiler version, flags, CPU features)
+//   path = <cache dir>/<key>.so   (written to a temp file and renamed; a lock file per key)
+//   cache dir: $DYNAMO_KERNEL_CACHE, else $XDG_CACHE_HOME/dynamo/kernels, else
+//              ~/.cache/dynamo/kernels; size limit $DYNAMO_KERNEL_CACHE_MB (default 512), the
+//              oldest files evicted first.
+// Loaded libraries stay loaded for the life of the process (one handle per key).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dynamo::codegen {
+
+/// One compiled and loaded kernel.
+struct LoadedKernel {
+  void* symbol = nullptr;   ///< the function (dlsym of the requested name)
+  std::string key;          ///< the cache key (hex sha256)
+  std::string path;         ///< the shared object
+  bool cacheHit = false;    ///< found on disk or in memory (no compiler run)
+  double compileMs = 0;     ///< time spent compiling (0 on a hit)
+};
+
+/// One compile job: source, the symbol to look up, extra compiler flags.
+struct CompileJob {
+  std::string source;
+  std::string symbol;
+  std::vector<std::string> extraFlags;  ///< e.g. {"-DDYN_HOST_SHIM", "-x", "c++"}
+};
+
+/// Compiles (or loads from the cache) every job, in parallel on up to hardware_concurrency
+/// threads. Thread-safe. A compiler failure throws InternalError with the compiler's output.
+std::vector<LoadedKernel> compileKernels(const std::vector<CompileJob>& jobs);
+
+/// The cache directory in use (created on first use).
+std::string kernelCacheDir();
+/// The flags every kernel is compiled with.
+const std::vector<std::string>& kernelCompileFlags();
+/// Hex SHA-256 of `data` (the cache's key function; tested against FIPS 180-2 vectors).
+std::string sha256Hex(const std::string& data);
+
+}  // namespace dynamo::codegen

@@ -1,0 +1,39 @@
+// Lowering: an ATen-level (or torch-level) Graph to a loop-IR Program of fused kernels and
+// extern steps. The ops it lowers are listed in codegen/lowered_ops.def; every other node, and
+// every node whose dtypes, devices or arguments it does not handle, becomes an extern step that
+// runs the node's own target (so a graph never fails to compile because of one op).
+//
+//   Graph --lowerGraph--> scheduler nodes (pointwise / reduction, values inlined into users)
+//         --fuseProgram--> kernels (vertical fusion, size cap, cycle check) + memory plan
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dynamo/codegen/loop_ir.h"
+#include "dynamo/core/graph.h"
+
+namespace dynamo::codegen {
+
+/// Knobs of the lowering and fusion.
+struct LoweringOptions {
+  bool fuse = true;            ///< off: one kernel per scheduler node (for bisecting fusion bugs)
+  int maxFusedNodes = 64;      ///< the fusion-size cap: scheduler nodes per kernel
+  int maxExprSize = 400;       ///< expression nodes per stage before a value is materialised
+  int inlineCost = 24;         ///< a value with several users is recomputed below this size
+};
+
+/// Lowers `graph`. Never fails on an unsupported op (it becomes an extern step); internal errors
+/// only for bugs.
+Program lowerGraph(const core::Graph& graph, const LoweringOptions& options = {});
+
+/// One entry of lowered_ops.def: the op name and the forms it is lowered from.
+struct LoweredOpInfo {
+  const char* name;   ///< "add"
+  const char* kind;   ///< "pointwise", "reduction", "composite" or "view"
+  const char* forms;  ///< "aten::add.Tensor/Scalar, torch.add, operator.add, Tensor.add"
+};
+/// The ops the generator lowers (docs and tests enumerate them).
+const std::vector<LoweredOpInfo>& loweredOps();
+
+}  // namespace dynamo::codegen

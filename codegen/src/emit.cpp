@@ -1,0 +1,409 @@
+// C++ and CUDA C emission of loop-IR kernels. Both share the expression printer and the stage
+// code (reductions and stores over the inner loops); they differ in the outer loop: OpenMP loops
+// on the CPU, one thread per outer point on the GPU.
+//
+// Semantics follow ATen's CPU kernels: max/min with a scalar bound (clamp, relu) keep NaN the way
+// std::max/std::min do there, maximum/minimum propagate NaN, amax/amin reductions propagate NaN,
+// casts are C casts, float32 math uses the float functions (expf, ...).
+#include "dynamo/codegen/emit.h"
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "dynamo/common/error.h"
+
+namespace dynamo::codegen {
+namespace {
+
+// Helpers shared by both targets. DYN_FN is `static inline` on the host and
+// `__device__ __forceinline__` under NVRTC.
+const char* kHelpers = R"(
+template <class T> DYN_FN T dyn_max(T a, T b) { return (a < b) ? b : a; }
+template <class T> DYN_FN T dyn_min(T a, T b) { return (b < a) ? b : a; }
+template <class T> DYN_FN T dyn_maxnan(T a, T b) { return (a != a) ? a : ((b != b) ? b : ((a > b) ? a : b)); }
+template <class T> DYN_FN T dyn_minnan(T a, T b) { return (a != a) ? a : ((b != b) ? b : ((a < b) ? a : b)); }
+template <class T> DYN_FN T dyn_redmax(T acc, T v) { return (v != v || v > acc) ? v : acc; }
+template <class T> DYN_FN T dyn_redmin(T acc, T v) { return (v != v || v < acc) ? v : acc; }
+template <class T> DYN_FN T dyn_abs(T x) { return x < 0 ? -x : x; }
+DYN_FN float dyn_abs(float x) { return fabsf(x); }
+DYN_FN double dyn_abs(double x) { return fabs(x); }
+#ifdef DYN_VEC_EXP
+// exp for float32 that the compiler can vectorise (libm's expf is a call per element): Cody-Waite
+// reduction by ln 2, Cephes' degree-5 polynomial, 2^n applied in two halves so that results
+// down to the denormals and up to FLT_MAX come out right; NaN passes through. About 1 ulp.
+DYN_FN float dyn_exp(float x) {
+  float xc = x < -104.0f ? -104.0f : (x > 88.8f ? 88.8f : x);
+  float fx = floorf(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - fx * 0.693359375f + fx * 2.12194440e-4f;
+  float z = r * r;
+  float y = (((((1.9875691500E-4f * r + 1.3981999507E-3f) * r + 8.3334519073E-3f) * r +
+               4.1665795894E-2f) * r + 1.6666665459E-1f) * r + 5.0000001201E-1f) * z + r + 1.0f;
+  int n = (int)fx;
+  int n1 = n >> 1, n2 = n - n1;
+  int b1 = (n1 + 127) << 23, b2 = (n2 + 127) << 23;
+  float s1, s2;
+  __builtin_memcpy(&s1, &b1, 4);
+  __builtin_memcpy(&s2, &b2, 4);
+  float res = y * s1 * s2;
+  res = x > 88.72283935546875f ? __builtin_inff() : res;
+  res = x < -103.972076416015625f ? 0.0f : res;
+  return x != x ? x : res;
+}
+// erf for float32, vectorisable: Abramowitz & Stegun 7.1.26, absolute error below 1.5e-7 (ATen
+// uses Sleef's 1-ulp erff; in gelu the difference stays far inside float32 tolerance).
+DYN_FN float dyn_erf(float x) {
+  float ax = x < 0 ? -x : x;
+  float t = 1.0f / (1.0f + 0.3275911f * ax);
+  float poly = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
+                0.254829592f) * t;
+  float r = 1.0f - poly * dyn_exp(-ax * ax);
+  r = x < 0 ? -r : r;
+  return x != x ? x : r;
+}
+#else
+DYN_FN float dyn_exp(float x) { return expf(x); }
+DYN_FN float dyn_erf(float x) { return erff(x); }
+#endif
+DYN_FN double dyn_exp(double x) { return exp(x); }
+DYN_FN float dyn_log(float x) { return logf(x); }
+DYN_FN double dyn_log(double x) { return log(x); }
+DYN_FN float dyn_tanh(float x) { return tanhf(x); }
+DYN_FN double dyn_tanh(double x) { return tanh(x); }
+DYN_FN float dyn_sqrt(float x) { return sqrtf(x); }
+DYN_FN double dyn_sqrt(double x) { return sqrt(x); }
+DYN_FN double dyn_erf(double x) { return erf(x); }
+DYN_FN float dyn_floor(float x) { return floorf(x); }
+DYN_FN double dyn_floor(double x) { return floor(x); }
+DYN_FN float dyn_trunc(float x) { return truncf(x); }
+DYN_FN double dyn_trunc(double x) { return trunc(x); }
+DYN_FN float dyn_pow(float x, float y) { return powf(x, y); }
+DYN_FN double dyn_pow(double x, double y) { return pow(x, y); }
+DYN_FN float dyn_fmod(float x, float y) { return fmodf(x, y); }
+DYN_FN double dyn_fmod(double x, double y) { return fmod(x, y); }
+template <class T> DYN_FN T dyn_sigmoid(T x) { return T(1) / (T(1) + dyn_exp(-x)); }
+template <class T> DYN_FN T dyn_rsqrt(T x) { return T(1) / dyn_sqrt(x); }
+template <class T> DYN_FN T dyn_floordiv(T a, T b) {
+  if (b == 0) return a / b;
+  T mod = dyn_fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
+  if (div != 0) {
+    T fl = dyn_floor(div);
+    if (div - fl > T(0.5)) fl += T(1);
+    return fl;
+  }
+  return (a / b < 0) ? -T(0) : T(0);
+}
+)";
+
+std::string number(DType t, double v) {
+  char buf[64];
+  if (t == DType::kBool) return v != 0 ? "true" : "false";
+  if (!isFloating(t)) {
+    std::snprintf(buf, sizeof buf, "((%s)%lldLL)", dtypeCType(t), static_cast<long long>(v));
+    return buf;
+  }
+  if (std::isnan(v)) return std::string("((") + dtypeCType(t) + ")dyn_nan())";
+  if (std::isinf(v)) return std::string("((") + dtypeCType(t) + ")(" + (v < 0 ? "-" : "") + "dyn_inf()))";
+  std::snprintf(buf, sizeof buf, "((%s)%.17g)", dtypeCType(t), v);
+  return buf;
+}
+
+std::string affine(const Affine& a, size_t nOuter) {
+  std::ostringstream o;
+  o << a.offset << "LL";
+  for (size_t i = 0; i < a.coeffs.size(); ++i) {
+    if (a.coeffs[i] == 0) continue;
+    o << " + " << a.coeffs[i] << "LL*" << (i < nOuter ? "x" : "r") << (i < nOuter ? i : i - nOuter);
+  }
+  return o.str();
+}
+
+class Printer {
+ public:
+  Printer(size_t nOuter, int rawStage) : nOuter_(nOuter), rawStage_(rawStage) {}
+
+  std::string print(const Expr& e) const {
+    const char* T = dtypeCType(e->dtype());
+    const auto& ops = e->operands();
+    switch (e->kind()) {
+      case ExprKind::kLoad: return "b" + std::to_string(e->buffer()) + "[" + affine(e->index(), nOuter_) + "]";
+      case ExprKind::kConst: return number(e->dtype(), e->value());
+      case ExprKind::kReduced:
+        return (e->stage() == rawStage_ ? "acc" : "red") + std::to_string(e->stage());
+      case ExprKind::kCast: return std::string("((") + T + ")(" + print(ops[0]) + "))";
+      case ExprKind::kWhere: return "(" + print(ops[0]) + " ? " + print(ops[1]) + " : " + print(ops[2]) + ")";
+      case ExprKind::kUnary: return unary(e, T);
+      case ExprKind::kBinary: return binary(e);
+    }
+    return "?";
+  }
+
+ private:
+  std::string unary(const Expr& e, const char* T) const {
+    std::string a = print(e->operands()[0]);
+    switch (e->unary()) {
+      case UnaryOp::kNeg: return std::string("((") + T + ")(-" + a + "))";
+      case UnaryOp::kAbs: return "dyn_abs(" + a + ")";
+      case UnaryOp::kRelu: return std::string("dyn_max(") + a + ", (" + T + ")0)";
+      case UnaryOp::kSigmoid: return "dyn_sigmoid(" + a + ")";
+      case UnaryOp::kTanh: return "dyn_tanh(" + a + ")";
+      case UnaryOp::kExp: return "dyn_exp(" + a + ")";
+      case UnaryOp::kLog: return "dyn_log(" + a + ")";
+      case UnaryOp::kSqrt: return "dyn_sqrt(" + a + ")";
+      case UnaryOp::kRsqrt: return "dyn_rsqrt(" + a + ")";
+      case UnaryOp::kErf: return "dyn_erf(" + a + ")";
+      case UnaryOp::kFloor: return "dyn_floor(" + a + ")";
+      case UnaryOp::kTrunc: return "dyn_trunc(" + a + ")";
+      case UnaryOp::kNot: return "(!" + a + ")";
+      case UnaryOp::kIsNan: return "(" + a + " != " + a + ")";
+      case UnaryOp::kReciprocal: return std::string("((") + T + ")1 / " + a + ")";
+    }
+    return "?";
+  }
+
+  std::string binary(const Expr& e) const {
+    const Expr& l = e->operands()[0];
+    std::string a = print(l), b = print(e->operands()[1]);
+    const char* T = dtypeCType(e->dtype());
+    auto infix = [&](const char* op) { return std::string("((") + T + ")(" + a + " " + op + " " + b + "))"; };
+    switch (e->binary()) {
+      case BinaryOp::kAdd: return infix("+");
+      case BinaryOp::kSub: return infix("-");
+      case BinaryOp::kMul: return infix("*");
+      case BinaryOp::kDiv: return infix("/");
+      case BinaryOp::kMax: return "dyn_max(" + a + ", " + b + ")";
+      case BinaryOp::kMin: return "dyn_min(" + a + ", " + b + ")";
+      case BinaryOp::kMaxNan: return "dyn_maxnan(" + a + ", " + b + ")";
+      case BinaryOp::kMinNan: return "dyn_minnan(" + a + ", " + b + ")";
+      case BinaryOp::kPow: return "dyn_pow(" + a + ", " + b + ")";
+      case BinaryOp::kFloorDiv: return "dyn_floordiv(" + a + ", " + b + ")";
+      case BinaryOp::kEq: return "(" + a + " == " + b + ")";
+      case BinaryOp::kNe: return "(" + a + " != " + b + ")";
+      case BinaryOp::kLt: return "(" + a + " < " + b + ")";
+      case BinaryOp::kLe: return "(" + a + " <= " + b + ")";
+      case BinaryOp::kGt: return "(" + a + " > " + b + ")";
+      case BinaryOp::kGe: return "(" + a + " >= " + b + ")";
+      case BinaryOp::kAnd: return "(" + a + " && " + b + ")";
+      case BinaryOp::kOr: return "(" + a + " || " + b + ")";
+    }
+    return "?";
+  }
+
+  size_t nOuter_;
+  int rawStage_;
+};
+
+std::string reduceInit(ReduceOp op, DType t) {
+  if (op == ReduceOp::kSum) return number(t, 0);
+  if (isFloating(t)) return number(t, op == ReduceOp::kMax ? -INFINITY : INFINITY);
+  const char* T = dtypeCType(t);
+  // The smallest / largest value of the integer type.
+  std::string bits = std::to_string(dtypeSize(t) * 8 - 1);
+  if (op == ReduceOp::kMax) {
+    return t == DType::kUInt8 ? "((unsigned char)0)" : std::string("((") + T + ")(-(1LL << " + bits + ")))";
+  }
+  return t == DType::kUInt8 ? "((unsigned char)255)" : std::string("((") + T + ")((1ULL << " + bits + ") - 1))";
+}
+
+// The stage code for one outer point (shared by C++ and CUDA). `simd`: emit OpenMP simd hints.
+// `parallelWork` > 0: a kernel with no outer loop whose one stage is a sum runs its reduction
+// loop with an OpenMP parallel reduction instead.
+void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, bool simd,
+                int64_t parallelWork = 0) {
+  size_t nOuter = k.outerSizes.size();
+  // reduceSimd: a sum (simd with a reduction clause); noSimd: a max/min reduction (a loop-carried
+  // dependence the simd pragma would break).
+  auto innerLoops = [&](std::string& in, bool reduceSimd, const std::string& acc, bool noSimd = false) {
+    for (size_t r = 0; r < k.innerSizes.size(); ++r) {
+      if (r == 0 && parallelWork > 0 && reduceSimd) {
+        o << in << "#pragma omp parallel for reduction(+:" << acc << ") schedule(static) if("
+          << parallelWork << "LL >= 32768LL)\n";
+        if (k.innerSizes.size() == 1) {
+          o << in << "for (long long r0 = 0; r0 < " << k.innerSizes[0] << "LL; ++r0) {\n";
+          in += "  ";
+          continue;
+        }
+      }
+      if (simd && !noSimd && r + 1 == k.innerSizes.size()) {
+        o << in << (reduceSimd ? "#pragma omp simd reduction(+:" + acc + ")\n" : std::string("#pragma omp simd\n"));
+      }
+      o << in << "for (long long r" << r << " = 0; r" << r << " < " << k.innerSizes[r] << "LL; ++r" << r << ") {\n";
+      in += "  ";
+    }
+  };
+  auto close = [&](std::string& in) {
+    for (size_t r = 0; r < k.innerSizes.size(); ++r) {
+      in.resize(in.size() - 2);
+      o << in << "}\n";
+    }
+  };
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    const Stage& st = k.stages[i];
+    Printer p(nOuter, -1);
+    std::string in = ind;
+    switch (st.kind) {
+      case Stage::Kind::kReduce: {
+        DType t = st.value->dtype();
+        const char* T = dtypeCType(t);
+        std::string acc = "acc" + std::to_string(i);
+        std::string v = p.print(st.value);
+        if (st.reduce == ReduceOp::kSum) {
+          // Long float32 sums (over 4096 elements) accumulate in double: the simd lanes and
+          // threads split the sum, but a long float accumulation would still drift from eager's
+          // cascade sum. Short ones (rows of softmax, layer_norm) stay in float, as ATen's do.
+          int64_t extent = 1;
+          for (int64_t s : k.innerSizes) extent *= s;
+          const char* A = (t == DType::kFloat32 && extent > 4096) ? "double" : T;
+          o << in << A << " " << acc << " = 0;\n";
+          innerLoops(in, true, acc);
+          o << in << acc << " = (" << A << ")(" << acc << " + (" << A << ")" << v << ");\n";
+          close(in);
+        } else if (simd && !k.innerSizes.empty()) {
+          o << in << T << " " << acc << " = " << reduceInit(st.reduce, t) << ";\n";
+          // max/min: an OpenMP simd max/min reduction (vectorised), NaN tracked on the side so it
+          // propagates as in ATen.
+          const char* cmp = st.reduce == ReduceOp::kMax ? ">" : "<";
+          std::string nan = "nan" + std::to_string(i);
+          o << in << "int " << nan << " = 0;\n";
+          for (size_t r = 0; r < k.innerSizes.size(); ++r) {
+            if (r + 1 == k.innerSizes.size()) {
+              o << in << "#pragma omp simd reduction(" << (st.reduce == ReduceOp::kMax ? "max" : "min")
+                << ":" << acc << ") reduction(|:" << nan << ")\n";
+            }
+            o << in << "for (long long r" << r << " = 0; r" << r << " < " << k.innerSizes[r] << "LL; ++r" << r << ") {\n";
+            in += "  ";
+          }
+          o << in << T << " v = (" << T << ")(" << v << ");\n";
+          if (isFloating(t)) o << in << nan << " |= (v != v);\n";
+          o << in << acc << " = (v " << cmp << " " << acc << ") ? v : " << acc << ";\n";
+          close(in);
+          if (isFloating(t)) o << in << "if (" << nan << ") " << acc << " = (" << T << ")dyn_nan();\n";
+        } else {
+          o << in << T << " " << acc << " = " << reduceInit(st.reduce, t) << ";\n";
+          innerLoops(in, false, acc, true);
+          o << in << acc << " = dyn_red" << (st.reduce == ReduceOp::kMax ? "max" : "min") << "(" << acc << ", (" << T << ")(" << v << "));\n";
+          close(in);
+        }
+        Printer raw(nOuter, static_cast<int>(i));
+        const char* FT = dtypeCType(st.finish->dtype());
+        o << in << FT << " red" << i << " = " << raw.print(st.finish) << ";\n";
+        if (st.buffer >= 0) o << in << "b" << st.buffer << "[" << affine(st.index, nOuter) << "] = red" << i << ";\n";
+        break;
+      }
+      case Stage::Kind::kStoreInner:
+        innerLoops(in, false, "");
+        o << in << "b" << st.buffer << "[" << affine(st.index, nOuter) << "] = " << p.print(st.value) << ";\n";
+        close(in);
+        break;
+      case Stage::Kind::kStoreOuter:
+        o << in << "b" << st.buffer << "[" << affine(st.index, nOuter) << "] = " << p.print(st.value) << ";\n";
+        break;
+    }
+  }
+}
+
+std::set<int> writtenSet(const Kernel& k) { return std::set<int>(k.writes.begin(), k.writes.end()); }
+
+std::string paramDecl(const Kernel& k, const Program& p, int b) {
+  bool w = writtenSet(k).count(b) > 0;
+  return std::string(w ? "" : "const ") + dtypeCType(p.buffers[b].dtype) + "* __restrict__ b" + std::to_string(b);
+}
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t n = 1;
+  for (int64_t s : v) n *= s;
+  return n;
+}
+
+}  // namespace
+
+std::vector<int> kernelParams(const Kernel& k) {
+  std::set<int> s(k.reads.begin(), k.reads.end());
+  s.insert(k.writes.begin(), k.writes.end());
+  return std::vector<int>(s.begin(), s.end());
+}
+
+std::string emitCpp(const Kernel& k, const Program& p) {
+  std::ostringstream o;
+  o << "// " << k.name << ": generated by Dynamo's fused backend (C++). Nodes:";
+  for (const std::string& n : k.nodes()) o << " " << n;
+  o << "\n#include <math.h>\n#define DYN_FN static inline\n#define DYN_VEC_EXP 1\n"
+    << "static inline double dyn_inf() { return __builtin_inf(); }\n"
+    << "static inline double dyn_nan() { return __builtin_nan(\"\"); }\n"
+    << kHelpers << "\nextern \"C\" void " << k.name << "(void* const* args) {\n";
+  std::vector<int> params = kernelParams(k);
+  for (size_t i = 0; i < params.size(); ++i) {
+    o << "  " << paramDecl(k, p, params[i]) << " = (" << (writtenSet(k).count(params[i]) ? "" : "const ")
+      << dtypeCType(p.buffers[params[i]].dtype) << "*)args[" << i << "];\n";
+  }
+  size_t nOuter = k.outerSizes.size();
+  int64_t work = product(k.outerSizes) * std::max<int64_t>(product(k.innerSizes), 1);
+  bool pointwise = k.innerSizes.empty();
+  // Pointwise: parallel over all dims but the last (kept for the vectoriser) unless there is one.
+  size_t par = pointwise ? (nOuter > 1 ? nOuter - 1 : nOuter) : nOuter;
+  std::string ind = "  ";
+  if (par > 0) {
+    o << ind << "#pragma omp parallel for" << (par > 1 ? " collapse(" + std::to_string(par) + ")" : "")
+      << " schedule(static) if(" << work << "LL >= 32768LL)\n";
+  }
+  for (size_t d = 0; d < nOuter; ++d) {
+    if (pointwise && d + 1 == nOuter && nOuter > 1) o << ind << "#pragma omp simd\n";
+    o << ind << "for (long long x" << d << " = 0; x" << d << " < " << k.outerSizes[d] << "LL; ++x" << d << ") {\n";
+    ind += "  ";
+  }
+  bool parallelSum = nOuter == 0 && k.stages.size() == 1 && k.stages[0].kind == Stage::Kind::kReduce &&
+                     k.stages[0].reduce == ReduceOp::kSum;
+  emitStages(o, k, ind, true, parallelSum ? work : 0);
+  for (size_t d = 0; d < nOuter; ++d) {
+    ind.resize(ind.size() - 2);
+    o << ind << "}\n";
+  }
+  o << "}\n";
+  return o.str();
+}
+
+std::string emitCuda(const Kernel& k, const Program& p) {
+  std::ostringstream o;
+  std::vector<int> params = kernelParams(k);
+  o << "// " << k.name << ": generated by Dynamo's fused backend (CUDA C). Nodes:";
+  for (const std::string& n : k.nodes()) o << " " << n;
+  o << "\n#ifdef DYN_HOST_SHIM\n"
+    << "#include <math.h>\n#define DYN_FN static inline\n#define __global__\n"
+    << "struct dyn_dim3 { unsigned x, y, z; };\n"
+    << "static dyn_dim3 blockIdx, threadIdx, blockDim, gridDim;\n"
+    << "static inline double dyn_inf() { return __builtin_inf(); }\n"
+    << "static inline double dyn_nan() { return __builtin_nan(\"\"); }\n"
+    << "#else\n#define DYN_FN __device__ __forceinline__\n"
+    << "DYN_FN double dyn_inf() { return __longlong_as_double(0x7ff0000000000000ULL); }\n"
+    << "DYN_FN double dyn_nan() { return __longlong_as_double(0x7ff8000000000000ULL); }\n"
+    << "#endif\n" << kHelpers << "\nextern \"C\" __global__ void " << k.name << "(";
+  for (size_t i = 0; i < params.size(); ++i) o << (i ? ", " : "") << paramDecl(k, p, params[i]);
+  int64_t total = product(k.outerSizes);
+  o << ") {\n  long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  if (tid >= " << total << "LL) return;\n";
+  for (int d = static_cast<int>(k.outerSizes.size()) - 1; d >= 0; --d) {
+    o << "  long long x" << d << " = tid % " << k.outerSizes[d] << "LL; tid /= " << k.outerSizes[d] << "LL;\n";
+  }
+  o << "  (void)tid;\n";
+  emitStages(o, k, "  ", false);
+  o << "}\n";
+  // The host shim: the grid as loops, blocks then threads.
+  int64_t blocks = (total + kCudaBlock - 1) / kCudaBlock;
+  o << "#ifdef DYN_HOST_SHIM\nextern \"C\" void " << k.name << "_host(void* const* args) {\n"
+    << "  blockDim.x = " << kCudaBlock << "; blockDim.y = blockDim.z = 1;\n"
+    << "  gridDim.x = " << blocks << "; gridDim.y = gridDim.z = 1;\n"
+    << "  for (unsigned b = 0; b < " << blocks << "u; ++b) {\n"
+    << "    for (unsigned t = 0; t < " << kCudaBlock << "u; ++t) {\n"
+    << "      blockIdx.x = b; threadIdx.x = t;\n      " << k.name << "(";
+  for (size_t i = 0; i < params.size(); ++i) {
+    bool w = writtenSet(k).count(params[i]) > 0;
+    o << (i ? ", " : "") << "(" << (w ? "" : "const ") << dtypeCType(p.buffers[params[i]].dtype) << "*)args[" << i << "]";
+  }
+  o << ");\n    }\n  }\n}\n#endif\n";
+  return o.str();
+}
+
+}  // namespace dynamo::codegen

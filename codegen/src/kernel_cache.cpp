@@ -1,0 +1,289 @@
+// The compile-and-load path of generated C++ (kernel_cache.h): key, lock, compile, rename, evict,
+// dlopen. The compiler runs as a child process (posix_spawn-free: popen with the output captured).
+#include "dynamo/codegen/kernel_cache.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "dynamo/common/error.h"
+
+namespace dynamo::codegen {
+namespace fs = std::filesystem;
+
+// ---- SHA-256 (FIPS 180-2) ----------------------------------------------------------------------
+
+namespace {
+
+uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+}  // namespace
+
+std::string sha256Hex(const std::string& data) {
+  static const uint32_t k[64] = {
+      0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+      0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+      0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+      0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+      0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+      0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+      0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+      0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  std::string m = data;
+  uint64_t bits = static_cast<uint64_t>(data.size()) * 8;
+  m.push_back(static_cast<char>(0x80));
+  while (m.size() % 64 != 56) m.push_back('\0');
+  for (int i = 7; i >= 0; --i) m.push_back(static_cast<char>((bits >> (i * 8)) & 0xff));
+  for (size_t off = 0; off < m.size(); off += 64) {
+    uint32_t w[64];
+    for (int i = 0; i < 16; ++i) {
+      const auto* p = reinterpret_cast<const unsigned char*>(m.data() + off + i * 4);
+      w[i] = (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
+    }
+    for (int i = 16; i < 64; ++i) {
+      uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+      uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+    for (int i = 0; i < 64; ++i) {
+      uint32_t S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
+      uint32_t ch = (e & f) ^ (~e & g);
+      uint32_t t1 = hh + S1 + ch + k[i] + w[i];
+      uint32_t S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
+      uint32_t mj = (a & b) ^ (a & c) ^ (b & c);
+      uint32_t t2 = S0 + mj;
+      hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    }
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+  }
+  char out[65];
+  for (int i = 0; i < 8; ++i) std::snprintf(out + i * 8, 9, "%08x", h[i]);
+  return std::string(out, 64);
+}
+
+namespace {
+
+std::string compilerPath() {
+  const char* cxx = std::getenv("DYNAMO_CXX");
+  return cxx && *cxx ? cxx : "c++";
+}
+
+// Runs a shell command, returns (exit status, combined output).
+std::pair<int, std::string> run(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) return {-1, "popen failed"};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  int status = pclose(f);
+  return {status, out};
+}
+
+const std::string& compilerVersion() {
+  static const std::string v = run(compilerPath() + " --version").second;
+  return v;
+}
+
+// The CPU's feature flags (x86 "flags", arm "Features"): -march=native depends on them.
+const std::string& cpuFeatures() {
+  static const std::string features = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0) return line;
+    }
+    return std::string("unknown");
+  }();
+  return features;
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+int64_t cacheLimitBytes() {
+  const char* mb = std::getenv("DYNAMO_KERNEL_CACHE_MB");
+  int64_t v = mb ? std::atoll(mb) : 512;
+  return (v > 0 ? v : 512) * 1024 * 1024;
+}
+
+// Removes the oldest shared objects until the cache is under 80% of its limit.
+void evict(const fs::path& dir, const fs::path& keep) {
+  std::vector<std::pair<fs::file_time_type, fs::path>> files;
+  int64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".so") continue;
+    total += static_cast<int64_t>(e.file_size(ec));
+    files.emplace_back(e.last_write_time(ec), e.path());
+  }
+  int64_t limit = cacheLimitBytes();
+  if (total <= limit) return;
+  std::sort(files.begin(), files.end());
+  for (const auto& [t, p] : files) {
+    if (total <= limit * 8 / 10) break;
+    if (p == keep) continue;
+    int64_t size = static_cast<int64_t>(fs::file_size(p, ec));
+    if (fs::remove(p, ec)) total -= size;
+  }
+}
+
+struct Loaded {
+  void* handle = nullptr;
+  std::string path;
+};
+
+std::mutex gMu;
+std::map<std::string, Loaded>& loadedLibraries() {
+  static auto* m = new std::map<std::string, Loaded>();  // never destroyed: handles stay open
+  return *m;
+}
+
+// The per-key file lock (flock; released when the fd closes).
+struct FileLock {
+  explicit FileLock(const fs::path& p) {
+    fd = ::open(p.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd >= 0) ::flock(fd, LOCK_EX);
+  }
+  ~FileLock() {
+    if (fd >= 0) ::close(fd);
+  }
+  int fd = -1;
+};
+
+LoadedKernel compileOne(const CompileJob& job) {
+  const auto& flags = kernelCompileFlags();
+  std::string flagText;
+  for (const auto& f : flags) flagText += f + " ";
+  for (const auto& f : job.extraFlags) flagText += f + " ";
+  LoadedKernel out;
+  out.key = sha256Hex(job.source + "\n--\n" + compilerVersion() + "\n--\n" + flagText + "\n--\n" + cpuFeatures());
+  fs::path dir = kernelCacheDir();
+  fs::path so = dir / (out.key + ".so");
+  out.path = so.string();
+  {
+    std::lock_guard<std::mutex> g(gMu);
+    auto it = loadedLibraries().find(out.key);
+    if (it != loadedLibraries().end()) {
+      out.cacheHit = true;
+      out.symbol = dlsym(it->second.handle, job.symbol.c_str());
+      DYNAMO_INTERNAL_ASSERT(out.symbol, "kernel ", job.symbol, " missing from ", out.path);
+      return out;
+    }
+  }
+  {
+    FileLock lock(dir / (out.key + ".lock"));
+    std::error_code ec;
+    if (fs::exists(so, ec)) {
+      out.cacheHit = true;
+      fs::last_write_time(so, fs::file_time_type::clock::now(), ec);  // recently used
+    } else {
+      static std::atomic<int> counter{0};
+      std::string tag = std::to_string(::getpid()) + "." + std::to_string(counter++);
+      fs::path src = dir / (out.key + "." + tag + ".cpp");
+      fs::path tmp = dir / (out.key + "." + tag + ".so.tmp");
+      {
+        std::ofstream f(src);
+        f << job.source;
+      }
+      auto start = std::chrono::steady_clock::now();
+      std::string cmd = quote(compilerPath()) + " " + flagText + quote(src.string()) + " -o " + quote(tmp.string());
+      auto [status, output] = run(cmd);
+      out.compileMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      fs::remove(src, ec);
+      if (status != 0) {
+        fs::remove(tmp, ec);
+        DYNAMO_INTERNAL_ASSERT(false, "the generated kernel ", job.symbol, " did not compile (", cmd,
+                               "):\n", output);
+      }
+      fs::rename(tmp, so, ec);
+      DYNAMO_INTERNAL_ASSERT(!ec, "cannot move the compiled kernel into the cache: ", ec.message());
+      evict(dir, so);
+    }
+  }
+  std::lock_guard<std::mutex> g(gMu);
+  auto& libs = loadedLibraries();
+  auto it = libs.find(out.key);
+  if (it == libs.end()) {
+    void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    DYNAMO_INTERNAL_ASSERT(h, "dlopen of a compiled kernel failed: ", dlerror());
+    it = libs.emplace(out.key, Loaded{h, so.string()}).first;
+  }
+  out.symbol = dlsym(it->second.handle, job.symbol.c_str());
+  DYNAMO_INTERNAL_ASSERT(out.symbol, "kernel ", job.symbol, " missing from ", out.path);
+  return out;
+}
+
+}  // namespace
+
+std::string kernelCacheDir() {
+  static const std::string dir = [] {
+    fs::path p;
+    if (const char* d = std::getenv("DYNAMO_KERNEL_CACHE"); d && *d) {
+      p = d;
+    } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+      p = fs::path(x) / "dynamo" / "kernels";
+    } else {
+      const char* home = std::getenv("HOME");
+      p = fs::path(home && *home ? home : "/tmp") / ".cache" / "dynamo" / "kernels";
+    }
+    std::error_code ec;
+    fs::create_directories(p, ec);
+    return p.string();
+  }();
+  return dir;
+}
+
+const std::vector<std::string>& kernelCompileFlags() {
+  static const std::vector<std::string> kFlags = {
+      "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno",
+      "-fno-trapping-math", "-fwrapv", "-std=c++17", "-w"};
+  return kFlags;
+}
+
+std::vector<LoadedKernel> compileKernels(const std::vector<CompileJob>& jobs) {
+  std::vector<LoadedKernel> out(jobs.size());
+  std::vector<std::string> errors(jobs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      try {
+        out[i] = compileOne(jobs[i]);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  size_t n = std::min<size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < n; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  for (const std::string& e : errors) {
+    if (!e.empty()) throw Error(e);
+  }
+  return out;
+}
+
+}  // namespace dynamo::codegen

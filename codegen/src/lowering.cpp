@@ -1,0 +1,489 @@
+// The lowering driver: walks the graph body in order, lowers each node it can (lower_ops.cpp)
+// into a value that users inline, and decides which values must exist in memory:
+//
+//   - reductions (always: a kernel stage stores them, fusion may keep them in a register);
+//   - values a graph output or an extern step needs (they escape: kOutput buffers);
+//   - values with several users whose expression is not cheap (kIntermediate: arena memory).
+//
+// Unsupported nodes become extern steps. When the graph holds an extern that may mutate memory
+// (in-place ops, setitem, out=), every pending value is materialised before it, views are not
+// lowered, and fusion does not reorder work across it.
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "dynamo/common/error.h"
+#include "lowering_internal.h"
+
+namespace dynamo::codegen {
+namespace detail {
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) {
+    st[i] = st[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+  }
+  return st;
+}
+
+IndexVec identityIndex(size_t rank, size_t nvars) {
+  IndexVec idx(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    idx[i].coeffs.assign(nvars, 0);
+    if (i < nvars) idx[i].coeffs[i] = 1;
+  }
+  return idx;
+}
+
+IndexVec broadcastIndex(const IndexVec& idx, const std::vector<int64_t>& shape) {
+  IndexVec out(shape.size());
+  size_t nvars = idx.empty() ? 0 : idx[0].coeffs.size();
+  size_t lead = idx.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) {
+      out[d].coeffs.assign(nvars, 0);
+    } else {
+      out[d] = idx[lead + d];
+    }
+  }
+  return out;
+}
+
+LValue bufferValue(int buffer, DType t, const std::vector<int64_t>& shape,
+                   const std::vector<int64_t>& strides) {
+  LValue v;
+  v.kind = LValue::Kind::kTensor;
+  v.dtype = t;
+  v.shape = shape;
+  v.buffer = buffer;
+  v.fn = [buffer, t, strides, shape](const IndexVec& idx) {
+    Affine a;
+    a.coeffs.assign(idx.empty() ? 0 : idx[0].coeffs.size(), 0);
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (shape[d] == 1) continue;  // size-1 dims: any stride, index 0
+      a.offset += strides[d] * idx[d].offset;
+      for (size_t v2 = 0; v2 < a.coeffs.size(); ++v2) a.coeffs[v2] += strides[d] * idx[d].coeffs[v2];
+    }
+    return ExprNode::makeLoad(buffer, t, a);
+  };
+  return v;
+}
+
+namespace {
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// True when the node may write memory: in-place methods and ops, setitem, in-place operators,
+// inplace=True or out= arguments.
+bool mayMutate(const core::Node& n) {
+  for (const auto& [k, v] : n.kwargs()) {
+    if (k == "out") return true;
+    if (k == "inplace" && v.kind() == core::ArgKind::kBool && v.asBool()) return true;
+  }
+  std::string name;
+  if (n.op() == core::NodeOp::kCallMethod) {
+    name = n.method();
+  } else if (n.op() == core::NodeOp::kCallFunction) {
+    const core::Target& t = n.target();
+    if (t.kind() == core::TargetKind::kAtenOp) {
+      std::string s = t.schemaName();
+      std::string op = s.substr(s.find("::") + 2);
+      op = op.substr(0, op.find('.'));
+      if (endsWith(op, "_") || t.overloadName().find("out") != std::string::npos) return true;
+      return false;
+    }
+    name = t.qualifiedName();
+    name = name.substr(name.rfind('.') + 1);
+    if (name.size() > 1 && name[0] == 'i' && t.qualifiedName().find("operator.") != std::string::npos &&
+        name != "is_" && name != "is_not" && name != "index" && name != "invert") {
+      return true;  // operator.iadd, operator.imul, ...
+    }
+    if (name == "setitem" || name == "__setitem__") return true;
+  }
+  if (name.size() > 4 && name.substr(0, 2) == "__" && endsWith(name, "__")) {
+    return name == "__setitem__" || (name.size() > 5 && name[2] == 'i' && name != "__index__" &&
+                                     name != "__invert__" && name != "__int__" && name != "__iter__");
+  }
+  return endsWith(name, "_") && !endsWith(name, "__");
+}
+
+bool denseStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  if (shape.size() != strides.size()) return false;
+  std::vector<size_t> order(shape.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t expect = 1;
+  for (size_t i : order) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
+class Lowerer final : public LoweringContext {
+ public:
+  Lowerer(const core::Graph& g, const LoweringOptions& o, bool allowViews) : graph_(g), options_(o) {
+    const auto& body = g.body();
+    mutating_ = !allowViews;
+    for (size_t i = 0; i < body.size(); ++i) {
+      position_[body[i].get()] = static_cast<int>(i);
+      if (mayMutate(*body[i]) && !staticCandidate(*body[i])) mutating_ = true;
+    }
+    out_.program.nodeBuffer.assign(body.size(), -1);
+    out_.program.inputBuffer.assign(g.inputs().size(), -1);
+    for (size_t i = 0; i < g.inputs().size(); ++i) inputIndex_[g.inputs()[i].get()] = static_cast<int>(i);
+  }
+
+  Lowered run() {
+    const auto& body = graph_.body();
+    for (size_t i = 0; i < body.size(); ++i) step(static_cast<int>(i), body[i]);
+    graph_.output()->forEachInput([&](const core::NodeRef& n) {
+      auto it = values_.find(resolve(n).get());
+      if (it != values_.end() && it->second.kind == LValue::Kind::kTensor) realize(n, true);
+    });
+    return std::move(out_);
+  }
+
+  /// True when an in-place conversion that the static check expected failed after views were
+  /// lowered: the caller lowers again with views off.
+  bool needsRerun() const { return conversionFailed_ && viewsLowered_ > 0; }
+
+  const LoweringOptions& options() const override { return options_; }
+  const Buffer& buffer(int id) const override { return out_.program.buffers.at(id); }
+
+  LValue materialize(const LValue& v, const std::string& node) override {
+    if (v.buffer >= 0 || v.kind != LValue::Kind::kTensor) return v;
+    std::vector<int64_t> strides = contiguousStrides(v.shape);
+    int b = newBuffer(node, v.dtype, v.shape, strides, BufferKind::kIntermediate);
+    SNode s;
+    s.full = v.shape;
+    s.fn = v.fn;
+    s.buffer = b;
+    s.nodes = {node};
+    addSNode(std::move(s));
+    return bufferValue(b, v.dtype, v.shape, strides);
+  }
+
+  LValue reduce(const LValue& input, const std::vector<int>& dims, bool keepdim, ReduceOp op,
+                DType out, std::function<Expr(Expr)> epilogue, const std::string& node) override {
+    SNode s;
+    s.reduction = true;
+    s.full = input.shape;
+    s.reduced.assign(input.shape.size(), false);
+    for (int d : dims) s.reduced[d] = true;
+    s.op = op;
+    s.accType = out;
+    s.fn = input.fn;
+    s.epilogue = std::move(epilogue);
+    s.nodes = {node};
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < input.shape.size(); ++d) {
+      if (!s.reduced[d]) shape.push_back(input.shape[d]);
+      else if (keepdim) shape.push_back(1);
+    }
+    int b = newBuffer(node, out, shape, contiguousStrides(shape), BufferKind::kIntermediate);
+    s.buffer = b;
+    addSNode(std::move(s));
+    return bufferValue(b, out, shape, contiguousStrides(shape));
+  }
+
+ private:
+  int newBuffer(const std::string& node, DType t, std::vector<int64_t> shape,
+                std::vector<int64_t> strides, BufferKind kind) {
+    Buffer b;
+    b.id = static_cast<int>(out_.program.buffers.size());
+    b.node = node;
+    b.dtype = t;
+    b.shape = std::move(shape);
+    b.strides = std::move(strides);
+    b.kind = kind;
+    out_.program.buffers.push_back(std::move(b));
+    return out_.program.buffers.back().id;
+  }
+
+  void addSNode(SNode s) {
+    IndexVec idx = identityIndex(s.full.size(), s.full.size());
+    Expr e = s.fn(idx);
+    std::unordered_set<int> reads;
+    forEachExpr(e, [&](const ExprNode& x) {
+      if (x.kind() == ExprKind::kLoad) reads.insert(x.buffer());
+    });
+    s.reads.assign(reads.begin(), reads.end());
+    std::sort(s.reads.begin(), s.reads.end());
+    s.size = e->size();
+    Item it;
+    it.snode = static_cast<int>(out_.snodes.size());
+    out_.snodes.push_back(std::move(s));
+    out_.items.push_back(it);
+  }
+
+  // The value of a node that is not lowered (a placeholder or an extern's result), as a buffer
+  // when it is a CPU tensor of a supported dtype with known strides; kNone otherwise.
+  LValue memoryValue(const core::NodeRef& n) {
+    auto cached = memory_.find(n.get());
+    if (cached != memory_.end()) return cached->second;
+    LValue v;
+    const auto& meta = n->meta().tensor;
+    std::optional<DType> t = meta ? dtypeFromTorch(meta->dtype) : std::nullopt;
+    if (meta && t && meta->device == "cpu" && meta->strides && meta->strides->size() == meta->shape.size()) {
+      bool input = n->op() == core::NodeOp::kPlaceholder;
+      int b = newBuffer(n->name(), *t, meta->shape, *meta->strides,
+                        input ? BufferKind::kInput : BufferKind::kExtern);
+      if (input) {
+        out_.program.inputBuffer[inputIndex_.at(n.get())] = b;
+      } else {
+        auto item = externItem_.find(n.get());
+        DYNAMO_INTERNAL_ASSERT(item != externItem_.end(), "no extern step for ", n->name());
+        out_.items[item->second].result = b;
+      }
+      v = bufferValue(b, *t, meta->shape, *meta->strides);
+    } else {
+      v.text = "?";  // not readable by a kernel: no lowering accepts it
+    }
+    memory_[n.get()] = v;
+    return v;
+  }
+
+  // The node whose value `n` holds now: an in-place op lowered functionally redirects later
+  // readers of the tensor it mutated to its own value.
+  const core::NodeRef& resolve(const core::NodeRef& n) const {
+    auto it = redirect_.find(n.get());
+    return it == redirect_.end() ? n : resolve(it->second);
+  }
+
+  // An in-place op whose mutated tensor is a lowered, non-view value that no extern has read:
+  // nothing else can observe the old contents, so the op is lowered as its functional form.
+  bool staticCandidate(const core::Node& n) const {
+    if (inplaceBase(n).empty() || n.args().empty() || !n.args()[0].isNode()) return false;
+    const core::NodeRef& a = n.args()[0].asNode();
+    if (a->op() != core::NodeOp::kCallFunction && a->op() != core::NodeOp::kCallMethod) return false;
+    std::string op = canonicalOp(*a);
+    return (!op.empty() && !isViewOp(op)) || staticCandidate(*a) ||
+           !inplaceBase(*a).empty();
+  }
+
+  bool canConvert(const core::Node& n) const {
+    if (n.args().empty() || !n.args()[0].isNode()) return false;
+    const core::NodeRef& a = resolve(n.args()[0].asNode());
+    auto it = values_.find(a.get());
+    return it != values_.end() && it->second.kind == LValue::Kind::kTensor && !it->second.isView &&
+           !externRead_.count(n.args()[0].asNode().get()) && !externRead_.count(a.get());
+  }
+
+  LValue argValue(const core::Arg& a) {
+    LValue v;
+    switch (a.kind()) {
+      case core::ArgKind::kNode: {
+        auto it = values_.find(resolve(a.asNode()).get());
+        return it != values_.end() ? it->second : memoryValue(a.asNode());
+      }
+      case core::ArgKind::kBool: v.kind = LValue::Kind::kNumber; v.dtype = DType::kBool; v.number = a.asBool(); return v;
+      case core::ArgKind::kInt: v.kind = LValue::Kind::kNumber; v.dtype = DType::kInt64; v.number = static_cast<double>(a.asInt()); return v;
+      case core::ArgKind::kFloat: v.kind = LValue::Kind::kNumber; v.dtype = DType::kFloat64; v.number = a.asFloat(); return v;
+      case core::ArgKind::kStr: case core::ArgKind::kDtype: case core::ArgKind::kDevice:
+      case core::ArgKind::kMemoryFormat: case core::ArgKind::kLayout:
+        v.kind = LValue::Kind::kText; v.text = a.asString(); return v;
+      case core::ArgKind::kTuple: case core::ArgKind::kList:
+        v.kind = LValue::Kind::kTuple;
+        for (const core::Arg& item : a.items()) v.items.push_back(argValue(item));
+        return v;
+      case core::ArgKind::kNone: v.kind = LValue::Kind::kNone; v.text = "None"; return v;
+      default:
+        v.kind = LValue::Kind::kNone;
+        v.text = "?";  // unsupported constant: no lowering accepts it
+        return v;
+    }
+  }
+
+  // Materialises the lowered value of n (escape: a graph output or an extern's argument).
+  void realize(const core::NodeRef& n0, bool escape) {
+    const core::NodeRef& n = resolve(n0);
+    if (n != n0) {
+      realize(n, escape);
+      out_.program.nodeBuffer[position_.at(n0.get())] = out_.program.nodeBuffer[position_.at(n.get())];
+      return;
+    }
+    LValue& v = values_.at(n.get());
+    if (v.kind != LValue::Kind::kTensor) return;
+    if (v.buffer >= 0 && !v.isView) {  // a view (even of a buffer) is copied: see below
+      if (escape && out_.program.buffers[v.buffer].kind == BufferKind::kIntermediate) {
+        out_.program.buffers[v.buffer].kind = BufferKind::kOutput;
+      }
+      out_.program.nodeBuffer[position_.at(n.get())] = v.buffer;
+      return;
+    }
+    // A lowered view is only materialised when a user that was expected to lower did not (it is
+    // functional: views are not lowered in graphs that mutate), so a copy is what it reads.
+    std::vector<int64_t> strides = contiguousStrides(v.shape);
+    const auto& meta = n->meta().tensor;
+    if (escape && meta && meta->strides && meta->shape == v.shape && denseStrides(v.shape, *meta->strides)) {
+      strides = *meta->strides;  // eager's layout for what the user sees
+    }
+    int b = newBuffer(n->name(), v.dtype, v.shape, strides,
+                      escape ? BufferKind::kOutput : BufferKind::kIntermediate);
+    SNode s;
+    s.full = v.shape;
+    s.fn = [v, strides, b](const IndexVec& idx) { return v.fn(idx); };
+    s.buffer = b;
+    s.nodes = {n->name()};
+    addSNode(std::move(s));
+    v = bufferValue(b, v.dtype, v.shape, strides);
+    out_.program.nodeBuffer[position_.at(n.get())] = b;
+  }
+
+  // Users of n that are calls of lowerable, non-mutating ops (a view is lowered only then).
+  bool onlyLoweredUsers(const core::NodeRef& n) {
+    for (const core::NodeRef& u : graph_.users(n)) {
+      if (u->op() != core::NodeOp::kCallFunction && u->op() != core::NodeOp::kCallMethod) return false;
+      if (canonicalOp(*u).empty() || mayMutate(*u)) return false;
+    }
+    return true;
+  }
+
+  bool tryLower(const core::NodeRef& n, std::string* why, const std::string& asOp = {}) {
+    std::string op = asOp.empty() ? canonicalOp(*n) : asOp;
+    if (op.empty()) {
+      *why = "no lowering for " + n->opKey();
+      return false;
+    }
+    if ((op == "native_layer_norm") && !onlyGetitemUsers(n)) {
+      *why = "multi-output op used other than by getitem";
+      return false;
+    }
+    std::vector<LValue> args;
+    for (const core::Arg& a : n->args()) args.push_back(argValue(a));
+    std::vector<std::pair<std::string, LValue>> kwargs;
+    for (const auto& [k, a] : n->kwargs()) kwargs.emplace_back(k, argValue(a));
+    std::optional<LValue> v = lowerNode(*n, args, kwargs, *this, why, asOp);
+    if (!v) return false;
+    if (v->isView && (mutating_ || !onlyLoweredUsers(n))) {
+      *why = "view whose result escapes or may be mutated (kept as an alias)";
+      return false;
+    }
+    if (v->kind == LValue::Kind::kTensor) {
+      const auto& meta = n->meta().tensor;
+      if (!meta || meta->shape != v->shape || dtypeFromTorch(meta->dtype) != v->dtype) {
+        *why = "lowered value disagrees with the recorded tensor meta";
+        return false;
+      }
+    }
+    if (v->isView) ++viewsLowered_;
+    values_[n.get()] = *v;
+    out_.program.lowered.push_back(n->name());
+    if (v->kind == LValue::Kind::kTensor && v->buffer < 0 && !v->isView) {
+      int size = v->fn(identityIndex(v->shape.size(), v->shape.size()))->size();
+      if (size > options_.maxExprSize ||
+          (graph_.users(n).size() > 1 && size > options_.inlineCost)) {
+        realize(n, false);
+      } else {
+        pending_.push_back(n);
+      }
+    } else if (v->kind == LValue::Kind::kTensor && v->buffer >= 0) {
+      out_.program.nodeBuffer[position_.at(n.get())] = v->buffer;
+    }
+    return true;
+  }
+
+  bool onlyGetitemUsers(const core::NodeRef& n) {
+    for (const core::NodeRef& u : graph_.users(n)) {
+      if (u->op() != core::NodeOp::kCallFunction || canonicalOp(*u) != "getitem") return false;
+    }
+    return true;
+  }
+
+  void step(int i, const core::NodeRef& n) {
+    std::string why;
+    std::string base = inplaceBase(*n);
+    if (!base.empty()) {
+      if (canConvert(*n) && tryLower(n, &why, base)) {
+        redirect_[n->args()[0].asNode().get()] = n;  // later readers of the mutated tensor read n
+        return;
+      }
+      if (staticCandidate(*n)) conversionFailed_ = true;
+      if (why.empty()) why = "in-place op on a tensor the generator does not own";
+    } else if (tryLower(n, &why)) {
+      return;
+    }
+    bool barrier = mayMutate(*n);
+    if (barrier) {
+      // Everything pending is computed before the mutation: a later kernel must not see it.
+      for (const core::NodeRef& p : pending_) {
+        bool later = false;
+        std::vector<core::NodeRef> readers = {p};  // p, and the tensors redirected to p
+        for (const auto& [from, to] : redirect_) {
+          if (resolve(to) == p) readers.push_back(graph_.find(from->name()));
+        }
+        for (const core::NodeRef& r : readers) {
+          for (const core::NodeRef& u : graph_.users(r)) {
+            auto pos = position_.find(u.get());
+            if (pos == position_.end() || pos->second > i) later = true;
+          }
+        }
+        if (later) realize(p, false);
+      }
+      pending_.clear();
+    }
+    Item it;
+    it.extern_ = true;
+    it.node = i;
+    it.barrier = barrier;
+    n->forEachInput([&](const core::NodeRef& a0) {
+      externRead_.insert(a0.get());
+      const core::NodeRef& a = resolve(a0);
+      externRead_.insert(a.get());
+      auto v = values_.find(a.get());
+      if (v == values_.end()) return;
+      if (v->second.kind == LValue::Kind::kTuple) {
+        for (LValue& item : v->second.items) {
+          if (item.buffer >= 0 && out_.program.buffers[item.buffer].kind == BufferKind::kIntermediate) {
+            out_.program.buffers[item.buffer].kind = BufferKind::kOutput;
+          }
+        }
+        return;
+      }
+      realize(a0, true);
+      if (v->second.buffer >= 0) it.reads.push_back(v->second.buffer);
+    });
+    externItem_[n.get()] = static_cast<int>(out_.items.size());
+    out_.items.push_back(it);
+    out_.program.externs.emplace_back(n->name(), why);
+  }
+
+  const core::Graph& graph_;
+  LoweringOptions options_;
+  Lowered out_;
+  bool mutating_ = false;
+  bool conversionFailed_ = false;
+  int viewsLowered_ = 0;
+  std::unordered_map<const core::Node*, core::NodeRef> redirect_;
+  std::unordered_set<const core::Node*> externRead_;
+  std::unordered_map<const core::Node*, int> position_;
+  std::unordered_map<const core::Node*, int> inputIndex_;
+  std::unordered_map<const core::Node*, int> externItem_;
+  std::unordered_map<const core::Node*, LValue> values_;
+  std::unordered_map<const core::Node*, LValue> memory_;
+  std::vector<core::NodeRef> pending_;
+};
+
+}  // namespace
+}  // namespace detail
+
+Program lowerGraph(const core::Graph& graph, const LoweringOptions& options) {
+  detail::Lowerer first(graph, options, true);
+  detail::Lowered lowered = first.run();
+  if (first.needsRerun()) lowered = detail::Lowerer(graph, options, false).run();
+  return detail::fuseProgram(std::move(lowered), options);
+}
+
+const std::vector<LoweredOpInfo>& loweredOps() {
+  static const std::vector<LoweredOpInfo> kList = {
+#define DYNAMO_LOWERED_OP(name, kind, forms) {#name, kind, forms},
+#include "../lowered_ops.def"
+  };
+  return kList;
+}
+
+}  // namespace dynamo::codegen

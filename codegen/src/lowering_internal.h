@@ -1,0 +1,119 @@
+// Private types shared by the lowering (lowering.cpp), the op table (lower_ops.cpp) and fusion
+// (fusion.cpp).
+//
+// A lowered value (LValue) is a function from an index (one affine expression per dimension) to
+// an expression: inlining it into a user is calling that function. Values that must exist in
+// memory (reductions, outputs, values read by extern steps, expensive values with several users)
+// become scheduler nodes (SNode) that store into a buffer; fusion groups scheduler nodes into
+// kernels.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dynamo/codegen/lowering.h"
+
+namespace dynamo::codegen::detail {
+
+/// One affine expression per tensor dimension.
+using IndexVec = std::vector<Affine>;
+/// value(index) -> expression.
+using ValueFn = std::function<Expr(const IndexVec&)>;
+
+/// A lowered value: a tensor (shape, dtype, fn), a Python number, or a tuple of values.
+struct LValue {
+  enum class Kind { kTensor, kNumber, kTuple, kText, kNone };
+  Kind kind = Kind::kNone;
+  DType dtype = DType::kFloat32;   ///< tensor dtype; numbers: kBool, kInt64 or kFloat64
+  std::vector<int64_t> shape;      ///< tensor sizes
+  ValueFn fn;                      ///< tensor: the value at an index
+  double number = 0;               ///< kNumber
+  std::string text;                ///< kText: a str or dtype argument ("torch.float32")
+  int buffer = -1;                 ///< the buffer holding it, when materialised
+  bool isView = false;             ///< made by a view op (never materialised: it would copy)
+  std::vector<LValue> items;       ///< kTuple
+};
+
+/// A scheduler node: one materialised value.
+struct SNode {
+  bool reduction = false;          ///< a reduction (else pointwise)
+  int buffer = -1;                 ///< where it is stored
+  std::vector<std::string> nodes;  ///< graph nodes it covers
+  std::vector<int64_t> full;       ///< iteration shape (pointwise: the value's shape)
+  std::vector<bool> reduced;       ///< per dim of `full`: reduced (reduction only)
+  ReduceOp op = ReduceOp::kSum;    ///< reduction only
+  DType accType = DType::kFloat32; ///< the accumulator's dtype
+  ValueFn fn;                      ///< value at a full index (reduction: the value reduced)
+  std::function<Expr(Expr)> epilogue;  ///< reduction: acc -> stored value (mean divides)
+  std::vector<int> reads;          ///< buffers it reads (sorted, unique)
+  int size = 0;                    ///< expression size
+};
+
+/// One item of the lowered sequence: a scheduler node or an extern step.
+struct Item {
+  bool extern_ = false;
+  int snode = -1;          ///< index in Lowered::snodes
+  int node = -1;           ///< extern: body index
+  int result = -1;         ///< extern: its result buffer, or -1
+  bool barrier = false;    ///< extern that may mutate memory: fusion does not cross it
+  std::vector<int> reads;  ///< extern: buffers it takes as arguments
+};
+
+/// The lowering's result before fusion.
+struct Lowered {
+  Program program;          ///< buffers, inputs, node buffers, lowered/externs (no kernels yet)
+  std::vector<SNode> snodes;
+  std::vector<Item> items;
+};
+
+/// The state the op lowerings use to make buffers and scheduler nodes.
+class LoweringContext {
+ public:
+  virtual ~LoweringContext() = default;
+  /// Materialises a reduction of `input` over `dims` (sorted, unique) into a new buffer of
+  /// dtype `out`; returns the value that loads it (shape: keepdim or not).
+  virtual LValue reduce(const LValue& input, const std::vector<int>& dims, bool keepdim,
+                        ReduceOp op, DType out, std::function<Expr(Expr)> epilogue,
+                        const std::string& node) = 0;
+  /// Materialises a tensor value into a new intermediate buffer (a composite op reads its input
+  /// several times: an expensive input is computed once); returns the value that loads it.
+  virtual LValue materialize(const LValue& v, const std::string& node) = 0;
+  /// Options of this lowering.
+  virtual const LoweringOptions& options() const = 0;
+  /// A buffer made so far.
+  virtual const Buffer& buffer(int id) const = 0;
+};
+
+/// Lowers call node `n` with its argument values (nodes replaced by LValues), or nullopt with
+/// `why` set when it stays an extern call.
+std::optional<LValue> lowerNode(const core::Node& n, const std::vector<LValue>& args,
+                                const std::vector<std::pair<std::string, LValue>>& kwargs,
+                                LoweringContext& ctx, std::string* why,
+                                const std::string& asOp = {});
+
+/// The functional op of an in-place node ("relu" for relu_, F.relu(inplace=True), aten::relu_;
+/// "add" for add_, operator.iadd), or empty.
+std::string inplaceBase(const core::Node& n);
+
+/// The canonical op name of a call node ("add" for aten::add.Tensor, torch.add, operator.add,
+/// Tensor.add), or empty.
+std::string canonicalOp(const core::Node& n);
+/// True for ops that never alias their inputs' memory when lowered as views.
+bool isViewOp(const std::string& op);
+
+/// The value of a buffer (a load at its strides).
+LValue bufferValue(int buffer, DType t, const std::vector<int64_t>& shape,
+                   const std::vector<int64_t>& strides);
+/// Index `idx` broadcast to `shape` (right-aligned; size-1 dims read index 0).
+IndexVec broadcastIndex(const IndexVec& idx, const std::vector<int64_t>& shape);
+/// The identity index of `rank` dims over `nvars` variables (dim i -> var i).
+IndexVec identityIndex(size_t rank, size_t nvars);
+/// Contiguous strides of `shape`.
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& shape);
+
+/// Groups scheduler nodes into kernels, plans the arena; fills program.kernels/steps.
+Program fuseProgram(Lowered lowered, const LoweringOptions& options);
+
+}  // namespace dynamo::codegen::detail

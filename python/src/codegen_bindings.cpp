@@ -1,0 +1,216 @@
+// dynamo._C._codegen: the fused code generator for tests, benchmarks and tools.
+//
+//   f = _codegen.compile(graph_json, examples, cuda_host_shim=False)   # a FusedFunction
+//   f(*tensors) -> outputs;  f.report -> {"program", "kernels": [...], "externs", ...}
+//   _codegen.lowered_ops() -> [(name, kind, forms)]
+//   _codegen.nvrtc_available() -> (bool, why);  _codegen.nvrtc_compile(src, name, arch)
+//   _codegen.cubin_functions(bytes) -> (e_machine, [names]);  _codegen.cache_dir()
+// The graph comes as JSON (Graph.serialize()) and is resolved by qualified name.
+#include "bindings.h"
+#include "dynamo/backends/fused.h"
+#include "dynamo/codegen/kernel_cache.h"
+#include "dynamo/codegen/lowering.h"
+#include "dynamo/codegen/nvrtc.h"
+#include "dynamo/core/graph_python.h"
+#include "dynamo/core/graph_serializer.h"
+#include "py_util.h"
+
+namespace dynamo::py {
+namespace {
+
+struct FusedObject {
+  PyObject_HEAD
+  core::CompiledGraphFn* fn;
+  PyObject* report;  // owned
+};
+
+void fusedDealloc(PyObject* self) {
+  auto* o = reinterpret_cast<FusedObject*>(self);
+  delete o->fn;
+  Py_XDECREF(o->report);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* fusedCall(PyObject* self, PyObject* args, PyObject*) {
+  auto* o = reinterpret_cast<FusedObject*>(self);
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  std::vector<PyObject*> in(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) in[i] = PyTuple_GET_ITEM(args, i);  // borrowed
+  size_t failed = 0;
+  return o->fn->call(in.data(), in.size(), &failed);
+}
+
+PyObject* fusedReport(PyObject* self, void*) {
+  auto* o = reinterpret_cast<FusedObject*>(self);
+  Py_INCREF(o->report);
+  return o->report;
+}
+
+PyGetSetDef fusedGetSet[] = {
+    {"report", fusedReport, nullptr, "what the backend made: program, kernels, externs", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject FusedType{};  // filled in initCodegenBindings
+
+// A new dict from (key, new ref) pairs; NULL when a value is NULL.
+PyObject* dictOf(std::initializer_list<std::pair<const char*, PyObject*>> items) {
+  PyObject* d = PyDict_New();
+  bool ok = d != nullptr;
+  for (const auto& [k, v] : items) {
+    if (ok && (!v || PyDict_SetItemString(d, k, v) < 0)) ok = false;
+    Py_XDECREF(v);
+  }
+  if (!ok) {
+    Py_XDECREF(d);
+    return nullptr;
+  }
+  return d;
+}
+
+PyObject* strList(const std::vector<std::string>& v) {
+  PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.size()));
+  if (!l) return nullptr;
+  for (size_t i = 0; i < v.size(); ++i) PyList_SET_ITEM(l, i, PyUnicode_FromString(v[i].c_str()));
+  return l;
+}
+
+PyObject* reportToPython(const backends::FusedReport& r) {
+  PyObject* kernels = PyList_New(0);
+  for (const auto& k : r.kernels) {
+    PyObject* d = dictOf({{"name", PyUnicode_FromString(k.name.c_str())},
+                          {"nodes", strList(k.nodes)},
+                          {"source", PyUnicode_FromString(k.source.c_str())},
+                          {"cuda_source", PyUnicode_FromString(k.cudaSource.c_str())},
+                          {"loops", PyUnicode_FromString(k.loops.c_str())},
+                          {"cache_key", PyUnicode_FromString(k.cacheKey.c_str())},
+                          {"cache_hit", PyBool_FromLong(k.cacheHit)},
+                          {"compile_ms", PyFloat_FromDouble(k.compileMs)}});
+    if (!d || PyList_Append(kernels, d) < 0) {
+      Py_XDECREF(d);
+      Py_DECREF(kernels);
+      return nullptr;
+    }
+    Py_DECREF(d);
+  }
+  PyObject* externs = PyList_New(0);
+  for (const auto& [node, why] : r.externs) {
+    PyObject* t = Py_BuildValue("(ss)", node.c_str(), why.c_str());
+    PyList_Append(externs, t);
+    Py_XDECREF(t);
+  }
+  return dictOf({{"program", PyUnicode_FromString(r.program.c_str())},
+                 {"kernels", kernels},
+                 {"externs", externs},
+                 {"arena_bytes", PyLong_FromLongLong(r.arenaBytes)},
+                 {"eager_reason", PyUnicode_FromString(r.eagerReason.c_str())}});
+}
+
+PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"graph_json", "examples", "cuda_host_shim", nullptr};
+  const char* json;
+  PyObject* examples;  // borrowed
+  int shim = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|p", const_cast<char**>(kwlist), &json, &examples, &shim)) {
+    return nullptr;
+  }
+  DYNAMO_PY_TRY
+  core::Graph graph = core::resolveTargets(core::readGraphJson(json));
+  std::vector<core::PyObjectRef> ex;
+  PyObject* fast = PySequence_Fast(examples, "examples must be a sequence");  // new ref
+  if (!fast) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); ++i) {
+    ex.push_back(core::PyObjectRef::borrow(PySequence_Fast_GET_ITEM(fast, i)));
+  }
+  Py_DECREF(fast);
+  core::BackendRequest req{graph, ex, "graph", {}, false};
+  backends::FusedReport report;
+  backends::FusedOptions options;
+  options.cudaHostShim = shim != 0;
+  std::unique_ptr<core::CompiledGraphFn> fn = backends::compileFused(req, &report, options);
+  PyObject* rep = reportToPython(report);
+  if (!rep) return nullptr;
+  auto* o = PyObject_New(FusedObject, &FusedType);
+  if (!o) {
+    Py_DECREF(rep);
+    return nullptr;
+  }
+  o->fn = fn.release();
+  o->report = rep;
+  return reinterpret_cast<PyObject*>(o);
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* loweredOps(PyObject*, PyObject*) {
+  PyObject* l = PyList_New(0);
+  for (const auto& op : codegen::loweredOps()) {
+    PyObject* t = Py_BuildValue("(sss)", op.name, op.kind, op.forms);
+    PyList_Append(l, t);
+    Py_XDECREF(t);
+  }
+  return l;
+}
+
+PyObject* nvrtcAvailable(PyObject*, PyObject*) {
+  std::string why;
+  bool ok = codegen::nvrtcAvailable(&why);
+  return Py_BuildValue("(Ns)", PyBool_FromLong(ok), ok ? codegen::nvrtcVersion().c_str() : why.c_str());
+}
+
+PyObject* nvrtcCompile(PyObject*, PyObject* args) {
+  const char *src, *name, *arch;
+  if (!PyArg_ParseTuple(args, "sss", &src, &name, &arch)) return nullptr;
+  codegen::NvrtcOutput out;
+  Py_BEGIN_ALLOW_THREADS
+  out = codegen::nvrtcCompile(src, name, arch);
+  Py_END_ALLOW_THREADS
+  return Py_BuildValue("(NsN)", PyBool_FromLong(out.ok), out.log.c_str(),
+                       PyBytes_FromStringAndSize(out.binary.data(), static_cast<Py_ssize_t>(out.binary.size())));
+}
+
+PyObject* cubinFunctions(PyObject*, PyObject* arg) {
+  char* data;
+  Py_ssize_t size;
+  if (PyBytes_AsStringAndSize(arg, &data, &size) < 0) return nullptr;
+  codegen::CubinInfo info = codegen::readCubin(std::string(data, static_cast<size_t>(size)));
+  return Py_BuildValue("(iN)", info.machine, strList(info.functions));
+}
+
+PyObject* cacheDir(PyObject*, PyObject*) { return PyUnicode_FromString(codegen::kernelCacheDir().c_str()); }
+
+PyMethodDef methods[] = {
+    {"compile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(compileGraph)),
+     METH_VARARGS | METH_KEYWORDS, "compile(graph_json, examples, cuda_host_shim=False) -> FusedFunction"},
+    {"lowered_ops", loweredOps, METH_NOARGS, "[(name, kind, forms)] of lowered_ops.def"},
+    {"nvrtc_available", nvrtcAvailable, METH_NOARGS, "(available, version or why not)"},
+    {"nvrtc_compile", nvrtcCompile, METH_VARARGS, "nvrtc_compile(source, name, arch) -> (ok, log, binary)"},
+    {"cubin_functions", cubinFunctions, METH_O, "cubin_functions(bytes) -> (e_machine, [function names])"},
+    {"cache_dir", cacheDir, METH_NOARGS, "the kernel cache directory"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace
+
+int initCodegenBindings(PyObject* module) {
+  // What PyVarObject_HEAD_INIT would set: one reference, owned by this static storage.
+  Py_SET_REFCNT(reinterpret_cast<PyObject*>(&FusedType), 1);
+  FusedType.tp_name = "dynamo._C._codegen.FusedFunction";
+  FusedType.tp_basicsize = sizeof(FusedObject);
+  FusedType.tp_flags = Py_TPFLAGS_DEFAULT;
+  FusedType.tp_dealloc = fusedDealloc;
+  FusedType.tp_call = fusedCall;
+  FusedType.tp_getset = fusedGetSet;
+  FusedType.tp_doc = "a graph compiled by the fused backend";
+  if (PyType_Ready(&FusedType) < 0) return -1;
+  PyObject* sub = PyModule_New("dynamo._C._codegen");  // new ref
+  if (!sub) return -1;
+  if (PyModule_AddFunctions(sub, methods) < 0 ||
+      PyModule_AddObjectRef(sub, "FusedFunction", reinterpret_cast<PyObject*>(&FusedType)) < 0 ||
+      PyModule_AddObject(module, "_codegen", sub) < 0) {  // steals sub on success
+    Py_DECREF(sub);
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace dynamo::py
