@@ -210,10 +210,29 @@ void InspectGraph::buildGroups() {
     byPath[path] = g.id;
     return g.id;
   };
+  // Display order: user inputs first, then each call after the parameters it is the first to
+  // use (the graph lists every input before the body, which would put modules in the order of
+  // their parameters' first use rather than of their code).
+  std::vector<int> order;
+  std::vector<bool> placed(nodes_.size(), false);
+  auto place = [&](int i) {
+    if (placed[static_cast<size_t>(i)]) return;
+    placed[static_cast<size_t>(i)] = true;
+    order.push_back(i);
+  };
+  for (const InspectNode& n : nodes_)
+    if (n.op == "placeholder" && n.category != OpCategory::kParameter) place(n.index);
   for (const InspectNode& n : nodes_) {
-    const int g = ensure(n.modulePath, ensure);
-    groups_[static_cast<size_t>(g)].items.push_back(n.index);
-    groupOf_[static_cast<size_t>(n.index)] = g;
+    if (n.op == "placeholder") continue;
+    for (int in : n.inputs)
+      if (nodes_[static_cast<size_t>(in)].op == "placeholder") place(in);
+    place(n.index);
+  }
+  for (const InspectNode& n : nodes_) place(n.index);  // parameters nobody uses
+  for (int i : order) {
+    const int g = ensure(nodes_[static_cast<size_t>(i)].modulePath, ensure);
+    groups_[static_cast<size_t>(g)].items.push_back(i);
+    groupOf_[static_cast<size_t>(i)] = g;
   }
   // Chunks: a level with more than kMaxGroupItems items is split into runs, repeatedly.
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
