@@ -80,6 +80,8 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   split->addWidget(side);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 1);
+  split->setSizes({900, 380});
+  side->setSizes({300, 300});
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(bar);
   layout->addWidget(split, 1);

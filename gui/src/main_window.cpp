@@ -96,6 +96,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), cache_(std::make_
   split->addWidget(runView_);
   split->addWidget(tabs_);
   split->setStretchFactor(1, 3);
+  split->setSizes({380, 1100});
   auto* central = new QWidget(this);
   auto* layout = new QVBoxLayout(central);
   layout->setContentsMargins(2, 2, 2, 2);
@@ -108,9 +109,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), cache_(std::make_
           [this](const QModelIndex& cur) { onFrameSelected(cur); });
   connect(compilesView_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& cur) { onCompileSelected(cur.row()); });
-  connect(graphsView_, &QTableView::activated, this, [this](const QModelIndex& i) {
+  auto openRow = [this](const QModelIndex& i) {
     openGraph(graphsModel_->data(i, kRowIdRole).toLongLong(), graphsModel_->data(i, kIndexRole).toInt());
-  });
+  };
+  connect(graphsView_, &QTableView::activated, this, openRow);      // Enter (and double click on some styles)
+  connect(graphsView_, &QTableView::doubleClicked, this, openRow);
   connect(breaksView_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& cur) {
             if (cur.row() >= 0 && static_cast<size_t>(cur.row()) < breaksModel_->breaks().size())
@@ -244,6 +247,9 @@ void MainWindow::onCompileSelected(int row) {
 
 void MainWindow::openGraph(RowId compileId, int index) {
   if (!session_) return;
+  if (graphWatcher_.isRunning() && loadingCompile_ == compileId && loadingIndex_ == index) return;
+  loadingCompile_ = compileId;
+  loadingIndex_ = index;
   tabs_->setCurrentWidget(graphView_);
   graphView_->showMessage(QString("reading graph %1 of compile %2...").arg(index).arg(compileId));
   graphWatcher_.setFuture(session_->loadGraphAsync(compileId, index));

@@ -300,6 +300,7 @@ DiffPanel::DiffPanel(std::shared_ptr<LayoutCache> cache, QWidget* parent) : QWid
   split->addWidget(changes_);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 1);
+  split->setSizes({900, 380});
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(pick);
   layout->addWidget(summary_);

@@ -171,6 +171,8 @@ QVariant RunTreeModel::data(const QModelIndex& index, int role) const {
       return it->status;
     case Qt::ToolTipRole: return it->tooltip;
     case Qt::BackgroundRole: return index.column() == 2 ? QVariant(statusColour(it->status)) : QVariant();
+    case Qt::DecorationRole:  // a status square beside the name, visible when the tree is narrow
+      return index.column() == 0 && it->kind != "root" ? QVariant(statusColour(it->status)) : QVariant();
     case kRowIdRole: return static_cast<qlonglong>(it->id);
     case kKindRole: return it->kind;
     default: return {};
@@ -275,16 +277,14 @@ void GraphsModel::setCompile(const storage::TraceReader& reader, RowId compileId
       QStringList in, out;
       for (const std::string& s : g.inputs) in << qs(s);
       for (const std::string& s : g.outputs) out << qs(s);
-      const int nOps = std::max(0, g.numNodes - static_cast<int>(g.inputs.size()) - 1);  // body nodes
       rows.push_back({{QString("graph %1").arg(g.index), {}, {}},
                       {QString::number(g.numNodes), {}, {}},
-                      {QString::number(nOps), {}, {}},
                       {QString::number(g.inputs.size()), in.join(", "), {}},
                       {out.join(", "), {}, {}}});
       ids.push_back(compileId);
       indexes.push_back(g.index);
     }
-  setRows({"graph", "nodes", "ops", "inputs", "outputs"}, std::move(rows), std::move(ids), std::move(indexes));
+  setRows({"graph", "size (recorded)", "inputs", "outputs"}, std::move(rows), std::move(ids), std::move(indexes));
 }
 
 void BreaksModel::setCompile(const storage::TraceReader& reader, RowId compileId) {

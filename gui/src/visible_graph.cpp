@@ -2,6 +2,7 @@
 #include "dynamo/gui/visible_graph.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <sstream>
 #include <unordered_map>
@@ -9,7 +10,7 @@
 namespace dynamo::gui {
 namespace {
 
-constexpr double kCharWidth = 6.6;   // points per character at the view's 10 pt font
+constexpr double kCharWidth = 7.4;   // points per character of the view's bold 9 pt titles
 constexpr double kUnitHeight = 34;   // two lines
 constexpr double kPadding = 18;
 
@@ -102,6 +103,13 @@ class Builder {
     u.key = "g" + std::to_string(id);
     u.group = id;
     u.title = gr.label;
+    // Inside an open module, a submodule is named relative to it ("conv1" in layer1.0).
+    int up = gr.parent;
+    while (up > 0 && g_.group(up).chunk) up = g_.group(up).parent;
+    const std::string& prefix = up > 0 ? g_.group(up).path : std::string();
+    if (!gr.chunk && !prefix.empty() && gr.path.rfind(prefix + ".", 0) == 0 && cluster >= 0 &&
+        !std::isdigit(static_cast<unsigned char>(gr.path[prefix.size() + 1])))
+      u.title = gr.path.substr(prefix.size() + 1);  // (items of a Sequential keep "layer1.0")
     u.subtitle = std::to_string(gr.totalNodes) + (gr.totalNodes == 1 ? " node" : " nodes");
     u.category = OpCategory::kGroup;
     u.diff = groupDiff(g_, gr);

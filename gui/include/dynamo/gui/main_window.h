@@ -112,6 +112,8 @@ class MainWindow : public QMainWindow {
   bool reportsReady_ = false;
   RowId currentFrame_ = 0;
   RowId currentCompile_ = 0;
+  RowId loadingCompile_ = 0;
+  int loadingIndex_ = -1;
   int liveReloads_ = 0;
 };
 
