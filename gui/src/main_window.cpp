@@ -145,7 +145,7 @@ void MainWindow::showError(const QString& message) {
   if (!message.isEmpty()) std::cerr << "dynamo-inspect: " << message.toStdString() << std::endl;
 }
 
-QString MainWindow::bannerText() const { return banner_->isVisible() ? banner_->text() : QString(); }
+QString MainWindow::bannerText() const { return banner_->isHidden() ? QString() : banner_->text(); }
 
 bool MainWindow::openStore(const QString& path) {
   QString error;
@@ -283,7 +283,9 @@ void MainWindow::onGraphLoaded() {
 void MainWindow::onReportsLoaded() {
   reports_ = reportsWatcher_.result();
   if (!reports_.error.isEmpty()) {
-    showError(reports_.error);
+    reportsReady_ = true;
+    if (session_ && !session_->lost()) showError(reports_.error);  // else the banner says why
+    emit reportsLoaded();
     return;
   }
   breaksPanel_->setSites(reports_.breakSites);

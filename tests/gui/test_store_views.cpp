@@ -16,6 +16,7 @@
 #include "dynamo/gui/exporter.h"
 #include "dynamo/gui/graph_view.h"
 #include "dynamo/gui/layout_engine.h"
+#include "dynamo/gui/main_window.h"
 #include "dynamo/gui/store_models.h"
 #include "dynamo/gui/store_reports.h"
 #include "dynamo/gui/store_session.h"
@@ -403,4 +404,53 @@ TEST_CASE("export: SVG and PNG of every graph and a summary, in memory") {
     if (f.name.size() > 4 && f.name.compare(f.name.size() - 4, 4, ".png") == 0) CHECK(f.data.compare(1, 3, "PNG") == 0);
   CHECK(out.notes.empty());
   CHECK(testing::readFile(path) == before);
+}
+
+TEST_CASE("the window: bad input in the banner, live refresh, a deleted store") {
+  app();
+  TempDir dir;
+  qputenv("DYNAMO_INSPECT_CACHE", QByteArray::fromStdString(dir.file("cache")));
+  MainWindow w;
+  const std::string bad = dir.file("bad.db");
+  QFile f(QString::fromStdString(bad));
+  REQUIRE(f.open(QIODevice::WriteOnly));
+  f.write("SQLite format 2\n");
+  f.close();
+  CHECK_FALSE(w.openStore(QString::fromStdString(bad)));
+  CHECK(w.bannerText().startsWith(QString::fromStdString("'" + bad + "' is not a Dynamo trace store")));
+  CHECK(testing::readFile(bad) == "SQLite format 2\n");
+
+  // A store still being written: the window fills in as compiles are committed.
+  const std::string path = dir.file("live.db");
+  storage::RunRecord run;
+  run.argv = {"live.py"};
+  auto writer = storage::TraceWriter::open(path, run);
+  writer->flush();
+  REQUIRE(w.openStore(QString::fromStdString(path)));
+  CHECK(w.bannerText() == QString::fromStdString("'" + path + "' holds 1 run(s) but no compiles yet; the views fill in as they are written"));
+  CHECK(w.runTree()->rowCount(w.runTree()->index(0, 0)) == 0);
+  const storage::RowId frame = writer->recordFrame({0, 0, "/w/live.py", 1, "f"});
+  storage::CompileRecord c;
+  c.frameId = frame;
+  c.status = "ok";
+  c.reason = "first call";
+  writer->recordCompile(c);
+  writer->flush();
+  QThread::msleep(20);
+  w.session()->poll();
+  CHECK(w.liveReloads() == 1);
+  CHECK(w.bannerText().isEmpty());
+  CHECK(w.runTree()->findFrame("f").isValid());
+  writer->close();
+
+  // Deleted while open: the banner says so; the views keep what they read.
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + "-wal");
+  std::filesystem::remove(path + "-shm");
+  w.session()->poll();
+  CHECK(w.bannerText() == QString::fromStdString("trace store '" + path + "' was deleted while open: the views show what was read before; reopen it from a copy to see more"));
+  CHECK(w.runTree()->findFrame("f").isValid());
+  CHECK_FALSE(std::filesystem::exists(path));
+  REQUIRE(waitFor([&] { return w.reportsReady(); }));
+  qunsetenv("DYNAMO_INSPECT_CACHE");
 }

@@ -65,7 +65,7 @@ class MainWindow : public QMainWindow {
   BreaksPanel* breaksPanel() const { return breaksPanel_; }
   RecompilesPanel* recompilesPanel() const { return recompilesPanel_; }
   DiffPanel* diffPanel() const { return diffPanel_; }
-  /// True once the store-wide reports of the current store are shown.
+  /// True once the store-wide reports of the current store are shown (or their error is).
   bool reportsReady() const { return reportsReady_; }
   /// How many times the views reloaded because the store changed.
   int liveReloads() const { return liveReloads_; }
