@@ -57,7 +57,8 @@ def row(label, rows):
     if anchor is None:
         anchor_text, ratio = "-", "-"
     elif anchor["finished"]:
-        anchor_text = f"{anchor['layout_ms'] / 1000:.1f} s"
+        ms = anchor["layout_ms"]
+        anchor_text = f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
         ratio = f"{anchor['layout_ms'] / cold['first_paint_ms']:.0f}x"
     else:
         anchor_text = f"> {anchor['layout_ms'] / 1000:.0f} s (stopped)"
