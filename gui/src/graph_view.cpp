@@ -141,10 +141,13 @@ void GraphView::setGraph(InspectGraphPtr graph, const QString& title, ColourMode
   title_->setText(title);
   fitAfterLayout_ = true;
   relayout();
-  if (graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits))
-    setStatus(QString("this graph has %1 nodes: it is shown collapsed, and modules and runs of "
-                      "nodes open one at a time (the view lays out at most %2 boxes at once)")
-                  .arg(graph_->nodes().size()).arg(kMaxLayoutUnits));
+  if (graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits)) setStatus(bigGraphNote());
+}
+
+QString GraphView::bigGraphNote() const {
+  return QString("this graph has %1 nodes: it is shown collapsed, and modules and runs of nodes open "
+                 "one at a time (the view lays out at most %2 boxes at once)")
+      .arg(graph_->nodes().size()).arg(kMaxLayoutUnits);
 }
 
 void GraphView::relayout() {
@@ -185,10 +188,7 @@ void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result,
   const QString msg = QString("%1 boxes, %2 edges, laid out in %3 ms%4")
                           .arg(pendingVisible_->units.size()).arg(pendingVisible_->edges.size())
                           .arg(lastLayoutMs_, 0, 'f', 0).arg(fromCache ? " (cached)" : "");
-  if (graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits) && expanded_.empty())
-    setStatus(status_->text().startsWith("this graph") ? status_->text() : msg);
-  else
-    setStatus(msg);
+  setStatus(graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits) ? bigGraphNote() + "; " + msg : msg);
   emit layoutDrawn();
 }
 

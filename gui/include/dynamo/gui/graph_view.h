@@ -87,6 +87,7 @@ class GraphView : public QWidget {
   void showNodePanel(int node);
   void goToResult(int delta);
   void setStatus(const QString& text);
+  QString bigGraphNote() const;
 
   std::shared_ptr<LayoutCache> cache_;
   LayoutEngine* engine_;
