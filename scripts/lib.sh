@@ -5,7 +5,9 @@
 # products on the reference BLAS, about 9x slower. pybind11-dev: torch's python_variable.h includes
 # pybind11 and libtorch-dev does not depend on it. libxml2-utils (xmllint) and python3-jsonschema
 # validate the JUnit and SARIF reports in the tests; python3-networkx runs functorch's min-cut
-# partitioner, the anchor of bench/aot_eager.py. scripts/check_deps.py (ctest setup.deps_check)
+# partitioner, the anchor of bench/aot_eager.py. xauth: xvfb-run needs it (xvfb only recommends it)
+# for the inspector's end-to-end test; libegl-dev and libglu1-mesa-dev: CMake's FindOpenGL (run by
+# Qt6Gui's config) records their libraries in CMakeCache.txt when present. scripts/check_deps.py (ctest setup.deps_check)
 # fails when the build or the tests use a file of a package this list does not bring in.
 DYNAMO_APT_PACKAGES=(
   g++ cmake ninja-build ccache pkg-config
@@ -16,7 +18,7 @@ DYNAMO_APT_PACKAGES=(
   libsqlite3-dev sqlite3
   catch2
   nlohmann-json3-dev
-  qt6-base-dev libgraphviz-dev xvfb
+  qt6-base-dev libgraphviz-dev xvfb xauth libegl-dev libglu1-mesa-dev
 )
 
 dynamo_log() { printf '[dynamo] %s\n' "$*" >&2; }

@@ -1,0 +1,61 @@
+// GraphScene: the laid-out visible graph as QGraphicsItems. Boxes are coloured by op category
+// (or by diff status), collapsed groups are drawn as stacked boxes, expanded groups as frames
+// whose title collapses them. Drawing is level-of-detail: zoomed out, boxes are plain rectangles
+// without text and edges straight lines, so a view of 1,500 boxes pans smoothly.
+#pragma once
+
+#include <QColor>
+#include <QGraphicsScene>
+#include <QSet>
+
+#include <memory>
+
+#include "dynamo/gui/visible_graph.h"
+
+namespace dynamo::gui {
+
+/// What the boxes are coloured by.
+enum class ColourMode { kOpCategory, kDiff };
+
+/// The fill colour of a category / of a diff status.
+QColor categoryColour(OpCategory c);
+QColor diffColour(DiffStatus d);
+
+class GraphScene : public QGraphicsScene {
+  Q_OBJECT
+ public:
+  explicit GraphScene(QObject* parent = nullptr);
+
+  /// Replaces the content. The graph, visible graph and layout must belong together.
+  void setContent(InspectGraphPtr graph, std::shared_ptr<const VisibleGraph> visible,
+                  std::shared_ptr<const LayoutResult> layout, ColourMode mode);
+  void clearContent();
+
+  /// Marks the units showing these nodes (search results); an empty set clears the marks.
+  void setHighlighted(const QSet<int>& nodes);
+  /// Selects the unit showing `node` (or nothing for -1). Returns its scene rectangle.
+  QRectF selectNode(int node);
+  /// The scene rectangle of a unit (by key), or a null rect.
+  QRectF unitRect(const std::string& key) const;
+
+  const VisibleGraph* visible() const { return visible_.get(); }
+  const InspectGraph* graph() const { return graph_.get(); }
+  ColourMode colourMode() const { return mode_; }
+  /// Items made by the last setContent (units, clusters, edges).
+  int itemCount() const { return static_cast<int>(items().size()); }
+
+ signals:
+  /// A box was clicked: a node (node >= 0) or a collapsed group (group >= 0).
+  void unitClicked(int node, int group);
+  /// The title of an expanded group's frame was clicked (collapse it).
+  void clusterClicked(int group);
+
+ private:
+  InspectGraphPtr graph_;
+  std::shared_ptr<const VisibleGraph> visible_;
+  std::shared_ptr<const LayoutResult> layout_;
+  ColourMode mode_ = ColourMode::kOpCategory;
+  std::vector<QGraphicsItem*> unitItems_;
+};
+
+}  // namespace dynamo::gui

@@ -1,0 +1,116 @@
+// GraphView: one graph, drawn. A search bar (regular expression over names, ops, targets,
+// module paths and source lines), the zoomable QGraphicsView, and the node panel (target,
+// arguments, tensor meta, user stack) over the source view (the user's line, highlighted).
+//
+// Clicking a collapsed module expands it, clicking an expanded module's title collapses it;
+// every change of what is expanded asks the LayoutEngine for a layout (another process) and
+// redraws when it answers. The UI thread never waits: it only computes the visible graph
+// (milliseconds) and builds at most kMaxLayoutUnits boxes.
+#pragma once
+
+#include <QElapsedTimer>
+#include <QGraphicsView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QTextBrowser>
+#include <QWidget>
+
+#include <memory>
+#include <set>
+
+#include "dynamo/gui/graph_scene.h"
+#include "dynamo/gui/layout_engine.h"
+#include "dynamo/gui/source_view.h"
+
+namespace dynamo::gui {
+
+/// The QGraphicsView: wheel zooms around the cursor, drag pans.
+class ZoomingView : public QGraphicsView {
+  Q_OBJECT
+ public:
+  explicit ZoomingView(QGraphicsScene* scene, QWidget* parent = nullptr);
+  /// Current scale (1 = 100%).
+  double zoom() const { return transform().m11(); }
+
+ protected:
+  void wheelEvent(QWheelEvent* e) override;
+};
+
+class GraphView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit GraphView(std::shared_ptr<LayoutCache> cache = std::make_shared<LayoutCache>(),
+                     QWidget* parent = nullptr);
+
+  /// Shows a graph, every group collapsed. `title` names it above the view.
+  void setGraph(InspectGraphPtr graph, const QString& title, ColourMode mode = ColourMode::kOpCategory);
+  /// Shows a message instead of a graph.
+  void showMessage(const QString& message);
+
+  /// Expands / collapses a group (a refused expansion leaves a message in message()).
+  bool expandGroup(int group);
+  void collapseGroup(int group);
+  /// Searches; returns the matching nodes (graph order) and selects the first.
+  std::vector<int> search(const QString& pattern);
+  /// Selects a node: opens its groups, lays out if needed, shows its panel and source line.
+  void selectNode(int node);
+
+  const InspectGraph* graph() const { return graph_.get(); }
+  const std::set<int>& expanded() const { return expanded_; }
+  GraphScene* scene() const { return scene_; }
+  ZoomingView* view() const { return view_; }
+  SourceView* sourceView() const { return source_; }
+  QTextBrowser* nodePanel() const { return panel_; }
+  QLineEdit* searchBox() const { return searchBox_; }
+  LayoutEngine* engine() const { return engine_; }
+  /// The status line under the view ("laying out 412 boxes...", a refusal, a layout error).
+  QString message() const { return status_->text(); }
+  /// The selected node, -1 when none.
+  int selectedNode() const { return selected_; }
+  /// True while a layout is pending.
+  bool layoutPending() const { return engine_->busy() || pendingTicket_ != 0; }
+  /// Milliseconds of the last layout (request to drawn) and of building its items.
+  double lastLayoutMs() const { return lastLayoutMs_; }
+  double lastSceneMs() const { return lastSceneMs_; }
+
+ signals:
+  /// A layout was drawn (after setGraph, expand, collapse, search).
+  void layoutDrawn();
+  /// The user picked a node.
+  void nodeSelected(int node);
+
+ private:
+  void relayout();
+  void onLayout(int ticket, std::shared_ptr<const LayoutResult> result, bool fromCache);
+  void onLayoutFailed(int ticket, const QString& message);
+  void onUnitClicked(int node, int group);
+  void showNodePanel(int node);
+  void goToResult(int delta);
+  void setStatus(const QString& text);
+  QString bigGraphNote() const;
+
+  std::shared_ptr<LayoutCache> cache_;
+  LayoutEngine* engine_;
+  GraphScene* scene_;
+  ZoomingView* view_;
+  QLabel* title_;
+  QLabel* status_;
+  QLineEdit* searchBox_;
+  QLabel* searchCount_;
+  QTextBrowser* panel_;
+  SourceView* source_;
+
+  InspectGraphPtr graph_;
+  ColourMode mode_ = ColourMode::kOpCategory;
+  std::set<int> expanded_;
+  std::shared_ptr<const VisibleGraph> pendingVisible_;
+  int pendingTicket_ = 0;
+  int selected_ = -1;
+  bool fitAfterLayout_ = false;
+  std::vector<int> results_;
+  int resultIndex_ = -1;
+  QElapsedTimer layoutClock_;
+  double lastLayoutMs_ = 0, lastSceneMs_ = 0;
+};
+
+}  // namespace dynamo::gui

@@ -1,0 +1,342 @@
+// GraphView (see graph_view.h).
+#include "dynamo/gui/graph_view.h"
+
+#include <QHBoxLayout>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QScrollBar>
+#include <QSplitter>
+#include <QVBoxLayout>
+#include <QWheelEvent>
+
+#include <cmath>
+
+namespace dynamo::gui {
+namespace {
+
+QString esc(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+
+QString locationText(const SourceLocation& l) {
+  return esc(l.str()) + (l.sourceLine.empty() ? QString() : ": <code>" + esc(l.sourceLine) + "</code>");
+}
+
+}  // namespace
+
+ZoomingView::ZoomingView(QGraphicsScene* scene, QWidget* parent) : QGraphicsView(scene, parent) {
+  setDragMode(QGraphicsView::ScrollHandDrag);
+  setTransformationAnchor(QGraphicsView::AnchorUnderMouse);
+  setViewportUpdateMode(QGraphicsView::SmartViewportUpdate);
+  setOptimizationFlag(QGraphicsView::DontAdjustForAntialiasing, true);
+  setBackgroundBrush(QColor("#fcfcfc"));
+}
+
+void ZoomingView::wheelEvent(QWheelEvent* e) {
+  const double factor = std::pow(1.0015, e->angleDelta().y());
+  const double next = zoom() * factor;
+  if (next < 0.02 || next > 8) return;
+  scale(factor, factor);
+  e->accept();
+}
+
+GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
+    : QWidget(parent), cache_(std::move(cache)) {
+  engine_ = new LayoutEngine(LayoutEngine::locateLayoutProgram(), cache_, this);
+  scene_ = new GraphScene(this);
+  view_ = new ZoomingView(scene_, this);
+  view_->setObjectName("graphCanvas");
+  title_ = new QLabel(this);
+  title_->setObjectName("graphTitle");
+  searchBox_ = new QLineEdit(this);
+  searchBox_->setObjectName("graphSearch");
+  searchBox_->setPlaceholderText("search: regular expression over names, ops, modules, source lines");
+  searchBox_->setClearButtonEnabled(true);
+  searchCount_ = new QLabel(this);
+  auto* prev = new QPushButton("<", this);
+  auto* next = new QPushButton(">", this);
+  auto* fit = new QPushButton("fit", this);
+  prev->setMaximumWidth(30);
+  next->setMaximumWidth(30);
+  status_ = new QLabel(this);
+  status_->setObjectName("graphStatus");
+  status_->setWordWrap(true);
+  panel_ = new QTextBrowser(this);
+  panel_->setObjectName("nodePanel");
+  panel_->setOpenLinks(false);
+  source_ = new SourceView(this);
+  source_->setObjectName("nodeSource");
+
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(title_, 1);
+  bar->addWidget(searchBox_, 2);
+  bar->addWidget(prev);
+  bar->addWidget(next);
+  bar->addWidget(searchCount_);
+  bar->addWidget(fit);
+  auto* side = new QSplitter(Qt::Vertical, this);
+  side->addWidget(panel_);
+  side->addWidget(source_);
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  split->addWidget(view_);
+  split->addWidget(side);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 1);
+  split->setSizes({900, 380});
+  side->setSizes({300, 300});
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(bar);
+  layout->addWidget(split, 1);
+  layout->addWidget(status_);
+
+  connect(engine_, &LayoutEngine::finished, this, &GraphView::onLayout);
+  connect(engine_, &LayoutEngine::failed, this, &GraphView::onLayoutFailed);
+  connect(scene_, &GraphScene::unitClicked, this, &GraphView::onUnitClicked);
+  connect(scene_, &GraphScene::clusterClicked, this, &GraphView::collapseGroup);
+  connect(searchBox_, &QLineEdit::returnPressed, this, [this] { search(searchBox_->text()); });
+  connect(prev, &QPushButton::clicked, this, [this] { goToResult(-1); });
+  connect(next, &QPushButton::clicked, this, [this] { goToResult(+1); });
+  connect(fit, &QPushButton::clicked, this, [this] {
+    view_->fitInView(scene_->sceneRect(), Qt::KeepAspectRatio);
+  });
+  connect(panel_, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    if (!graph_) return;
+    const QString s = url.toString();
+    if (s.startsWith("node:")) {
+      selectNode(s.mid(5).toInt());
+    } else if (s.startsWith("frame:") && selected_ >= 0) {
+      const auto& stack = graph_->node(selected_).userStack;
+      const size_t i = s.mid(6).toULongLong();
+      if (i < stack.size()) source_->showLocation(stack[i]);
+    }
+  });
+  showMessage("no graph selected");
+}
+
+void GraphView::setStatus(const QString& text) { status_->setText(text); }
+
+void GraphView::showMessage(const QString& message) {
+  engine_->cancel();
+  pendingTicket_ = 0;
+  graph_.reset();
+  scene_->clearContent();
+  expanded_.clear();
+  selected_ = -1;
+  results_.clear();
+  panel_->clear();
+  source_->clearLocation();
+  title_->clear();
+  setStatus(message);
+}
+
+void GraphView::setGraph(InspectGraphPtr graph, const QString& title, ColourMode mode) {
+  graph_ = std::move(graph);
+  mode_ = mode;
+  expanded_.clear();
+  selected_ = -1;
+  results_.clear();
+  resultIndex_ = -1;
+  searchCount_->clear();
+  panel_->setHtml(QString("<p>%1 nodes, %2 edges. Click a module to expand it, a node to see it.</p>")
+                      .arg(graph_->nodes().size()).arg(graph_->edgeCount()));
+  source_->clearLocation();
+  title_->setText(title);
+  fitAfterLayout_ = true;
+  relayout();
+  if (graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits)) setStatus(bigGraphNote());
+}
+
+QString GraphView::bigGraphNote() const {
+  return QString("this graph has %1 nodes: it is shown collapsed, and modules and runs of nodes open "
+                 "one at a time (the view lays out at most %2 boxes at once)")
+      .arg(graph_->nodes().size()).arg(kMaxLayoutUnits);
+}
+
+void GraphView::relayout() {
+  if (!graph_) return;
+  auto visible = std::make_shared<VisibleGraph>(computeVisible(*graph_, expanded_));
+  const std::string dot = toDot(*visible);
+  pendingVisible_ = visible;
+  layoutClock_.start();
+  pendingTicket_ = engine_->request(dot);
+  setStatus(QString("laying out %1 boxes...").arg(visible->units.size()));
+}
+
+void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result, bool fromCache) {
+  if (ticket != pendingTicket_ || !graph_) return;
+  pendingTicket_ = 0;
+  QElapsedTimer t;
+  t.start();
+  scene_->setContent(graph_, pendingVisible_, result, mode_);
+  lastSceneMs_ = static_cast<double>(t.nsecsElapsed()) / 1e6;
+  lastLayoutMs_ = static_cast<double>(layoutClock_.nsecsElapsed()) / 1e6;
+  if (fitAfterLayout_) {
+    fitAfterLayout_ = false;
+    view_->resetTransform();
+    const QRectF r = scene_->sceneRect();
+    const double sx = view_->viewport()->width() / std::max(1.0, r.width());
+    const double sy = view_->viewport()->height() / std::max(1.0, r.height());
+    const double s = std::clamp(std::min(sx, sy), 0.05, 1.0);
+    view_->scale(s, s);
+    view_->centerOn(r.center().x(), r.top() + view_->viewport()->height() / (2 * s));
+  }
+  QSet<int> marks;
+  for (int n : results_) marks.insert(n);
+  scene_->setHighlighted(marks);
+  if (selected_ >= 0) {
+    const QRectF r = scene_->selectNode(selected_);
+    if (!r.isNull()) view_->centerOn(r.center());
+  }
+  const QString msg = QString("%1 boxes, %2 edges, laid out in %3 ms%4")
+                          .arg(pendingVisible_->units.size()).arg(pendingVisible_->edges.size())
+                          .arg(lastLayoutMs_, 0, 'f', 0).arg(fromCache ? " (cached)" : "");
+  setStatus(graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits) ? bigGraphNote() + "; " + msg : msg);
+  emit layoutDrawn();
+}
+
+void GraphView::onLayoutFailed(int ticket, const QString& message) {
+  if (ticket != pendingTicket_) return;
+  pendingTicket_ = 0;
+  setStatus("layout failed: " + message);
+}
+
+bool GraphView::expandGroup(int group) {
+  if (!graph_ || group <= 0 || static_cast<size_t>(group) >= graph_->groups().size()) return false;
+  if (expanded_.count(group)) return true;
+  const int units = unitsIfExpanded(*graph_, expanded_, group);
+  if (units > kMaxLayoutUnits) {
+    setStatus(QString("expanding '%1' would show %2 boxes; the view lays out at most %3 at once: "
+                      "collapse other modules first")
+                  .arg(QString::fromStdString(graph_->group(group).label)).arg(units).arg(kMaxLayoutUnits));
+    return false;
+  }
+  expanded_.insert(group);
+  relayout();
+  return true;
+}
+
+void GraphView::collapseGroup(int group) {
+  if (!graph_ || !expanded_.count(group)) return;
+  for (auto it = expanded_.begin(); it != expanded_.end();) {
+    const std::vector<int> chain = graph_->groupChain(*it);
+    if (std::find(chain.begin(), chain.end(), group) != chain.end()) it = expanded_.erase(it);
+    else ++it;
+  }
+  relayout();
+}
+
+std::vector<int> GraphView::search(const QString& pattern) {
+  results_.clear();
+  resultIndex_ = -1;
+  if (!graph_) return {};
+  if (pattern.isEmpty()) {
+    scene_->setHighlighted({});
+    searchCount_->clear();
+    return {};
+  }
+  QRegularExpression re(pattern, QRegularExpression::CaseInsensitiveOption);
+  if (!re.isValid()) {
+    setStatus(QString("not a regular expression: %1 (at offset %2)")
+                  .arg(re.errorString()).arg(re.patternErrorOffset()));
+    return {};
+  }
+  for (const InspectNode& n : graph_->nodes()) {
+    for (const std::string* field : {&n.name, &n.target, &n.shortName, &n.modulePath,
+                                     &n.location.sourceLine, &n.tensor}) {
+      if (re.match(QString::fromStdString(*field)).hasMatch()) {
+        results_.push_back(n.index);
+        break;
+      }
+    }
+  }
+  searchCount_->setText(results_.empty() ? QString("no match") : QString("%1 found").arg(results_.size()));
+  QSet<int> marks;
+  for (int n : results_) marks.insert(n);
+  scene_->setHighlighted(marks);
+  if (!results_.empty()) {
+    resultIndex_ = 0;
+    selectNode(results_[0]);
+  }
+  return results_;
+}
+
+void GraphView::goToResult(int delta) {
+  if (results_.empty()) return;
+  const int n = static_cast<int>(results_.size());
+  resultIndex_ = ((resultIndex_ + delta) % n + n) % n;
+  searchCount_->setText(QString("%1 of %2").arg(resultIndex_ + 1).arg(n));
+  selectNode(results_[static_cast<size_t>(resultIndex_)]);
+}
+
+void GraphView::selectNode(int node) {
+  if (!graph_ || node < 0 || static_cast<size_t>(node) >= graph_->nodes().size()) return;
+  selected_ = node;
+  showNodePanel(node);
+  const std::set<int> reveal = groupsToReveal(*graph_, node);
+  bool visible = true;
+  for (int g : reveal) visible = visible && expanded_.count(g);
+  if (visible) {
+    const QRectF r = scene_->selectNode(node);
+    if (!r.isNull()) view_->centerOn(r.center());
+  } else {
+    std::set<int> wanted = expanded_;
+    wanted.insert(reveal.begin(), reveal.end());
+    int units = 0;
+    {
+      std::set<int> probe = wanted;
+      const int last = *reveal.rbegin();
+      probe.erase(last);
+      units = unitsIfExpanded(*graph_, probe, last);
+    }
+    expanded_ = units > kMaxLayoutUnits ? reveal : wanted;
+    relayout();
+  }
+  emit nodeSelected(node);
+}
+
+void GraphView::onUnitClicked(int node, int group) {
+  if (group >= 0) expandGroup(group);
+  else if (node >= 0) selectNode(node);
+}
+
+void GraphView::showNodePanel(int node) {
+  const InspectNode& n = graph_->node(node);
+  QString h = "<h3>" + esc(n.name) + "</h3><table>";
+  auto row = [&h](const QString& k, const QString& v) {
+    h += "<tr><td><b>" + k + "</b></td><td>" + v + "</td></tr>";
+  };
+  row("op", esc(n.op));
+  row(n.op == "placeholder" ? "source" : "target", esc(n.target));
+  row("category", esc(std::string(opCategoryName(n.category))));
+  if (!n.args.empty()) row("args", "<code>" + esc(n.args) + "</code>");
+  if (!n.tensorDetail.empty()) row("tensor", esc(n.tensorDetail));
+  row("module", n.modulePath.empty() ? QString("(top level)") : esc(n.modulePath));
+  if (n.location.known()) row("source", locationText(n.location));
+  h += "</table>";
+  if (!n.changes.empty()) {
+    h += "<p><b>changed</b><ul>";
+    for (const std::string& c : n.changes) h += "<li>" + esc(c) + "</li>";
+    h += "</ul></p>";
+  }
+  if (n.diff == DiffStatus::kAdded) h += "<p><b>added</b> (not in the first graph)</p>";
+  if (n.diff == DiffStatus::kRemoved) h += "<p><b>removed</b> (only in the first graph)</p>";
+  auto links = [&](const char* title, const std::vector<int>& nodes) {
+    if (nodes.empty()) return;
+    h += QString("<p><b>%1</b>: ").arg(title);
+    for (size_t i = 0; i < nodes.size() && i < 30; ++i)
+      h += QString("<a href=\"node:%1\">%2</a> ").arg(nodes[i]).arg(esc(graph_->node(nodes[i]).name));
+    if (nodes.size() > 30) h += QString("... (%1 more)").arg(nodes.size() - 30);
+    h += "</p>";
+  };
+  links("inputs", n.inputs);
+  links("users", n.users);
+  if (!n.userStack.empty()) {
+    h += "<p><b>user stack</b> (outermost first)<br>";
+    for (size_t i = 0; i < n.userStack.size(); ++i)
+      h += QString("<a href=\"frame:%1\">%2</a><br>").arg(i).arg(locationText(n.userStack[i]));
+    h += "</p>";
+  }
+  h += "<p><code>" + esc(n.printed) + "</code></p>";
+  panel_->setHtml(h);
+  source_->showLocation(n.location);
+}
+
+}  // namespace dynamo::gui

@@ -1,0 +1,456 @@
+// The inspector's Qt side, headless (QT_QPA_PLATFORM=offscreen): the models over a store made by
+// the test, bad input, live refresh, the layout process (cache, cancellation, timeout), graph
+// loading, the graph view's expand/collapse/search, and the export.
+// Python.h (through core's graph headers) before Qt: Qt's `slots` macro breaks CPython's headers.
+#include "dynamo/core/graph_serializer.h"
+#include "gui_test_support.h"
+
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QSignalSpy>
+#include <QThread>
+
+#include <filesystem>
+
+#include "dynamo/gui/exporter.h"
+#include "dynamo/gui/graph_view.h"
+#include "dynamo/gui/layout_engine.h"
+#include "dynamo/gui/main_window.h"
+#include "dynamo/gui/store_models.h"
+#include "dynamo/gui/store_reports.h"
+#include "dynamo/gui/store_session.h"
+#include "dynamo/storage/trace_writer.h"
+#include "dynamo_catch.h"
+
+namespace Catch {
+template <>
+struct StringMaker<QString> {
+  static std::string convert(const QString& s) { return '"' + s.toStdString() + '"'; }
+};
+}  // namespace Catch
+
+using namespace dynamo;
+using namespace dynamo::gui;
+using testing::TempDir;
+
+namespace {
+
+QApplication& app() {
+  static int argc = 1;
+  static char arg0[] = "gui_tests";
+  static char* argv[] = {arg0, nullptr};
+  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  static QApplication a(argc, argv);
+  return a;
+}
+
+template <typename Pred>
+bool waitFor(Pred pred, int ms = 20000) {
+  QElapsedTimer t;
+  t.start();
+  while (!pred()) {
+    if (t.elapsed() > ms) return false;
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+    QThread::msleep(2);
+  }
+  return true;
+}
+
+std::shared_ptr<LayoutCache> freshCache(const TempDir& dir) {
+  return std::make_shared<LayoutCache>(QString::fromStdString(dir.file("cache")));
+}
+
+QString cell(const QAbstractItemModel& m, int row, int col, const QModelIndex& parent = {}) {
+  return m.data(m.index(row, col, parent), Qt::DisplayRole).toString();
+}
+
+}  // namespace
+
+TEST_CASE("the run tree shows runs, files and frames with compile counts and status") {
+  app();
+  TempDir dir;
+  const std::string path = dir.file("t.db");
+  const testing::StoreIds ids = testing::makeStore(path);
+  QString error;
+  auto session = StoreSession::open(QString::fromStdString(path), error);
+  REQUIRE(session);
+  CHECK(session->emptyMessage().isEmpty());
+  RunTreeModel tree;
+  tree.reload(session->reader());
+  REQUIRE(tree.rowCount() == 1);
+  CHECK(cell(tree, 0, 0) == "run 1: train.py --epochs 1 (pid " + QString::number(getpid()) + ")");
+  CHECK(cell(tree, 0, 1) == "4");
+  CHECK(cell(tree, 0, 2) == "recompiled");
+  const QModelIndex run = tree.index(0, 0);
+  REQUIRE(tree.rowCount(run) == 2);  // resnet.py, step.py
+  CHECK(cell(tree, 0, 0, run) == "resnet.py");
+  CHECK(cell(tree, 0, 2, run) == "ok");
+  CHECK(cell(tree, 1, 0, run) == "step.py");
+  CHECK(cell(tree, 1, 1, run) == "3");
+  const QModelIndex step = tree.index(1, 0, run);
+  REQUIRE(tree.rowCount(step) == 2);
+  CHECK(cell(tree, 0, 0, step) == "step :3");
+  CHECK(cell(tree, 0, 1, step) == "2");
+  CHECK(cell(tree, 0, 2, step) == "recompiled");
+  CHECK(cell(tree, 1, 0, step) == "<resume in step> :3");
+  CHECK(tree.data(tree.index(0, 2, step), Qt::BackgroundRole).value<QColor>() == statusColour("recompiled"));
+  CHECK(tree.frameIndex(ids.frameResume) == tree.index(1, 0, step));
+  CHECK(tree.frame(tree.findFrame("ResNet"))->id == ids.frameModel);
+  CHECK(tree.parent(tree.index(0, 0, step)) == step);
+}
+
+TEST_CASE("compiles, graphs, breaks, guards and recompile reasons of a frame") {
+  app();
+  TempDir dir;
+  const std::string path = dir.file("t.db");
+  const testing::StoreIds ids = testing::makeStore(path);
+  auto reader = storage::TraceReader::open(path);
+  CompilesModel compiles;
+  compiles.setFrame(*reader, ids.frameStep);
+  REQUIRE(compiles.rowCount() == 2);
+  CHECK(cell(compiles, 0, 0) == "#0");
+  CHECK(cell(compiles, 0, 1) == "graph_break");
+  CHECK(cell(compiles, 1, 2) == "tensor 'x' size mismatch at dim 0: expected 8, got 16");
+  CHECK(cell(compiles, 1, 3) == "3.0");
+  CHECK(cell(compiles, 1, 5) == QString("entry %1").arg(ids.compileStep1));
+  CHECK(cell(compiles, 1, 6) == "1");
+  CHECK(cell(compiles, 1, 7) == "1");
+  GraphsModel graphs;
+  graphs.setCompile(*reader, ids.compileModel);
+  REQUIRE(graphs.rowCount() == 1);
+  CHECK(cell(graphs, 0, 0) == "graph 0");
+  CHECK(graphs.data(graphs.index(0, 0), kRowIdRole).toLongLong() == ids.compileModel);
+  CHECK(graphs.data(graphs.index(0, 0), kIndexRole).toInt() == 0);
+  BreaksModel breaks;
+  breaks.setCompile(*reader, ids.compileStep0);
+  REQUIRE(breaks.rowCount() == 1);
+  CHECK(cell(breaks, 0, 0) == "data-dependent-branch");
+  CHECK(cell(breaks, 0, 1) == "/work/step.py:5");
+  CHECK(cell(breaks, 0, 4) == "use torch.where");
+  GuardsModel guards;
+  guards.setCompile(*reader, ids.compileStep0);
+  REQUIRE(guards.rowCount() == 1);
+  CHECK(cell(guards, 0, 1) == "L['x']");
+  const StoreReports reports = buildStoreReports(path);
+  REQUIRE(reports.error.isEmpty());
+  FailuresModel failures;
+  failures.setCompile(reports.profile, compiles.compiles()[1]);
+  REQUIRE(failures.rowCount() == 1);
+  CHECK(cell(failures, 0, 0) == QString("entry %1").arg(ids.compileStep0));
+  CHECK(cell(failures, 0, 2) == "x");
+  CHECK(cell(failures, 0, 4) == "8");
+  CHECK(cell(failures, 0, 5) == "16");
+  CHECK(cell(failures, 0, 6) == "/work/step.py:4");
+  // Store-wide: one break site, with the graphs before and after it; the diff pickers list 4 graphs.
+  REQUIRE(reports.breakSites.size() == 1);
+  const BreakSite& site = reports.breakSites[0];
+  CHECK(site.compiles == std::vector<storage::RowId>{ids.compileStep0, ids.compileStep1});
+  CHECK(site.graphBefore == ids.compileStep0);
+  CHECK(site.graphAfter == ids.compileResume);
+  BreakGroupsModel sites;
+  sites.setSites(reports.breakSites);
+  CHECK(cell(sites, 0, 2) == "2");  // occurrences: two compiles met it, no hits recorded
+  REQUIRE(reports.graphs.size() == 4);
+  CHECK(reports.graphs[1].label == "run 1 \u00b7 step \u00b7 compile #0 \u00b7 graph 0 (6 nodes)");
+  RecompilesModel recompiles;
+  recompiles.reload(reports.profile);
+  REQUIRE(recompiles.rowCount() == 1);
+  const QModelIndex fn = recompiles.index(0, 0);
+  REQUIRE(recompiles.rowCount(fn) == 1);
+  CHECK(cell(recompiles, 0, 0, fn) == "compile #1");
+  CHECK(cell(recompiles, 0, 2, fn) == "TENSOR_MATCH x size");
+  CHECK(cell(recompiles, 0, 3, fn) == "8");
+  CHECK(cell(recompiles, 0, 4, fn) == "16");
+  CHECK(cell(recompiles, 0, 5, fn) == "/work/step.py:4");
+}
+
+TEST_CASE("bad input: each a clear message, and the file is left as it was") {
+  app();
+  TempDir dir;
+  QString error;
+  SECTION("not a trace store") {
+    const std::string p = dir.file("notes.txt");
+    QFile f(QString::fromStdString(p));
+    REQUIRE(f.open(QIODevice::WriteOnly));
+    f.write("hello, not a database\n");
+    f.close();
+    CHECK_FALSE(StoreSession::open(QString::fromStdString(p), error));
+    CHECK(error == QString::fromStdString("'" + p + "' is not a Dynamo trace store (not an SQLite database): the file does not start with the SQLite header; it was left untouched (hint: pass a new file name (e.g. trace.db); Dynamo never writes into a file it did not create)"));
+    CHECK(testing::readFile(p) == "hello, not a database\n");
+  }
+  SECTION("a newer schema") {
+    const std::string p = dir.file("new.db");
+    testing::makeStore(p);
+    {
+      auto w = storage::TraceWriter::open(p, storage::RunRecord{});
+      w->close();
+    }
+    // Bump the version with the same tool the storage tests use.
+    REQUIRE(std::system(("sqlite3 '" + p + "' 'PRAGMA user_version = 7;'").c_str()) == 0);
+    const std::string before = testing::readFile(p);
+    CHECK_FALSE(StoreSession::open(QString::fromStdString(p), error));
+    CHECK(error.startsWith(QString::fromStdString("'" + p + "' was written by trace-store schema version 7; this Dynamo reads up to version 3")));
+    CHECK(testing::readFile(p) == before);
+  }
+  SECTION("a missing file") {
+    CHECK_FALSE(StoreSession::open(QString::fromStdString(dir.file("nope.db")), error));
+    CHECK(error.startsWith(QString::fromStdString("trace store '" + dir.file("nope.db") + "' does not exist")));
+    CHECK_FALSE(std::filesystem::exists(dir.file("nope.db")));
+  }
+  SECTION("an empty store") {
+    const std::string p = dir.file("empty.db");
+    auto w = storage::TraceWriter::open(p, storage::RunRecord{});
+    w->close();
+    auto s = StoreSession::open(QString::fromStdString(p), error);
+    REQUIRE(s);
+    CHECK(s->emptyMessage() == QString::fromStdString("'" + p + "' holds 1 run(s) but no compiles yet; the views fill in as they are written"));
+  }
+  SECTION("a store deleted while open") {
+    const std::string p = dir.file("gone.db");
+    testing::makeStore(p);
+    auto s = StoreSession::open(QString::fromStdString(p), error);
+    REQUIRE(s);
+    QSignalSpy lost(s.get(), &StoreSession::lostFile);
+    std::filesystem::remove(p);
+    s->poll();
+    REQUIRE(lost.count() == 1);
+    CHECK(lost.at(0).at(0).toString() == QString::fromStdString("trace store '" + p + "' was deleted while open: the views show what was read before; reopen it from a copy to see more"));
+    CHECK(s->lost());
+    CHECK_FALSE(std::filesystem::exists(p));  // nothing recreated it
+  }
+}
+
+TEST_CASE("live refresh: rows a running writer commits show up without reopening") {
+  app();
+  TempDir dir;
+  const std::string path = dir.file("live.db");
+  storage::RunRecord run;
+  run.argv = {"live.py"};
+  auto w = storage::TraceWriter::open(path, run);
+  const storage::RowId frame = w->recordFrame({0, 0, "live.py", 1, "f"});
+  w->flush();
+  QString error;
+  auto s = StoreSession::open(QString::fromStdString(path), error);
+  REQUIRE(s);
+  QSignalSpy changed(s.get(), &StoreSession::changed);
+  s->poll();
+  CHECK(changed.count() == 0);
+  storage::CompileRecord c;
+  c.frameId = frame;
+  c.status = "ok";
+  c.reason = "first call";
+  w->recordCompile(c);
+  w->flush();
+  QThread::msleep(20);  // a new modification time
+  s->poll();
+  CHECK(changed.count() == 1);
+  CHECK(s->reader().counts().compiles == 1);
+  w->close();
+}
+
+TEST_CASE("layouts run in another process, are cached, and can be cancelled") {
+  app();
+  TempDir dir;
+  auto cache = freshCache(dir);
+  LayoutEngine engine(QString::fromStdString(testing::layoutProgram()), cache);
+  auto g = buildInspectGraph(testing::makeResnetLike(), "h");
+  const std::string dot = toDot(computeVisible(*g, {g->findGroup("layer1")}));
+  QSignalSpy done(&engine, &LayoutEngine::finished);
+  const int t1 = engine.request(dot);
+  CHECK(engine.busy());
+  REQUIRE(waitFor([&] { return done.count() == 1; }));
+  CHECK(done.at(0).at(0).toInt() == t1);
+  CHECK_FALSE(done.at(0).at(2).toBool());
+  const auto result = done.at(0).at(1).value<std::shared_ptr<const LayoutResult>>();
+  REQUIRE(result);
+  const VisibleGraph v = computeVisible(*g, {g->findGroup("layer1")});
+  for (const VisibleUnit& u : v.units) CHECK(result->nodes.count(u.key) == 1);
+  CHECK(result->clusters.count("cluster_g" + std::to_string(g->findGroup("layer1"))) == 1);
+  // Again: from the cache, no process, still answered on a later event-loop turn.
+  engine.request(dot);
+  CHECK(done.count() == 1);
+  REQUIRE(waitFor([&] { return done.count() == 2; }));
+  CHECK(done.at(1).at(2).toBool());
+  CHECK(engine.cacheHits() == 1);
+  CHECK(engine.processRuns() == 1);
+  CHECK(std::filesystem::exists(dir.file("cache")));
+
+  // A slow layout (a wide, tangled graph) is cancelled: the process is killed.
+  std::string big = "digraph G {\n";
+  for (int i = 0; i < 1400; ++i) big += "  n" + std::to_string(i) + " -> n" + std::to_string((i * 7919) % 1400) + ";\n  n" +
+                                        std::to_string(i) + " -> n" + std::to_string((i * 104729 + 13) % 1400) + ";\n";
+  big += "}\n";
+  QSignalSpy canceled(&engine, &LayoutEngine::canceled);
+  const int t2 = engine.request(big);
+  QThread::msleep(50);
+  engine.cancel();
+  REQUIRE(canceled.count() == 1);
+  CHECK(canceled.at(0).at(0).toInt() == t2);
+  CHECK_FALSE(engine.busy());
+  // A layout past the time limit is stopped with a message.
+  QSignalSpy failed(&engine, &LayoutEngine::failed);
+  engine.setTimeoutMs(100);
+  engine.request(big + " ");
+  REQUIRE(waitFor([&] { return failed.count() == 1; }));
+  CHECK(failed.at(0).at(1).toString() == "Graphviz took more than 0 s to lay this view out and was stopped: collapse some modules");
+  // A missing layout program is a message too.
+  LayoutEngine missing(QString::fromStdString(dir.file("no-such-program")), nullptr);
+  QSignalSpy failed2(&missing, &LayoutEngine::failed);
+  missing.request(dot);
+  REQUIRE(waitFor([&] { return failed2.count() == 1; }));
+  CHECK(failed2.at(0).at(1).toString().startsWith("cannot start the layout program '"));
+}
+
+TEST_CASE("graphs load off the UI thread, with messages for missing and oversized graphs") {
+  app();
+  TempDir dir;
+  const std::string path = dir.file("t.db");
+  const testing::StoreIds ids = testing::makeStore(path);
+  GraphLoad ok = loadGraph(path, ids.compileModel, 0);
+  REQUIRE(ok.graph);
+  CHECK(ok.graph->nodes().size() == static_cast<size_t>(ok.record.numNodes));
+  GraphLoad missing = loadGraph(path, ids.compileModel, 3);
+  CHECK(missing.error == QString("compile %1 has no graph 3 in '%2'").arg(ids.compileModel).arg(QString::fromStdString(path)));
+  // A graph row claiming more nodes than the inspector reads.
+  {
+    auto w = storage::TraceWriter::open(path, storage::RunRecord{});
+    storage::GraphRecord g;
+    g.compileId = ids.compileModel;
+    g.index = 1;
+    g.format = "dynamo.graph/1";
+    g.serialized = core::serializeGraph(testing::makeChain(2));
+    g.numNodes = kMaxGraphNodes + 1;
+    w->recordGraph(g);
+    w->close();
+  }
+  GraphLoad big = loadGraph(path, ids.compileModel, 1);
+  CHECK_FALSE(big.graph);
+  CHECK(big.error == QString("graph 1 of compile %1 has 500001 nodes: the inspector reads graphs of up to 500000 nodes (use dynamo-trace graph to print it)").arg(ids.compileModel));
+}
+
+TEST_CASE("the graph view expands, collapses, searches and refuses views too large to lay out") {
+  app();
+  TempDir dir;
+  qputenv("DYNAMO_INSPECT_LAYOUT", QByteArray::fromStdString(testing::layoutProgram()));
+  GraphView view(freshCache(dir));
+  view.resize(1000, 700);
+  QSignalSpy drawn(&view, &GraphView::layoutDrawn);
+  auto g = buildInspectGraph(testing::makeResnetLike(), "h");
+  view.setGraph(g, "resnet-like");
+  REQUIRE(waitFor([&] { return drawn.count() == 1; }));
+  REQUIRE(view.scene()->visible());
+  CHECK(view.scene()->visible()->units.size() == 8);
+  // Expand layer1, then one of its blocks: a frame each.
+  REQUIRE(view.expandGroup(g->findGroup("layer1")));
+  REQUIRE(waitFor([&] { return drawn.count() == 2; }));
+  CHECK(view.scene()->visible()->clusters.size() == 1);
+  // Search: regex over names and source lines; the first hit is selected and revealed.
+  const std::vector<int> hits = view.search("out \\+= identity");
+  REQUIRE(hits.size() == 2);
+  REQUIRE(waitFor([&] { return drawn.count() == 3; }));
+  CHECK(view.selectedNode() == hits[0]);
+  CHECK(view.scene()->visible()->unitOf(hits[0]) >= 0);
+  CHECK(view.scene()->visible()->units[static_cast<size_t>(view.scene()->visible()->unitOf(hits[0]))].node == hits[0]);
+  CHECK(view.nodePanel()->toPlainText().contains("operator.iadd"));
+  CHECK(view.sourceView()->highlightedLine() == 102);
+  CHECK(view.sourceView()->highlightedText() == "out += identity");
+  CHECK(view.search("[unclosed").empty());
+  CHECK(view.message().startsWith("not a regular expression: "));
+  // Collapsing layer1 closes what is inside it too.
+  view.collapseGroup(g->findGroup("layer1"));
+  REQUIRE(waitFor([&] { return !view.layoutPending(); }));
+  CHECK(view.expanded().empty());
+
+  // A 10,000-node graph: shown collapsed with a message; expansions past the limit are refused.
+  auto big = buildInspectGraph(testing::makeChain(10000), "big");
+  const int before = drawn.count();
+  view.setGraph(big, "chain");
+  CHECK(view.message().startsWith("this graph has 10002 nodes: it is shown collapsed"));
+  REQUIRE(waitFor([&] { return drawn.count() == before + 1; }));
+  const int super = ~big->group(0).items[0];
+  REQUIRE(view.expandGroup(super));
+  bool refused = false;
+  for (int item : big->group(super).items) {
+    if (!view.expandGroup(~item)) {
+      refused = true;
+      break;
+    }
+  }
+  CHECK(refused);
+  CHECK(view.message().contains("the view lays out at most 1500 at once"));
+  CHECK(computeVisible(*big, view.expanded()).units.size() <= static_cast<size_t>(kMaxLayoutUnits));
+  qunsetenv("DYNAMO_INSPECT_LAYOUT");
+}
+
+TEST_CASE("export: SVG and PNG of every graph and a summary, in memory") {
+  app();
+  TempDir dir;
+  const std::string path = dir.file("t.db");
+  testing::makeStore(path);
+  const std::string before = testing::readFile(path);
+  LayoutCache cache(QString::fromStdString(dir.file("cache")));
+  ExportOutput out = exportStore(path, QString::fromStdString(testing::layoutProgram()), &cache);
+  REQUIRE_FALSE(out.files.empty());
+  CHECK(out.files[0].name == "summary.txt");
+  CHECK(out.files[0].data.find("graphs exported:") != std::string::npos);
+  std::vector<std::string> names;
+  for (const ExportFile& f : out.files) names.push_back(f.name);
+  CHECK(std::count(names.begin(), names.end(), "graphs/ResNet.forward-c0-g0.svg") == 1);
+  CHECK(std::count(names.begin(), names.end(), "graphs/ResNet.forward-c0-g0-expanded.png") == 1);
+  CHECK(std::count(names.begin(), names.end(), "graphs/step-c1-g0.svg") == 1);
+  CHECK(std::count(names.begin(), names.end(), "graphs/resume_in_step-c0-g0.png") == 1);
+  for (const ExportFile& f : out.files)
+    if (f.name.size() > 4 && f.name.compare(f.name.size() - 4, 4, ".png") == 0) CHECK(f.data.compare(1, 3, "PNG") == 0);
+  CHECK(out.notes.empty());
+  CHECK(testing::readFile(path) == before);
+}
+
+TEST_CASE("the window: bad input in the banner, live refresh, a deleted store") {
+  app();
+  TempDir dir;
+  qputenv("DYNAMO_INSPECT_CACHE", QByteArray::fromStdString(dir.file("cache")));
+  MainWindow w;
+  const std::string bad = dir.file("bad.db");
+  QFile f(QString::fromStdString(bad));
+  REQUIRE(f.open(QIODevice::WriteOnly));
+  f.write("SQLite format 2\n");
+  f.close();
+  CHECK_FALSE(w.openStore(QString::fromStdString(bad)));
+  CHECK(w.bannerText().startsWith(QString::fromStdString("'" + bad + "' is not a Dynamo trace store")));
+  CHECK(testing::readFile(bad) == "SQLite format 2\n");
+
+  // A store still being written: the window fills in as compiles are committed.
+  const std::string path = dir.file("live.db");
+  storage::RunRecord run;
+  run.argv = {"live.py"};
+  auto writer = storage::TraceWriter::open(path, run);
+  writer->flush();
+  REQUIRE(w.openStore(QString::fromStdString(path)));
+  CHECK(w.bannerText() == QString::fromStdString("'" + path + "' holds 1 run(s) but no compiles yet; the views fill in as they are written"));
+  CHECK(w.runTree()->rowCount(w.runTree()->index(0, 0)) == 0);
+  const storage::RowId frame = writer->recordFrame({0, 0, "/w/live.py", 1, "f"});
+  storage::CompileRecord c;
+  c.frameId = frame;
+  c.status = "ok";
+  c.reason = "first call";
+  writer->recordCompile(c);
+  writer->flush();
+  QThread::msleep(20);
+  w.session()->poll();
+  CHECK(w.liveReloads() == 1);
+  CHECK(w.bannerText().isEmpty());
+  CHECK(w.runTree()->findFrame("f").isValid());
+  writer->close();
+
+  // Deleted while open: the banner says so; the views keep what they read.
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + "-wal");
+  std::filesystem::remove(path + "-shm");
+  w.session()->poll();
+  CHECK(w.bannerText() == QString::fromStdString("trace store '" + path + "' was deleted while open: the views show what was read before; reopen it from a copy to see more"));
+  CHECK(w.runTree()->findFrame("f").isValid());
+  CHECK_FALSE(std::filesystem::exists(path));
+  REQUIRE(waitFor([&] { return w.reportsReady(); }));
+  qunsetenv("DYNAMO_INSPECT_CACHE");
+}
