@@ -97,3 +97,47 @@ def test_query_count(server):
     before = server.queries
     server.query(f"{HERE}:add_tensors", 1)
     assert server.queries == before + 1
+
+
+# The failure fingerprint of query results.
+
+from dynamo.minifier import fingerprint, mask_message  # noqa: E402
+
+
+def test_innermost_dynamo_frame():
+    from dynamo.minifier.fingerprint import innermost_dynamo_frame
+    tb = (
+        'Traceback (most recent call last):\n'
+        '  File "/home/u/script.py", line 3, in <module>\n'
+        '  File "/x/python/dynamo/eval_frame.py", line 120, in _compile\n'
+        '  File "/x/python/dynamo/backends.py", line 88, in compile_graph\n'
+        '  File "/home/u/mybackend.py", line 9, in my_backend\n'
+        'RuntimeError: boom\n')
+    assert innermost_dynamo_frame(tb) == "dynamo/backends.py:compile_graph"
+    assert innermost_dynamo_frame("no frames") == ""
+
+
+def test_mask_message():
+    assert mask_message("size 64 at 0x7ffe12, tol 1.5e-3") == "size N at ADDR, tol N"
+    assert mask_message("conv2d_3 failed") == "conv2d_3 failed"
+
+
+def test_same_failure_with_other_numbers_has_the_same_fingerprint(server):
+    a = fingerprint(server.query(f"{HERE}:raise_value_error", "bad op 3 at 0x10"))
+    b = fingerprint(server.query(f"{HERE}:raise_value_error", "bad op 17 at 0xff"))
+    c = fingerprint(server.query(f"{HERE}:raise_value_error", "other failure"))
+    assert a == b
+    assert a != c
+    assert a.describe() == "builtins.ValueError: bad op N at ADDR"
+
+
+def test_crash_fingerprint_is_its_signal(server):
+    seg = fingerprint(server.query(f"{HERE}:segfault"))
+    ab = fingerprint(server.query(f"{HERE}:abort"))
+    assert seg.describe() == "crash (SIGSEGV)"
+    assert ab.describe() == "crash (SIGABRT)"
+    assert seg != ab
+
+
+def test_passing_query_has_no_fingerprint(server):
+    assert fingerprint(server.query(f"{HERE}:add_tensors", 2)) is None
