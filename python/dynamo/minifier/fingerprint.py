@@ -1,0 +1,81 @@
+"""The failure fingerprint: what "the same failure" means to the minifier.
+
+A fingerprint is (kind, exception type, masked message, innermost Dynamo frame).
+Numbers, hex addresses and tensor shapes are masked in the message so that a
+smaller graph failing the same way matches; the innermost frame is the last
+traceback frame whose file lies inside the dynamo package (line numbers are
+left out: a frame is a file and a function). A crash fingerprints by its
+signal. A query whose fingerprint differs from the original's counts as
+passing: the minifier reports it and never follows it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal as _signal
+
+from .fork_server import QueryResult
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_NUM = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)', re.MULTILINE)
+_DYNAMO_DIR = os.sep + "dynamo" + os.sep
+_MINIFIER_DIR = _DYNAMO_DIR + "minifier" + os.sep
+
+
+def mask_message(message: str) -> str:
+    """Masks addresses and numbers: 'size 64 at 0x7f..' -> 'size N at ADDR'."""
+    return _NUM.sub("N", _HEX.sub("ADDR", message)).strip()
+
+
+def innermost_dynamo_frame(traceback_text: str) -> str:
+    """'dynamo/backends.py:compile' for the innermost frame in Dynamo's code, or ''."""
+    last = ""
+    for path, func in _FRAME.findall(traceback_text):
+        i = path.rfind(_DYNAMO_DIR)
+        # The minifier's own frames (the fork server running the query) are not the failure's.
+        if i >= 0 and _MINIFIER_DIR not in path[i:]:
+            last = f"{path[i + 1:]}:{func}"
+    return last
+
+
+@dataclasses.dataclass(frozen=True)
+class Fingerprint:
+    kind: str  # "exception", "crash", "exit", "timeout", "accuracy"
+    exc_type: str = ""
+    message: str = ""
+    frame: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "crash":
+            return f"crash ({self.exc_type})"
+        if self.kind == "exception":
+            where = f" in {self.frame}" if self.frame else ""
+            return f"{self.exc_type}: {self.message}{where}"
+        if self.kind == "accuracy":
+            return f"divergence at a {self.message} node"
+        return self.kind + (f" ({self.exc_type})" if self.exc_type else "")
+
+
+def fingerprint(result: QueryResult) -> Fingerprint | None:
+    """The fingerprint of a failed query; None when it passed."""
+    if not result.failed:
+        return None
+    if result.kind == "exception":
+        return Fingerprint("exception", result.exc_type, mask_message(result.message),
+                           innermost_dynamo_frame(result.traceback))
+    if result.kind == "crash":
+        try:
+            name = _signal.Signals(result.signal).name
+        except ValueError:
+            name = f"signal {result.signal}"
+        return Fingerprint("crash", name)
+    if result.kind == "exit":
+        return Fingerprint("exit", f"exit code {result.exit_code}")
+    return Fingerprint(result.kind)
+
+
+def accuracy_fingerprint(node_kind: str) -> Fingerprint:
+    """For --accuracy: a divergence from the fp64 reference at a node of this kind."""
+    return Fingerprint("accuracy", message=node_kind)

@@ -1,0 +1,210 @@
+"""A fork server for isolated minifier queries.
+
+The server is a separate interpreter that imports torch (and any modules the
+caller names) once, then waits for requests on a pipe. Each request names a
+function by "module:qualname" and carries pickled arguments; the server forks,
+the child runs the function and writes back its pickled return value or the
+exception it raised, and the server reports how the child ended. A child killed
+by a signal (segfault, abort) or running past the timeout is reported as such.
+
+The server itself never runs a query, so torch's thread pools are never started
+in the process that forks (forking after they start is unsafe).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+import traceback
+from typing import Any, Optional
+
+_HEADER = struct.Struct("!Q")
+
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _recv(stream):
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)
+
+
+@dataclasses.dataclass
+class QueryResult:
+    """How one query ended.
+
+    kind: "ok" (value holds the return value), "exception" (exc_type,
+    message and traceback hold the exception), "crash" (signal holds the
+    signal number: the child died), "exit" (exit_code: the child called
+    exit), or "timeout".
+    """
+
+    kind: str
+    value: Any = None
+    exc_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    signal: int = 0
+    exit_code: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.kind != "ok"
+
+
+def _resolve(target: str):
+    module_name, _, qualname = target.partition(":")
+    obj = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _run_child(target: str, args: tuple, kwargs: dict, write_fd: int) -> None:
+    with os.fdopen(write_fd, "wb") as out:
+        try:
+            value = _resolve(target)(*args, **kwargs)
+            reply = {"kind": "ok", "value": value}
+        except BaseException as exc:  # the query's own failure is its result
+            reply = {
+                "kind": "exception",
+                "exc_type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                "message": str(exc),
+                "traceback": traceback.format_exc(),
+            }
+        try:
+            _send(out, reply)
+        except Exception as exc:  # unpicklable value
+            _send(out, {"kind": "exception", "exc_type": "pickle.PicklingError",
+                        "message": f"query result is not picklable: {exc}",
+                        "traceback": ""})
+
+
+def _serve_one(request: dict) -> dict:
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        code = 0
+        try:
+            _run_child(request["target"], request["args"], request["kwargs"], write_fd)
+        except BaseException:
+            code = 70
+        os._exit(code)
+    os.close(write_fd)
+    timeout = request.get("timeout")
+    timed_out = False
+    if timeout:
+        def on_alarm(signum, frame):
+            raise TimeoutError
+        old = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        with os.fdopen(read_fd, "rb") as inp:
+            reply = _recv(inp)
+        _, status = os.waitpid(pid, 0)
+    except TimeoutError:
+        timed_out = True
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        reply = None
+    finally:
+        if timeout:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+    if timed_out:
+        return {"kind": "timeout"}
+    if os.WIFSIGNALED(status):
+        return {"kind": "crash", "signal": os.WTERMSIG(status)}
+    if reply is None:
+        return {"kind": "exit", "exit_code": os.WEXITSTATUS(status)}
+    return reply
+
+
+def _server_main() -> None:
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    # Queries print freely; the protocol owns the real stdout.
+    proto_out = os.fdopen(os.dup(stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), stdout.fileno())
+    for name in sys.argv[1:]:
+        importlib.import_module(name)
+    _send(proto_out, {"ready": True})
+    while True:
+        request = _recv(stdin)
+        if request is None:
+            return
+        _send(proto_out, _serve_one(request))
+
+
+class ForkServer:
+    """Runs queries isolated in children of a server that has imported torch.
+
+    >>> with ForkServer(preload=["torch"]) as server:
+    ...     r = server.query("mymod:check", graph_json, inputs)
+    """
+
+    def __init__(self, preload=("torch",), python: Optional[str] = None,
+                 env: Optional[dict] = None):
+        self._preload = list(preload)
+        self._python = python or sys.executable
+        self._env = env
+        self._proc: Optional[subprocess.Popen] = None
+        self.queries = 0
+
+    def start(self) -> "ForkServer":
+        if self._proc is not None:
+            return self
+        env = dict(os.environ if self._env is None else self._env)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
+        self._proc = subprocess.Popen(
+            [self._python, "-c",
+             "from dynamo.minifier.fork_server import _server_main; _server_main()",
+             *self._preload],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        ready = _recv(self._proc.stdout)
+        if not ready:
+            code = self._proc.wait()
+            self._proc = None
+            raise RuntimeError(f"the minifier's fork server did not start (exit code {code})")
+        return self
+
+    def query(self, target: str, *args, timeout: Optional[float] = None,
+              **kwargs) -> QueryResult:
+        """Runs target ("module:qualname") with args in a fresh fork."""
+        self.start()
+        _send(self._proc.stdin, {"target": target, "args": args,
+                                 "kwargs": kwargs, "timeout": timeout})
+        reply = _recv(self._proc.stdout)
+        if reply is None:
+            self._proc = None
+            raise RuntimeError("the minifier's fork server died")
+        self.queries += 1
+        return QueryResult(**reply)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.stdin.close()
+            self._proc.wait()
+            self._proc = None
+
+    def __enter__(self) -> "ForkServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()

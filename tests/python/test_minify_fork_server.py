@@ -1,0 +1,143 @@
+"""dynamo.minifier.ForkServer: minifier queries isolated in forks of a server that imported torch.
+
+A query's exception, a segfault, an abort, an exit and a hang are each a result; the server
+survives all of them and answers the next query.
+"""
+import os
+import signal
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from dynamo.minifier import ForkServer  # noqa: E402
+
+HERE = "test_minify_fork_server"
+
+
+def add_tensors(n):
+    import torch
+    return (torch.arange(n, dtype=torch.float64) * 2).sum().item()
+
+
+def raise_value_error(msg):
+    raise ValueError(msg)
+
+
+def segfault():
+    import ctypes
+    ctypes.string_at(0)
+
+
+def abort():
+    os.abort()
+
+
+def hang():
+    import time
+    time.sleep(60)
+
+
+def exit_early():
+    os._exit(3)
+
+
+def torch_already_imported():
+    return "torch" in sys.modules
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ForkServer(preload=["torch", HERE]) as s:
+        yield s
+
+
+def test_ok_result_is_returned(server):
+    r = server.query(f"{HERE}:add_tensors", 4)
+    assert r.kind == "ok" and not r.failed
+    assert r.value == 12.0
+
+
+def test_torch_is_imported_before_the_fork(server):
+    assert server.query(f"{HERE}:torch_already_imported").value is True
+
+
+def test_exception_is_a_result(server):
+    r = server.query(f"{HERE}:raise_value_error", "bad op at 0x7f00")
+    assert r.kind == "exception"
+    assert r.exc_type == "builtins.ValueError"
+    assert r.message == "bad op at 0x7f00"
+    assert "raise_value_error" in r.traceback
+
+
+def test_segfault_is_a_result_and_the_server_survives(server):
+    r = server.query(f"{HERE}:segfault")
+    assert r.kind == "crash" and r.signal == signal.SIGSEGV
+    assert server.query(f"{HERE}:add_tensors", 2).value == 2.0
+
+
+def test_abort_is_a_result(server):
+    r = server.query(f"{HERE}:abort")
+    assert r.kind == "crash" and r.signal == signal.SIGABRT
+
+
+def test_exit_is_a_result(server):
+    r = server.query(f"{HERE}:exit_early")
+    assert r.kind == "exit" and r.exit_code == 3
+
+
+def test_hang_is_a_timeout(server):
+    r = server.query(f"{HERE}:hang", timeout=0.5)
+    assert r.kind == "timeout"
+    assert server.query(f"{HERE}:add_tensors", 3).value == 6.0
+
+
+def test_query_count(server):
+    before = server.queries
+    server.query(f"{HERE}:add_tensors", 1)
+    assert server.queries == before + 1
+
+
+# The failure fingerprint of query results.
+
+from dynamo.minifier import fingerprint, mask_message  # noqa: E402
+
+
+def test_innermost_dynamo_frame():
+    from dynamo.minifier.fingerprint import innermost_dynamo_frame
+    tb = (
+        'Traceback (most recent call last):\n'
+        '  File "/home/u/script.py", line 3, in <module>\n'
+        '  File "/x/python/dynamo/eval_frame.py", line 120, in _compile\n'
+        '  File "/x/python/dynamo/backends.py", line 88, in compile_graph\n'
+        '  File "/home/u/mybackend.py", line 9, in my_backend\n'
+        'RuntimeError: boom\n')
+    assert innermost_dynamo_frame(tb) == "dynamo/backends.py:compile_graph"
+    assert innermost_dynamo_frame("no frames") == ""
+
+
+def test_mask_message():
+    assert mask_message("size 64 at 0x7ffe12, tol 1.5e-3") == "size N at ADDR, tol N"
+    assert mask_message("conv2d_3 failed") == "conv2d_3 failed"
+
+
+def test_same_failure_with_other_numbers_has_the_same_fingerprint(server):
+    a = fingerprint(server.query(f"{HERE}:raise_value_error", "bad op 3 at 0x10"))
+    b = fingerprint(server.query(f"{HERE}:raise_value_error", "bad op 17 at 0xff"))
+    c = fingerprint(server.query(f"{HERE}:raise_value_error", "other failure"))
+    assert a == b
+    assert a != c
+    assert a.describe() == "builtins.ValueError: bad op N at ADDR"
+
+
+def test_crash_fingerprint_is_its_signal(server):
+    seg = fingerprint(server.query(f"{HERE}:segfault"))
+    ab = fingerprint(server.query(f"{HERE}:abort"))
+    assert seg.describe() == "crash (SIGSEGV)"
+    assert ab.describe() == "crash (SIGABRT)"
+    assert seg != ab
+
+
+def test_passing_query_has_no_fingerprint(server):
+    assert fingerprint(server.query(f"{HERE}:add_tensors", 2)) is None
