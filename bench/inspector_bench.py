@@ -1,6 +1,6 @@
-"""bench/inspect.py: how fast dynamo-inspect shows large graphs, on the real window.
+"""bench/inspector_bench.py: how fast dynamo-inspect shows large graphs, on the real window.
 
-    /usr/bin/python3 bench/inspect.py [--build build] [--models vit_b_16,densenet201] [--synthetic 10000]
+    /usr/bin/python3 bench/inspector_bench.py [--build build] [--models vit_b_16,densenet201] [--synthetic 10000]
                                       [--xvfb] [--anchor-timeout 60]
 
 Records each torchvision model's compile into a trace store (DYNAMO_TRACE, eval, batch 1), makes
