@@ -620,6 +620,22 @@ bool Tracer::stepCalls(const bc::Instruction& ins) {
       push(getAttr(*this, obj, name));
       return true;
     }
+#if PY_VERSION_HEX >= 0x030C0000
+    case LOAD_SUPER_ATTR: {
+      // super(class, self).name, with the global `super` (or whatever the name is bound to), the
+      // class and the receiver on the stack; the method form pushes [NULL, attr] like LOAD_ATTR.
+      const int nameIdx = bc::nameIndex(op, arg);
+      std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, nameIdx));
+      ValueRef self = pop();
+      ValueRef cls = pop();
+      ValueRef superFn = pop();
+      ValueRef sup = callValue(*this, superFn, {cls, self}, {});
+      ValueRef a = getAttr(*this, sup, name);
+      if (arg & 1) push(makeNull());
+      push(a);
+      return true;
+    }
+#endif
 #ifdef LOAD_METHOD
     case LOAD_METHOD: {
       std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg));
