@@ -20,7 +20,7 @@ constexpr int kMaxPngSide = 6000;
 std::string renderPng(InspectGraphPtr graph, std::shared_ptr<const VisibleGraph> visible,
                       std::shared_ptr<const LayoutResult> layout) {
   GraphScene scene;
-  scene.setContent(graph, visible, layout, ColourMode::kOpCategory);
+  scene.setContent(graph, visible, layout, Overlay::kOpKind);
   const QRectF src = scene.sceneRect();
   const double s = std::min(1.5, kMaxPngSide / std::max(src.width(), src.height()));
   QImage img(std::max(1, static_cast<int>(src.width() * s)), std::max(1, static_cast<int>(src.height() * s)),
