@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "dynamo/gui/graph_diff.h"
 #include "dynamo/gui/overlays.h"
 
 namespace dynamo::gui {
@@ -165,6 +166,36 @@ InspectGraphPtr withPartitionRoles(const InspectGraph& graph, AotGraphKind kind,
     else n.partition = backward[static_cast<size_t>(n.index)] ? PartitionRole::kBackward : PartitionRole::kForward;
   }
   return InspectGraph::make(std::move(nodes), graph.hash());
+}
+
+InspectGraphPtr withDynamoContext(const InspectGraph& aot, const InspectGraph& dynamo) {
+  const GraphDiff d = diffGraphs(dynamo, aot);
+  std::vector<InspectNode> nodes = aot.nodes();
+  std::vector<bool> matched(nodes.size(), false);
+  for (InspectNode& n : nodes) {
+    const int m = d.beforeOfAfter[static_cast<size_t>(n.index)];
+    if (m < 0 || n.op == "output") continue;
+    const InspectNode& from = dynamo.node(m);
+    matched[static_cast<size_t>(n.index)] = true;
+    n.modulePath = from.modulePath;
+    n.location = from.location;
+    n.userStack = from.userStack;
+  }
+  for (InspectNode& n : nodes) {
+    if (matched[static_cast<size_t>(n.index)] || n.op == "placeholder" || n.op == "output") continue;
+    const std::string* best = nullptr;
+    for (int in : n.inputs) {
+      const InspectNode& i = nodes[static_cast<size_t>(in)];
+      if (i.modulePath.empty()) continue;
+      if (matched[static_cast<size_t>(in)]) {
+        best = &i.modulePath;
+        break;
+      }
+      if (!best) best = &i.modulePath;
+    }
+    if (best) n.modulePath = *best;
+  }
+  return InspectGraph::make(std::move(nodes), aot.hash());
 }
 
 std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts) {

@@ -182,7 +182,7 @@ class Matcher {
   std::vector<std::string> changesOf(const InspectNode& a, const InspectNode& b) const {
     std::vector<std::string> out;
     if (d_.crossDialect) {  // targets, arguments, strides and modules differ by nature
-      if (a.tensor != b.tensor)
+      if (!a.tensor.empty() && !b.tensor.empty() && a.tensor != b.tensor)  // a tuple has none
         out.push_back("tensor: " + (a.tensor.empty() ? "-" : a.tensor) + " -> " + (b.tensor.empty() ? "-" : b.tensor));
       return out;
     }

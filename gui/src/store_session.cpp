@@ -46,6 +46,11 @@ GraphLoad loadAotGraph(const storage::TraceReader& reader, storage::RowId compil
   AotGraphKind kind{};
   decodeAotGraphIndex(index, ordinal, kind);
   const std::vector<AotRecord> records = aotRecords(artifacts);
+  // The Dynamo graph it was traced from (the k-th AOT compile of the k-th graph) lends it
+  // module paths and source lines.
+  const std::vector<storage::GraphRecord> graphs = reader.graphs(compileId);
+  if (graphs.size() == records.size() && graphs[static_cast<size_t>(ordinal)].numNodes <= kMaxGraphNodes)
+    graph = withDynamoContext(*graph, *inspectGraphFromJson(graphs[static_cast<size_t>(ordinal)].serialized));
   out.graph = withPartitionRoles(*graph, kind, records[static_cast<size_t>(ordinal)]);
   out.record.numNodes = static_cast<int>(out.graph->nodes().size());
   out.buildMs = static_cast<double>(t.nsecsElapsed()) / 1e6;

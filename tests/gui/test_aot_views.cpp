@@ -185,6 +185,19 @@ TEST_CASE("AOT graphs load with each node's partition role; a missing one is a c
   const GraphLoad fwd = loadGraph(storePath(), c.id, -2);
   REQUIRE(fwd.graph);
   for (const InspectNode& n : fwd.graph->nodes()) CHECK(n.partition != PartitionRole::kBackward);
+  // ATen nodes carry no source lines: the matched Dynamo node lends its module and line.
+  const GraphLoad dyn = loadGraph(storePath(), c.id, 0);
+  REQUIRE(dyn.graph);
+  int conv = -1;
+  for (const InspectNode& n : dyn.graph->nodes())
+    if (conv < 0 && n.op != "placeholder" && opFamily(n) == "conv") conv = n.index;
+  REQUIRE(conv >= 0);
+  const InspectNode& fwdConv = fwd.graph->node(nodeNamed(*fwd.graph, "convolution"));
+  CHECK(fwdConv.modulePath == dyn.graph->node(conv).modulePath);
+  CHECK_FALSE(fwdConv.modulePath.empty());
+  CHECK(fwdConv.location.line == dyn.graph->node(conv).location.line);
+  CHECK(fwdConv.location.sourceLine == dyn.graph->node(conv).location.sourceLine);
+  CHECK(fwdConv.userStack.size() == dyn.graph->node(conv).userStack.size());
   const GraphLoad bwd = loadGraph(storePath(), c.id, -3);
   REQUIRE(bwd.graph);
   for (const InspectNode& n : bwd.graph->nodes())

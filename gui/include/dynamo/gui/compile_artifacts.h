@@ -81,6 +81,13 @@ const storage::ArtifactRecord* aotGraphArtifact(const std::vector<storage::Artif
 /// names are marked so (node names are kept by the partitioner). The output node has none.
 InspectGraphPtr withPartitionRoles(const InspectGraph& graph, AotGraphKind kind, const AotRecord& record);
 
+/// `aot` with what the Dynamo graph it was traced from knows and ATen graphs lack: each node
+/// matched by diffGraphs (across dialects) takes its Dynamo counterpart's module path, source
+/// line and user stack; an unmatched node (getitem, t, backward ops) takes the module of an input
+/// matched so, else of any input that has one (graph order), so a backward op sits in the module
+/// of the forward values it reads. The views group and link AOT graphs by these.
+InspectGraphPtr withDynamoContext(const InspectGraph& aot, const InspectGraph& dynamo);
+
 /// The Details tab's text of one compile: each AOT compile's summary, the dynamic-shapes
 /// report, and the other artifacts by name, type and size. Plain text.
 std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts);
