@@ -17,6 +17,7 @@
 #include <set>
 
 #include "dynamo/gui/compile_artifacts.h"
+#include "dynamo/gui/exporter.h"
 #include "dynamo/gui/graph_diff.h"
 #include "dynamo/gui/main_window.h"
 #include "dynamo/gui/overlays.h"
@@ -384,4 +385,24 @@ TEST_CASE("the window: AOT graphs in the graphs table, the partition overlay, De
   CHECK(d->summary()->text().contains("torch-level vs ATen"));
   CHECK(d->view()->overlay() == Overlay::kDiff);
   shot(&w, "inspector-aot-diff");
+}
+
+TEST_CASE("export: the AOT graphs drawn by their partition, next to Dynamo's graph") {
+  app();
+  testing::TempDir dir;
+  LayoutCache cache(QString::fromStdString(dir.file("cache")));
+  const ExportOutput out = exportStore(storePath(), QString::fromStdString(testing::layoutProgram()), &cache);
+  std::map<std::string, std::string> files;
+  for (const ExportFile& f : out.files) files[f.name] = f.data;
+  const std::string base = "graphs/" + fileSafe(frameName()) + "-c0";
+  for (const char* kind : {"-g0", "-aot-joint", "-aot-forward", "-aot-backward"}) {
+    INFO(base + kind);
+    CHECK(files.count(base + kind + ".svg"));
+    CHECK(files.count(base + kind + ".png"));
+  }
+  const std::string saved(partitionRoleColour(PartitionRole::kSaved));
+  CHECK(files[base + "-aot-joint.svg"].find("fill=\"" + saved + "\"") != std::string::npos);
+  CHECK(files[base + "-g0.svg"].find("fill=\"" + saved + "\"") == std::string::npos);
+  CHECK_THAT(files["summary.txt"], Catch::Matchers::Contains(base.substr(7) + "-aot-joint.{svg,png}: " +
+                                                             frameName() + " compile #0 AOT joint graph, "));
 }
