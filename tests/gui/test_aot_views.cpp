@@ -1,4 +1,4 @@
-// The inspector's AOT views, headless (QT_QPA_PLATFORM=offscreen), on the store of the
+// The inspector's AOT views, under Xvfb in ctest (offscreen when QT_QPA_PLATFORM is unset), on the store of the
 // gui.aot_store fixture (tests/gui/make_aot_store.py: Net.forward under aot_eager, trained one
 // step; mlp recompiled with a dynamic batch). Every expected value is read back from the
 // store's own artifacts, never written here. With DYNAMO_E2E_SHOTS set, the window test leaves
