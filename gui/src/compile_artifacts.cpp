@@ -148,6 +148,7 @@ const storage::ArtifactRecord* aotGraphArtifact(const std::vector<storage::Artif
 }
 
 InspectGraphPtr withPartitionRoles(const InspectGraph& graph, AotGraphKind kind, const AotRecord& record) {
+  if (record.error.empty() && !record.training) return std::make_shared<InspectGraph>(graph);  // no partition
   const std::set<std::string> saved(record.saved.begin(), record.saved.end());
   const std::set<std::string> recomputed(record.recomputed.begin(), record.recomputed.end());
   std::vector<InspectNode> nodes = graph.nodes();
@@ -207,7 +208,7 @@ std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artif
     if (!r.backend.empty())
       o << "  backend: " << r.backend << " (" << (r.training ? "training" : "inference") << ")\n";
     if (!r.fallback.empty()) o << "  runs on the eager runner: " << r.fallback << "\n";
-    if (!r.partitionMode.empty()) o << "  partition: " << r.partitionMode << ": " << r.summary << "\n";
+    if (r.training && !r.partitionMode.empty()) o << "  partition: " << r.partitionMode << ": " << r.summary << "\n";
     if (r.training && r.fallback.empty()) {
       o << "  saved for backward (" << r.saved.size() << ", " << formatBytes(r.bytesSaved) << "): "
         << joined(r.saved) << "\n";

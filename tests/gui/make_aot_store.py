@@ -7,6 +7,8 @@ Records, into a fresh OUT.db:
   - Net.forward (a conv / batch norm / relu / linear net, train mode) under backend "aot_eager",
     one forward and backward: its compile has the dynamo.aot summary and the joint, forward and
     backward graphs;
+  - Head.forward (a linear layer and a sigmoid) under "aot_eager" without grad: an inference
+    compile, whose only AOT graph is the forward graph;
   - mlp (a plain function, backend "eager") called with batch 8 then 16: the second call
     recompiles with a dynamic batch, which records the dynamo.dynamic_shapes artifact;
   - with --model NAME, a torchvision model (train mode, batch 2, 3x64x64) under "aot_eager" too
@@ -34,6 +36,15 @@ class Net(torch.nn.Module):
         y = torch.relu(self.bn(self.conv(x)))
         y = y.mean(dim=(2, 3))
         return self.fc(y)
+
+
+class Head(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc(x))
 
 
 def mlp(x, w):
@@ -68,6 +79,10 @@ def main(argv):
     ok = True
     try:
         ok &= train_step(Net().train(), torch.randn(2, 3, 8, 8))
+        head = Head().eval()
+        x = torch.randn(4, 8)
+        with torch.no_grad():
+            ok &= torch.equal(dynamo.compile(head, backend="aot_eager")(x), head(x))
         f = dynamo.compile(mlp)
         w = torch.randn(16, 4)
         for batch in (8, 16):

@@ -131,6 +131,23 @@ TEST_CASE("a compile's artifacts: the AOT summary, its three graphs and their in
   CHECK_FALSE(decodeAotGraphIndex(0, ordinal, kind));
   CHECK(aotGraphArtifact(artifacts, -3)->name == "dynamo.aot.backward");
   CHECK(aotGraphArtifact(artifacts, -4) == nullptr);
+  // An inference compile (no grad): its forward graph only, nothing partitioned.
+  const storage::CompileRecord head = compileOf(*reader, "Head.forward");
+  const std::vector<AotRecord> inference = aotRecords(reader->artifactsOfCompile(head.id));
+  REQUIRE(inference.size() == 1);
+  CHECK_FALSE(inference[0].training);
+  CHECK(inference[0].saved.empty());
+  const std::string headText = compileDetailsText(reader->artifactsOfCompile(head.id));
+  CHECK_THAT(headText, Catch::Matchers::StartsWith("AOT compile\n  backend: aot_eager (inference)\n  compile time: "));
+  CHECK_THAT(headText, Catch::Matchers::Contains("\n  graphs: forward ("));
+  CHECK(headText.find("partition") == std::string::npos);
+  REQUIRE(inference[0].graphs.size() == 1);
+  CHECK(inference[0].graphs[0].index == aotGraphIndex(0, AotGraphKind::kForward));
+  const GraphLoad headForward = loadGraph(storePath(), head.id, -2);
+  REQUIRE(headForward.graph);
+  CHECK_FALSE(overlayApplies(Overlay::kPartition, *headForward.graph));
+  CHECK(loadGraph(storePath(), head.id, -1).error ==
+        QString("compile %1 has no AOT joint graph in '%2'").arg(head.id).arg(QString::fromStdString(storePath())));
   // A compile without AOT (mlp runs on the eager backend) has none.
   CHECK(aotRecords(reader->artifactsOfCompile(compileOf(*reader, "mlp").id)).empty());
 }

@@ -47,7 +47,7 @@ struct AotRecord {
   int ordinal = 0;                       ///< 0 for the compile's first AOT compile
   std::string backend;                   ///< "aot_eager", ...
   bool training = false;                 ///< joint forward/backward, or inference only
-  std::string partitionMode;             ///< "min_cut", "save_all"; "" for inference
+  std::string partitionMode;             ///< the backend's: "min_cut", "save_all" (unused in inference)
   std::string fallback;                  ///< why it runs on the eager runner ("" when it does not)
   std::string summary;                   ///< "3 saved (4096 bytes), 2 recomputed"
   std::vector<std::string> saved;        ///< joint node names saved for the backward
@@ -78,7 +78,8 @@ const storage::ArtifactRecord* aotGraphArtifact(const std::vector<storage::Artif
 /// `graph`, an AOT graph of kind `kind`, with each node's partition role: in the joint graph a
 /// node that depends on a tangent is backward; in the forward graph every node is forward; in
 /// the backward graph every node is backward; in all three the record's saved and recomputed
-/// names are marked so (node names are kept by the partitioner). The output node has none.
+/// names are marked so (node names are kept by the partitioner). The output node has none, and
+/// an inference compile (no joint graph, nothing partitioned) gives no roles at all.
 InspectGraphPtr withPartitionRoles(const InspectGraph& graph, AotGraphKind kind, const AotRecord& record);
 
 /// `aot` with what the Dynamo graph it was traced from knows and ATen graphs lack: each node
