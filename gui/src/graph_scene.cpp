@@ -26,7 +26,8 @@ QString nodeTooltip(const InspectNode& n) {
 
 class UnitItem : public QGraphicsItem {
  public:
-  UnitItem(GraphScene* scene, const VisibleUnit& unit, const LayoutBox& box, const QColor& fill)
+  UnitItem(GraphScene* scene, const VisibleUnit& unit, const LayoutBox& box, const QColor& fill,
+           const std::string& overlayNote)
       : scene_(scene), unit_(unit), rect_(-box.w / 2, -box.h / 2, box.w, box.h), fill_(fill) {
     setPos(box.x, box.y);
     setZValue(2);
@@ -36,8 +37,9 @@ class UnitItem : public QGraphicsItem {
       setToolTip(nodeTooltip(g.node(unit.node)));
     } else {
       const InspectGroup& gr = g.group(unit.group);
-      setToolTip(QString("<b>%1</b><br>%2 nodes: click to expand")
-                     .arg(htmlEscape(gr.label)).arg(gr.totalNodes));
+      setToolTip(QString("<b>%1</b><br>%2 nodes: click to expand%3")
+                     .arg(htmlEscape(gr.label)).arg(gr.totalNodes)
+                     .arg(overlayNote.empty() ? QString() : "<br>" + htmlEscape(overlayNote)));
     }
   }
   void setFill(const QColor& fill) {
@@ -269,8 +271,9 @@ void GraphScene::setContent(InspectGraphPtr graph, std::shared_ptr<const Visible
   for (size_t i = 0; i < visible_->units.size(); ++i) {
     auto it = layout_->nodes.find(visible_->units[i].key);
     if (it == layout_->nodes.end()) continue;
-    auto* item = new UnitItem(this, visible_->units[i], it->second,
-                              QColor(QString::fromStdString(painter.fill(visible_->units[i]))));
+    const VisibleUnit& u = visible_->units[i];
+    auto* item = new UnitItem(this, u, it->second, QColor(QString::fromStdString(painter.fill(u))),
+                              u.group >= 0 ? painter.describeGroup(u.group) : std::string());
     addItem(item);
     unitItems_[i] = item;
   }

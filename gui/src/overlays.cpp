@@ -130,14 +130,33 @@ std::int64_t OverlayPainter::groupBytes(int group) const {
   return most;
 }
 
+std::vector<int> OverlayPainter::roleCounts(int group) const {
+  std::vector<int> counts(sizeof kRoles / sizeof kRoles[0], 0);
+  forEachNode(graph_, group, [&](const InspectNode& n) { ++counts[static_cast<size_t>(n.partition)]; });
+  return counts;
+}
+
 PartitionRole OverlayPainter::groupRole(int group) const {
-  // kNone is 0: the first role in .def order is the smallest non-zero value.
-  int best = 0;
-  forEachNode(graph_, group, [&](const InspectNode& n) {
-    const int r = static_cast<int>(n.partition);
-    if (r != 0 && (best == 0 || r < best)) best = r;
-  });
+  // kNone is 0 and never wins; among the roles, the most frequent, ties to .def order.
+  const std::vector<int> counts = roleCounts(group);
+  size_t best = 0;
+  for (size_t r = 1; r < counts.size(); ++r)
+    if (counts[r] > 0 && (best == 0 || counts[r] > counts[best])) best = r;
   return static_cast<PartitionRole>(best);
+}
+
+std::string OverlayPainter::describeGroup(int group) const {
+  std::string out;
+  if (overlay_ == Overlay::kPartition) {
+    const std::vector<int> counts = roleCounts(group);
+    for (size_t r = 1; r < counts.size(); ++r)
+      if (counts[r] > 0)
+        out += (out.empty() ? "" : ", ") + std::to_string(counts[r]) + " " + std::string(kRoles[r].name);
+  } else if (overlay_ == Overlay::kTensorSize) {
+    const std::int64_t bytes = groupBytes(group);
+    if (bytes > 0) out = "largest tensor " + formatBytes(bytes);
+  }
+  return out;
 }
 
 std::string OverlayPainter::nodeFill(int node) const {

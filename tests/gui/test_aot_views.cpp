@@ -244,18 +244,24 @@ TEST_CASE("overlays: partition, tensor size and op kind fills, group aggregates 
   std::vector<std::string> labels;
   for (const LegendEntry& e : partition.legend()) labels.push_back(e.label);
   CHECK(labels == std::vector<std::string>{"saved", "recomputed", "backward", "forward"});
-  // A collapsed module shows the first role of its nodes in .def order (saved first).
+  // A collapsed module shows the role most of its nodes have (ties: .def order), its tooltip
+  // the counts.
   const VisibleGraph top = computeVisible(g, {});
   bool sawGroup = false;
   for (size_t u = 0; u < top.units.size(); ++u) {
     if (top.units[u].group < 0) continue;
     sawGroup = true;
-    PartitionRole first = PartitionRole::kNone;
+    std::map<PartitionRole, int> counts;
     for (const InspectNode& n : g.nodes())
-      if (top.unitOf(n.index) == static_cast<int>(u) && n.partition != PartitionRole::kNone &&
-          (first == PartitionRole::kNone || static_cast<int>(n.partition) < static_cast<int>(first)))
-        first = n.partition;
-    CHECK(partition.fill(top.units[u]) == std::string(partitionRoleColour(first)));
+      if (top.unitOf(n.index) == static_cast<int>(u) && n.partition != PartitionRole::kNone) ++counts[n.partition];
+    PartitionRole most = PartitionRole::kNone;
+    std::string described;
+    for (const auto& [role, k] : counts) {  // map order is .def order
+      if (most == PartitionRole::kNone || k > counts[most]) most = role;
+      described += (described.empty() ? "" : ", ") + std::to_string(k) + " " + std::string(partitionRoleName(role));
+    }
+    CHECK(partition.fill(top.units[u]) == std::string(partitionRoleColour(most)));
+    CHECK(partition.describeGroup(top.units[u].group) == described);
   }
   CHECK(sawGroup);
   // Tensor size: five steps, the largest tensor darkest, non-tensors white.

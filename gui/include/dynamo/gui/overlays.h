@@ -50,10 +50,14 @@ class OverlayPainter {
  public:
   OverlayPainter(Overlay overlay, const InspectGraph& graph);
   /// The fill of a box: its node's, or for a collapsed group the aggregate of its nodes
-  /// (tensor size: the largest; partition: the first role in .def order; diff: the unit's).
+  /// (tensor size: the largest; partition: the role most of its nodes have, ties to the first
+  /// in .def order; diff: the unit's).
   std::string fill(const VisibleUnit& unit) const;
   /// The fill of one node.
   std::string nodeFill(int node) const;
+  /// What the overlay says of a collapsed group, for its tooltip: "12 saved, 3 recomputed,
+  /// 40 backward, 52 forward", "largest tensor 4 MiB"; "" for op kind and diff.
+  std::string describeGroup(int group) const;
   /// The legend: categories, roles, size steps with their byte ranges, diff statuses.
   std::vector<LegendEntry> legend() const;
   Overlay overlay() const { return overlay_; }
@@ -62,6 +66,7 @@ class OverlayPainter {
   int sizeStep(std::int64_t bytes) const;
   std::int64_t groupBytes(int group) const;
   PartitionRole groupRole(int group) const;
+  std::vector<int> roleCounts(int group) const;
   Overlay overlay_;
   const InspectGraph& graph_;
   double minLog_ = 0, maxLog_ = 0;  ///< log2 of the smallest and largest tensor (tensor size)
