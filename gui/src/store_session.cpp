@@ -49,8 +49,13 @@ GraphLoad loadAotGraph(const storage::TraceReader& reader, storage::RowId compil
   // The Dynamo graph it was traced from (the k-th AOT compile of the k-th graph) lends it
   // module paths and source lines.
   const std::vector<storage::GraphRecord> graphs = reader.graphs(compileId);
-  if (graphs.size() == records.size() && graphs[static_cast<size_t>(ordinal)].numNodes <= kMaxGraphNodes)
-    graph = withDynamoContext(*graph, *inspectGraphFromJson(graphs[static_cast<size_t>(ordinal)].serialized));
+  if (graphs.size() == records.size() && graphs[static_cast<size_t>(ordinal)].numNodes <= kMaxGraphNodes) {
+    try {
+      graph = withDynamoContext(*graph, *inspectGraphFromJson(graphs[static_cast<size_t>(ordinal)].serialized));
+    } catch (const std::exception&) {
+      // An unreadable Dynamo graph only costs the AOT graph its module paths (opening it says why).
+    }
+  }
   out.graph = withPartitionRoles(*graph, kind, records[static_cast<size_t>(ordinal)]);
   out.record.numNodes = static_cast<int>(out.graph->nodes().size());
   out.buildMs = static_cast<double>(t.nsecsElapsed()) / 1e6;

@@ -24,6 +24,7 @@
 #include "dynamo/gui/store_models.h"
 #include "dynamo/gui/store_reports.h"
 #include "dynamo/gui/store_session.h"
+#include "dynamo/storage/trace_writer.h"
 #include "dynamo_catch.h"
 
 using namespace dynamo;
@@ -428,4 +429,34 @@ TEST_CASE("export: the AOT graphs drawn by their partition, next to Dynamo's gra
   CHECK(files[base + "-g0.svg"].find("fill=\"" + saved + "\"") == std::string::npos);
   CHECK_THAT(files["summary.txt"], Catch::Matchers::Contains(base.substr(7) + "-aot-joint.{svg,png}: " +
                                                              frameName() + " compile #0 AOT joint graph, "));
+}
+
+TEST_CASE("bad input: an AOT graph artifact that is not a graph is an error naming it, nothing else") {
+  testing::TempDir dir;
+  const std::string path = dir.file("bad.db");
+  {
+    auto w = storage::TraceWriter::open(path, {});
+    const storage::RowId frame = w->recordFrame({0, 0, "m.py", 1, "f"});
+    storage::CompileRecord c;
+    c.frameId = frame;
+    c.status = "ok";
+    const storage::RowId compile = w->recordCompile(c);
+    w->recordArtifact({0, 0, compile, "dynamo.aot", "application/json", "[1, 2]", 0});
+    w->recordArtifact({0, 0, compile, "dynamo.aot.joint", "application/json", "not a graph", 0});
+    w->close();
+  }
+  const std::string bytes = testing::readFile(path);
+  auto reader = storage::TraceReader::open(path);
+  const storage::RowId compile = reader->compilesOfRun(reader->runs()[0].id)[0].id;
+  const std::vector<AotRecord> records = aotRecords(reader->artifactsOfCompile(compile));
+  REQUIRE(records.size() == 1);
+  CHECK(records[0].error == "the dynamo.aot artifact is not a JSON object");
+  CHECK_THAT(compileDetailsText(reader->artifactsOfCompile(compile)),
+             Catch::Matchers::StartsWith("AOT compile\n  note: the dynamo.aot artifact is not a JSON object\n"));
+  const GraphLoad load = loadGraph(path, compile, -1);
+  CHECK_FALSE(load.graph);
+  CHECK(load.error == QString("cannot read AOT joint graph of compile %1: cannot read graph JSON: not valid JSON "
+                              "([json.exception.parse_error.101] parse error at line 1, column 2: syntax error "
+                              "while parsing value - invalid literal; last read: 'no')").arg(compile));
+  CHECK(testing::readFile(path) == bytes);  // only read
 }
