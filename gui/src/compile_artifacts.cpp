@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "dynamo/gui/graph_diff.h"
 #include "dynamo/gui/overlays.h"
@@ -197,6 +198,22 @@ InspectGraphPtr withDynamoContext(const InspectGraph& aot, const InspectGraph& d
     if (best) n.modulePath = *best;
   }
   return InspectGraph::make(std::move(nodes), aot.hash());
+}
+
+InspectGraphPtr withContextOf(const InspectGraph& graph, const InspectGraph& named) {
+  std::unordered_map<std::string, int> byName;
+  for (const InspectNode& n : named.nodes())
+    if (n.op != "output") byName.emplace(n.name, n.index);
+  std::vector<InspectNode> nodes = graph.nodes();
+  for (InspectNode& n : nodes) {
+    auto it = byName.find(n.name);
+    if (it == byName.end() || n.op == "output") continue;
+    const InspectNode& from = named.node(it->second);
+    n.modulePath = from.modulePath;
+    n.location = from.location;
+    n.userStack = from.userStack;
+  }
+  return InspectGraph::make(std::move(nodes), graph.hash());
 }
 
 std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts) {

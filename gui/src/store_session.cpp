@@ -46,14 +46,21 @@ GraphLoad loadAotGraph(const storage::TraceReader& reader, storage::RowId compil
   AotGraphKind kind{};
   decodeAotGraphIndex(index, ordinal, kind);
   const std::vector<AotRecord> records = aotRecords(artifacts);
-  // The Dynamo graph it was traced from (the k-th AOT compile of the k-th graph) lends it
-  // module paths and source lines.
+  // The Dynamo graph it was traced from (the k-th AOT compile of the k-th graph) lends the
+  // joint graph module paths and source lines; the forward and backward graphs take them from
+  // the joint graph by node name, so a value sits in the same module in all three.
   const std::vector<storage::GraphRecord> graphs = reader.graphs(compileId);
   if (graphs.size() == records.size() && graphs[static_cast<size_t>(ordinal)].numNodes <= kMaxGraphNodes) {
     try {
-      graph = withDynamoContext(*graph, *inspectGraphFromJson(graphs[static_cast<size_t>(ordinal)].serialized));
+      const InspectGraphPtr dynamo = inspectGraphFromJson(graphs[static_cast<size_t>(ordinal)].serialized);
+      const storage::ArtifactRecord* joint =
+          kind == AotGraphKind::kJoint ? nullptr
+                                       : aotGraphArtifact(artifacts, aotGraphIndex(ordinal, AotGraphKind::kJoint));
+      graph = joint ? withContextOf(*graph, *withDynamoContext(*inspectGraphFromJson(joint->data), *dynamo))
+                    : withDynamoContext(*graph, *dynamo);
     } catch (const std::exception&) {
-      // An unreadable Dynamo graph only costs the AOT graph its module paths (opening it says why).
+      // An unreadable Dynamo or joint graph only costs this graph its module paths (opening
+      // that one says why).
     }
   }
   out.graph = withPartitionRoles(*graph, kind, records[static_cast<size_t>(ordinal)]);

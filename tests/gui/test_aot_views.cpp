@@ -219,6 +219,15 @@ TEST_CASE("AOT graphs load with each node's partition role; a missing one is a c
   CHECK(fwdConv.userStack.size() == dyn.graph->node(conv).userStack.size());
   const GraphLoad bwd = loadGraph(storePath(), c.id, -3);
   REQUIRE(bwd.graph);
+  // The forward and backward graphs take module and line from the joint graph, by node name.
+  for (const GraphLoad* part : {&fwd, &bwd})
+    for (const InspectNode& n : part->graph->nodes()) {
+      const int j = nodeNamed(*joint.graph, n.name);
+      if (n.op == "output" || j < 0) continue;
+      INFO(n.name);
+      CHECK(n.modulePath == joint.graph->node(j).modulePath);
+      CHECK(n.location.line == joint.graph->node(j).location.line);
+    }
   for (const InspectNode& n : bwd.graph->nodes())
     if (n.op != "output") CHECK(n.partition != PartitionRole::kForward);
   const GraphLoad missing = loadGraph(storePath(), c.id, -4);

@@ -89,6 +89,10 @@ InspectGraphPtr withPartitionRoles(const InspectGraph& graph, AotGraphKind kind,
 /// of the forward values it reads. The views group and link AOT graphs by these.
 InspectGraphPtr withDynamoContext(const InspectGraph& aot, const InspectGraph& dynamo);
 
+/// `graph` (an AOT forward or backward graph) with the module path, source line and user stack
+/// of the node of the same name in `named` (its joint graph, after withDynamoContext).
+InspectGraphPtr withContextOf(const InspectGraph& graph, const InspectGraph& named);
+
 /// The Details tab's text of one compile: each AOT compile's summary, the dynamic-shapes
 /// report, and the other artifacts by name, type and size. Plain text.
 std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts);
