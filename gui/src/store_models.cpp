@@ -1,6 +1,9 @@
 // The navigation models (see store_models.h).
 #include "dynamo/gui/store_models.h"
 
+#include "dynamo/gui/compile_artifacts.h"
+#include "dynamo/gui/overlays.h"
+
 #include <QDateTime>
 #include <QFileInfo>
 
@@ -284,6 +287,18 @@ void GraphsModel::setCompile(const storage::TraceReader& reader, RowId compileId
       ids.push_back(compileId);
       indexes.push_back(g.index);
     }
+  artifacts_ = compileId ? reader.artifactsOfCompile(compileId) : std::vector<storage::ArtifactRecord>{};
+  for (const AotRecord& r : aotRecords(artifacts_)) {
+    const QString note = r.fallback.empty() ? qs(r.summary) : "runs on the eager runner: " + qs(r.fallback);
+    for (const AotGraphRef& g : r.graphs) {
+      rows.push_back({{qs(graphIndexLabel(g.index)), qs(r.backend), {}},
+                      {QString("%1 of JSON").arg(qs(formatBytes(static_cast<std::int64_t>(g.bytes)))), {}, {}},
+                      {g.kind == AotGraphKind::kBackward ? QString("saved values, tangents") : QString("primals"), {}, {}},
+                      {note, note, {}}});
+      ids.push_back(compileId);
+      indexes.push_back(g.index);
+    }
+  }
   setRows({"graph", "size (recorded)", "inputs", "outputs"}, std::move(rows), std::move(ids), std::move(indexes));
 }
 

@@ -403,6 +403,19 @@ std::vector<ArtifactRecord> TraceReader::artifacts(RowId runId) const {
   return out;
 }
 
+std::vector<ArtifactRecord> TraceReader::artifactsOfCompile(RowId compileId) const {
+  // Artifacts are indexed by run: look the compile's run up first.
+  std::vector<ArtifactRecord> out;
+  impl_->query("SELECT artifact_id, run_id, compile_id, name, media_type, data, time_us "
+               "FROM artifacts WHERE run_id = (SELECT run_id FROM compiles WHERE compile_id = ?1) "
+               "AND compile_id = ?1 ORDER BY artifact_id",
+               compileId, [&](const sql::Statement& s) {
+                 out.push_back({s.columnInt(0), s.columnInt(1), s.columnInt(2), s.columnText(3),
+                                s.columnText(4), s.columnText(5), s.columnInt(6)});
+               });
+  return out;
+}
+
 StoreCounts TraceReader::counts(RowId runId) const {
   auto count = [&](const char* table) {
     std::string sqlText = detail::concat("SELECT count(*) FROM ", table,
