@@ -5,6 +5,7 @@ a segfaulting backend, abort), and reads the store it left. A compile's rows are
 before its code first runs, and a fatal signal the process can catch leaves a crash marker
 naming the compile whose first call was running.
 """
+import json
 import os
 import signal
 import sqlite3
@@ -225,6 +226,46 @@ def test_dynamo_explain_names_the_crashing_compile(tmp_path):
         "included, are in the trace store, but the runtime hit counts are missing and the counts "
         "below may be low. Fix the crash and rerun it to the end (dynamo-trace compiles TRACE.db "
         "lists the compiles).\n"), r.stdout
+
+
+def test_reports_say_how_the_run_ended_text_and_json(tmp_path):
+    # dynamo-explain and dynamo-profile, text and JSON, on the store a segfaulting run left: the
+    # same words as dynamo-trace runs, the file relative to the root, the crashing compile named.
+    script = tmp_path / "crash.py"
+    script.write_text(CRASHING.replace("sys.argv[1]", '"abort"'))
+    r = run_tool("dynamo-explain", "--mask", "--save-db", tmp_path / "t.db", script, cwd=tmp_path)
+    assert "dynamo-explain: the script was killed by signal 6" in r.stderr
+    f_line = line_of(CRASHING, "def f(x):")
+    text = f"crashed (SIGABRT) during the first call of compile #0 of frame f (crash.py:{f_line})"
+    note = (f"the run did not finish cleanly: it {text}; the compiles recorded up to then, their "
+            "graphs included, are in the trace store, but the runtime hit counts are missing and "
+            "the counts below may be low. Fix the crash and rerun it to the end (dynamo-trace "
+            "compiles TRACE.db lists the compiles).\n")
+    assert r.stdout.startswith("dynamo-explain: run 1 (crash.py)\n" + note), r.stdout
+    profile = run_tool("dynamo-profile", "--mask", "--db", "t.db", cwd=tmp_path)
+    assert profile.stdout.startswith("dynamo-profile: run 1 (crash.py)\n" + note), profile.stdout
+    with dynamo.trace.open(tmp_path / "t.db") as store:
+        (run,) = store.runs()
+        (frame_f,) = [fr for fr in store.frames(run["id"]) if fr["name"] == "f"]
+        (compile_f,) = store.compiles(frame_id=frame_f["id"])
+    expected = {"ended": "crashed", "text": text, "signal": 6, "signal_name": "SIGABRT",
+                "stage": "first_call", "compile_id": compile_f["id"], "attempt": 0, "frame": "f",
+                "file": "crash.py", "line": f_line, "time_us": "<time>"}
+    for tool in ("dynamo-explain", "dynamo-profile"):
+        doc = json.loads(run_tool(tool, "--json", "--mask", "--db", "t.db", cwd=tmp_path).stdout)
+        (doc_run,) = doc["runs"]
+        assert (doc_run["finished_cleanly"], doc_run["crash"]) == (False, expected), tool
+
+
+def test_a_crash_in_a_backend_reads_so_in_the_json(tmp_path):
+    r = run_script(tmp_path, CRASHING_IN_BACKEND)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    doc = json.loads(run_tool("dynamo-explain", "--json", "--mask", "--db", "t.db",
+                              cwd=tmp_path).stdout)
+    (doc_run,) = doc["runs"]
+    assert doc_run["crash"] == {"ended": "crashed", "text": "crashed (SIGSEGV) in a backend",
+                                "signal": 11, "signal_name": "SIGSEGV", "stage": "backend",
+                                "time_us": "<time>"}
 
 
 def test_four_processes_two_killed_mid_run(tmp_path):
