@@ -98,6 +98,58 @@ def test_sigkill_right_after_compiles_keeps_every_compile_and_graph(tmp_path):
     assert "did not close (still running, or killed)" in dynamo.trace.report(path, "runs")
 
 
+KILLED_IN_FIRST_CALL = textwrap.dedent("""\
+    import os, signal
+    import torch, dynamo
+
+    calls = [0]
+
+    def backend(gm, example_inputs):
+        calls[0] += 1
+        if calls[0] < 3:
+            return gm
+        def compiled(*args):  # the recompile's code: killed on its first call
+            os.kill(os.getpid(), signal.SIGKILL)
+        return compiled
+
+    @dynamo.optimize(backend)
+    def f(x):
+        y = x * 2
+        print("break")
+        return y + 1
+
+    f(torch.ones(3))                     # compile #0 of f, then of its resume function
+    f(torch.ones(3, dtype=torch.int64))  # dtype guard fails: compile #1 of f, killed in its call
+    print("not reached")
+    """)
+
+
+def test_sigkill_during_a_compiles_first_call_keeps_all_its_records(tmp_path):
+    # Every kind of row a compile records is committed before its code first runs: the compile,
+    # its graph, its graph break, its guards, the guard failure that caused it and its bytecode.
+    r = run_script(tmp_path, KILLED_IN_FIRST_CALL)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert "not reached" not in r.stdout
+    path = tmp_path / "t.db"
+    assert integrity(path) == "ok"
+    with dynamo.trace.open(path) as store:
+        (run,) = store.runs()
+        assert run["end_time_us"] == 0 and run["crash"] is None
+        (frame_f,) = [fr for fr in store.frames(run["id"]) if fr["name"] == "f"]
+        first, killed = store.compiles(frame_id=frame_f["id"])
+        assert (first["attempt"], killed["attempt"]) == (0, 1)
+        assert len(store.graphs(killed["id"])) == 1
+        (brk,) = store.graph_breaks(killed["id"])
+        assert (brk["line"], brk["source_line"]) == (line_of(KILLED_IN_FIRST_CALL, 'print("break")'),
+                                                     'print("break")')
+        assert ("TENSOR_MATCH", "x") in [(g["kind"], g["source"]) for g in store.guards(killed["id"])]
+        (failure,) = store.guard_failures(compile_id=first["id"])
+        assert failure["caused_compile_id"] == killed["id"]
+        assert failure["property"] == "dtype"
+        assert [c["kind"] for c in store.code(run["id"], killed["id"])] == ["transformed_bytecode"]
+    assert not list(tmp_path.glob("t.db-crash-*"))
+
+
 @pytest.mark.parametrize("how", ["kill", "deref"])
 def test_backend_that_segfaults_on_first_call_leaves_compile_graph_and_marker(tmp_path, how,
                                                                              monkeypatch):
