@@ -5,8 +5,12 @@
 #include "dynamo/storage/trace_writer.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +26,7 @@
 
 #include "dynamo/common/error.h"
 #include "dynamo/storage/trace_store.h"
+#include "row_journal.h"
 #include "store_file.h"
 #include "string_list.h"
 
@@ -29,14 +34,6 @@ namespace dynamo::storage {
 
 namespace {
 
-// The run's end, written by close().
-struct RunEnd {
-  std::int64_t endTimeUs = 0;
-};
-
-using Row = std::variant<FrameRecord, CompileRecord, GraphRecord, GraphBreakRecord, GuardRecord,
-                         GuardFailureRecord, CodeRecord, ArtifactRecord, CacheEntryHitsRecord,
-                         RunEnd>;
 
 // The INSERTs of the columns a file of schema `version` has (the test hook writes older ones).
 const char* graphBreakInsert(int version) {
@@ -177,28 +174,48 @@ RowId insertRun(sql::Database& db, RunRecord& run, int version) {
   return sqlite3_last_insert_rowid(db.get());
 }
 
+// The files "<base>-rows-<N>" (or "-crash-<N>") beside the store, as paths to open.
+std::vector<std::string> filesBeside(const std::string& path, const std::string& infix) {
+  std::string dir = ".", base = path, dirPrefix;
+  if (std::size_t slash = path.rfind('/'); slash != std::string::npos) {
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+    base = path.substr(slash + 1);
+    dirPrefix = path.substr(0, slash + 1);
+  }
+  std::string prefix = base + infix;
+  std::vector<std::string> found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+          name.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
+        found.push_back(dirPrefix + name);
+    }
+    closedir(d);
+  }
+  return found;
+}
+
+// Writes all of `bytes` to `fd`; false on an error (the file may then end with a partial record,
+// which decodeRows ignores).
+bool writeAll(int fd, const std::string& bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
 // Merges the crash markers that runs of this store left beside it (crash_marker.h) as their
 // "dynamo.crash" artifacts, then removes the marker files. Each marker is merged in its own
 // transaction, only for a run that exists, never closed and has no crash artifact yet, so two
 // writers opening at once merge it once. Failures leave the marker for the next opener.
 void mergeCrashMarkers(sql::Database& db, const std::string& path, RowId newRunId,
                        std::uint32_t& seq) {
-  std::string dir = ".", base = path, dirPrefix;  // dirPrefix + name: the path to open
-  if (std::size_t slash = path.rfind('/'); slash != std::string::npos) {
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-    base = path.substr(slash + 1);
-    dirPrefix = path.substr(0, slash + 1);
-  }
-  std::string prefix = base + "-crash-";
-  std::vector<std::string> found;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string name = e->d_name;
-      if (name.compare(0, prefix.size(), prefix) == 0) found.push_back(dirPrefix + name);
-    }
-    closedir(d);
-  }
-  for (const std::string& file : found) {
+  for (const std::string& file : filesBeside(path, "-crash-")) {
     std::ifstream in(file, std::ios::binary);
     std::string text(std::istreambuf_iterator<char>(in), {});
     std::optional<CrashMarker> marker = parseCrashMarker(text);
@@ -225,6 +242,64 @@ void mergeCrashMarkers(sql::Database& db, const std::string& path, RowId newRunI
     }
   }
 }
+
+}  // namespace
+
+// Row journals of writers that died (row_journal.h): a journal whose lock nobody holds belongs
+// to a process that ended without closing its writer. Its rows that the store lacks (those the
+// writer thread had not committed) are inserted in one transaction, then the file is removed.
+// A journal still locked (its writer is alive) or that cannot be read is left alone.
+bool hasRowJournals(const std::string& path) { return !filesBeside(path, "-rows-").empty(); }
+
+void recoverRowJournals(sql::Database& db, const std::string& path, int version) {
+  for (const std::string& file : filesBeside(path, "-rows-")) {
+    int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {  // its writer is alive
+      ::close(fd);
+      continue;
+    }
+    std::string data;
+    char buf[1 << 16];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      data.append(buf, static_cast<std::size_t>(n));
+    }
+    std::vector<Row> rows = decodeRows(data);
+    try {
+      if (!rows.empty()) {
+        beginImmediate(db);
+        try {
+          Inserts inserts(db, version);
+          for (const Row& row : rows) {
+            std::visit(
+                [&](const auto& r) {
+                  if constexpr (!std::is_same_v<std::decay_t<decltype(r)>, RunEnd>) {
+                    try {
+                      inserts.insert(r);
+                    } catch (const UserError&) {
+                      // Already committed by the writer thread (the same id): nothing to add.
+                    }
+                  }
+                },
+                row);
+          }
+        } catch (...) {
+          sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+          throw;
+        }
+        db.exec("COMMIT", "recovering the rows of a writer that stopped");
+      }
+      std::remove(file.c_str());
+    } catch (const std::exception&) {
+      // Left for the next opener.
+    }
+    ::close(fd);  // releases the lock
+  }
+}
+
+namespace {
 
 // Incremented in the child of every fork(). A writer belongs to the process that opened it: its
 // thread does not survive a fork, and SQLite connections must not be used across one.
@@ -273,6 +348,14 @@ struct TraceWriter::Impl {
   std::optional<Inserts> inserts;    // the prepared INSERTs, guarded by commitMu
   std::vector<Row> batch;            // rows being committed, guarded by commitMu
 
+  // The row journal (row_journal.h), from the first persist() on. Lock order: journalMu, then mu.
+  bool journaling = false;           // guarded by mu: record*() encode their rows
+  std::string journalPending;        // guarded by mu: encoded rows not yet written
+  std::mutex journalMu;
+  int journalFd = -1;                // guarded by journalMu; holds the file's lock (flock)
+  std::uint64_t journalBytes = 0;    // guarded by journalMu: bytes in the file
+  bool journalBroken = false;        // guarded by journalMu: persist() commits instead
+
   bool inheritedThroughFork() const {
     return gForkGeneration.load(std::memory_order_relaxed) != forkGeneration;
   }
@@ -315,6 +398,7 @@ struct TraceWriter::Impl {
       return id;
     }
     queue.push_back(std::move(record));
+    if (journaling) encodeRow(journalPending, queue.back());
     if (queue.size() == 1 || queue.size() == options.batchRows) wake.notify_one();
     return id;
   }
@@ -368,6 +452,8 @@ struct TraceWriter::Impl {
       wake.notify_one();
     }
     committed += batch.size();
+    // Everything recorded is in the store: the encoded rows waiting for a persist() are too.
+    if (committed == enqueued && !failure && !error) journalPending.clear();
     if (failure) {
       dropped += batch.size();
       if (!error) error = std::move(failure);
@@ -443,10 +529,70 @@ struct TraceWriter::Impl {
       if (checkpointWanted || queue.empty()) continue;
       // Lock order: commitMu, then mu. A flush() may have committed the rows meanwhile.
       lock.unlock();
-      std::lock_guard<std::mutex> commitLock(commitMu);
+      {
+        std::lock_guard<std::mutex> commitLock(commitMu);
+        lock.lock();
+        commitQueued(lock);
+        lock.unlock();
+      }
+      truncateJournalIfCommitted();
       lock.lock();
-      commitQueued(lock);
     }
+  }
+
+  // Empties the journal file once every row recorded is in the store (called by the writer
+  // thread after a batch, without mu). A persist() that took rows before the check writes them
+  // after the truncation: they are committed already, and recovery skips rows the store has.
+  void truncateJournalIfCommitted() {
+    std::lock_guard<std::mutex> journalLock(journalMu);
+    if (journalFd < 0 || journalBytes == 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (committed != enqueued || dropped != 0) return;
+    }
+    if (ftruncate(journalFd, 0) == 0) journalBytes = 0;
+  }
+
+  // Makes every row recorded before the call survive the process ending: one write() of the
+  // encoded rows to the journal (no SQLite commit, no fsync). The first call commits instead
+  // (flush) and turns the journal on; so does any call once the journal cannot be written.
+  void persist() {
+    if (inheritedThroughFork()) failInherited();
+    std::string bytes;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (error) throw *error;
+      if (!journaling) {
+        journaling = true;  // rows recorded from now on are encoded; flush() commits the rest
+      } else {
+        bytes.swap(journalPending);
+        if (bytes.empty()) return;  // the writer thread committed them meanwhile
+      }
+    }
+    if (bytes.empty()) return flush();
+    std::unique_lock<std::mutex> journalLock(journalMu);
+    if (journalFd < 0 && !journalBroken) {
+      std::string file = rowJournalPath(path, runId);
+      journalFd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      // The lock tells a recovering opener that this writer is alive; it goes with the process.
+      if (journalFd >= 0 && flock(journalFd, LOCK_EX | LOCK_NB) != 0) {
+        ::close(journalFd);
+        journalFd = -1;
+      }
+      if (journalFd < 0) journalBroken = true;
+    }
+    if (!journalBroken && writeAll(journalFd, bytes)) {
+      journalBytes += bytes.size();
+      return;
+    }
+    journalBroken = true;
+    journalLock.unlock();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      journaling = false;
+      journalPending.clear();
+    }
+    flush();  // commits every row recorded before the call
   }
 
   // Blocks until every row enqueued before the call is committed. The caller commits them
@@ -499,6 +645,7 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path, RunRecor
   std::uint32_t seq = 0;
   mergeCrashMarkers(impl->db, path, impl->runId, seq);
   impl->nextSeq.store(seq);
+  recoverRowJournals(impl->db, path, impl->version);
   armCrashMarker(path, impl->runId);
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->run(); });
@@ -547,6 +694,7 @@ RowId TraceWriter::recordArtifact(ArtifactRecord artifact) {
 }
 
 void TraceWriter::flush() { impl_->flush(); }
+void TraceWriter::persist() { impl_->persist(); }
 
 void TraceWriter::close() {
   if (impl_->inheritedThroughFork()) impl_->failInherited();
@@ -582,6 +730,12 @@ void TraceWriter::close() {
   impl_->inserts.reset();  // statements before their connection
   impl_->checkpointDb.close();
   impl_->db.close();
+  if (impl_->journalFd >= 0) {
+    // Every row is in the store (else the journal stays for a recovering opener).
+    if (!failure) std::remove(rowJournalPath(impl_->path, impl_->runId).c_str());
+    ::close(impl_->journalFd);
+    impl_->journalFd = -1;
+  }
   disarmCrashMarker(impl_->runId);
   if (failure) throw *failure;
 }
