@@ -558,19 +558,27 @@ struct TraceWriter::Impl {
   // (flush) and turns the journal on; so does any call once the journal cannot be written.
   void persist() {
     if (inheritedThroughFork()) failInherited();
+    // journalMu from the swap to the write: a persist() returns only once every row recorded
+    // before it is written, also those another thread's persist() took first.
+    std::unique_lock<std::mutex> journalLock(journalMu);
+    if (journalBroken) {
+      journalLock.unlock();
+      return flush();
+    }
     std::string bytes;
+    bool first = false;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (error) throw *error;
-      if (!journaling) {
-        journaling = true;  // rows recorded from now on are encoded; flush() commits the rest
-      } else {
-        bytes.swap(journalPending);
-        if (bytes.empty()) return;  // the writer thread committed them meanwhile
-      }
+      first = !journaling;
+      journaling = true;  // rows recorded from now on are encoded; flush() commits the rest
+      bytes.swap(journalPending);
     }
-    if (bytes.empty()) return flush();
-    std::unique_lock<std::mutex> journalLock(journalMu);
+    if (first) {
+      journalLock.unlock();
+      return flush();
+    }
+    if (bytes.empty()) return;  // nothing new, or the writer thread committed it meanwhile
     if (journalFd < 0 && !journalBroken) {
       std::string file = rowJournalPath(path, runId);
       journalFd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
