@@ -95,6 +95,7 @@ def test_sigkill_right_after_compiles_keeps_every_compile_and_graph(tmp_path):
         assert sorted(f["name"] for f in store.frames(run["id"])) == sorted(
             f"f{i}" for i in range(n))
     assert not list(tmp_path.glob("t.db-crash-*"))
+    assert not list(tmp_path.glob("t.db-rows-*"))  # the reader inserted the journal's rows
     assert "did not close (still running, or killed)" in dynamo.trace.report(path, "runs")
 
 
@@ -148,6 +149,7 @@ def test_sigkill_during_a_compiles_first_call_keeps_all_its_records(tmp_path):
         assert failure["property"] == "dtype"
         assert [c["kind"] for c in store.code(run["id"], killed["id"])] == ["transformed_bytecode"]
     assert not list(tmp_path.glob("t.db-crash-*"))
+    assert not list(tmp_path.glob("t.db-rows-*"))
 
 
 @pytest.mark.parametrize("how", ["kill", "deref"])
@@ -265,10 +267,14 @@ def test_a_run_that_closed_leaves_no_marker(tmp_path):
         assert run["end_time_us"] > 0 and run["crash"] is None
 
 
-def test_dynamo_explain_names_the_crashing_compile(tmp_path):
+def test_dynamo_explain_names_the_crashing_compile(tmp_path, monkeypatch):
     script = tmp_path / "crash.py"
     script.write_text(CRASHING.replace("sys.argv[1]", '"deref"'))
+    tmp = tmp_path / "tmp"  # the tool's temporary store goes here, and goes away with its marker
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
     r = run_tool("dynamo-explain", "--mask", script, cwd=tmp_path)
+    assert list(tmp.iterdir()) == []
     f_line = line_of(CRASHING, "def f(x):")
     assert "dynamo-explain: the script was killed by signal 11" in r.stderr
     assert r.stdout.startswith(
