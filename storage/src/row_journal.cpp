@@ -139,6 +139,25 @@ bool decodeAlternative(std::size_t index, Decoder& d, Row& row) {
 
 }  // namespace
 
+std::string encodeJournalHeader(const JournalHeader& h) {
+  std::string out(kJournalHeaderSize, '\0');
+  const char magic[8] = {'D', 'Y', 'R', 'J', 'H', 'D', 'R', '1'};
+  std::memcpy(&out[0], magic, 8);
+  std::memcpy(&out[8], &h.runId, 8);
+  std::memcpy(&out[16], &h.pid, 8);
+  std::memcpy(&out[24], &h.startTimeUs, 8);
+  return out;
+}
+
+std::optional<JournalHeader> decodeJournalHeader(std::string_view data) {
+  if (data.size() < kJournalHeaderSize || data.substr(0, 8) != "DYRJHDR1") return std::nullopt;
+  JournalHeader h;
+  std::memcpy(&h.runId, data.data() + 8, 8);
+  std::memcpy(&h.pid, data.data() + 16, 8);
+  std::memcpy(&h.startTimeUs, data.data() + 24, 8);
+  return h;
+}
+
 std::string rowJournalPath(const std::string& storePath, RowId runId) {
   return storePath + "-rows-" + std::to_string(runId);
 }

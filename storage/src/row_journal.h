@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -29,6 +30,20 @@ using Row = std::variant<FrameRecord, CompileRecord, GraphRecord, GraphBreakReco
 
 /// The journal file of run `runId` of the store at `storePath`: "<storePath>-rows-<runId>".
 std::string rowJournalPath(const std::string& storePath, RowId runId);
+
+/// What a journal file starts with: whose it is. Recovery inserts a journal's rows only into the
+/// run that wrote it (same run id, pid and start time): a journal left beside a store that was
+/// deleted and created anew is not taken for the new store's.
+struct JournalHeader {
+  RowId runId = 0;
+  std::int64_t pid = 0;
+  std::int64_t startTimeUs = 0;
+};
+inline constexpr std::size_t kJournalHeaderSize = 32;
+/// The header's kJournalHeaderSize bytes.
+std::string encodeJournalHeader(const JournalHeader& header);
+/// The header at the start of `data`; nullopt when there is none (too short, another file).
+std::optional<JournalHeader> decodeJournalHeader(std::string_view data);
 
 /// Appends one record for `row` to `out`: a header (magic, length) and the row's fields.
 void encodeRow(std::string& out, const Row& row);

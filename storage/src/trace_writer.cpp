@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -266,7 +267,36 @@ void recoverRowJournals(sql::Database& db, const std::string& path, int version)
       if (n < 0) break;
       data.append(buf, static_cast<std::size_t>(n));
     }
-    std::vector<Row> rows = decodeRows(data);
+    // Whose journal: the run it names must be in this store, with the same pid and start time
+    // (else it was left beside a store that was since replaced: dropped, never inserted).
+    std::optional<JournalHeader> header = decodeJournalHeader(data);
+    std::vector<Row> rows;
+    if (header && file == rowJournalPath(path, header->runId)) {
+      try {
+        sql::Statement run(db, "SELECT pid, start_time_us FROM runs WHERE run_id = ?1");
+        run.bind(1, header->runId);
+        if (run.step() && run.columnInt(0) == header->pid &&
+            run.columnInt(1) == header->startTimeUs) {
+          rows = decodeRows(std::string_view(data).substr(kJournalHeaderSize));
+          rows.erase(std::remove_if(rows.begin(), rows.end(),
+                                    [&](const Row& row) {
+                                      return std::visit(
+                                          [&](const auto& r) {
+                                            if constexpr (std::is_same_v<
+                                                              std::decay_t<decltype(r)>, RunEnd>)
+                                              return true;
+                                            else
+                                              return r.runId != header->runId;
+                                          },
+                                          row);
+                                    }),
+                     rows.end());
+        }
+      } catch (const std::exception&) {
+        ::close(fd);  // left for the next opener
+        continue;
+      }
+    }
     try {
       if (!rows.empty()) {
         beginImmediate(db);
@@ -284,6 +314,7 @@ void recoverRowJournals(sql::Database& db, const std::string& path, int version)
                   }
                 },
                 row);
+
           }
         } catch (...) {
           sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
@@ -321,6 +352,8 @@ struct TraceWriter::Impl {
   WriterOptions options;
   int version = 0;
   RowId runId = 0;
+  std::int64_t pid = 0;          // the run's, for the row journal's header
+  std::int64_t startTimeUs = 0;  // ditto
   sql::Database db;  // once the writer thread runs: used only under commitMu
   std::atomic<std::uint32_t> nextSeq{0};
 
@@ -550,7 +583,34 @@ struct TraceWriter::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (committed != enqueued || dropped != 0) return;
     }
-    if (ftruncate(journalFd, 0) == 0) journalBytes = 0;
+    if (ftruncate(journalFd, static_cast<off_t>(kJournalHeaderSize)) == 0) journalBytes = 0;
+  }
+
+  // Creates this run's journal, locked (the lock tells a recovering opener that this writer is
+  // alive; it goes with the process), emptied and headed. An opener may have removed the file
+  // between our open and our lock (it found it unlocked and empty): then it is made again.
+  int openJournal() {
+    std::string file = rowJournalPath(path, runId);
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0) return -1;
+      struct stat opened {}, named {};
+      if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &opened) != 0) {
+        ::close(fd);
+        return -1;
+      }
+      if (stat(file.c_str(), &named) != 0 || named.st_ino != opened.st_ino ||
+          named.st_dev != opened.st_dev) {
+        ::close(fd);
+        continue;
+      }
+      if (ftruncate(fd, 0) != 0 || !writeAll(fd, encodeJournalHeader({runId, pid, startTimeUs}))) {
+        ::close(fd);
+        return -1;
+      }
+      return fd;
+    }
+    return -1;
   }
 
   // Makes every row recorded before the call survive the process ending: one write() of the
@@ -580,13 +640,7 @@ struct TraceWriter::Impl {
     }
     if (bytes.empty()) return;  // nothing new, or the writer thread committed it meanwhile
     if (journalFd < 0 && !journalBroken) {
-      std::string file = rowJournalPath(path, runId);
-      journalFd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      // The lock tells a recovering opener that this writer is alive; it goes with the process.
-      if (journalFd >= 0 && flock(journalFd, LOCK_EX | LOCK_NB) != 0) {
-        ::close(journalFd);
-        journalFd = -1;
-      }
+      journalFd = openJournal();
       if (journalFd < 0) journalBroken = true;
     }
     if (!journalBroken && writeAll(journalFd, bytes)) {
@@ -646,6 +700,8 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path, RunRecor
     if (gethostname(host, sizeof host - 1) == 0) run.hostname = host;
   }
   impl->runId = insertRun(impl->db, run, impl->version);
+  impl->pid = run.pid;
+  impl->startTimeUs = run.startTimeUs;
   DYNAMO_INTERNAL_ASSERT(impl->runId > 0 && impl->runId < (RowId{1} << 31),
                          "run id out of range: ", impl->runId);
   // Replaces SQLite's automatic checkpoint (see Impl::walHook).

@@ -28,6 +28,8 @@ std::string readPrefixed(Child& child, const std::string& prefix) {
   return line.substr(prefix.size());
 }
 
+constexpr long long kHeader = 32;  // the journal's header (row_journal.h)
+
 std::string journalOf(const std::string& path, RowId run) {
   return path + "-rows-" + std::to_string(run);
 }
@@ -139,15 +141,42 @@ TEST_CASE("the writer thread empties the journal once it committed; close() remo
   CHECK_FALSE(testing::fileExists(journal));
   w->recordFrame({0, 0, "a.py", 1, "f"});
   w->persist();
-  CHECK(fileSize(journal) > 0);
+  CHECK(fileSize(journal) > kHeader);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (fileSize(journal) != 0 && std::chrono::steady_clock::now() < deadline)
+  // Committed by the writer thread's batch (100 ms), the journal keeps only its 32-byte header
+  // (which run wrote it).
+  while (fileSize(journal) != kHeader && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  CHECK(fileSize(journal) == 0);  // committed by the writer thread's batch (100 ms)
+  CHECK(fileSize(journal) == kHeader);
   CHECK(TraceReader::open(path)->frames(w->runId()).size() == 1);
   w->recordFrame({0, 0, "a.py", 2, "g"});
   w->persist();
   w->close();
   CHECK_FALSE(testing::fileExists(journal));
   CHECK(TraceReader::open(path)->frames(1).size() == 2);
+}
+
+TEST_CASE("a journal left beside a store that was replaced is dropped, not inserted") {
+  ScratchDir dir;
+  std::string path = dir.file("old.db");
+  Child child = testing::startChild({"journal", path});
+  RowId run = std::stoll(readPrefixed(child, "run "));
+  readPrefixed(child, "persisted ");
+  killAndWait(child);
+  std::string journal = journalOf(path, run);
+  REQUIRE(fileSize(journal) > kHeader);
+  // The store goes, its journal stays; a new store of the same name gets a run 1 too.
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  RunRecord fresh;
+  fresh.argv = {"fresh"};
+  auto w = TraceWriter::open(path, fresh);
+  CHECK(w->runId() == run);
+  CHECK_FALSE(testing::fileExists(journal));  // dropped: another pid and start time
+  w->recordFrame({0, 0, "new.py", 1, "g"});
+  w->close();  // no clash with the old journal's ids
+  auto reader = TraceReader::open(path);
+  std::vector<FrameRecord> frames = reader->frames(run);
+  REQUIRE(frames.size() == 1);
+  CHECK(frames[0].file == "new.py");
+  CHECK(reader->compilesOfRun(run).empty());
 }
