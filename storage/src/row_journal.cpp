@@ -13,6 +13,12 @@ namespace {
 
 constexpr std::uint32_t kMagic = 0x4a525944;  // "DYRJ"
 
+constexpr std::int64_t kCodeKindCount = 0
+#define DYNAMO_CODE_KIND(id, name, language, description) +1
+#include "dynamo/storage/code_kinds.def"
+#undef DYNAMO_CODE_KIND
+    ;
+
 struct Encoder {
   std::string& out;
   void raw(const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); }
@@ -55,7 +61,8 @@ struct Decoder {
   void operator()(CodeKind& v) {
     std::int64_t x = 0;
     (*this)(x);
-    v = static_cast<CodeKind>(x);
+    if (x < 0 || x >= kCodeKindCount) ok = false;  // not a kind of code_kinds.def
+    else v = static_cast<CodeKind>(x);
   }
   void operator()(std::string& v) {
     std::uint32_t n = 0;
