@@ -129,7 +129,8 @@ def realmodels(repeats):
           f"compile {statistics.median(own_ms):.3f} ms (its own duration, before recording); "
           f"median of {repeats} interleaved repeats", flush=True)
     for m in ("commit", "journal"):
-        print(f"  {m} / batch: median ratio over cases: wall x{statistics.median(ratios[m][0]):.3f}, "
+        wall = statistics.median(ratios[m][0])
+        print(f"  {m} / batch: median ratio over cases: wall x{wall:.3f}, "
               f"thread CPU x{statistics.median(ratios[m][1]):.3f}; adds a median "
               f"{statistics.median(added_us[m]):.0f} us of thread CPU per compile", flush=True)
 

@@ -40,7 +40,9 @@ struct Encoder {
     raw(&n, sizeof n);
     for (const CompilePhase& p : v) (*this)(p.name), (*this)(p.durationUs);
   }
-  void operator()(const SourceLocation& v) { (*this)(v.file), (*this)(v.line), (*this)(v.sourceLine); }
+  void operator()(const SourceLocation& v) {
+    (*this)(v.file), (*this)(v.line), (*this)(v.sourceLine);
+  }
 };
 
 struct Decoder {

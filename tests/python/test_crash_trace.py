@@ -141,9 +141,10 @@ def test_sigkill_during_a_compiles_first_call_keeps_all_its_records(tmp_path):
         assert (first["attempt"], killed["attempt"]) == (0, 1)
         assert len(store.graphs(killed["id"])) == 1
         (brk,) = store.graph_breaks(killed["id"])
-        assert (brk["line"], brk["source_line"]) == (line_of(KILLED_IN_FIRST_CALL, 'print("break")'),
-                                                     'print("break")')
-        assert ("TENSOR_MATCH", "x") in [(g["kind"], g["source"]) for g in store.guards(killed["id"])]
+        break_line = line_of(KILLED_IN_FIRST_CALL, 'print("break")')
+        assert (brk["line"], brk["source_line"]) == (break_line, 'print("break")')
+        guards = store.guards(killed["id"])
+        assert ("TENSOR_MATCH", "x") in [(g["kind"], g["source"]) for g in guards]
         (failure,) = store.guard_failures(compile_id=first["id"])
         assert failure["caused_compile_id"] == killed["id"]
         assert failure["property"] == "dtype"
