@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <map>
 
+#include "dynamo/storage/crash_marker.h"
+
 namespace dynamo::gui {
 namespace {
 
@@ -50,7 +52,9 @@ QString runTitle(const storage::RunRecord& r) {
   QString prog = r.argv.empty() ? QString("?") : QFileInfo(qs(r.argv[0])).fileName();
   for (size_t i = 1; i < r.argv.size() && i < 4; ++i) prog += " " + qs(r.argv[i]);
   QString t = QString("run %1: %2 (pid %3)").arg(r.id).arg(prog).arg(r.pid);
-  if (r.endTimeUs == 0) t += r.crash.signal ? QString(" crashed") : QString(" running or killed");
+  // How it ended, in the reports' words (crashed (SIGSEGV) during the first call of ...).
+  if (r.endTimeUs == 0)
+    t += ", " + qs(storage::describeRunEnd(r, QFileInfo(qs(r.crash.frameFile)).fileName().toStdString()));
   return t;
 }
 

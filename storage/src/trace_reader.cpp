@@ -48,6 +48,17 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->db = openStoreForReading(path, impl->version);
+  // Rows a writer that died had persisted (TraceWriter::persist) but not committed: like SQLite
+  // rolling back a hot journal, the reader inserts them (row_journal.h), on a connection of its
+  // own, before reading. Nothing changes when no journal of a dead writer lies beside the store.
+  if (hasRowJournals(path)) {
+    try {
+      sql::Database rw(path, SQLITE_OPEN_READWRITE, 30000);
+      recoverRowJournals(rw, path, impl->version);
+    } catch (const std::exception&) {
+      // A read-only directory or file: the rows stay in the journal for a writer to recover.
+    }
+  }
   return std::unique_ptr<TraceReader>(new TraceReader(std::move(impl)));
 }
 

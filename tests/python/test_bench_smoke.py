@@ -52,6 +52,16 @@ def test_capture_time_quick_prints_json_rows():
     assert "resnet18" in out.splitlines()[-1]
 
 
+def test_commit_cost_runs_its_three_modes():
+    # Text, not JSON: one line per workload with the batch baseline and the two other modes.
+    proc = subprocess.run([sys.executable, str(BENCH / "commit_cost.py"), "--models", "small50",
+                           "--repeats", "1"], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = proc.stdout.splitlines()
+    assert line.startswith("small50: batch wall ") and "; commit wall " in line and "; journal wall " in line
+
+
 def test_no_bench_script_shadows_a_standard_module():
     # `python bench/x.py` puts bench/ first on sys.path: a bench/inspect.py once hid the
     # standard `inspect` module from torch in every other benchmark.
