@@ -59,6 +59,7 @@ GraphAot parseRecord(const std::string& data) {
   GraphAot aot;
   nlohmann::json doc = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) {
+    aot.backend = "an AOT backend";
     aot.fallback = "(the dynamo.aot artifact is not a JSON object)";
     return aot;
   }

@@ -184,7 +184,7 @@ TEST_CASE("dynamo-trace aot lists every AOT compile with its partition, or the f
         "    compile #0 (id <masked>), graph 1: aot_eager runs it on the eager runner: graph output 0 "
         "aliases input 'x'\n"
         "  head (model.py:30)\n"
-        "    compile #0 (id <masked>), graph 0:  runs it on the eager runner: (the dynamo.aot artifact "
+        "    compile #0 (id <masked>), graph 0: an AOT backend runs it on the eager runner: (the dynamo.aot artifact "
         "is not a JSON object)\n");
 }
 
