@@ -314,6 +314,28 @@ PyObject* disableCode(PyObject*, PyObject* code) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
+// The cache entries of a code object, most recently hit first: [{id, hits, code}] (a debug
+// reader of the hook's state: tests and bench/overhead.py count hits and call the graph).
+PyObject* cacheEntries(PyObject*, PyObject* code) {
+  if (!PyCode_Check(code)) {
+    PyErr_SetString(PyExc_TypeError, "cache_entries: expected a code object");
+    return nullptr;
+  }
+  DYNAMO_PY_TRY
+  PyRef list = PyRef::steal(check(PyList_New(0)));
+  core::CodeState* state = core::CodeState::find(code);
+  if (state == nullptr) return list.release();
+  for (const auto& entry : state->entries()) {
+    PyRef dict = PyRef::steal(check(PyDict_New()));
+    setItem(dict.get(), "id", PyLong_FromUnsignedLongLong(entry->id));
+    setItem(dict.get(), "hits", PyLong_FromUnsignedLongLong(entry->hits));
+    setItem(dict.get(), "code", Py_NewRef(entry->code));
+    if (PyList_Append(list.get(), dict.get()) < 0) throw PythonErrorAlreadySet{};
+  }
+  return list.release();
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 PyObject* backendList(PyObject*, PyObject*) {
   DYNAMO_PY_TRY
   PyObject* out = check(PyList_New(0));
@@ -494,6 +516,8 @@ PyMethodDef methods[] = {
     {"set_mode", setMode, METH_VARARGS, "set_mode(mode, handle) -> (previous_mode, previous_handle)"},
     {"reset", resetAll, METH_NOARGS, "Drop every compiled entry."},
     {"disable_code", disableCode, METH_O, "Never capture this code object."},
+    {"cache_entries", cacheEntries, METH_O,
+     "cache_entries(code) -> [{id, hits, code}]: its cache entries, most recently hit first."},
     {"break_kinds", breakKinds, METH_NOARGS, "[(slug, explanation, hint)] of every graph-break kind."},
     {"backend_list", backendList, METH_NOARGS, "[(name, description)] of the C++ backends of backends.def."},
     {"pass_list", passList, METH_NOARGS, "[(name, description)] of the passes of passes.def, in pipeline order."},
@@ -506,6 +530,8 @@ PyModuleDef moduleDef = {PyModuleDef_HEAD_INIT, "dynamo._C._compiler", "The fram
 }  // namespace
 
 int initCompilerBindings(PyObject* module) {
+  // C++ exceptions thrown inside the frame hook become Python exceptions.
+  core::setErrorTranslator(translateException);
   if (core::registerCompilerTypes(module) < 0) return -1;
   if (initRecordingBindings(module) < 0) return -1;
   PyObject* sub = PyModule_Create(&moduleDef);  // new ref

@@ -348,7 +348,7 @@ def test_entries_still_run_after_the_cache_limit():
             warnings.simplefilter("ignore")
             for n in range(4):
                 c(torch.ones(2), n)
-        hits = lambda: sum(e["hits"] for e in dynamo._C._frame.cache_entries(g.__code__))
+        hits = lambda: sum(e["hits"] for e in dynamo._C._compiler.cache_entries(g.__code__))
         before = hits()
         assert torch.equal(c(torch.ones(2), 1), torch.ones(2))  # matches the entry for n == 1
         assert hits() == before + 1
