@@ -114,7 +114,7 @@ def explain(fn, *extra_args, **extra_kwargs):
         try:
             path = os.path.join(tmp, "explain.db")
             eval_frame.reset()
-            eval_frame.add_compile_listener(listener)
+            eval_frame.add_compile_listener(listener, listings=False)
             try:
                 with recording.private_run(path):
                     result = eval_frame.compile(fn, backend="eager")(*args, **kwargs)

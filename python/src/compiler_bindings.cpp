@@ -47,6 +47,10 @@ PyTypeObject handleType = [] {
   return t;
 }();
 
+// Whether a Python listener wants the listings of each compile (set_listener_listings): the
+// printed and serialized graphs, pass graphs, guard text and bytecode listing. GIL held.
+bool listenerListings = false;
+
 // The handle currently installed on each thread's hook, to report it back from set_mode.
 thread_local PyObject* currentHandle = nullptr;  // strong ref
 
@@ -89,8 +93,9 @@ PyObject* recordToDict(const core::CompileRecord& r) {
   for (size_t i = 0; i < r.graphs.size(); ++i) {
     const core::Graph& g = r.graphs[i];
     PyObject* gd = check(PyDict_New());
-    setItem(gd, "text", str(r.printedGraphs.at(i)));
-    setItem(gd, "json", str(r.serializedGraphs.at(i)));
+    // "" when no one asked for the listings (add_compile_listener(fn, listings=False)).
+    setItem(gd, "text", str(i < r.printedGraphs.size() ? r.printedGraphs[i] : std::string()));
+    setItem(gd, "json", str(i < r.serializedGraphs.size() ? r.serializedGraphs[i] : std::string()));
     PyObject* ops = check(PyDict_New());
     for (const auto& [k, v] : g.opCounts()) {
       PyObject* n = PyLong_FromLong(v);
@@ -167,6 +172,7 @@ PyObject* recordToDict(const core::CompileRecord& r) {
     Py_DECREF(md);
   }
   setItem(d.get(), "misses", misses);
+  setItem(d.get(), "listings", PyBool_FromLong(r.hasListings));
   setItem(d.get(), "guard_text", str(r.guardText));
   setItem(d.get(), "dynamic_shapes", str(r.dynamicShapes));
   setItem(d.get(), "bytecode", str(r.bytecode));
@@ -228,6 +234,7 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   o.cacheSizeLimit = cacheLimit;
   o.suppressErrors = suppress;
   if (listener != Py_None) {
+    o.listenerWantsListings = [] { return listenerListings; };
     core::PyObjectRef cb = core::PyObjectRef::borrow(listener);
     o.listener = [cb](const core::CompileRecord& r) {
       PyObject* d = nullptr;
@@ -334,6 +341,14 @@ PyObject* cacheEntries(PyObject*, PyObject* code) {
   }
   return list.release();
   DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* setListenerListings(PyObject*, PyObject* flag) {
+  int on = PyObject_IsTrue(flag);
+  if (on < 0) return nullptr;
+  bool previous = listenerListings;
+  listenerListings = on != 0;
+  return PyBool_FromLong(previous);
 }
 
 PyObject* backendList(PyObject*, PyObject*) {
@@ -516,6 +531,9 @@ PyMethodDef methods[] = {
     {"set_mode", setMode, METH_VARARGS, "set_mode(mode, handle) -> (previous_mode, previous_handle)"},
     {"reset", resetAll, METH_NOARGS, "Drop every compiled entry."},
     {"disable_code", disableCode, METH_O, "Never capture this code object."},
+    {"set_listener_listings", setListenerListings, METH_O,
+     "set_listener_listings(bool) -> previous: whether the compile listener needs each record's "
+     "listings (graph text and JSON, pass graphs, guard text, bytecode)."},
     {"cache_entries", cacheEntries, METH_O,
      "cache_entries(code) -> [{id, hits, code}]: its cache entries, most recently hit first."},
     {"break_kinds", breakKinds, METH_NOARGS, "[(slug, explanation, hint)] of every graph-break kind."},

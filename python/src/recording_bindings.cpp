@@ -177,6 +177,9 @@ class TraceSink final : public core::CompileSink {
     if (writer_) writer_->noteCrashStage(storage::CrashStage::kBackend, 0);
   }
 
+  // A trace store keeps the listings (graph JSON and text, bytecode); a log may print them.
+  bool wantsListings() override { return (writer_ && pid_ == getpid()) || logsWantListings(); }
+
   void compiled(const core::CompileRecord& r) override {
     logCompile(r);  // DYNAMO_LOGS, from the same record
     if (!writer_ || pid_ != getpid()) return;
