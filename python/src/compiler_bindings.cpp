@@ -548,6 +548,7 @@ PyModuleDef moduleDef = {PyModuleDef_HEAD_INIT, "dynamo._C._compiler", "The fram
 }  // namespace
 
 int initCompilerBindings(PyObject* module) {
+  core::setCompiledFunctionType(&compiledFunctionType);
   // C++ exceptions thrown inside the frame hook become Python exceptions.
   core::setErrorTranslator(translateException);
   if (core::registerCompilerTypes(module) < 0) return -1;

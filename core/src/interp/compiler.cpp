@@ -415,6 +415,13 @@ class Compiler : public FrameCompiler {
 
 int registerCompilerTypes(PyObject* module) { return registerCompiledGraphType(module); }
 
+namespace {
+PyTypeObject* theCompiledFunctionType = nullptr;  // borrowed: a static type of the binding layer
+}  // namespace
+
+void setCompiledFunctionType(PyTypeObject* type) { theCompiledFunctionType = type; }
+PyTypeObject* compiledFunctionType() { return theCompiledFunctionType; }
+
 std::shared_ptr<FrameCompiler> makeFrameCompiler(CompilerOptions options) {
   return std::make_shared<Compiler>(std::move(options));
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "dynamic.h"
+#include "dynamo/core/compiler.h"
 #include "torch_api.h"
 #include "tracer.h"
 
@@ -836,7 +837,7 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
 
   if (ValueRef g = gradModeCall(ctx, fn, args, kwargs)) return g;
   if (isModule(fn)) return callModule(tr, fnValue, std::move(args), std::move(kwargs));
-  if (std::string(Py_TYPE(fn)->tp_name) == "dynamo.CompiledFunction") {
+  if (Py_TYPE(fn) == compiledFunctionType() && compiledFunctionType() != nullptr) {
     // dynamo.compile(g) called from traced code is traced through; dynamo.disable(g) is not.
     PyObjectRef mode = PyObjectRef::steal(checkPy(PyObject_GetAttrString(fn, "_dynamo_mode")));
     if (PyLong_AsLong(mode.get()) != 2)

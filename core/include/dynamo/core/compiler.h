@@ -129,4 +129,10 @@ PyObjectRef takeBackendFailureCause();
 /// Adds the compiler's Python types (dynamo._C.CompiledGraph) to the extension module.
 int registerCompilerTypes(PyObject* module);
 
+/// The binding layer's type of what dynamo.compile returns (dynamo.CompiledFunction), set once
+/// at import, so the tracer knows such a callable by its type (it traces through one in compile
+/// mode). Null until set. GIL held.
+void setCompiledFunctionType(PyTypeObject* type);
+PyTypeObject* compiledFunctionType();
+
 }  // namespace dynamo::core
