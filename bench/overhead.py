@@ -169,7 +169,7 @@ def run_case(case, repeats):
             got = compiled(*case.args)
             if not torch.equal(expected, got):
                 raise SystemExit(f"{case.name}: compiled result differs from eager")
-            entries = _C._frame.cache_entries(case.code)
+            entries = _C._compiler.cache_entries(case.code)
             if len(entries) != 1:
                 raise SystemExit(f"{case.name}: expected one cache entry, got {len(entries)}")
             direct = _graph_callable(entries[0]["code"], case.bound)
@@ -186,7 +186,7 @@ def run_case(case, repeats):
             for _ in range(repeats):
                 for k, (fn, args, c) in variants.items():
                     samples[k].append(_time(fn, args, case.calls, c))
-            hits = _C._frame.cache_entries(case.code)[0]["hits"]
+            hits = _C._compiler.cache_entries(case.code)[0]["hits"]
     finally:
         dynamo.remove_compile_listener(listener)
     med = {k: statistics.median(v) for k, v in samples.items()}

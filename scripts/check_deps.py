@@ -44,8 +44,9 @@ TEST_TOOLS = ("c++", "g++", "xmllint", "sqlite3", "xvfb-run")
 PYTHON_SOURCES = ("python/dynamo/*.py", "tests/python/*.py", "tests/python/scripts/*.py",
                   "bench/*.py", "scripts/*.py")
 
-#: Modules of the project itself, never looked up.
-PROJECT_MODULES = frozenset({"dynamo"})
+#: Modules of the project itself, never looked up (_dynamo_testing: the test-only bindings,
+#: python/testing/, built beside the package and not installed).
+PROJECT_MODULES = frozenset({"dynamo", "_dynamo_testing"})
 
 #: Top-level directories that merged /usr makes aliases of /usr/<dir>.
 _MERGED_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")

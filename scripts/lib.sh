@@ -7,13 +7,15 @@
 # validate the JUnit and SARIF reports in the tests; python3-networkx runs functorch's min-cut
 # partitioner, the anchor of bench/aot_eager.py. xauth: xvfb-run needs it (xvfb only recommends it)
 # for the inspector's end-to-end test; libegl-dev and libglu1-mesa-dev: CMake's FindOpenGL (run by
-# Qt6Gui's config) records their libraries in CMakeCache.txt when present. scripts/check_deps.py (ctest setup.deps_check)
+# Qt6Gui's config) records their libraries in CMakeCache.txt when present. valgrind: the
+# instruction counts of docs/performance.md (callgrind). scripts/check_deps.py (ctest setup.deps_check)
 # fails when the build or the tests use a file of a package this list does not bring in.
 DYNAMO_APT_PACKAGES=(
   g++ cmake ninja-build ccache pkg-config
   python3 python3-dev python3-pytest python3-torch python3-torchvision libtorch-dev pybind11-dev
   libxml2-utils python3-jsonschema
   python3-networkx
+  valgrind
   libopenblas0-pthread
   libsqlite3-dev sqlite3
   catch2

@@ -61,6 +61,9 @@ void addBreak(std::vector<BreakGroup>& groups, const BreakGroup& b) {
     if (sameSite(g, b.kind, b.location)) {
       g.tally.merge(b.tally);
       g.compiles += b.compiles;
+      for (const std::string& f : b.functions)
+        if (std::find(g.functions.begin(), g.functions.end(), f) == g.functions.end())
+          g.functions.push_back(f);
       return;
     }
   }
@@ -100,19 +103,25 @@ FunctionReport buildFunction(const TraceReader& reader, const storage::FrameReco
     ++f.statuses[c.status];
     f.compileUs += c.durationUs;
     addPhases(f.phases, c.phases);
-    if (!storage::compileMadeEntry(c)) f.notCompiledReason = c.reason;
+    if (!storage::compileMadeEntry(c)) {
+      f.notCompiledReason = c.reason;
+      f.notCompiled.emplace_back(c.status, c.reason);
+    }
     auto aotOfCompile = aot.find(c.id);
     size_t k = 0;
     for (const storage::GraphRecord& g : reader.graphs(c.id)) {
-      f.graphs.push_back({c.id, c.attempt, g.index, g.numNodes, graphOpCounts(g.serialized), {}});
+      f.graphs.push_back({c.id, c.attempt, g.index, g.numNodes, graphOpCounts(g.serialized), g.printed, {}});
       // The k-th AOT record of a compile is its k-th graph's (aot_report.h).
       if (aotOfCompile != aot.end() && k < aotOfCompile->second.size())
         f.graphs.back().aot = aotOfCompile->second[k];
       ++k;
     }
-    f.guards += static_cast<std::int64_t>(reader.guards(c.id).size());
+    for (const storage::GuardRecord& g : reader.guards(c.id)) {
+      ++f.guards;
+      ++f.guardKinds[g.kind];
+    }
     for (const storage::GraphBreakRecord& b : reader.graphBreaks(c.id)) {
-      BreakGroup one{b.kind, b.location, b.explanation, b.hints, b.userStack, 0, 1, {}};
+      BreakGroup one{b.kind, b.location, b.explanation, b.hints, b.userStack, 0, 1, {}, {frame.name}};
       one.tally.add(c, b, hits);
       addBreak(f.breaks, one);
       addBreak(rawRunBreaks, one);

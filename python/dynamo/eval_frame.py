@@ -8,6 +8,7 @@ from dynamo import _C, backends, config
 
 _state = threading.local()
 _listeners = []        # callables receiving one dict per compile attempt
+_listing_listeners = []  # those of them that read the listings (add_compile_listener(listings=True))
 
 
 _debug_function_seen = {}   # DYNAMO_DEBUG_FUNCTION name -> whether any compile matched it
@@ -276,14 +277,25 @@ def reset():
     _C._compiler.reset()
 
 
-def add_compile_listener(fn):
-    """fn(record) is called after every compile attempt (a dict: graphs, breaks, guards, timings)."""
+def add_compile_listener(fn, listings=True):
+    """fn(record) is called after every compile attempt (a dict: graphs, breaks, guards, timings).
+
+    listings: whether fn reads the record's listings: each graph's ``text`` and ``json``, the
+    passes' ``graph``, ``guard_text`` and ``bytecode``. They cost about a third of a compile and
+    are built only when someone reads them (a listener that asked, a trace store, a log); with
+    listings=False they are "" unless another reader asked (``record["listings"]`` says)."""
     _listeners.append(fn)
+    if listings:
+        _listing_listeners.append(fn)
+        _C._compiler.set_listener_listings(True)
     return fn
 
 
 def remove_compile_listener(fn):
     _listeners.remove(fn)
+    if fn in _listing_listeners:
+        _listing_listeners.remove(fn)
+        _C._compiler.set_listener_listings(bool(_listing_listeners))
 
 
 def list_passes():

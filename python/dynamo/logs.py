@@ -16,16 +16,17 @@ by the C++ backend, which reads the environment variable only). ``+name`` is mor
 failed guard), ``-name`` turns one off, ``all`` turns all on. The environment variable is read at
 import; ``set_logs`` replaces the setting. An unknown name gives one warning listing the valid ones.
 
-A compile listener prints the lines when a compile happens; nothing runs on compiled calls.
-Guard failures come as data from the compiler (the record's ``misses``: kind, source, expected,
+The compile logs (graph_breaks, recompiles, guards, passes, graph, bytecode) are printed in C++
+by the compile sink from the compiler's record (python/src/log_bindings.cpp), the same record the
+trace store gets; this module only parses the names and hands the levels to ``_C._logs``. Nothing
+runs on compiled calls. Guard failures come as data from the compiler (kind, source, expected,
 seen, the user line that created the guard), the same fields the trace store keeps.
 """
 import sys
 import threading
 import warnings
 
-from dynamo import _C, eval_frame
-from dynamo.utils import short_path
+from dynamo import _C
 
 __all__ = ["LOG_NAMES", "set_logs", "enabled", "graph_break_counts", "ENV_VAR"]
 
@@ -37,7 +38,6 @@ PREFIX = "[dynamo]"
 
 _lock = threading.Lock()
 _levels = {}            # name -> 1 (on) or 2 (+name, verbose); absent: off
-_break_counts = {}      # (kind, file, line) -> times met since set_logs
 
 
 def set_logs(spec=""):
@@ -61,7 +61,7 @@ def _apply(spec, from_env):
     with _lock:
         _levels.clear()
         _levels.update(levels)
-        _break_counts.clear()
+        _C._logs.set_levels(dict(levels))  # the C++ side prints, and forgets the breaks seen
 
 
 def enabled(name):
@@ -71,8 +71,7 @@ def enabled(name):
 
 def graph_break_counts():
     """{(kind, file, line): times met} for the graph breaks seen while graph_breaks logs on."""
-    with _lock:
-        return dict(_break_counts)
+    return _C._logs.graph_break_counts()
 
 
 def _parse(items):
@@ -94,11 +93,7 @@ def _parse(items):
     return levels, unknown
 
 
-# ---- the messages -------------------------------------------------------------------------------
-
-def _where(file, line):
-    return f"{short_path(file)}:{line}"
-
+# ---- helpers of the Python-side logs (aot_graphs, partition: python/dynamo/aot) ----------------
 
 def _emit(lines):
     err = sys.stderr
@@ -107,108 +102,9 @@ def _emit(lines):
         err.flush()
 
 
-def _graph_break_lines(record):
-    out = []
-    for b in record.get("breaks") or ():
-        key = (b.get("kind", ""), b.get("file", ""), int(b.get("line") or 0))
-        with _lock:
-            seen = key in _break_counts
-            _break_counts[key] = _break_counts.get(key, 0) + 1
-        if seen:
-            continue
-        source = (b.get("source") or "").strip()
-        line = f"{PREFIX} graph break ({key[0]}) at {_where(key[1], key[2])}"
-        if source:
-            line += f": {source}"
-        if b.get("detail"):
-            line += f"  \u2014 {b['detail']}"
-        out.append(line)
-        if enabled("graph_breaks") > 1:
-            for s in b.get("user_stack") or ():
-                src = (s.get("source") or "").strip()
-                out.append(f"    at {_where(s.get('file', ''), s.get('line', 0))}"
-                           + (f": {src}" if src else ""))
-    return out
-
-
-def guard_failures(record):
-    """A compile record's guard failures as data, in order: every failing guard of every cache
-    entry that missed (newest entry first), each a dict the compiler filled from the guard itself:
-    reason, kind, source, property, dim, expected, seen, created_at ({file, line, source} or
-    None)."""
-    return [f for miss in record.get("misses") or () for f in miss["failures"]]
-
-
-def created_at_text(failure, with_source=True):
-    """Where a parsed guard failure's guard was created, ``file:line: source`` with the file
-    shortened ("" when unknown); without the source when ``with_source`` is False."""
-    created = failure.get("created_at")
-    if not created:
-        return ""
-    where = _where(created["file"], created["line"])
-    source = (created.get("source") or "").strip()
-    return f"{where}: {source}" if with_source and source else where
-
-
-def _recompile_lines(record):
-    status = record.get("status")
-    fn = f"{record.get('function', '?')} ({_where(record.get('file', ''), record.get('line', 0))})"
-    attempt = int(record.get("attempt") or 0)
-    if status == "cache-limit":
-        failures = guard_failures(record)
-        why = _reason_text(failures[0]) if failures else "?"
-        return [f"{PREFIX} {fn} hit cache_size_limit after {attempt} compiles; it runs eagerly "
-                f"from now on. Last reason: {why}"]
-    failures = guard_failures(record)
-    if status != "compiled" or attempt == 0 or not failures:
-        return []
-    out = [f"{PREFIX} recompiling {fn}, attempt {attempt}: {_reason_text(failures[0])}"]
-    if enabled("recompiles") > 1:
-        for f in failures:
-            created = created_at_text(f)
-            out.append(f"    - {f['reason']}" + (f"  (guard created at {created})" if created else ""))
-    return out
-
-
-def _reason_text(failure):
-    created = created_at_text(failure, False)
-    return f"{failure['reason']} (guard created at {created})" if created else failure["reason"]
-
-
 def _block(title, body):
     body = (body or "").rstrip("\n")
     return [f"{PREFIX} {title}:"] + ["    " + line for line in body.splitlines()] if body else []
-
-
-def _listener(record):
-    if not _levels:
-        return
-    fn = f"{record.get('function', '?')} ({_where(record.get('file', ''), record.get('line', 0))})"
-    attempt = int(record.get("attempt") or 0)
-    lines = []
-    if enabled("graph_breaks"):
-        lines += _graph_break_lines(record)
-    if enabled("recompiles"):
-        lines += _recompile_lines(record)
-    if record.get("status") == "compiled":
-        if enabled("guards"):
-            lines += _block(f"guards of {fn}, attempt {attempt}", record.get("guard_text"))
-        if enabled("passes"):
-            for p in record.get("passes") or ():
-                title = (f"pass {p['name']} on {fn}, attempt {attempt}: {p['status']}"
-                         f" ({p['nodes_before']} -> {p['nodes_after']} nodes)")
-                if p["status"] == "changed":
-                    lines += _block(title, p["graph"])
-                else:
-                    lines.append(f"{PREFIX} {title.replace(': unchanged', ' (unchanged)')}")
-        if enabled("graph"):
-            for i, g in enumerate(record.get("graphs") or ()):
-                lines += _block(f"graph {i} of {fn}, attempt {attempt} ({g.get('num_nodes', 0)} nodes)",
-                                g.get("text"))
-        if enabled("bytecode"):
-            lines += _block(f"transformed bytecode of {fn}, attempt {attempt}", record.get("bytecode"))
-    if lines:
-        _emit(lines)
 
 
 def _init_from_env():
@@ -219,4 +115,3 @@ def _init_from_env():
 
 
 _init_from_env()
-eval_frame.add_compile_listener(_listener)

@@ -72,7 +72,7 @@ class RecompileProfile:
             self._writer, self._restore = recording.record_into(os.path.join(tmp, "profile.db"))
         if self._writer is not None:
             self._path, self._run_id = self._writer.path, self._writer.run_id
-        eval_frame.add_compile_listener(self._on_compile)
+        eval_frame.add_compile_listener(self._on_compile, listings=False)
         return self
 
     def __exit__(self, *exc):

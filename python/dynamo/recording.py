@@ -23,20 +23,23 @@ never stops the program: one ``dynamo.trace.TraceWarning`` names the file and th
 recording stays off for that path. Python listeners (``dynamo.add_compile_listener``) stay an
 optional API fed from the same records.
 """
+import contextlib
 import os
+import sys
 import threading
 import warnings
 
 from dynamo import _C, config, trace
 
 __all__ = ["enable", "disable", "is_enabled", "record_into", "record_entry_hits", "store_status",
-           "set_commit_each_compile", "add_artifact_source"]
+           "set_commit_each_compile", "add_artifact_source", "private_run"]
 
 _lock = threading.Lock()
 _explicit_path = None   # set by enable(path); wins over config.trace_path
 _off = False            # set by disable()
 _tried = set()          # (pid, path) pairs this module tried to open (success or warning)
 _started = None         # (pid, writer) of the run that enable() or the sink's opener started
+_private = None         # the writer of private_run(), which wins over everything while it runs
 
 
 def store_status(record):
@@ -115,6 +118,28 @@ def record_into(path):
     return writer, restore
 
 
+@contextlib.contextmanager
+def private_run(path):
+    """Record every compile into a new run of the trace store at ``path`` while the block runs,
+    whatever else is set (dynamo.explain() uses it); yields its TraceWriter. dynamo.trace's
+    current run stays open but records nothing meanwhile. On exit the run's entry hits are
+    recorded and it is closed; the next compile is recorded as before."""
+    global _private
+    writer = _C.TraceWriter(os.fspath(path), argv=list(sys.argv))
+    with _lock:
+        previous, _private = _private, writer
+    _C._recording.attach(writer)
+    try:
+        yield writer
+    finally:
+        if _C._recording.attached(writer):
+            _C._recording.record_hits()
+        with _lock:
+            _private = previous
+        _C._recording.attach(previous)  # None: the opener picks the run at the next compile
+        writer.close()
+
+
 def is_enabled():
     """True while compiles are recorded (a path is set and recording was not disabled)."""
     return not _off and bool(_active_path())
@@ -153,6 +178,8 @@ def record_entry_hits(writer=None):
 # ---- the opener the sink calls before every compile --------------------------------------------
 
 def _open_for_compile():
+    if _private is not None:
+        return _private
     if _off:
         return None
     path = _active_path()

@@ -111,4 +111,4 @@ def _align(header, table):
     return "\n".join(lines) + "\n"
 
 
-eval_frame.add_compile_listener(_collect)
+eval_frame.add_compile_listener(_collect, listings=False)

@@ -1,6 +1,7 @@
 // Entry points of the binding files that make up dynamo._C. module.cpp calls each once at import;
 // each adds its functions and types to the module and returns -1 with a Python error set on
-// failure. One file per component, named <component>_bindings.cpp.
+// failure. One file per component, named <component>_bindings.cpp. The test-only bindings
+// (bytecode, frame hook, guards) are in python/testing/, the _dynamo_testing module.
 #pragma once
 
 #include <Python.h>
@@ -9,14 +10,8 @@ namespace dynamo::py {
 
 /// storage_bindings.cpp: the trace store (dynamo._C.TraceStore and helpers).
 int initStorageBindings(PyObject* module);
-/// frame_bindings.cpp: the PEP 523 frame hook and its code caches.
-int initFrameBindings(PyObject* module);
-/// bytecode_bindings.cpp: decoding and assembling code objects.
-int initBytecodeBindings(PyObject* module);
 /// graph_bindings.cpp: the graph IR, its printer, serializer and runner.
 int initGraphBindings(PyObject* module);
-/// guard_bindings.cpp: sources and guards (test API).
-int initGuardBindings(PyObject* module);
 /// compiler_bindings.cpp: the frame compiler behind dynamo.optimize.
 int initCompilerBindings(PyObject* module);
 /// report_bindings.cpp: the explain and profile reports over a trace store.

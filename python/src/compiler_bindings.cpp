@@ -47,6 +47,10 @@ PyTypeObject handleType = [] {
   return t;
 }();
 
+// Whether a Python listener wants the listings of each compile (set_listener_listings): the
+// printed and serialized graphs, pass graphs, guard text and bytecode listing. GIL held.
+bool listenerListings = false;
+
 // The handle currently installed on each thread's hook, to report it back from set_mode.
 thread_local PyObject* currentHandle = nullptr;  // strong ref
 
@@ -89,8 +93,9 @@ PyObject* recordToDict(const core::CompileRecord& r) {
   for (size_t i = 0; i < r.graphs.size(); ++i) {
     const core::Graph& g = r.graphs[i];
     PyObject* gd = check(PyDict_New());
-    setItem(gd, "text", str(r.printedGraphs.at(i)));
-    setItem(gd, "json", str(r.serializedGraphs.at(i)));
+    // "" when no one asked for the listings (add_compile_listener(fn, listings=False)).
+    setItem(gd, "text", str(i < r.printedGraphs.size() ? r.printedGraphs[i] : std::string()));
+    setItem(gd, "json", str(i < r.serializedGraphs.size() ? r.serializedGraphs[i] : std::string()));
     PyObject* ops = check(PyDict_New());
     for (const auto& [k, v] : g.opCounts()) {
       PyObject* n = PyLong_FromLong(v);
@@ -167,6 +172,7 @@ PyObject* recordToDict(const core::CompileRecord& r) {
     Py_DECREF(md);
   }
   setItem(d.get(), "misses", misses);
+  setItem(d.get(), "listings", PyBool_FromLong(r.hasListings));
   setItem(d.get(), "guard_text", str(r.guardText));
   setItem(d.get(), "dynamic_shapes", str(r.dynamicShapes));
   setItem(d.get(), "bytecode", str(r.bytecode));
@@ -228,6 +234,7 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   o.cacheSizeLimit = cacheLimit;
   o.suppressErrors = suppress;
   if (listener != Py_None) {
+    o.listenerWantsListings = [] { return listenerListings; };
     core::PyObjectRef cb = core::PyObjectRef::borrow(listener);
     o.listener = [cb](const core::CompileRecord& r) {
       PyObject* d = nullptr;
@@ -312,6 +319,36 @@ PyObject* disableCode(PyObject*, PyObject* code) {
   core::disableCode(code);
   Py_RETURN_NONE;
   DYNAMO_PY_CATCH(nullptr)
+}
+
+// The cache entries of a code object, most recently hit first: [{id, hits, code}] (a debug
+// reader of the hook's state: tests and bench/overhead.py count hits and call the graph).
+PyObject* cacheEntries(PyObject*, PyObject* code) {
+  if (!PyCode_Check(code)) {
+    PyErr_SetString(PyExc_TypeError, "cache_entries: expected a code object");
+    return nullptr;
+  }
+  DYNAMO_PY_TRY
+  PyRef list = PyRef::steal(check(PyList_New(0)));
+  core::CodeState* state = core::CodeState::find(code);
+  if (state == nullptr) return list.release();
+  for (const auto& entry : state->entries()) {
+    PyRef dict = PyRef::steal(check(PyDict_New()));
+    setItem(dict.get(), "id", PyLong_FromUnsignedLongLong(entry->id));
+    setItem(dict.get(), "hits", PyLong_FromUnsignedLongLong(entry->hits));
+    setItem(dict.get(), "code", Py_NewRef(entry->code));
+    if (PyList_Append(list.get(), dict.get()) < 0) throw PythonErrorAlreadySet{};
+  }
+  return list.release();
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* setListenerListings(PyObject*, PyObject* flag) {
+  int on = PyObject_IsTrue(flag);
+  if (on < 0) return nullptr;
+  bool previous = listenerListings;
+  listenerListings = on != 0;
+  return PyBool_FromLong(previous);
 }
 
 PyObject* backendList(PyObject*, PyObject*) {
@@ -494,6 +531,11 @@ PyMethodDef methods[] = {
     {"set_mode", setMode, METH_VARARGS, "set_mode(mode, handle) -> (previous_mode, previous_handle)"},
     {"reset", resetAll, METH_NOARGS, "Drop every compiled entry."},
     {"disable_code", disableCode, METH_O, "Never capture this code object."},
+    {"set_listener_listings", setListenerListings, METH_O,
+     "set_listener_listings(bool) -> previous: whether the compile listener needs each record's "
+     "listings (graph text and JSON, pass graphs, guard text, bytecode)."},
+    {"cache_entries", cacheEntries, METH_O,
+     "cache_entries(code) -> [{id, hits, code}]: its cache entries, most recently hit first."},
     {"break_kinds", breakKinds, METH_NOARGS, "[(slug, explanation, hint)] of every graph-break kind."},
     {"backend_list", backendList, METH_NOARGS, "[(name, description)] of the C++ backends of backends.def."},
     {"pass_list", passList, METH_NOARGS, "[(name, description)] of the passes of passes.def, in pipeline order."},
@@ -506,6 +548,9 @@ PyModuleDef moduleDef = {PyModuleDef_HEAD_INIT, "dynamo._C._compiler", "The fram
 }  // namespace
 
 int initCompilerBindings(PyObject* module) {
+  core::setCompiledFunctionType(&compiledFunctionType);
+  // C++ exceptions thrown inside the frame hook become Python exceptions.
+  core::setErrorTranslator(translateException);
   if (core::registerCompilerTypes(module) < 0) return -1;
   if (initRecordingBindings(module) < 0) return -1;
   PyObject* sub = PyModule_Create(&moduleDef);  // new ref

@@ -791,6 +791,10 @@ PyMethodDef moduleMethods[] = {
 
 int initGraphBindings(PyObject* module) {
   if (readyTypes() < 0) return -1;
+  // The Python half of Graph -> torch.fx.GraphModule, imported when first needed.
+  core::setFxBridgeLoader([] {
+    return core::PyObjectRef::steal(core::checkPy(PyImport_ImportModule("dynamo.fx_bridge")));  // new ref
+  });
   PyObject* sub = PyModule_New("dynamo._C._graph");  // new ref
   if (sub == nullptr) return -1;
   const std::pair<const char*, PyTypeObject*> types[] = {

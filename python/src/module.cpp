@@ -68,10 +68,7 @@ PyMODINIT_FUNC PyInit__C(void) {
       PyModule_AddStringConstant(module, "__version__", DYNAMO_VERSION) < 0 ||
       PyModule_AddStringConstant(module, "BUILD_PYTHON_VERSION", PY_VERSION) < 0 ||
       dynamo::py::initStorageBindings(module) < 0 ||
-      dynamo::py::initFrameBindings(module) < 0 ||
-      dynamo::py::initBytecodeBindings(module) < 0 ||
       dynamo::py::initGraphBindings(module) < 0 ||
-      dynamo::py::initGuardBindings(module) < 0 ||
       dynamo::py::initCompilerBindings(module) < 0 ||
       dynamo::py::initReportBindings(module) < 0 ||
       dynamo::py::initAotBindings(module) < 0 ||

@@ -19,7 +19,8 @@
 // on storage (core/include/dynamo/core/compile_sink.h). dynamo.recording (Python) decides which
 // store is written: it installs the sink with an opener called before a compile when no run is
 // attached (DYNAMO_TRACE / dynamo.config.trace_path), so the store exists before the first
-// compile's backend runs. All methods hold the GIL.
+// compile's backend runs. It prints the DYNAMO_LOGS lines of each record too (log_bindings.cpp),
+// before its rows. All methods hold the GIL.
 #include "recording_bindings.h"
 
 #include <unistd.h>
@@ -33,6 +34,7 @@
 #include "dynamo/core/graph_printer.h"
 #include "dynamo/core/graph_serializer.h"
 #include "dynamo/storage/trace_writer.h"
+#include "log_bindings.h"
 #include "py_util.h"
 
 namespace dynamo::py {
@@ -175,7 +177,11 @@ class TraceSink final : public core::CompileSink {
     if (writer_) writer_->noteCrashStage(storage::CrashStage::kBackend, 0);
   }
 
+  // A trace store keeps the listings (graph JSON and text, bytecode); a log may print them.
+  bool wantsListings() override { return (writer_ && pid_ == getpid()) || logsWantListings(); }
+
   void compiled(const core::CompileRecord& r) override {
+    logCompile(r);  // DYNAMO_LOGS, from the same record
     if (!writer_ || pid_ != getpid()) return;
     RowId compileId = 0;
     try {
@@ -536,6 +542,7 @@ void beforeWriterClose(const storage::TraceWriter* writer) {
 }
 
 int initRecordingBindings(PyObject* module) {
+  if (initLogBindings(module) < 0) return -1;
   PyObject* sub = PyModule_Create(&moduleDef);  // new ref
   if (sub == nullptr) return -1;
   if (PyModule_AddObject(module, "_recording", sub) < 0) {  // steals sub on success

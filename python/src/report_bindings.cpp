@@ -5,13 +5,18 @@
 //   profile_report(db_path, fmt="text", run_id=None, masked=False, since_us=0, until_us=0,
 //                  root_dir="") -> str
 //   explain_policy(db_path, max_breaks=None, fullgraph=False, run_id=None) -> (code, message)
+//   explain_run(db_path, run_id=None, root_dir="") -> dict   dynamo.explain()'s data and text
 //
 // fmt is one of text, json, junit, markdown, sarif. A path that is not a trace store raises
 // dynamo.TraceStoreError; an unknown format or a negative number raises dynamo.UserError.
 // The store is read with the GIL released.
 #include "bindings.h"
 
+#include <algorithm>
+#include <map>
 #include <optional>
+#include <tuple>
+#include <vector>
 #include <string>
 
 #include "dynamo/common/error.h"
@@ -105,6 +110,119 @@ PyObject* profileReport(PyObject*, PyObject* args, PyObject* kwargs) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
+// d[key] = value; steals value.
+void setItem(PyObject* d, const char* key, PyObject* value) {
+  PyRef owned = PyRef::steal(check(value));
+  if (PyDict_SetItemString(d, key, owned.get()) < 0) throw PythonErrorAlreadySet{};
+}
+
+PyObject* newList(const std::vector<std::string>& items) {
+  PyRef list = PyRef::steal(check(PyList_New(0)));
+  for (const std::string& s : items) {
+    PyRef item = PyRef::steal(newStr(s));
+    if (PyList_Append(list.get(), item.get()) < 0) throw PythonErrorAlreadySet{};
+  }
+  return list.release();
+}
+
+PyObject* breakDict(const explain::BreakGroup& b) {
+  PyRef d = PyRef::steal(check(PyDict_New()));
+  setItem(d.get(), "kind", newStr(b.kind));
+  setItem(d.get(), "file", newStr(b.location.file));
+  setItem(d.get(), "line", PyLong_FromLong(b.location.line));
+  setItem(d.get(), "source", newStr(b.location.sourceLine));
+  setItem(d.get(), "explanation", newStr(b.explanation));
+  setItem(d.get(), "hint", newStr(b.hints.empty() ? "" : b.hints.front()));
+  setItem(d.get(), "user_stack", newList(b.userStack));
+  setItem(d.get(), "count", PyLong_FromLongLong(b.occurrences));
+  setItem(d.get(), "compiles", PyLong_FromLongLong(b.compiles));
+  setItem(d.get(), "functions", newList(b.functions));
+  return d.release();
+}
+
+PyObject* graphDict(const explain::FunctionReport& f, const explain::GraphSummary& g) {
+  PyRef d = PyRef::steal(check(PyDict_New()));
+  setItem(d.get(), "function", newStr(f.name));
+  setItem(d.get(), "compile_id", PyLong_FromLongLong(g.compileId));
+  setItem(d.get(), "text", newStr(g.printed));
+  setItem(d.get(), "num_nodes", PyLong_FromLong(g.numNodes));
+  PyRef ops = PyRef::steal(check(PyDict_New()));
+  for (const auto& [op, n] : g.opCounts) setItem(ops.get(), op.c_str(), PyLong_FromLong(n));
+  setItem(d.get(), "op_counts", ops.release());
+  return d.release();
+}
+
+// The run's data as dynamo.explain() exposes it, and its text (renderExplainSummary).
+PyObject* runDict(const explain::RunExplain& run, const RenderOptions& options) {
+  PyRef d = PyRef::steal(check(PyDict_New()));
+  setItem(d.get(), "summary", newStr(explain::renderExplainSummary(run, options)));
+  PyRef breaks = PyRef::steal(check(PyList_New(0)));
+  std::int64_t occurrences = 0;
+  for (const explain::BreakGroup& b : run.breaks) {
+    PyRef item = PyRef::steal(breakDict(b));
+    if (PyList_Append(breaks.get(), item.get()) < 0) throw PythonErrorAlreadySet{};
+    occurrences += b.occurrences;
+  }
+  setItem(d.get(), "breaks", breaks.release());
+  setItem(d.get(), "break_occurrences", PyLong_FromLongLong(occurrences));
+  // Graphs in compile order, whichever function they belong to.
+  PyRef graphList = PyRef::steal(check(PyList_New(0)));
+  std::vector<std::tuple<storage::RowId, int, const explain::FunctionReport*, const explain::GraphSummary*>> order;
+  for (const explain::FunctionReport& f : run.functions)
+    for (const explain::GraphSummary& g : f.graphs) order.emplace_back(g.compileId, g.index, &f, &g);
+  std::sort(order.begin(), order.end());
+  for (const auto& [id, index, f, g] : order) {
+    PyRef item = PyRef::steal(graphDict(*f, *g));
+    if (PyList_Append(graphList.get(), item.get()) < 0) throw PythonErrorAlreadySet{};
+  }
+  setItem(d.get(), "graphs", graphList.release());
+  setItem(d.get(), "ops", PyLong_FromLongLong(run.ops));
+  PyRef notCompiled = PyRef::steal(check(PyList_New(0)));
+  PyRef guardKinds = PyRef::steal(check(PyDict_New()));
+  std::map<std::string, std::int64_t> phases;
+  for (const explain::FunctionReport& f : run.functions) {
+    for (const auto& [status, reason] : f.notCompiled) {
+      PyRef row = PyRef::steal(check(Py_BuildValue("(NNiNN)", newStr(f.name), newStr(f.file), f.firstLine,
+                                                   newStr(status), newStr(reason))));
+      if (PyList_Append(notCompiled.get(), row.get()) < 0) throw PythonErrorAlreadySet{};
+    }
+    for (const auto& [kind, n] : f.guardKinds) {
+      PyObject* old = PyDict_GetItemString(guardKinds.get(), kind.c_str());  // borrowed ref
+      setItem(guardKinds.get(), kind.c_str(), PyLong_FromLongLong(n + (old ? PyLong_AsLongLong(old) : 0)));
+    }
+    for (const storage::CompilePhase& p : f.phases) phases[p.name] += p.durationUs;
+  }
+  setItem(d.get(), "not_compiled", notCompiled.release());
+  setItem(d.get(), "guard_kinds", guardKinds.release());
+  PyRef times = PyRef::steal(check(PyDict_New()));
+  setItem(times.get(), "capture_ms", PyFloat_FromDouble(phases["capture"] / 1000.0));
+  setItem(times.get(), "guard_ms", PyFloat_FromDouble(phases["guards"] / 1000.0));
+  setItem(times.get(), "backend_ms", PyFloat_FromDouble(phases["backend"] / 1000.0));
+  setItem(times.get(), "total_ms", PyFloat_FromDouble(run.compileUs / 1000.0));
+  setItem(d.get(), "compile_times", times.release());
+  return d.release();
+}
+
+// explain_run(db_path, run_id=None, root_dir=""): one run (default: the newest) of a store.
+PyObject* explainRun(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"db_path", "run_id", "root_dir", nullptr};
+  const char* path = "";
+  PyObject* runId = nullptr;  // borrowed ref
+  const char* rootDir = "";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|Os", const_cast<char**>(kw), &path, &runId, &rootDir))
+    return nullptr;
+  DYNAMO_PY_TRY
+  storage::RowId run = parseRunId(runId);
+  std::string file = path;
+  explain::ExplainReport report = withoutGil([&] {
+    auto reader = storage::TraceReader::open(file);
+    return explain::buildExplainReport(*reader, run);
+  });
+  if (report.runs.empty())
+    throw UserError(UserErrorKind::kTraceStore, detail::concat("trace store '", file, "' holds no runs"));
+  return runDict(report.runs.back(), RenderOptions{false, rootDir});
+  DYNAMO_PY_CATCH(nullptr)
+}
 
 PyObject* explainPolicy(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* kw[] = {"db_path", "max_breaks", "fullgraph", "run_id", nullptr};
@@ -152,6 +270,11 @@ PyMethodDef reportMethods[] = {
     DYNAMO_KW("explain_policy", explainPolicy,
               "explain_policy(db_path, max_breaks=None, fullgraph=False, run_id=None) -> (code, message)\n\n"
               "dynamo-explain's CI policy: code 0 passes, 1 fails; message says why."),
+    DYNAMO_KW("explain_run", explainRun,
+              "explain_run(db_path, run_id=None, root_dir='') -> dict\n\n"
+              "One run (default: the newest) as dynamo.explain() shows it: summary (the text),\n"
+              "graphs, breaks, break_occurrences, ops, not_compiled, guard_kinds, compile_times.\n"
+              "Files under root_dir are shown relative to it in the summary."),
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -121,177 +121,42 @@ class DictBuilder {
   PyRef dict_;
 };
 
-// How a run that did not close ended (RunRecord::crash), with the report's sentence.
-PyObject* toPy(const RunCrash& c) {
-  return DictBuilder()
-      .set("signal", newInt(c.signal))
-      .set("signal_name", newStr(signalName(c.signal)))
-      .set("stage", newStr(c.stage))
-      .set("compile_id", newInt(c.compileId))
-      .set("attempt", newInt(c.attempt))
-      .set("frame", newStr(c.frameName))
-      .set("file", newStr(c.frameFile))
-      .set("line", newInt(c.frameLine))
-      .set("time_us", newInt(c.timeUs))
-      .set("text", newStr(describeCrash(c, c.frameFile)))
-      .release();
-}
-
-PyObject* toPy(const RunRecord& r) {
-  return DictBuilder()
-      .set("id", newInt(r.id))
-      .set("pid", newInt(r.pid))
-      .set("hostname", newStr(r.hostname))
-      .set("argv", newList(r.argv))
-      .set("python_version", newStr(r.pythonVersion))
-      .set("torch_version", newStr(r.torchVersion))
-      .set("dynamo_version", newStr(r.dynamoVersion))
-      .set("rank", newInt(r.rank))
-      .set("world_size", newInt(r.worldSize))
-      .set("start_time_us", newInt(r.startTimeUs))
-      .set("end_time_us", newInt(r.endTimeUs))
-      .set("crash", r.crash.signal == 0 ? Py_NewRef(Py_None) : toPy(r.crash))
-      .release();
-}
-
-PyObject* toPy(const FrameRecord& r) {
-  return DictBuilder()
-      .set("id", newInt(r.id))
-      .set("run_id", newInt(r.runId))
-      .set("file", newStr(r.file))
-      .set("first_line", newInt(r.firstLine))
-      .set("name", newStr(r.name))
-      .release();
-}
-
-PyObject* toPy(const CompileRecord& r) {
-  PyRef phases = PyRef::steal(check(PyList_New(0)));
-  for (const CompilePhase& p : r.phases) {
+// The phases of a compile as [(name, microseconds)].
+PyObject* phasesToPy(const std::vector<CompilePhase>& phases) {  // new ref
+  PyRef list = PyRef::steal(check(PyList_New(0)));
+  for (const CompilePhase& p : phases) {
     PyRef pair = PyRef::steal(check(Py_BuildValue("(NN)", newStr(p.name), newInt(p.durationUs))));
-    if (PyList_Append(phases.get(), pair.get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyList_Append(list.get(), pair.get()) < 0) throw PythonErrorAlreadySet{};
   }
-  return DictBuilder()
-      .set("id", newInt(r.id))
-      .set("run_id", newInt(r.runId))
-      .set("frame_id", newInt(r.frameId))
-      .set("attempt", newInt(r.attempt))
-      .set("status", newStr(r.status))
-      .set("reason", newStr(r.reason))
-      .set("start_time_us", newInt(r.startTimeUs))
-      .set("duration_us", newInt(r.durationUs))
-      .set("phases", phases.release())
-      .release();
+  return list.release();
 }
 
-PyObject* toPy(const GraphRecord& r) {
-  return DictBuilder()
-      .set("id", newInt(r.id))
-      .set("run_id", newInt(r.runId))
-      .set("compile_id", newInt(r.compileId))
-      .set("index", newInt(r.index))
-      .set("format", newStr(r.format))
-      .set("serialized", newBytes(r.serialized))
-      .set("printed", newStr(r.printed))
-      .set("num_nodes", newInt(r.numNodes))
-      .set("inputs", newList(r.inputs))
-      .set("outputs", newList(r.outputs))
-      .release();
-}
-
-PyObject* toPy(const GraphBreakRecord& r) {
-  return DictBuilder()
-      .set("id", newInt(r.id))
-      .set("run_id", newInt(r.runId))
-      .set("compile_id", newInt(r.compileId))
-      .set("kind", newStr(r.kind))
-      .location(r.location)
-      .set("detail", newStr(r.detail))
-      .set("explanation", newStr(r.explanation))
-      .set("hints", newList(r.hints))
-      .set("user_stack", newList(r.userStack))
-      .release();
-}
-
-PyObject* toPy(const GraphBreakGroup& r) {
-  return DictBuilder()
-      .set("kind", newStr(r.kind))
-      .location(r.location)
-      .set("explanation", newStr(r.explanation))
-      .set("hints", newList(r.hints))
-      .set("count", newInt(r.count))
-      .release();
-}
-
-PyObject* toPy(const GuardRecord& r) {
-  return DictBuilder()
-      .set("id", newInt(r.id))
-      .set("run_id", newInt(r.runId))
-      .set("compile_id", newInt(r.compileId))
-      .set("kind", newStr(r.kind))
-      .set("checks", newStr(r.checks))
-      .set("source", newStr(r.source))
-      .location(r.location)
-      .release();
-}
-
-PyObject* toPy(const GuardFailureRecord& r) {
-  return DictBuilder()
-      .set("id", newInt(r.id))
-      .set("run_id", newInt(r.runId))
-      .set("compile_id", newInt(r.compileId))
-      .set("frame_id", newInt(r.frameId))
-      .set("guard_id", newInt(r.guardId))
-      .set("time_us", newInt(r.timeUs))
-      .set("reason", newStr(r.reason))
-      .set("guard_kind", newStr(r.guardKind))
-      .set("guard_source", newStr(r.guardSource))
-      .set("property", newStr(r.property))
-      .set("dim", newInt(r.dim))
-      .set("expected", newStr(r.expected))
-      .set("seen", newStr(r.seen))
-      .set("caused_compile_id", newInt(r.causedCompileId))
-      .location(r.location)
-      .release();
-}
-
-PyObject* toPy(const CodeRecord& r) {
+// Bytecode is bytes, every other code kind text.
+PyObject* codeContentToPy(const CodeRecord& r) {  // new ref
   bool binary = r.kind == CodeKind::kOriginalBytecode || r.kind == CodeKind::kTransformedBytecode;
-  return DictBuilder()
-      .set("id", newInt(r.id))
-      .set("run_id", newInt(r.runId))
-      .set("compile_id", newInt(r.compileId))
-      .set("kind", newStr(std::string(codeKindName(r.kind))))
-      .set("language", newStr(std::string(codeKindLanguage(r.kind))))
-      .set("name", newStr(r.name))
-      .set("content", binary ? newBytes(r.content) : newStr(r.content))
-      .release();
+  return binary ? newBytes(r.content) : newStr(r.content);
 }
 
-PyObject* toPy(const ArtifactRecord& r) {
-  return DictBuilder()
-      .set("id", newInt(r.id))
-      .set("run_id", newInt(r.runId))
-      .set("compile_id", newInt(r.compileId))
-      .set("name", newStr(r.name))
-      .set("media_type", newStr(r.mediaType))
-      .set("data", newBytes(r.data))
-      .set("time_us", newInt(r.timeUs))
-      .release();
-}
+PyObject* toInt(long long v) { return newInt(v); }                                 // new ref
+PyObject* toStr(const std::string& s) { return newStr(s); }                        // new ref
+PyObject* toBytes(const std::string& s) { return newBytes(s); }                    // new ref
+PyObject* toStrList(const std::vector<std::string>& items) { return newList(items); }  // new ref
+PyObject* toObj(PyObject* o) { return check(o); }  // the expression's new ref
 
-PyObject* toPy(const StoreCounts& c) {
-  return DictBuilder()
-      .set("runs", newInt(c.runs))
-      .set("frames", newInt(c.frames))
-      .set("compiles", newInt(c.compiles))
-      .set("graphs", newInt(c.graphs))
-      .set("graph_breaks", newInt(c.graphBreaks))
-      .set("guards", newInt(c.guards))
-      .set("guard_failures", newInt(c.guardFailures))
-      .set("code", newInt(c.code))
-      .set("artifacts", newInt(c.artifacts))
-      .release();
-}
+// toPy(const Record&) -> a new dict, one per record of storage_rows.def.
+#define DYNAMO_ROW(Type) \
+  PyObject* toPy(const Type& r) {  \
+    DictBuilder d;
+#define DYNAMO_COL(key, kind, expr) d.set(key, to##kind(expr));
+#define DYNAMO_LOC(member) d.location(r.member);
+#define DYNAMO_END    \
+  return d.release(); \
+  }
+#include "storage_rows.def"
+#undef DYNAMO_ROW
+#undef DYNAMO_COL
+#undef DYNAMO_LOC
+#undef DYNAMO_END
 
 template <typename T>
 PyObject* toPyList(const std::vector<T>& rows) {  // new ref

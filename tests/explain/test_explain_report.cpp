@@ -247,3 +247,36 @@ TEST_CASE("a run that did not close says so instead of advising") {
   CHECK(renderExplain(report, Format::kJson, {true, ""}).find("\"finished_cleanly\": true") !=
         std::string::npos);
 }
+
+TEST_CASE("the dynamo.explain() summary of a run, from the same report") {
+  ScratchDir dir;
+  auto reader = TraceReader::open(writeLoopStore(dir));
+  ExplainReport report = buildExplainReport(*reader);
+  REQUIRE(report.runs.size() == 1);
+  const RunExplain& run = report.runs[0];
+  // The groups know the functions whose compiles met them, first first.
+  REQUIRE(run.breaks.size() == 1);
+  CHECK(run.breaks[0].functions == std::vector<std::string>{"train", "step"});
+  CHECK(run.functions[0].notCompiled ==
+        std::vector<std::pair<std::string, std::string>>{{"skipped", "graph break inside a loop"}});
+  CHECK(run.functions[1].guardKinds == std::map<std::string, std::int64_t>{{"TENSOR_MATCH", 1}});
+  RenderOptions options;
+  options.rootDir = "/src";
+  CHECK(renderExplainSummary(run, options) ==
+        "Graph Count: 1\n"
+        "Graph Break Count: 1000\n"
+        "Op Count: 3\n"
+        "Break Reasons (1 distinct):\n"
+        "  1. data-dependent-branch at model.py:12 (1000 times)\n"
+        "       if y.sum() > 0:\n"
+        "     why: branch on a tensor value\n"
+        "     hint: use torch.where\n"
+        "     user stack (first occurrence, outermost first):\n"
+        "       model.py:22: x = step(x)\n"
+        "       model.py:12: if y.sum() > 0:\n"
+        "Not compiled: train (model.py:20) skipped: graph break inside a loop\n"
+        "Ops per Graph:\n"
+        "  1. step: operator.mul x2, torch.Tensor.sum x1\n"
+        "Guards: 1 (TENSOR_MATCH 1)\n"
+        "Compile Time: 1.500 ms (capture 1.000, guards 0.000, backend 0.500)\n");
+}

@@ -85,3 +85,12 @@ def test_no_bench_script_shadows_a_standard_module():
     # standard `inspect` module from torch in every other benchmark.
     shadowing = sorted(p.name for p in BENCH.glob("*.py") if p.stem in sys.stdlib_module_names)
     assert shadowing == []
+
+
+def test_listing_cost_prints_both_modes():
+    rows, out = run_bench("listing_cost.py", "--repeats", "1")
+    (row,) = rows
+    for key in ("first_call_ms_with", "first_call_ms_without", "total_ms_with", "total_ms_without",
+                "first_call_ratio", "total_ratio"):
+        assert key in row, key
+    assert "with listings" in out

@@ -1,4 +1,4 @@
-"""Tests of the bytecode toolkit (core/src/bytecode) through dynamo._C._bytecode.
+"""Tests of the bytecode toolkit (core/src/bytecode) through _dynamo_testing.bytecode (python/testing/).
 
 Round trips (decode -> assemble) a corpus of stdlib / torch / torchvision code objects and
 checks instructions, stack size, exception table and positions against CPython's own; runs
@@ -16,7 +16,7 @@ import types
 import pytest
 
 import dynamo
-from dynamo._C import _bytecode as B
+from _dynamo_testing import bytecode as B
 
 PY312 = sys.version_info >= (3, 12)
 

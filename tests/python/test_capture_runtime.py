@@ -166,6 +166,22 @@ def test_disable_inside_compiled_region():
     assert not any(r["function"].endswith("side") for r in compiles(rec))
 
 
+def test_compiled_function_called_inside_a_compiled_region_is_traced_through():
+    # The tracer knows dynamo.CompiledFunction by its type (set by the binding layer), not by
+    # its name: a compile-mode wrapper is traced into, so f is one graph with g's ops.
+    g = dynamo.compile(lambda x: x.sin())
+
+    def f(x):
+        return g(x) * 2
+
+    dynamo.reset()
+    with Recorder() as rec:
+        out = dynamo.compile(f)(torch.ones(2))
+    assert torch.equal(out, torch.ones(2).sin() * 2)
+    (r,) = [r for r in compiles(rec) if r["function"].endswith("f")]
+    assert r["breaks"] == [] and r["graphs"][0]["op_counts"] == {"torch.Tensor.sin": 1, "operator.mul": 1}
+
+
 def test_optimize_as_context_manager_and_decorator():
     dynamo.reset()
     with Recorder() as rec:
@@ -348,7 +364,7 @@ def test_entries_still_run_after_the_cache_limit():
             warnings.simplefilter("ignore")
             for n in range(4):
                 c(torch.ones(2), n)
-        hits = lambda: sum(e["hits"] for e in dynamo._C._frame.cache_entries(g.__code__))
+        hits = lambda: sum(e["hits"] for e in dynamo._C._compiler.cache_entries(g.__code__))
         before = hits()
         assert torch.equal(c(torch.ones(2), 1), torch.ones(2))  # matches the entry for n == 1
         assert hits() == before + 1

@@ -149,3 +149,20 @@ def test_no_breaks():
     out = _explain(lambda x: x * 2 + 1, torch.ones(2))
     assert (out.graph_count, out.graph_break_count, out.op_count) == (1, 0, 2)
     assert "Break Reasons: none" in str(out)
+
+
+def test_explain_records_privately_and_leaves_the_traced_run_open(tmp_path):
+    # dynamo.explain() reads its own private store: the user's traced run stays open and gets
+    # none of explain's compiles, and later compiles are recorded into it again.
+    path = tmp_path / "user.db"
+    writer = dynamo.recording.enable(path)
+    try:
+        _explain(two_breaks, torch.ones(3), 1)
+        assert not writer.closed
+        dynamo.compile(lambda x: x + 1)(torch.ones(2))
+        writer.flush()
+        functions = [f["name"] for f in dynamo.trace.open(path).frames(writer.run_id)]
+        assert len(functions) == 1 and functions[0].endswith("<lambda>")
+    finally:
+        dynamo.recording.disable()
+        dynamo.reset()

@@ -10,8 +10,8 @@ import dynamo
 from report_cli_util import SCRIPTS, run
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("explain_ops", SCRIPTS / "explain_ops.py")
+def _load_script(name="explain_ops"):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # defines f; the __main__ block does not run
     return module
@@ -39,3 +39,20 @@ def test_explain_and_dynamo_explain_agree_on_op_names_and_counts():
     assert py_ops["torch.Tensor.sum"] == 2
     assert "Tensor.sum" not in py_ops and "Tensor.sum" not in cli_ops
     assert out.graph_break_count == cli_run["break_occurrences"] == 1
+
+
+def test_explain_and_dynamo_explain_group_and_count_breaks_alike():
+    # One source of truth: dynamo.explain() is built from the report dynamo-explain renders.
+    r = run("dynamo-explain", "--json", "explain_same_breaks.py")
+    assert r.returncode == 0, r.stderr
+    (cli_run,) = json.loads(r.stdout)["runs"]
+    cli = [(b["kind"], b["line"], b["occurrences"], b["compiles"]) for b in cli_run["breaks"]]
+
+    out = dynamo.explain(_load_script("explain_same_breaks").main)()
+    py = [(b.kind, b.line, b.count, b.compiles) for b in out.break_reasons]
+
+    assert py == cli
+    assert [k for k, _, _, _ in py] == ["data-dependent-branch"]
+    assert py[0][2] >= 5  # at least once per pass of the loop
+    assert out.graph_break_count == cli_run["break_occurrences"] == py[0][2]
+    assert out.graph_count == cli_run["graphs"] and out.op_count == cli_run["ops"]

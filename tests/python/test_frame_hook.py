@@ -1,4 +1,4 @@
-"""Tests of the PEP 523 frame hook and its per-code caches, through dynamo._C._frame.
+"""Tests of the PEP 523 frame hook and its per-code caches, through _dynamo_testing.frame.
 
 The compiler here is a Python callback cb(code, f_locals) returning None (run the original),
 False (never compile this code) or (guard_fn, new_code). Replacement code objects are compiled
@@ -18,7 +18,7 @@ import weakref
 
 import pytest
 
-from dynamo._C import _frame as F
+from _dynamo_testing import frame as F
 
 RECURSION_LOG = []
 

@@ -1,4 +1,4 @@
-"""Sources and guards (core/src/guards) through the dynamo._C._guards test API.
+"""Sources and guards (core/src/guards) through the _dynamo_testing.guards test API.
 
 Each guard kind passes and fails on the right inputs with its exact failure text; sources fetch
 what Python would; the nn.Module fast path and its safety helper; dedup; failures() lists every
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import dynamo
-from dynamo._C import _guards as g
+from _dynamo_testing import guards as g
 
 WHERE = ("model.py", 12, "y = x.view(4, -1)")
 

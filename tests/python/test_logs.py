@@ -158,3 +158,22 @@ def test_debug_function_that_matches_nothing_says_so_once(tmp_path):
     assert err.count("matched no function") == 1
     assert ("UserWarning: dynamo: DYNAMO_DEBUG_FUNCTION='forwrd' matched no function compiled in this "
             "process, so nothing was compiled") in err
+
+
+def test_set_logs_in_process_counts_breaks_in_cpp():
+    # The compile logs live in C++ (python/src/log_bindings.cpp): set_logs hands the levels over,
+    # and graph_break_counts() reads the counts kept there; set_logs forgets them.
+    import dynamo
+    import torch
+    ns = {}
+    exec(compile(SCRIPT.replace("dynamo.compile(loop)(torch.ones(3))\n", ""), "prog.py", "exec"), ns)
+    try:
+        dynamo.logs.set_logs("graph_breaks")
+        dynamo.reset()
+        dynamo.compile(ns["loop"])(torch.ones(3))
+        assert dynamo.logs.graph_break_counts() == {("print", "prog.py", PRINT_LINE): 4}
+        dynamo.logs.set_logs("")
+        assert dynamo.logs.graph_break_counts() == {}
+    finally:
+        dynamo.logs.set_logs("")
+        dynamo.reset()

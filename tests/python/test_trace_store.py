@@ -267,3 +267,21 @@ def test_version_1_file_is_read_and_upgraded(tmp_path):
         assert r.schema_version == dynamo.trace.SCHEMA_VERSION == 3
         assert r.runs()[0]["rank"] == -1
         assert r.counts()["frames"] == 1
+
+
+def test_row_keys_come_from_storage_rows_def(tmp_path):
+    # python/src/storage_rows.def lists the keys of every row dict, in this order.
+    path = str(tmp_path / "k.db")
+    with _C.TraceWriter(path) as w:
+        frame = w.record_frame("m.py", 1, "f")
+        comp = w.record_compile(frame, status="ok")
+        w.record_guard(comp, "TENSOR_MATCH", "x.size() == (4,)", source="L['x']", file="m.py", line=2)
+        run_id = w.run_id
+    with dynamo.trace.open(path) as r:
+        assert list(r.frames(run_id)[0]) == ["id", "run_id", "file", "first_line", "name"]
+        assert list(r.compiles(run_id=run_id)[0]) == [
+            "id", "run_id", "frame_id", "attempt", "status", "reason", "start_time_us",
+            "duration_us", "phases"]
+        assert list(r.guards(comp)[0]) == [
+            "id", "run_id", "compile_id", "kind", "checks", "source", "file", "line", "source_line"]
+        assert list(r.runs()[0])[-1] == "crash" and r.runs()[0]["crash"] is None

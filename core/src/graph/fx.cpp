@@ -1,11 +1,15 @@
-// Graph -> torch.fx.GraphModule (graph_fx.h), through dynamo.fx_bridge.build_graph_module.
+// Graph -> torch.fx.GraphModule (graph_fx.h), through the bridge's build_graph_module (the
+// binding layer's loader gives dynamo.fx_bridge).
 #include <unordered_map>
 
+#include "dynamo/common/error.h"
 #include "dynamo/core/graph_fx.h"
 #include "dynamo/core/graph_python.h"
 
 namespace dynamo::core {
 namespace {
+
+FxBridgeLoader bridgeLoader = nullptr;  // GIL held
 
 PyObjectRef str(const std::string& s) {
   return PyObjectRef::steal(
@@ -65,9 +69,11 @@ PyObjectRef metaDict(const Node& n) {
 
 }  // namespace
 
+void setFxBridgeLoader(FxBridgeLoader loader) { bridgeLoader = loader; }
+
 PyObjectRef toFxGraphModule(const Graph& graph) {
-  PyObjectRef bridge =
-      PyObjectRef::steal(checkPy(PyImport_ImportModule("dynamo.fx_bridge")));  // new ref
+  DYNAMO_INTERNAL_ASSERT(bridgeLoader != nullptr, "toFxGraphModule: no FX bridge loader set");
+  PyObjectRef bridge = bridgeLoader();  // new ref
   PyObjectRef refType =
       PyObjectRef::steal(checkPy(PyObject_GetAttrString(bridge.get(), "NodeRef")));  // new ref
   std::unordered_map<const Node*, PyObjectRef> refs;

@@ -598,6 +598,108 @@ bool isOrPop(int op) {
 #endif
 }
 
+// The prologue of the transformed code: the original's instructions up to and including RESUME,
+// slots remapped (cells made there are remembered). Returns RESUME's index in the original.
+size_t emitPrologue(Emitter& e, const bc::Bytecode& body) {
+  size_t prefixEnd = 0;
+  for (; prefixEnd < body.instructions.size(); ++prefixEnd) {
+    Ins ins = body.instructions[prefixEnd];
+    if (ins.opcode == MAKE_CELL) {
+      e.prefixCells.push_back(ins.arg);
+      ins.arg = e.newSlot(ins.arg);
+    }
+    ins.target = -1;
+    ins.handler = {};
+    e.out.push_back(ins);
+    if (ins.opcode == RESUME) break;
+  }
+  DYNAMO_INTERNAL_ASSERT(prefixEnd < body.instructions.size(), "no RESUME in the prologue");
+  return prefixEnd;
+}
+
+// Stores one value the graph computed into the frame (a local, a cell, a global).
+void emitStore(Emitter& e, const OutputPlan::Store& s) {
+  switch (s.kind) {
+    case OutputPlan::Store::Kind::kFast:
+      if (s.slot >= 0) e.emit(STORE_FAST, e.newSlot(s.slot));
+      else e.emit(STORE_FAST, slotOf(e.newSlots, s.name));
+      break;
+    case OutputPlan::Store::Kind::kDeref:
+      e.emit(STORE_DEREF, e.newSlot(s.slot));
+      break;
+    case OutputPlan::Store::Kind::kGlobal:
+      e.emit(STORE_GLOBAL, e.opts.addName(s.name));
+      break;
+  }
+}
+
+// Makes the functions the traced code defined (closures included) and stores them in their slots.
+void emitFunctionLocals(Emitter& e, const OutputPlan& plan) {
+  for (const OutputPlan::FunctionLocal& f : plan.functions) {
+    int flags = 0;
+    if (!f.defaults.empty()) {
+      for (const PyObjectRef& d : f.defaults) e.out.push_back(bc::loadConst(e.opts, d.get()));
+      e.emit(BUILD_TUPLE, static_cast<int>(f.defaults.size()));
+      flags |= 0x01;
+    }
+    if (!f.cellSlots.empty()) {
+      for (int c : f.cellSlots) e.emit(LOAD_CLOSURE, e.newSlot(c));
+      e.emit(BUILD_TUPLE, static_cast<int>(f.cellSlots.size()));
+      flags |= 0x08;
+    }
+    e.out.push_back(bc::loadConst(e.opts, f.code.get()));
+    e.emit(MAKE_FUNCTION, flags);
+    e.emit(STORE_FAST, e.newSlot(f.slot));
+  }
+}
+
+// What a resume function receives at a break: super()'s receiver first (so a zero-argument
+// super() in it finds it), then the live non-cell locals, then every cell (as a cell object).
+struct LiveValues {
+  std::string first;      ///< super()'s receiver, "" when none
+  bool firstIsCell = false;
+  int firstSlot = -1;     ///< its original slot, -1 when none
+  std::vector<std::string> passedLocals, passedCells;  ///< names
+  std::vector<int> localSlots, cellSlots;              ///< their original slots
+};
+
+LiveValues liveAtBreak(const Emitter& e, PyCodeObject* code, const RootBreak& brk, const OutputPlan& plan) {
+  LiveValues live;
+  // super()'s receiver goes first, so zero-argument super() in the resume function finds it.
+  int firstSlot = superReceiverSlot(code, e.origSlots);
+  if (firstSlot >= 0 && (firstSlot >= static_cast<int>(brk.locals.size()) || !brk.locals[firstSlot] ||
+                         e.isFree(firstSlot)))
+    firstSlot = -1;
+  live.firstSlot = firstSlot;
+  if (firstSlot >= 0) {
+    live.first = e.origSlots[firstSlot];
+    live.firstIsCell = brk.locals[firstSlot]->kind == ValueKind::kCell;
+  }
+  for (size_t i = 0; i < brk.locals.size(); ++i) {
+    const ValueRef& v = brk.locals[i];
+    if (!v || static_cast<int>(i) == firstSlot) continue;
+    if (v->kind != ValueKind::kCell && i < plan.liveLocals.size() && !plan.liveLocals[i]) continue;
+    if (v->kind == ValueKind::kCell) {
+      if (e.isFree(static_cast<int>(i))) continue;
+      live.passedCells.push_back(e.origSlots[i]);
+      live.cellSlots.push_back(static_cast<int>(i));
+    } else {
+      live.passedLocals.push_back(e.origSlots[i]);
+      live.localSlots.push_back(static_cast<int>(i));
+    }
+  }
+  return live;
+}
+
+// The emitted code object: instructions without a position get `pos`.
+PyObjectRef assembleAt(Emitter& e, const bc::Position& pos) {
+  for (Ins& i : e.out)
+    if (i.pos.line < 0) i.pos = pos;
+  bc::Bytecode result;
+  result.instructions = std::move(e.out);
+  return PyObjectRef::steal(bc::assemble(result, e.opts).release());
+}
+
 }  // namespace
 
 PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, const OutputPlan& plan,
@@ -612,19 +714,7 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
   e.newSlots = e.opts.localsPlusNames();
 
   // The prologue: everything up to and including RESUME, slots remapped.
-  size_t prefixEnd = 0;
-  for (; prefixEnd < body.instructions.size(); ++prefixEnd) {
-    Ins ins = body.instructions[prefixEnd];
-    if (ins.opcode == MAKE_CELL) {
-      e.prefixCells.push_back(ins.arg);
-      ins.arg = e.newSlot(ins.arg);
-    }
-    ins.target = -1;
-    ins.handler = {};
-    e.out.push_back(ins);
-    if (ins.opcode == RESUME) break;
-  }
-  DYNAMO_INTERNAL_ASSERT(prefixEnd < body.instructions.size(), "no RESUME in the prologue");
+  const size_t prefixEnd = emitPrologue(e, body);
 
   // The call of the compiled graph.
   e.emit(PUSH_NULL);
@@ -632,79 +722,24 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
   for (const Source& r : plan.roots) e.loadRoot(rootInfoOf(code, r, e.origSlots));
   e.call(static_cast<int>(plan.roots.size()));
 
-  auto emitStore = [&](const OutputPlan::Store& s) {
-    switch (s.kind) {
-      case OutputPlan::Store::Kind::kFast:
-        if (s.slot >= 0) e.emit(STORE_FAST, e.newSlot(s.slot));
-        else e.emit(STORE_FAST, slotOf(e.newSlots, s.name));
-        break;
-      case OutputPlan::Store::Kind::kDeref:
-        e.emit(STORE_DEREF, e.newSlot(s.slot));
-        break;
-      case OutputPlan::Store::Kind::kGlobal:
-        e.emit(STORE_GLOBAL, e.opts.addName(s.name));
-        break;
-    }
-  };
-
   if (brk == nullptr) {
     if (!plan.stores.empty()) {
       // (ret, w1, ..., wk): keep ret on top, store each write beneath it.
       e.emit(UNPACK_SEQUENCE, static_cast<int>(plan.stores.size()) + 1);
       for (const OutputPlan::Store& s : plan.stores) {
         e.emit(SWAP, 2);
-        emitStore(s);
+        emitStore(e, s);
       }
     }
     e.emit(RETURN_VALUE);
   } else {
     e.emit(UNPACK_SEQUENCE, static_cast<int>(plan.stores.size()));
-    for (const OutputPlan::Store& s : plan.stores) emitStore(s);
-    for (const OutputPlan::FunctionLocal& f : plan.functions) {
-      int flags = 0;
-      if (!f.defaults.empty()) {
-        for (const PyObjectRef& d : f.defaults) e.out.push_back(bc::loadConst(e.opts, d.get()));
-        e.emit(BUILD_TUPLE, static_cast<int>(f.defaults.size()));
-        flags |= 0x01;
-      }
-      if (!f.cellSlots.empty()) {
-        for (int c : f.cellSlots) e.emit(LOAD_CLOSURE, e.newSlot(c));
-        e.emit(BUILD_TUPLE, static_cast<int>(f.cellSlots.size()));
-        flags |= 0x08;
-      }
-      e.out.push_back(bc::loadConst(e.opts, f.code.get()));
-      e.emit(MAKE_FUNCTION, flags);
-      e.emit(STORE_FAST, e.newSlot(f.slot));
-    }
+    for (const OutputPlan::Store& s : plan.stores) emitStore(e, s);
+    emitFunctionLocals(e, plan);
 
     const Ins& breakIns = body.instructions[brk->instruction];
     // Live values: non-cell locals that are bound, and every cell (passed as a cell object).
-    std::vector<std::string> passedLocals, passedCells;
-    std::vector<int> localSlots, cellSlots;
-    // super()'s receiver goes first, so zero-argument super() in the resume function finds it.
-    std::string first;
-    bool firstIsCell = false;
-    int firstSlot = superReceiverSlot(code, e.origSlots);
-    if (firstSlot >= 0 && (firstSlot >= static_cast<int>(brk->locals.size()) || !brk->locals[firstSlot] ||
-                           e.isFree(firstSlot)))
-      firstSlot = -1;
-    if (firstSlot >= 0) {
-      first = e.origSlots[firstSlot];
-      firstIsCell = brk->locals[firstSlot]->kind == ValueKind::kCell;
-    }
-    for (size_t i = 0; i < brk->locals.size(); ++i) {
-      const ValueRef& v = brk->locals[i];
-      if (!v || static_cast<int>(i) == firstSlot) continue;
-      if (v->kind != ValueKind::kCell && i < plan.liveLocals.size() && !plan.liveLocals[i]) continue;
-      if (v->kind == ValueKind::kCell) {
-        if (e.isFree(static_cast<int>(i))) continue;
-        passedCells.push_back(e.origSlots[i]);
-        cellSlots.push_back(static_cast<int>(i));
-      } else {
-        passedLocals.push_back(e.origSlots[i]);
-        localSlots.push_back(static_cast<int>(i));
-      }
-    }
+    const LiveValues live = liveAtBreak(e, code, *brk, plan);
     // Stack temps in order; NULLs are re-pushed.
     std::vector<int> tempOf(brk->stack.size(), -1);
     int t = 0;
@@ -716,7 +751,8 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
     };
     auto makeResumeFn = [&](int target, const std::vector<bool>& nullMask) {
       const SourceLocation breakAt = brk->info.userStack.empty() ? brk->info.where : brk->info.userStack.front();
-      PyObjectRef rc = makeResumeCode(code, body, target, nullMask, first, firstIsCell, passedLocals, passedCells, breakAt);
+      PyObjectRef rc = makeResumeCode(code, body, target, nullMask, live.first, live.firstIsCell, live.passedLocals,
+                                      live.passedCells, breakAt);
       if (e.nfree > 0) {
         for (int k = 0; k < e.nfree; ++k) e.emit(LOAD_CLOSURE, static_cast<int>(e.newSlots.size()) - e.nfree + k);
         e.emit(BUILD_TUPLE, e.nfree);
@@ -728,14 +764,14 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
       }
     };
     auto loadFirst = [&] {
-      if (firstSlot < 0) return 0;
-      e.emit(firstIsCell ? LOAD_CLOSURE : LOAD_FAST, e.newSlot(firstSlot));
+      if (live.firstSlot < 0) return 0;
+      e.emit(live.firstIsCell ? LOAD_CLOSURE : LOAD_FAST, e.newSlot(live.firstSlot));
       return 1;
     };
     auto loadLive = [&] {
-      for (int s : localSlots) e.emit(LOAD_FAST, e.newSlot(s));
-      for (int s : cellSlots) e.emit(LOAD_CLOSURE, e.newSlot(s));
-      return static_cast<int>(localSlots.size() + cellSlots.size());
+      for (int s : live.localSlots) e.emit(LOAD_FAST, e.newSlot(s));
+      for (int s : live.cellSlots) e.emit(LOAD_CLOSURE, e.newSlot(s));
+      return static_cast<int>(live.localSlots.size() + live.cellSlots.size());
     };
     const int depth = static_cast<int>(brk->stack.size());
     if (isCondJump(breakIns.opcode) || isOrPop(breakIns.opcode)) {
@@ -777,12 +813,7 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
         Ins copy = breakIns;
         copy.handler = {};
         e.out.push_back(copy);
-        bc::Position p = body.instructions[brk->instruction].pos;
-        for (Ins& i : e.out)
-          if (i.pos.line < 0) i.pos = p;
-        bc::Bytecode result;
-        result.instructions = std::move(e.out);
-        return PyObjectRef::steal(bc::assemble(result, e.opts).release());
+        return assembleAt(e, body.instructions[brk->instruction].pos);
       }
       std::vector<bool> mask;
       for (int i = 0; i < below; ++i) mask.push_back(brk->stack[i]->isNull());
@@ -815,14 +846,8 @@ PyObjectRef emitCode(CompileContext& ctx, Tracer& root, PyCodeObject* code, cons
     }
   }
   // Positions: everything at the function's first line, or the break's line.
-  bc::Position pos = body.instructions[brk ? brk->instruction : prefixEnd].pos;
-  for (Ins& i : e.out)
-    if (i.pos.line < 0) i.pos = pos;
-  bc::Bytecode result;
-  result.instructions = std::move(e.out);
-  PyObjectRef r = PyObjectRef::steal(bc::assemble(result, e.opts).release());
   (void)ctx;
-  return r;
+  return assembleAt(e, body.instructions[brk ? brk->instruction : prefixEnd].pos);
 }
 
 }  // namespace dynamo::core::interp

@@ -172,6 +172,7 @@ class Compiler : public FrameCompiler {
     }
     // The trace store's run opens before the first compile's backend can crash.
     if (const auto& sink = compileSink()) sink->compileStarting();
+    rec.hasListings = wantsListings();
     if (static_cast<int>(state.entries().size()) >= opts_.cacheSizeLimit) {
       std::string last = state.lastMissReasons().empty() ? "" : state.lastMissReasons().front();
       warn("dynamo: function '" + rec.function + "' (" + rec.where.str() + ") hit cache_size_limit (" +
@@ -234,14 +235,24 @@ class Compiler : public FrameCompiler {
     return text;
   }
 
+  // Whether someone reads this compile's listings: the sink (a trace store is attached, or a
+  // log prints them) or the listener. Building them costs a third of a compile (docs/performance.md).
+  bool wantsListings() const {
+    const std::shared_ptr<CompileSink>& sink = compileSink();
+    if (sink && sink->wantsListings()) return true;
+    return opts_.listener && (!opts_.listenerWantsListings || opts_.listenerWantsListings());
+  }
+
   // The sink (the trace store) first, then the Python listeners; neither may disturb the compile.
-  // The graph listings are built here, once for both, and only when someone receives them.
+  // The graph listings are built here, once for both, and only when someone reads them.
   void notify(CompileRecord& rec) {
     const std::shared_ptr<CompileSink>& sink = compileSink();
     if (!sink && !opts_.listener) return;
-    for (const Graph& g : rec.graphs) {
-      rec.printedGraphs.push_back(printGraph(g));
-      rec.serializedGraphs.push_back(serializeGraph(g));
+    if (rec.hasListings) {
+      for (const Graph& g : rec.graphs) {
+        rec.printedGraphs.push_back(printGraph(g));
+        rec.serializedGraphs.push_back(serializeGraph(g));
+      }
     }
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
@@ -329,7 +340,9 @@ class Compiler : public FrameCompiler {
       return skip(rec, "cannot continue after the graph: " + b.detail);
     }
     // The pass pipeline between capture and the backend (passes.def).
-    Graph graph = runPasses(ctx.graph.build(), opts_.passOptions, &rec.passes);
+    PassOptions passOptions = opts_.passOptions;
+    passOptions.printGraphs = rec.hasListings;
+    Graph graph = runPasses(ctx.graph.build(), passOptions, &rec.passes);
     bool hasOps = !graph.body().empty();
     if (!hasOps && !brk && ctx.effects.empty()) {
       return skip(rec, "no tensor operations to capture");
@@ -337,7 +350,7 @@ class Compiler : public FrameCompiler {
     auto tGuards = Clock::now();
     GuardSet guards = ctx.guards.build();
     rec.guards = guards.guards();
-    rec.guardText = guards.describe();
+    if (rec.hasListings) rec.guardText = guards.describe();
     std::unique_ptr<ShapeGuards> shapeGuards = makeShapeGuards(ctx);
     rec.dynamicShapes = dynamicText(ctx, shapeGuards.get(), rec.dynamicShapes);
     rec.guardMs = msSince(tGuards);
@@ -359,7 +372,8 @@ class Compiler : public FrameCompiler {
 
     PyObjectRef compiled = PyObjectRef::steal(checkPy(makeCompiledGraph(std::move(plan.spec))));
     PyObjectRef newCode = emitCode(ctx, root, code, plan, compiled.get(), brk);
-    rec.bytecode = bytecode::print(bytecode::decode(reinterpret_cast<PyCodeObject*>(newCode.get())));
+    if (rec.hasListings)
+      rec.bytecode = bytecode::print(bytecode::decode(reinterpret_cast<PyCodeObject*>(newCode.get())));
     rec.status = rec.breaks.empty() ? CompileStatus::kOk : CompileStatus::kGraphBreak;
     auto entry = std::make_shared<CacheEntry>(
         std::make_unique<GuardSetCheck>(std::move(guards), std::move(shapeGuards)), newCode.get());
@@ -400,6 +414,13 @@ class Compiler : public FrameCompiler {
 }  // namespace
 
 int registerCompilerTypes(PyObject* module) { return registerCompiledGraphType(module); }
+
+namespace {
+PyTypeObject* theCompiledFunctionType = nullptr;  // borrowed: a static type of the binding layer
+}  // namespace
+
+void setCompiledFunctionType(PyTypeObject* type) { theCompiledFunctionType = type; }
+PyTypeObject* compiledFunctionType() { return theCompiledFunctionType; }
 
 std::shared_ptr<FrameCompiler> makeFrameCompiler(CompilerOptions options) {
   return std::make_shared<Compiler>(std::move(options));

@@ -637,6 +637,85 @@ class WarningsSilenced {
 };
 }  // namespace
 
+namespace {
+
+// A call's example result with its real tensors (factory functions, the materialized fallback)
+// brought to meta, in place: a tensor, or the tensors of a tuple or list (a namedtuple stays
+// one). Returns whether it holds a tensor.
+bool resultToMeta(PyObjectRef& res) {
+  bool hasTensor = isTensor(res.get());
+  if (hasTensor) {
+    res = toMeta(res.get());
+  } else if (PyTuple_Check(res.get()) || PyList_Check(res.get())) {
+    bool any = false;
+    for (Py_ssize_t i = 0; i < PySequence_Size(res.get()); ++i) {
+      PyObjectRef item = PyObjectRef::steal(checkPy(PySequence_GetItem(res.get(), i)));
+      if (isTensor(item.get())) any = true;
+    }
+    if (any) {
+      hasTensor = true;
+      PyObjectRef items = PyObjectRef::steal(checkPy(PyList_New(0)));
+      for (Py_ssize_t i = 0; i < PySequence_Size(res.get()); ++i) {
+        PyObjectRef item = PyObjectRef::steal(checkPy(PySequence_GetItem(res.get(), i)));
+        PyObjectRef m = isTensor(item.get()) ? toMeta(item.get()) : item;
+        PyList_Append(items.get(), m.get());
+      }
+      if (PyList_Check(res.get())) {
+        res = items;
+      } else {
+        PyObjectRef tup = PyObjectRef::steal(checkPy(PyList_AsTuple(items.get())));
+        res = PyTuple_CheckExact(res.get()) ? tup
+              : PyObjectRef::steal(checkPy(PyObject_CallOneArg((PyObject*)Py_TYPE(res.get()), tup.get())));
+      }
+    }
+  }
+  return hasTensor;
+}
+
+// x.to(...) / x.cuda() / x.cpu() on an example: the call becomes x.to(dtype=..., memory_format=...)
+// so the example stays on meta (the device is tracked separately). exArgs: the examples, self
+// first (borrowed ref).
+void deviceMoveOnMeta(PyObject* exArgs, PyObjectRef& callable, PyObjectRef& callArgs, PyObjectRef& exKwargs) {
+  const TorchApi& api = torchApi();
+  PyObjectRef metaArgs = PyObjectRef::steal(checkPy(PyTuple_New(0)));
+  PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(callArgs.get()); ++i) {
+    PyObject* a = PyTuple_GET_ITEM(callArgs.get(), i);  // borrowed
+    if ((PyObject*)Py_TYPE(a) == api.dtypeType) PyDict_SetItemString(kw.get(), "dtype", a);
+    if (isTensor(a)) {  // x.to(other): other's dtype (and device, tracked separately)
+      PyObjectRef dt = PyObjectRef::steal(checkPy(PyObject_GetAttrString(a, "dtype")));
+      PyDict_SetItemString(kw.get(), "dtype", dt.get());
+    }
+  }
+  PyObject* mf = PyDict_GetItemString(exKwargs.get(), "memory_format");  // borrowed
+  if (mf) PyDict_SetItemString(kw.get(), "memory_format", mf);
+  PyObject* dt = PyDict_GetItemString(exKwargs.get(), "dtype");  // borrowed
+  if (dt) PyDict_SetItemString(kw.get(), "dtype", dt);
+  callArgs = metaArgs;
+  exKwargs = kw;
+  PyObject* self = PyTuple_GET_ITEM(exArgs, 0);  // borrowed
+  callable = PyObjectRef::steal(checkPy(PyObject_GetAttrString(self, "to")));
+}
+
+// The example call raised (et, ev, tb: the fetched error, new refs, released here): a break
+// that says why, a missing meta kernel apart from a real error.
+[[noreturn]] void breakOnFailedExample(const CompileContext& ctx, PyObject* fn, const std::string& method,
+                                       PyObject* et, PyObject* ev, PyObject* tb) {
+  PyObjectRef msg = PyObjectRef::steal(ev ? PyObject_Str(ev) : nullptr);
+  std::string text = msg ? PyUnicode_AsUTF8(msg.get()) : "unknown error";
+  bool notImpl = et && PyErr_GivenExceptionMatches(et, PyExc_NotImplementedError);
+  Py_XDECREF(et);
+  Py_XDECREF(ev);
+  Py_XDECREF(tb);
+  PyErr_Clear();
+  std::string what = method.empty() ? Target::fromCallable(fn).qualifiedName() : "Tensor." + method;
+  if (notImpl)
+    ctx.breakHere(BreakKind::kUnsupported, what + " has no shape function (meta kernel): " + text.substr(0, 200));
+  ctx.breakHere(BreakKind::kException, what + " raised while capturing: " + text.substr(0, 300));
+}
+
+}  // namespace
+
 ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
                                     const std::vector<ValueRef>& args,
                                     const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
@@ -682,26 +761,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     callable = PyObjectRef::borrow(fn);
   }
   // Device moves are shape-preserving: keep the example on meta.
-  if (method == "to" || method == "cuda" || method == "cpu") {
-    PyObjectRef metaArgs = PyObjectRef::steal(checkPy(PyTuple_New(0)));
-    PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(callArgs.get()); ++i) {
-      PyObject* a = PyTuple_GET_ITEM(callArgs.get(), i);  // borrowed
-      if ((PyObject*)Py_TYPE(a) == api.dtypeType) PyDict_SetItemString(kw.get(), "dtype", a);
-      if (isTensor(a)) {  // x.to(other): other's dtype (and device, tracked separately)
-        PyObjectRef dt = PyObjectRef::steal(checkPy(PyObject_GetAttrString(a, "dtype")));
-        PyDict_SetItemString(kw.get(), "dtype", dt.get());
-      }
-    }
-    PyObject* mf = PyDict_GetItemString(exKwargs.get(), "memory_format");  // borrowed
-    if (mf) PyDict_SetItemString(kw.get(), "memory_format", mf);
-    PyObject* dt = PyDict_GetItemString(exKwargs.get(), "dtype");  // borrowed
-    if (dt) PyDict_SetItemString(kw.get(), "dtype", dt);
-    callArgs = metaArgs;
-    exKwargs = kw;
-    PyObject* self = PyTuple_GET_ITEM(exArgs.get(), 0);  // borrowed
-    callable = PyObjectRef::steal(checkPy(PyObject_GetAttrString(self, "to")));
-  }
+  if (method == "to" || method == "cuda" || method == "cpu") deviceMoveOnMeta(exArgs.get(), callable, callArgs, exKwargs);
   // A call with no tensor argument (torch.randn(2), torch.randint ...) runs for real to get its
   // example: it must not move the random-number generator the program will use.
   bool anyTensorArg = false;
@@ -751,19 +811,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     PyObject* r = PyObject_CallOneArg(api.setRngState, rngState.get());  // new ref
     Py_XDECREF(r);
   }
-  if (result == nullptr) {
-    PyObjectRef msg = PyObjectRef::steal(ev ? PyObject_Str(ev) : nullptr);
-    std::string text = msg ? PyUnicode_AsUTF8(msg.get()) : "unknown error";
-    bool notImpl = et && PyErr_GivenExceptionMatches(et, PyExc_NotImplementedError);
-    Py_XDECREF(et);
-    Py_XDECREF(ev);
-    Py_XDECREF(tb);
-    PyErr_Clear();
-    std::string what = method.empty() ? Target::fromCallable(fn).qualifiedName() : "Tensor." + method;
-    if (notImpl)
-      breakHere(BreakKind::kUnsupported, what + " has no shape function (meta kernel): " + text.substr(0, 200));
-    breakHere(BreakKind::kException, what + " raised while capturing: " + text.substr(0, 300));
-  }
+  if (result == nullptr) breakOnFailedExample(*this, fn, method, et, ev, tb);
   PyObjectRef res = PyObjectRef::steal(result);
   // An in-place op returns its input itself (y = x.add_(1); y is x): the result is the input's
   // Value, and the node records the mutation in program order.
@@ -779,32 +827,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     return args[i];
   }
   // Factory functions (and the materialized fallback) give real tensors: bring them to meta.
-  bool hasTensor = isTensor(res.get());
-  if (hasTensor) {
-    res = toMeta(res.get());
-  } else if (PyTuple_Check(res.get()) || PyList_Check(res.get())) {
-    bool any = false;
-    for (Py_ssize_t i = 0; i < PySequence_Size(res.get()); ++i) {
-      PyObjectRef item = PyObjectRef::steal(checkPy(PySequence_GetItem(res.get(), i)));
-      if (isTensor(item.get())) any = true;
-    }
-    if (any) {
-      hasTensor = true;
-      PyObjectRef items = PyObjectRef::steal(checkPy(PyList_New(0)));
-      for (Py_ssize_t i = 0; i < PySequence_Size(res.get()); ++i) {
-        PyObjectRef item = PyObjectRef::steal(checkPy(PySequence_GetItem(res.get(), i)));
-        PyObjectRef m = isTensor(item.get()) ? toMeta(item.get()) : item;
-        PyList_Append(items.get(), m.get());
-      }
-      if (PyList_Check(res.get())) {
-        res = items;
-      } else {
-        PyObjectRef tup = PyObjectRef::steal(checkPy(PyList_AsTuple(items.get())));
-        res = PyTuple_CheckExact(res.get()) ? tup
-              : PyObjectRef::steal(checkPy(PyObject_CallOneArg((PyObject*)Py_TYPE(res.get()), tup.get())));
-      }
-    }
-  }
+  bool hasTensor = resultToMeta(res);
   if (!hasTensor && res.get() == Py_None) {
     // Mutation for its side effect (operator.setitem, Tensor.__setitem__): always a node.
     if (method.empty())

@@ -695,6 +695,108 @@ bool Tracer::stepCalls(const bc::Instruction& ins) {
   }
 }
 
+// a is b / a is not b (arg 1): identity of what the trace knows, breaking where it cannot tell.
+void Tracer::doIsOp(int arg) {
+  ValueRef b = pop();
+  ValueRef a = pop();
+  bool same;
+  if (a->isConst() && b->isConst()) {
+    same = a->py() == b->py();
+  } else if ((a->kind == ValueKind::kObject || a->isConst()) &&
+             (b->kind == ValueKind::kObject || b->isConst())) {
+    if (a->kind == ValueKind::kObject && b->kind == ValueKind::kObject && a->source && b->source &&
+        a->source != b->source && !(a->idGuarded && b->idGuarded))
+      ctx_.breakHere(BreakKind::kUnsupported, "identity test between two inputs ('" + a->source.name() +
+                                                  "' is '" + b->source.name() + "')");
+    same = a->py() == b->py();
+  } else if (a->isTensor() && b->isTensor()) {
+    if (a->node != b->node && a->source && b->source)
+      ctx_.breakHere(BreakKind::kUnsupported, "identity test between two input tensors");
+    same = a->node == b->node;
+  } else if ((a->isConst() && a->py() == Py_None) || (b->isConst() && b->py() == Py_None)) {
+    same = false;  // a symbolic value is never None
+  } else {
+    same = a.get() == b.get();
+  }
+  push(makeConst((same != (arg == 1)) ? Py_True : Py_False));
+}
+
+// item in container / not in (arg 1).
+void Tracer::doContains(int arg) {
+  ValueRef container = pop();
+  ValueRef item = pop();
+  PyObjectRef c = concrete(container);
+  PyObjectRef i = concrete(item);
+  bool found = false;
+  if (c && i) {
+    int r = PySequence_Contains(c.get(), i.get());
+    if (r < 0) throw PythonError{};
+    found = r == 1;
+  } else if (i && (container->kind == ValueKind::kDict)) {
+    for (const PyObjectRef& k : container->keys) {
+      int r = PyObject_RichCompareBool(k.get(), i.get(), Py_EQ);
+      if (r < 0) throw PythonError{};
+      if (r) found = true;
+    }
+  } else {
+    ctx_.breakHere(BreakKind::kUnsupported, "`in` test on " + describe(*container));
+  }
+  push(makeConst((found != (arg == 1)) ? Py_True : Py_False));
+}
+
+// obj[index] = v: a tensor setitem is recorded; list and dict items change in the trace.
+void Tracer::doStoreSubscr() {
+  ValueRef index = pop();
+  ValueRef obj = pop();
+  ValueRef v = pop();
+  if (obj->isTensor()) {
+    PyObjectRef setitem = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().operatorModule, "setitem")));
+    ctx_.recordCall(setitem.get(), "", {obj, index, v}, {});
+    return;
+  }
+  PyObjectRef key = concrete(index);
+  if (obj->kind == ValueKind::kList && key && PyLong_Check(key.get())) {
+    Py_ssize_t k = PyLong_AsSsize_t(key.get());
+    if (k < 0) k += static_cast<Py_ssize_t>(obj->items.size());
+    if (k < 0 || k >= static_cast<Py_ssize_t>(obj->items.size()))
+      ctx_.breakHere(BreakKind::kException, "list index out of range");
+    obj->items[k] = v;
+    ctx_.recordContents(obj);
+    return;
+  }
+  if (obj->kind == ValueKind::kDict && key) {
+    setDictItem(obj, key, v);
+    ctx_.recordContents(obj);
+    return;
+  }
+  ctx_.breakHere(BreakKind::kUnsupported, "item assignment on " + describe(*obj));
+}
+
+// del obj[index] on a dict or a list of the trace.
+void Tracer::doDeleteSubscr() {
+  ValueRef index = pop();
+  ValueRef obj = pop();
+  PyObjectRef key = concrete(index);
+  if (obj->kind == ValueKind::kDict && key) {
+    int i = dictIndex(obj, key);
+    if (i < 0) ctx_.breakHere(BreakKind::kException, "KeyError in del d[key]");
+    obj->keys.erase(obj->keys.begin() + i);
+    obj->items.erase(obj->items.begin() + i);
+    ctx_.recordContents(obj);
+    return;
+  }
+  if (obj->kind == ValueKind::kList && key && PyLong_Check(key.get())) {
+    Py_ssize_t k = PyLong_AsSsize_t(key.get());
+    const Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());
+    if (k < 0) k += n;
+    if (k < 0 || k >= n) ctx_.breakHere(BreakKind::kException, "list assignment index out of range");
+    obj->items.erase(obj->items.begin() + k);
+    ctx_.recordContents(obj);
+    return;
+  }
+  ctx_.breakHere(BreakKind::kUnsupported, "del of an item of " + describe(*obj));
+}
+
 // Operators, comparisons and subscripts.
 bool Tracer::stepOperators(const bc::Instruction& ins) {
   const int op = ins.opcode;
@@ -737,53 +839,12 @@ bool Tracer::stepOperators(const bc::Instruction& ins) {
       doCompare(arg);
 #endif
       return true;
-    case IS_OP: {
-      ValueRef b = pop();
-      ValueRef a = pop();
-      bool same;
-      if (a->isConst() && b->isConst()) {
-        same = a->py() == b->py();
-      } else if ((a->kind == ValueKind::kObject || a->isConst()) &&
-                 (b->kind == ValueKind::kObject || b->isConst())) {
-        if (a->kind == ValueKind::kObject && b->kind == ValueKind::kObject && a->source && b->source &&
-            a->source != b->source && !(a->idGuarded && b->idGuarded))
-          ctx_.breakHere(BreakKind::kUnsupported, "identity test between two inputs ('" + a->source.name() +
-                                                      "' is '" + b->source.name() + "')");
-        same = a->py() == b->py();
-      } else if (a->isTensor() && b->isTensor()) {
-        if (a->node != b->node && a->source && b->source)
-          ctx_.breakHere(BreakKind::kUnsupported, "identity test between two input tensors");
-        same = a->node == b->node;
-      } else if ((a->isConst() && a->py() == Py_None) || (b->isConst() && b->py() == Py_None)) {
-        same = false;  // a symbolic value is never None
-      } else {
-        same = a.get() == b.get();
-      }
-      push(makeConst((same != (arg == 1)) ? Py_True : Py_False));
+    case IS_OP:
+      doIsOp(arg);
       return true;
-    }
-    case CONTAINS_OP: {
-      ValueRef container = pop();
-      ValueRef item = pop();
-      PyObjectRef c = concrete(container);
-      PyObjectRef i = concrete(item);
-      bool found = false;
-      if (c && i) {
-        int r = PySequence_Contains(c.get(), i.get());
-        if (r < 0) throw PythonError{};
-        found = r == 1;
-      } else if (i && (container->kind == ValueKind::kDict)) {
-        for (const PyObjectRef& k : container->keys) {
-          int r = PyObject_RichCompareBool(k.get(), i.get(), Py_EQ);
-          if (r < 0) throw PythonError{};
-          if (r) found = true;
-        }
-      } else {
-        ctx_.breakHere(BreakKind::kUnsupported, "`in` test on " + describe(*container));
-      }
-      push(makeConst((found != (arg == 1)) ? Py_True : Py_False));
+    case CONTAINS_OP:
+      doContains(arg);
       return true;
-    }
     case BINARY_SUBSCR: {
       ValueRef index = pop();
       ValueRef obj = pop();
@@ -799,55 +860,12 @@ bool Tracer::stepOperators(const bc::Instruction& ins) {
       return true;
     }
 #endif
-    case STORE_SUBSCR: {
-      ValueRef index = pop();
-      ValueRef obj = pop();
-      ValueRef v = pop();
-      if (obj->isTensor()) {
-        PyObjectRef setitem = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().operatorModule, "setitem")));
-        ctx_.recordCall(setitem.get(), "", {obj, index, v}, {});
-        return true;
-      }
-      PyObjectRef key = concrete(index);
-      if (obj->kind == ValueKind::kList && key && PyLong_Check(key.get())) {
-        Py_ssize_t k = PyLong_AsSsize_t(key.get());
-        if (k < 0) k += static_cast<Py_ssize_t>(obj->items.size());
-        if (k < 0 || k >= static_cast<Py_ssize_t>(obj->items.size()))
-          ctx_.breakHere(BreakKind::kException, "list index out of range");
-        obj->items[k] = v;
-        ctx_.recordContents(obj);
-        return true;
-      }
-      if (obj->kind == ValueKind::kDict && key) {
-        setDictItem(obj, key, v);
-        ctx_.recordContents(obj);
-        return true;
-      }
-      ctx_.breakHere(BreakKind::kUnsupported, "item assignment on " + describe(*obj));
-    }
-    case DELETE_SUBSCR: {
-      ValueRef index = pop();
-      ValueRef obj = pop();
-      PyObjectRef key = concrete(index);
-      if (obj->kind == ValueKind::kDict && key) {
-        int i = dictIndex(obj, key);
-        if (i < 0) ctx_.breakHere(BreakKind::kException, "KeyError in del d[key]");
-        obj->keys.erase(obj->keys.begin() + i);
-        obj->items.erase(obj->items.begin() + i);
-        ctx_.recordContents(obj);
-        return true;
-      }
-      if (obj->kind == ValueKind::kList && key && PyLong_Check(key.get())) {
-        Py_ssize_t k = PyLong_AsSsize_t(key.get());
-        const Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());
-        if (k < 0) k += n;
-        if (k < 0 || k >= n) ctx_.breakHere(BreakKind::kException, "list assignment index out of range");
-        obj->items.erase(obj->items.begin() + k);
-        ctx_.recordContents(obj);
-        return true;
-      }
-      ctx_.breakHere(BreakKind::kUnsupported, "del of an item of " + describe(*obj));
-    }
+    case STORE_SUBSCR:
+      doStoreSubscr();
+      return true;
+    case DELETE_SUBSCR:
+      doDeleteSubscr();
+      return true;
     default:
       return false;
   }
@@ -975,6 +993,63 @@ bool Tracer::stepContainers(const bc::Instruction& ins) {
   }
 }
 
+// f-string assembly of constant parts.
+void Tracer::doBuildString(int count) {
+  std::vector<ValueRef> parts = popN(count);
+  std::string s;
+  for (const ValueRef& p : parts) {
+    if (!p->isConst() || !PyUnicode_Check(p->py()))
+      ctx_.breakHere(BreakKind::kUnsupported, "f-string with a non-constant part");
+    s += PyUnicode_AsUTF8(p->py());
+  }
+  PyObjectRef str = PyObjectRef::steal(checkPy(PyUnicode_FromString(s.c_str())));
+  push(makeConst(str.get()));
+}
+
+// import: it runs now (it has usually run already); the module is a constant of the trace.
+void Tracer::doImportName(int nameIndex) {
+  ValueRef fromlist = pop();
+  ValueRef level = pop();
+  PyObject* name = PyTuple_GET_ITEM(code_->co_names, nameIndex);  // borrowed ref
+  PyObjectRef mod = PyObjectRef::steal(PyImport_ImportModuleLevelObject(
+      name, globals_, nullptr, fromlist->py(), static_cast<int>(PyLong_AsLong(level->py()))));
+  if (!mod) ctx_.breakHere(BreakKind::kException, std::string("import of ") + PyUnicode_AsUTF8(name) + " failed");
+  // Held by the trace, so attributes read from it are guarded (import cfg; cfg.SCALE).
+  PyObjectRef modName = PyObjectRef::steal(PyObject_GetAttrString(mod.get(), "__name__"));
+  PyErr_Clear();
+  push(makeObject(mod.get(), Source::object(mod.get(), modName && PyUnicode_Check(modName.get())
+                                                           ? PyUnicode_AsUTF8(modName.get()) : "<module>")));
+}
+
+// with: only grad-mode managers (no_grad, enable_grad, set_grad_enabled, no-op managers).
+void Tracer::doBeforeWith() {
+  ValueRef mgr = pop();
+  if (mgr->kind != ValueKind::kGradMode)
+    ctx_.breakHere(BreakKind::kUnsupported, "`with` on " + describe(*mgr));
+  // Push the __exit__ callable (restores the previous mode) and the __enter__ result.
+  ValueRef exit = std::make_shared<Value>();
+  exit->kind = ValueKind::kGradMode;
+  exit->name = "__exit__";
+  if (mgr->name == "no-op") {  // nullcontext(), record_function(name): nothing on entry or exit
+    exit->name = "__noop_exit__";
+    push(exit);
+    push(makeConst(Py_None));
+    return;
+  }
+  if (mgr->name == "set_grad_enabled") {
+    // Already switched by the constructor; __exit__ restores the mode from before it.
+    exit->flag = mgr->index == 1;
+    push(exit);
+    push(makeConst(Py_None));
+    return;
+  }
+  exit->flag = ctx_.gradEnabled;
+  ValueRef enterFn = std::make_shared<Value>(*mgr);
+  enterFn->name = "__enter__";
+  push(exit);
+  push(callValue(*this, enterFn, {}, {}));
+}
+
 // Jumps, returns, yields, strings, imports, raise and with.
 bool Tracer::stepControl(const bc::Instruction& ins) {
   const int op = ins.opcode;
@@ -1058,18 +1133,9 @@ bool Tracer::stepControl(const bc::Instruction& ins) {
     case FORMAT_VALUE:
       doFormat(arg);
       return true;
-    case BUILD_STRING: {
-      std::vector<ValueRef> parts = popN(arg);
-      std::string s;
-      for (const ValueRef& p : parts) {
-        if (!p->isConst() || !PyUnicode_Check(p->py()))
-          ctx_.breakHere(BreakKind::kUnsupported, "f-string with a non-constant part");
-        s += PyUnicode_AsUTF8(p->py());
-      }
-      PyObjectRef str = PyObjectRef::steal(checkPy(PyUnicode_FromString(s.c_str())));
-      push(makeConst(str.get()));
+    case BUILD_STRING:
+      doBuildString(arg);
       return true;
-    }
 #ifdef RETURN_GENERATOR
     case RETURN_GENERATOR:
       if (!generator_) return false;
@@ -1081,21 +1147,9 @@ bool Tracer::stepControl(const bc::Instruction& ins) {
       yields_.push_back(pop());
       push(makeConst(Py_None));  // the value sent in
       return true;
-    case IMPORT_NAME: {
-      // The import runs now (it has usually run already); the module is a constant of the trace.
-      ValueRef fromlist = pop();
-      ValueRef level = pop();
-      PyObject* name = PyTuple_GET_ITEM(code_->co_names, arg);  // borrowed ref
-      PyObjectRef mod = PyObjectRef::steal(PyImport_ImportModuleLevelObject(
-          name, globals_, nullptr, fromlist->py(), static_cast<int>(PyLong_AsLong(level->py()))));
-      if (!mod) ctx_.breakHere(BreakKind::kException, std::string("import of ") + PyUnicode_AsUTF8(name) + " failed");
-      // Held by the trace, so attributes read from it are guarded (import cfg; cfg.SCALE).
-      PyObjectRef modName = PyObjectRef::steal(PyObject_GetAttrString(mod.get(), "__name__"));
-      PyErr_Clear();
-      push(makeObject(mod.get(), Source::object(mod.get(), modName && PyUnicode_Check(modName.get())
-                                                               ? PyUnicode_AsUTF8(modName.get()) : "<module>")));
+    case IMPORT_NAME:
+      doImportName(arg);
       return true;
-    }
     case IMPORT_FROM: {
       std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg));
       ValueRef mod = top();
@@ -1107,34 +1161,9 @@ bool Tracer::stepControl(const bc::Instruction& ins) {
       return true;
     case RAISE_VARARGS:
       ctx_.breakHere(BreakKind::kException, "raise statement");
-    case BEFORE_WITH: {
-      ValueRef mgr = pop();
-      if (mgr->kind != ValueKind::kGradMode)
-        ctx_.breakHere(BreakKind::kUnsupported, "`with` on " + describe(*mgr));
-      // Push the __exit__ callable (restores the previous mode) and the __enter__ result.
-      ValueRef exit = std::make_shared<Value>();
-      exit->kind = ValueKind::kGradMode;
-      exit->name = "__exit__";
-      if (mgr->name == "no-op") {  // nullcontext(), record_function(name): nothing on entry or exit
-        exit->name = "__noop_exit__";
-        push(exit);
-        push(makeConst(Py_None));
-        return true;
-      }
-      if (mgr->name == "set_grad_enabled") {
-        // Already switched by the constructor; __exit__ restores the mode from before it.
-        exit->flag = mgr->index == 1;
-        push(exit);
-        push(makeConst(Py_None));
-        return true;
-      }
-      exit->flag = ctx_.gradEnabled;
-      ValueRef enterFn = std::make_shared<Value>(*mgr);
-      enterFn->name = "__enter__";
-      push(exit);
-      push(callValue(*this, enterFn, {}, {}));
+    case BEFORE_WITH:
+      doBeforeWith();
       return true;
-    }
     default:
       return false;
   }

@@ -215,6 +215,14 @@ class Tracer {
   void doMakeFunction(int flags);
   void doUnpack(int count);
   void doFormat(int flags);
+  // Bodies of the longer cases of stepOperators() and stepControl().
+  void doIsOp(int arg);
+  void doContains(int arg);
+  void doStoreSubscr();
+  void doDeleteSubscr();
+  void doBuildString(int count);
+  void doImportName(int nameIndex);
+  void doBeforeWith();
   void initRootLocals();
   bool preCelled(int slot) const;
 

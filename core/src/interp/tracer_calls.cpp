@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "dynamic.h"
+#include "dynamo/core/compiler.h"
 #include "torch_api.h"
 #include "tracer.h"
 
@@ -540,6 +541,95 @@ ValueRef typeOf(CompileContext& ctx, const ValueRef& v) {
   }
 }
 
+// getattr, hasattr, setattr with a constant name; null when not one of those.
+ValueRef attributeBuiltin(Tracer& tr, const std::string& name, std::vector<ValueRef>& args) {
+  CompileContext& ctx = tr.ctx();
+  if ((name == "getattr" || name == "hasattr" || name == "setattr") && args.size() >= 2 &&
+      !(args[1]->isConst() && PyUnicode_Check(args[1]->py())))
+    ctx.breakHere(BreakKind::kException, name + "(): attribute name must be a string");
+  if (name == "getattr" && (args.size() == 2 || args.size() == 3) && args[1]->isConst()) {
+    std::string attr = PyUnicode_AsUTF8(args[1]->py());
+    if (args.size() == 3 && (args[0]->kind == ValueKind::kObject)) {
+      int has = PyObject_HasAttrString(args[0]->py(), attr.c_str());
+      if (args[0]->source) ctx.guard(args[0]->source, makeHasAttr(attr, has != 0));
+      if (!has) return args[2];
+    }
+    return getAttr(tr, args[0], attr);
+  }
+  if (name == "hasattr" && args.size() == 2 && args[1]->isConst()) {
+    std::string attr = PyUnicode_AsUTF8(args[1]->py());
+    PyObject* probe = nullptr;
+    if (args[0]->kind == ValueKind::kObject || args[0]->isConst()) probe = args[0]->py();
+    if (args[0]->isTensor()) probe = args[0]->obj.get();
+    if (probe == nullptr) ctx.breakHere(BreakKind::kUnsupported, "hasattr on " + describe(*args[0]));
+    if (args[0]->source) ctx.guard(args[0]->source, makeHasAttr(attr, PyObject_HasAttrString(probe, attr.c_str())));
+    return makeConst(PyObject_HasAttrString(probe, attr.c_str()) ? Py_True : Py_False);
+  }
+  if (name == "setattr" && args.size() == 3 && args[1]->isConst()) {
+    setAttr(ctx, args[0], PyUnicode_AsUTF8(args[1]->py()), args[2]);
+    return makeConst(Py_None);
+  }
+  return nullptr;
+}
+
+// enumerate, zip, reversed, list, tuple, dict, iter, next over what the trace knows; null when
+// not one of those (or not a form handled here).
+ValueRef iterationBuiltin(Tracer& tr, const std::string& name, std::vector<ValueRef>& args, Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  if (name == "enumerate" && !args.empty()) {
+    ValueRef startV = args.size() > 1 ? args[1] : nullptr;
+    for (auto& [k, v] : kwargs)
+      if (k == "start") startV = v;
+    if (startV && (!startV->isConst() || !PyLong_Check(startV->py())))
+      ctx.breakHere(BreakKind::kUnsupported, "enumerate() with a non-constant start");
+    long start = startV ? PyLong_AsLong(startV->py()) : 0;
+    std::vector<ValueRef> out;
+    long i = start;
+    for (ValueRef& item : iterateValue(ctx, args[0])) {
+      PyObjectRef idx = PyObjectRef::steal(PyLong_FromLong(i++));
+      out.push_back(makeTuple({makeConst(idx.get()), item}));
+    }
+    return makeIterator(nullptr, std::move(out));  // an iterator, as in Python (next() works)
+  }
+  if (name == "zip") {
+    std::vector<std::vector<ValueRef>> seqs;
+    size_t n = SIZE_MAX;
+    for (ValueRef& a : args) {
+      seqs.push_back(iterateValue(ctx, a));
+      n = std::min(n, seqs.back().size());
+    }
+    if (seqs.empty()) n = 0;
+    std::vector<ValueRef> out;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<ValueRef> t;
+      for (auto& s : seqs) t.push_back(s[i]);
+      out.push_back(makeTuple(std::move(t)));
+    }
+    return makeIterator(nullptr, std::move(out));
+  }
+  if (name == "reversed" && args.size() == 1) {
+    std::vector<ValueRef> items = iterateValue(ctx, args[0]);
+    return makeIterator(nullptr, std::vector<ValueRef>(items.rbegin(), items.rend()));
+  }
+  if ((name == "list" || name == "tuple") && args.size() <= 1) {
+    std::vector<ValueRef> items = args.empty() ? std::vector<ValueRef>{} : iterateValue(ctx, args[0]);
+    return name == "list" ? makeList(std::move(items)) : makeTuple(std::move(items));
+  }
+  if (name == "dict" && args.size() <= 1) return makeDict(ctx, nullptr, args, kwargs);
+  if (name == "iter" && args.size() == 1) {
+    if (args[0]->kind == ValueKind::kIterator) return args[0];  // iter(it) is it
+    return makeIterator(args[0], args[0]->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, args[0]));
+  }
+  if (name == "next" && !args.empty() && args[0]->kind == ValueKind::kIterator) {
+    ValueRef& it = args[0];
+    const std::vector<ValueRef>& items = iteratorItems(*it);
+    if (it->index < items.size()) return items[it->index++];
+    if (args.size() > 1) return args[1];
+    ctx.breakHere(BreakKind::kException, "next() on an exhausted iterator");
+  }
+  return nullptr;
+}
+
 // Returns null when `fn` is not a builtin handled here.
 ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& kwargs) {
   CompileContext& ctx = tr.ctx();
@@ -593,85 +683,11 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
     return foldOrBreak(ctx, fn, args, kwargs);
   }
   if (name == "type" && args.size() == 1) return typeOf(ctx, args[0]);
-  if ((name == "getattr" || name == "hasattr" || name == "setattr") && args.size() >= 2 &&
-      !(args[1]->isConst() && PyUnicode_Check(args[1]->py())))
-    ctx.breakHere(BreakKind::kException, name + "(): attribute name must be a string");
-  if (name == "getattr" && (args.size() == 2 || args.size() == 3) && args[1]->isConst()) {
-    std::string attr = PyUnicode_AsUTF8(args[1]->py());
-    if (args.size() == 3 && (args[0]->kind == ValueKind::kObject)) {
-      int has = PyObject_HasAttrString(args[0]->py(), attr.c_str());
-      if (args[0]->source) ctx.guard(args[0]->source, makeHasAttr(attr, has != 0));
-      if (!has) return args[2];
-    }
-    return getAttr(tr, args[0], attr);
-  }
-  if (name == "hasattr" && args.size() == 2 && args[1]->isConst()) {
-    std::string attr = PyUnicode_AsUTF8(args[1]->py());
-    PyObject* probe = nullptr;
-    if (args[0]->kind == ValueKind::kObject || args[0]->isConst()) probe = args[0]->py();
-    if (args[0]->isTensor()) probe = args[0]->obj.get();
-    if (probe == nullptr) ctx.breakHere(BreakKind::kUnsupported, "hasattr on " + describe(*args[0]));
-    if (args[0]->source) ctx.guard(args[0]->source, makeHasAttr(attr, PyObject_HasAttrString(probe, attr.c_str())));
-    return makeConst(PyObject_HasAttrString(probe, attr.c_str()) ? Py_True : Py_False);
-  }
-  if (name == "setattr" && args.size() == 3 && args[1]->isConst()) {
-    setAttr(ctx, args[0], PyUnicode_AsUTF8(args[1]->py()), args[2]);
-    return makeConst(Py_None);
-  }
+  if (ValueRef v = attributeBuiltin(tr, name, args)) return v;
   if ((name == "int" || name == "float" || name == "bool" || name == "complex") && args.size() == 1 &&
       args[0]->isTensor())
     ctx.breakHere(BreakKind::kTensorToPython, name + "() of a tensor");
-  if (name == "enumerate" && !args.empty()) {
-    ValueRef startV = args.size() > 1 ? args[1] : nullptr;
-    for (auto& [k, v] : kwargs)
-      if (k == "start") startV = v;
-    if (startV && (!startV->isConst() || !PyLong_Check(startV->py())))
-      ctx.breakHere(BreakKind::kUnsupported, "enumerate() with a non-constant start");
-    long start = startV ? PyLong_AsLong(startV->py()) : 0;
-    std::vector<ValueRef> out;
-    long i = start;
-    for (ValueRef& item : iterateValue(ctx, args[0])) {
-      PyObjectRef idx = PyObjectRef::steal(PyLong_FromLong(i++));
-      out.push_back(makeTuple({makeConst(idx.get()), item}));
-    }
-    return makeIterator(nullptr, std::move(out));  // an iterator, as in Python (next() works)
-  }
-  if (name == "zip") {
-    std::vector<std::vector<ValueRef>> seqs;
-    size_t n = SIZE_MAX;
-    for (ValueRef& a : args) {
-      seqs.push_back(iterateValue(ctx, a));
-      n = std::min(n, seqs.back().size());
-    }
-    if (seqs.empty()) n = 0;
-    std::vector<ValueRef> out;
-    for (size_t i = 0; i < n; ++i) {
-      std::vector<ValueRef> t;
-      for (auto& s : seqs) t.push_back(s[i]);
-      out.push_back(makeTuple(std::move(t)));
-    }
-    return makeIterator(nullptr, std::move(out));
-  }
-  if (name == "reversed" && args.size() == 1) {
-    std::vector<ValueRef> items = iterateValue(ctx, args[0]);
-    return makeIterator(nullptr, std::vector<ValueRef>(items.rbegin(), items.rend()));
-  }
-  if ((name == "list" || name == "tuple") && args.size() <= 1) {
-    std::vector<ValueRef> items = args.empty() ? std::vector<ValueRef>{} : iterateValue(ctx, args[0]);
-    return name == "list" ? makeList(std::move(items)) : makeTuple(std::move(items));
-  }
-  if (name == "dict" && args.size() <= 1) return makeDict(ctx, nullptr, args, kwargs);
-  if (name == "iter" && args.size() == 1) {
-    if (args[0]->kind == ValueKind::kIterator) return args[0];  // iter(it) is it
-    return makeIterator(args[0], args[0]->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, args[0]));
-  }
-  if (name == "next" && !args.empty() && args[0]->kind == ValueKind::kIterator) {
-    ValueRef& it = args[0];
-    const std::vector<ValueRef>& items = iteratorItems(*it);
-    if (it->index < items.size()) return items[it->index++];
-    if (args.size() > 1) return args[1];
-    ctx.breakHere(BreakKind::kException, "next() on an exhausted iterator");
-  }
+  if (ValueRef v = iterationBuiltin(tr, name, args, kwargs)) return v;
   if (name == "sum" && !args.empty() && !concrete(args[0])) {
     // sum(items, start=0) adds left to right from start, as Python does.
     ValueRef acc = args.size() > 1 ? args[1] : nullptr;
@@ -742,11 +758,11 @@ bool isModuleName(const std::string& mod, const char* prefix) {
   return mod == prefix || mod.rfind(std::string(prefix) + ".", 0) == 0;
 }
 
-ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> args, Kw kwargs) {
-  CompileContext& ctx = tr.ctx();
-  PyObject* fn = fnValue->py();
+// Grad-mode calls: torch.no_grad() / enable_grad() / set_grad_enabled(mode) (managers the
+// tracer enters and leaves), is_grad_enabled(), and managers that change nothing the graph sees.
+// Null when fn is none of those.
+ValueRef gradModeCall(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
   const TorchApi& api = torchApi();
-
   if (fn == api.noGrad || fn == api.enableGrad) {
     auto g = std::make_shared<Value>();
     g->kind = ValueKind::kGradMode;
@@ -784,8 +800,44 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
     ctx.recordCall(fn, "", args, {});
     return makeConst(Py_None);
   }
+  return nullptr;
+}
+
+// A class called: a namedtuple, an OrderedDict, a builtin type, a torch value type (torch.device,
+// torch.Size, finfo); anything else is a graph break.
+ValueRef callClass(Tracer& tr, PyObject* fn, const std::string& mod, std::vector<ValueRef>& args, Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  const TorchApi& api = torchApi();
+  if (PyType_IsSubtype((PyTypeObject*)fn, &PyTuple_Type) && PyObject_HasAttrString(fn, "_fields"))
+    return callNamedTuple(ctx, fn, std::move(args), std::move(kwargs));
+  if (fn == api.orderedDictType && args.size() <= 1) return makeDict(ctx, fn, args, kwargs);
+  if (PyObject_IsSubclass(fn, api.moduleType) == 1)
+    ctx.breakHere(BreakKind::kUnsupportedCall, std::string("creating a module (") + ((PyTypeObject*)fn)->tp_name + ") inside the compiled function");
+  PyErr_Clear();
+  if (ValueRef r = callBuiltin(tr, fn, args, kwargs)) return r;
+  if (fn == api.deviceType || fn == api.dtypeType) return foldOrBreak(ctx, fn, args, kwargs);
+  if (mod.rfind("torch", 0) == 0) {
+    if (anyTensor(args, kwargs)) unsupportedCall(ctx, fn, "constructing a torch object from tensors");
+    // Only value objects (torch.device, torch.Size ...) may be made now and used as constants;
+    // a stateful object made while tracing (torch.Generator) would be shared by every call.
+    ValueRef made = foldOrBreak(ctx, fn, args, kwargs);
+    // torch.finfo / torch.iinfo are immutable descriptions of a dtype: values, like torch.Size.
+    const std::string tn = ((PyTypeObject*)fn)->tp_name;
+    if (made->kind == ValueKind::kObject && (tn == "torch.finfo" || tn == "torch.iinfo")) return made;
+    if (!made->isConst() && made->kind != ValueKind::kTuple)
+      unsupportedCall(ctx, fn, "creating a stateful torch object inside the compiled function");
+    return made;
+  }
+  unsupportedCall(ctx, fn, "creating an instance of a class inside the compiled function");
+}
+
+ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> args, Kw kwargs) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* fn = fnValue->py();
+
+  if (ValueRef g = gradModeCall(ctx, fn, args, kwargs)) return g;
   if (isModule(fn)) return callModule(tr, fnValue, std::move(args), std::move(kwargs));
-  if (std::string(Py_TYPE(fn)->tp_name) == "dynamo.CompiledFunction") {
+  if (Py_TYPE(fn) == compiledFunctionType() && compiledFunctionType() != nullptr) {
     // dynamo.compile(g) called from traced code is traced through; dynamo.disable(g) is not.
     PyObjectRef mode = PyObjectRef::steal(checkPy(PyObject_GetAttrString(fn, "_dynamo_mode")));
     if (PyLong_AsLong(mode.get()) != 2)
@@ -817,29 +869,7 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
     ctx.breakHere(BreakKind::kDataDependentBranch, "torch._assert on a tensor value");
   }
 
-  if (PyType_Check(fn)) {
-    if (PyType_IsSubtype((PyTypeObject*)fn, &PyTuple_Type) && PyObject_HasAttrString(fn, "_fields"))
-      return callNamedTuple(ctx, fn, std::move(args), std::move(kwargs));
-    if (fn == api.orderedDictType && args.size() <= 1) return makeDict(ctx, fn, args, kwargs);
-    if (PyObject_IsSubclass(fn, api.moduleType) == 1)
-      ctx.breakHere(BreakKind::kUnsupportedCall, std::string("creating a module (") + ((PyTypeObject*)fn)->tp_name + ") inside the compiled function");
-    PyErr_Clear();
-    if (ValueRef r = callBuiltin(tr, fn, args, kwargs)) return r;
-    if (fn == api.deviceType || fn == api.dtypeType) return foldOrBreak(ctx, fn, args, kwargs);
-    if (mod.rfind("torch", 0) == 0) {
-      if (anyTensor(args, kwargs)) unsupportedCall(ctx, fn, "constructing a torch object from tensors");
-      // Only value objects (torch.device, torch.Size ...) may be made now and used as constants;
-      // a stateful object made while tracing (torch.Generator) would be shared by every call.
-      ValueRef made = foldOrBreak(ctx, fn, args, kwargs);
-      // torch.finfo / torch.iinfo are immutable descriptions of a dtype: values, like torch.Size.
-      const std::string tn = ((PyTypeObject*)fn)->tp_name;
-      if (made->kind == ValueKind::kObject && (tn == "torch.finfo" || tn == "torch.iinfo")) return made;
-      if (!made->isConst() && made->kind != ValueKind::kTuple)
-        unsupportedCall(ctx, fn, "creating a stateful torch object inside the compiled function");
-      return made;
-    }
-    unsupportedCall(ctx, fn, "creating an instance of a class inside the compiled function");
-  }
+  if (PyType_Check(fn)) return callClass(tr, fn, mod, args, kwargs);
 
   if (isTorchOp(fn)) {
     if (changesGlobalTorchState(name))

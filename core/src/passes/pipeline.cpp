@@ -34,7 +34,7 @@ Graph runPasses(const Graph& graph, const PassOptions& options, std::vector<Pass
       // A pass returns its input itself when it changes nothing.
       const bool changed = next.size() != g.size() || next.body() != g.body();
       rec.status = changed ? "changed" : "unchanged";
-      if (changed && records != nullptr) rec.graphText = printGraph(next);
+      if (changed && records != nullptr && options.printGraphs) rec.graphText = printGraph(next);
       g = next;
     }
     rec.nodesAfter = g.size();

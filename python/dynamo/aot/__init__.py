@@ -283,4 +283,4 @@ def make_backend(backend="aot_eager", fw_compiler=_default_compiler, bw_compiler
 
 
 recording.add_artifact_source(_artifacts)
-eval_frame.add_compile_listener(_clear_pending)
+eval_frame.add_compile_listener(_clear_pending, listings=False)

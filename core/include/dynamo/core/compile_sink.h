@@ -24,6 +24,10 @@ class CompileSink {
   /// The backend is about to compile a graph: a fatal signal from here on happened in a
   /// backend. Never throws; no I/O (a crash marker's stage is two atomic stores).
   virtual void backendStarting() {}
+  /// Whether this compile's record must carry its listings (printed and serialized graphs, the
+  /// pass graphs, the guard text, the bytecode listing): asked once per compile, after
+  /// compileStarting(). Never throws.
+  virtual bool wantsListings() { return true; }
   /// After every compile attempt, before its code runs for the first time. Never throws.
   virtual void compiled(const CompileRecord& record) = 0;
 };

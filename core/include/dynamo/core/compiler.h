@@ -55,8 +55,8 @@ struct CompileRecord {
   std::vector<Graph> graphs;        ///< the graph (one per compile; empty when none)
   std::vector<BreakRecord> breaks;  ///< breaks met, in order (restarts included)
   std::vector<GuardInfo> guards;    ///< the guards of the new entry
-  std::string guardText;            ///< GuardSet::describe()
-  std::string bytecode;             ///< the transformed code, disassembled
+  std::string guardText;            ///< GuardSet::describe() (a listing)
+  std::string bytecode;             ///< the transformed code, disassembled (a listing)
   uint64_t entryId = 0;             ///< the cache entry made ("compiled" only); see CacheEntry::id
   double captureMs = 0;     ///< tracing
   double guardMs = 0;       ///< building guards
@@ -66,6 +66,9 @@ struct CompileRecord {
   /// graphs[i] printed (graph_printer.h) and serialized (graph_serializer.h): built once, when
   /// the record is handed on, for the sink and the listeners alike (empty before).
   std::vector<std::string> printedGraphs, serializedGraphs;
+  /// Whether the listings (printedGraphs, serializedGraphs, passes[i].graphText, guardText,
+  /// bytecode) were built: only when the sink (a trace, a log) or a listener wants them.
+  bool hasListings = false;
   /// Dynamic shapes: which input dimensions are dynamic or specialised and why, then the shape
   /// guards (symbols, ranges, relations with their user lines); "" when every size is static.
   std::string dynamicShapes;
@@ -79,6 +82,9 @@ struct CompilerOptions {
   int cacheSizeLimit = 8;    ///< entries per code object before running eagerly
   bool suppressErrors = true;///< backend/internal failures run eagerly with one warning
   std::function<void(const CompileRecord&)> listener;  ///< called after every compile attempt
+  /// Whether the listener needs the record's listings (CompileRecord::hasListings), asked once
+  /// per compile; null: it always does.
+  std::function<bool()> listenerWantsListings;
   /// Frames whose file starts with one of these are never compiled (the Python standard
   /// library, Dynamo's own package): they run as usual, and what they call is still captured.
   std::vector<std::string> skipFilePrefixes;
@@ -122,5 +128,11 @@ PyObjectRef takeBackendFailureCause();
 
 /// Adds the compiler's Python types (dynamo._C.CompiledGraph) to the extension module.
 int registerCompilerTypes(PyObject* module);
+
+/// The binding layer's type of what dynamo.compile returns (dynamo.CompiledFunction), set once
+/// at import, so the tracer knows such a callable by its type (it traces through one in compile
+/// mode). Null until set. GIL held.
+void setCompiledFunctionType(PyTypeObject* type);
+PyTypeObject* compiledFunctionType();
 
 }  // namespace dynamo::core

@@ -47,7 +47,7 @@ struct CompileResult {
 };
 
 /// Turns a frame into a cache entry. Implemented by the symbolic interpreter (and, for tests,
-/// by the Python callback adapter in dynamo._C._frame).
+/// by the Python callback adapter in _dynamo_testing.frame).
 class FrameCompiler {
  public:
   virtual ~FrameCompiler() = default;

@@ -27,6 +27,7 @@ const std::vector<PassInfo>& passList();
 /// Options of one pipeline run.
 struct PassOptions {
   std::vector<std::string> disabled;  ///< pass names not to run
+  bool printGraphs = true;            ///< fill PassRecord::graphText (only when a log or trace wants it)
 };
 
 /// What one pass did.

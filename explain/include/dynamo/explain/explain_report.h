@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dynamo/explain/aot_report.h"
@@ -34,6 +35,7 @@ struct GraphSummary {
   int index = 0;                        ///< index within the compile
   int numNodes = 0;                     ///< nodes, placeholders and output included
   std::map<std::string, int> opCounts;  ///< graphOpKey -> count ("operator.mul": 2)
+  std::string printed;                  ///< the printed graph (graph_printer.h), as stored
   int ops() const;                      ///< sum of opCounts
   // -- AOT (aot_report.h) --
   std::optional<GraphAot> aot;  ///< what an AOT backend did with the graph; none for others
@@ -49,6 +51,7 @@ struct BreakGroup {
   std::int64_t occurrences = 0;        ///< see the banner; at least 1
   std::int64_t compiles = 0;           ///< compiles that met it
   storage::BreakTally tally;           ///< what occurrences is computed from
+  std::vector<std::string> functions;  ///< the functions whose compiles met it, first first
 };
 
 /// One compiled function (a frame of the store: file, first line, name).
@@ -59,9 +62,12 @@ struct FunctionReport {
   int compiles = 0;                     ///< compile attempts
   std::map<std::string, int> statuses;  ///< compile status -> count ("ok": 1)
   std::string notCompiledReason;        ///< reason of the last skipped/failed compile, if any
+  /// Every compile that made no cache entry, in attempt order: (status, reason).
+  std::vector<std::pair<std::string, std::string>> notCompiled;
   std::vector<GraphSummary> graphs;     ///< every graph of every compile
   std::vector<BreakGroup> breaks;       ///< distinct breaks, most frequent first
   std::int64_t guards = 0;              ///< guards over all compiles
+  std::map<std::string, std::int64_t> guardKinds;  ///< those guards by kind ("TENSOR_MATCH": 3)
   std::int64_t compileUs = 0;           ///< total compile time
   std::vector<storage::CompilePhase> phases;  ///< summed phase times, in first-seen order
   bool hasBreaks() const { return !breaks.empty(); }
@@ -98,6 +104,11 @@ std::map<std::string, int> graphOpCounts(const std::string& serialized);
 
 /// The name of the runtime-hits artifact of v1-v2 stores.
 using storage::kEntryHitsArtifact;
+
+/// The dynamo.explain() summary of one run (str(ExplainOutput)): graph, break and op counts, the
+/// distinct breaks, the compiles that made no entry, the ops of each graph in compile order, the
+/// guards by kind and the compile time. Files are shown as displayPath() says.
+std::string renderExplainSummary(const RunExplain& run, const RenderOptions& options = {});
 
 /// Renders the report in `format`.
 std::string renderExplain(const ExplainReport& report, Format format,

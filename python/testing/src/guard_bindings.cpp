@@ -1,6 +1,6 @@
-// dynamo._C._guards: a thin test API over sources and guards (the interpreter uses the C++ API).
+// _dynamo_testing.guards: a thin test API over sources and guards (the interpreter uses the C++ API).
 //
-//   from dynamo._C import _guards as g
+//   from _dynamo_testing import guards as g
 //   x = g.local(0, "x"); w = g.local(1, "self").module_attr("fc1").module_attr("weight")
 //   b = g.GuardSetBuilder()
 //   b.add("TENSOR_MATCH", x, tensor, where=("model.py", 12, "y = x.view(4, -1)"))
@@ -19,7 +19,7 @@
 #include <cstring>
 #include <string>
 
-#include "bindings.h"
+#include "testing_bindings.h"
 #include "dynamo/core/guards.h"
 #include "dynamo/core/source.h"
 #include "py_util.h"
@@ -54,7 +54,7 @@ PyObject* wrapSource(Source s) {
 const Source& unwrapSource(PyObject* o) {
   if (!PyObject_TypeCheck(o, sourceType)) {
     throw UserError(UserErrorKind::kInvalidArgument,
-                    std::string("expected a dynamo._C._guards.Source, got ") + Py_TYPE(o)->tp_name);
+                    std::string("expected a _dynamo_testing.guards.Source, got ") + Py_TYPE(o)->tp_name);
   }
   return *reinterpret_cast<PySource*>(o)->source;
 }
@@ -193,7 +193,7 @@ core::GuardKind kindFromName(const std::string& name) {
     if (name == k.name) return k.kind;
   }
   throw UserError(UserErrorKind::kInvalidArgument, "unknown guard kind '" + name + "'", {},
-                  "", "dynamo._C._guards.guard_kinds() lists the kinds");
+                  "", "_dynamo_testing.guards.guard_kinds() lists the kinds");
 }
 
 SourceLocation whereFrom(PyObject* where) {
@@ -478,7 +478,7 @@ PyMethodDef moduleFunctions[] = {
      "module_attr_plan(module, name) -> (safe, found_in, why_not)."},
     {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef guardsModuleDef = {PyModuleDef_HEAD_INIT, "dynamo._C._guards",
+PyModuleDef guardsModuleDef = {PyModuleDef_HEAD_INIT, "_dynamo_testing.guards",
                                "Sources and guards (test API).", -1, moduleFunctions,
                                nullptr, nullptr, nullptr, nullptr};
 
@@ -497,7 +497,7 @@ PyType_Slot sourceSlots[] = {
     {Py_tp_methods, sourceMethods},
     {Py_tp_getset, sourceGetSet},
     {0, nullptr}};
-PyType_Spec sourceSpec = {"dynamo._C._guards.Source", sizeof(PySource), 0, Py_TPFLAGS_DEFAULT,
+PyType_Spec sourceSpec = {"_dynamo_testing.guards.Source", sizeof(PySource), 0, Py_TPFLAGS_DEFAULT,
                           sourceSlots};
 
 PyType_Slot builderSlots[] = {
@@ -507,7 +507,7 @@ PyType_Slot builderSlots[] = {
     {Py_tp_methods, builderMethods},
     {Py_sq_length, slot(builderLen)},
     {0, nullptr}};
-PyType_Spec builderSpec = {"dynamo._C._guards.GuardSetBuilder", sizeof(PyBuilder), 0,
+PyType_Spec builderSpec = {"_dynamo_testing.guards.GuardSetBuilder", sizeof(PyBuilder), 0,
                            Py_TPFLAGS_DEFAULT, builderSlots};
 
 PyType_Slot guardSetSlots[] = {
@@ -516,7 +516,7 @@ PyType_Slot guardSetSlots[] = {
     {Py_tp_methods, guardSetMethods},
     {Py_sq_length, slot(guardSetLen)},
     {0, nullptr}};
-PyType_Spec guardSetSpec = {"dynamo._C._guards.GuardSet", sizeof(PyGuardSet), 0,
+PyType_Spec guardSetSpec = {"_dynamo_testing.guards.GuardSet", sizeof(PyGuardSet), 0,
                             Py_TPFLAGS_DEFAULT, guardSetSlots};
 
 // Creates the type from `spec` and adds it to module; returns it (borrowed ref) or NULL.
@@ -539,10 +539,10 @@ int initGuardBindings(PyObject* module) {
   builderType = addType(sub.get(), "GuardSetBuilder", &builderSpec);
   guardSetType = addType(sub.get(), "GuardSet", &guardSetSpec);
   if (!sourceType || !builderType || !guardSetType) return -1;
-  // `import dynamo._C._guards` finds it in sys.modules; `from dynamo._C import _guards` too.
+  // `import _dynamo_testing.guards` finds it in sys.modules; `from _dynamo_testing import guards` too.
   PyObject* modules = PyImport_GetModuleDict();  // borrowed ref
-  if (PyDict_SetItemString(modules, "dynamo._C._guards", sub.get()) < 0) return -1;
-  if (PyModule_AddObject(module, "_guards", sub.get()) < 0) return -1;  // steals on success
+  if (PyDict_SetItemString(modules, "_dynamo_testing.guards", sub.get()) < 0) return -1;
+  if (PyModule_AddObject(module, "guards", sub.get()) < 0) return -1;  // steals on success
   sub.release();
   return 0;
 }

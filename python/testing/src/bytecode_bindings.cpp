@@ -1,4 +1,4 @@
-// dynamo._C._bytecode: the Python test/debug API of the bytecode toolkit (core/bytecode.h).
+// _dynamo_testing.bytecode: the Python test/debug API of the bytecode toolkit (core/bytecode.h).
 //
 //   decode(code)                    -> [dict]  one dict per instruction (see instrToDict)
 //   exception_table(code)           -> [(start, end, target, depth, lasti)]  instruction indices
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "bindings.h"
+#include "testing_bindings.h"
 #include "dynamo/common/error.h"
 #include "dynamo/core/bytecode.h"
 #include "py_util.h"
@@ -381,7 +381,7 @@ PyMethodDef kMethods[] = {
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModuleDef = {PyModuleDef_HEAD_INIT,
-                          "dynamo._C._bytecode",
+                          "_dynamo_testing.bytecode",
                           "Decode, verify, print and assemble CPython code objects.",
                           -1,
                           kMethods,
@@ -396,7 +396,7 @@ int initBytecodeBindings(PyObject* module) {
   PyObject* sub = PyModule_Create(&kModuleDef);  // new ref
   if (sub == nullptr) return -1;
   if (PyModule_AddStringConstant(sub, "PYTHON_VERSION", PY_VERSION) < 0 ||
-      PyModule_AddObject(module, "_bytecode", sub) < 0) {  // steals sub on success
+      PyModule_AddObject(module, "bytecode", sub) < 0) {  // steals sub on success
     Py_DECREF(sub);
     return -1;
   }

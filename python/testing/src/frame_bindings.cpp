@@ -1,4 +1,4 @@
-// dynamo._C._frame: the test and debug API of the PEP 523 frame hook (core/frame_hook.h).
+// _dynamo_testing.frame: the test and debug API of the PEP 523 frame hook (core/frame_hook.h).
 //
 // Thin adapters so the hook can be driven from Python before the real C++ compiler exists:
 //   set_python_compiler(cb)   cb(code, f_locals) -> None (run the original this time),
@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "bindings.h"
+#include "testing_bindings.h"
 #include "dynamo/common/error.h"
 #include "dynamo/core/frame_hook.h"
 #include "py_util.h"
@@ -280,7 +280,7 @@ PyMethodDef frameMethods[] = {
 };
 
 PyModuleDef frameModuleDef = {
-    PyModuleDef_HEAD_INIT, "dynamo._C._frame",
+    PyModuleDef_HEAD_INIT, "_dynamo_testing.frame",
     "Test and debug API of the PEP 523 frame hook.", -1, frameMethods,
     nullptr, nullptr, nullptr, nullptr,
 };
@@ -291,7 +291,7 @@ int initFrameBindings(PyObject* module) {
   core::setErrorTranslator(translateException);
   PyObject* sub = PyModule_Create(&frameModuleDef);  // new ref
   if (sub == nullptr) return -1;
-  if (PyModule_AddObject(module, "_frame", sub) < 0) {  // steals sub on success
+  if (PyModule_AddObject(module, "frame", sub) < 0) {  // steals sub on success
     Py_DECREF(sub);
     return -1;
   }
