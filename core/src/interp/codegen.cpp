@@ -128,6 +128,8 @@ class Planner {
         p.index = fetch(v->source);
         return p;
       case ValueKind::kObject:
+        if (!v->source && v->name == "__made_in_trace__")  // call_constructs.cpp: one object for every call
+          ctx_.breakHere(BreakKind::kUnsupported, "a module created inside the function is used after the graph (each call must make its own)");
         if (v->source) {
           p.kind = OutPlan::Kind::kFetched;
           p.index = fetch(v->source);

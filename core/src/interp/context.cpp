@@ -653,6 +653,15 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   for (const ValueRef& a : args) gargs.push_back(argOf(*this, a));
   Kwargs gkwargs;
   for (const auto& [k, v] : kwargs) gkwargs.emplace_back(k, argOf(*this, v));
+  // A tensor built from constants (Value::constValue) is no longer known once an op sees it:
+  // the op may change it in place or make a view through which it changes later.
+  std::function<void(const ValueRef&)> forget = [&](const ValueRef& v) {
+    v->constValue = PyObjectRef{};
+    for (const ValueRef& i : v->items)
+      if (i) forget(i);
+  };
+  for (const ValueRef& a : args) forget(a);
+  for (const auto& kv : kwargs) forget(kv.second);
   // loss.backward() returns None and changes only .grad of leaves, which the trace never reads
   // (reading .grad breaks): it needs no example, and running it on stand-in tensors would fail
   // where they carry no autograd history (ops without meta kernels run on detached stand-ins).

@@ -7,6 +7,7 @@
 //   print, logging, .item(), unknown C functions         a graph break
 #include <cstring>
 
+#include "call_constructs.h"
 #include "dynamic.h"
 #include "torch_api.h"
 #include "tracer.h"
@@ -746,6 +747,7 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
   CompileContext& ctx = tr.ctx();
   PyObject* fn = fnValue->py();
   const TorchApi& api = torchApi();
+  if (ValueRef r = callConstruct(tr, fnValue, args, kwargs)) return r;
 
   if (fn == api.noGrad || fn == api.enableGrad) {
     auto g = std::make_shared<Value>();
@@ -909,6 +911,7 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
   switch (fn->kind) {
     case ValueKind::kTensorAttr: {
       const std::string& name = fn->name;
+      if (ValueRef r = callTensorConstruct(tr, fn->self, name, args, kwargs)) return r;
       if (nameIn(name, kToPython, std::size(kToPython)))
         ctx.breakHere(BreakKind::kTensorToPython, "Tensor." + name + "() needs the tensor's data");
       if (nameIn(name, kDynamicShape, std::size(kDynamicShape)))

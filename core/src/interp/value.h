@@ -94,6 +94,10 @@ struct Value {
   /// kTensor with dynamic dimensions: one size expression per dimension (constants for static
   /// ones); empty when every size is static (obj's sizes are then exact).
   std::vector<sym::Expr> symSizes;
+  /// kTensor made by a torch factory from Python constants only (torch.tensor(3)) and not yet
+  /// passed to any op: its real value, so item()/tolist()/int() on it are constants
+  /// (call_constructs.cpp). Null otherwise.
+  PyObjectRef constValue;
 
   bool isConst() const { return kind == ValueKind::kConst; }
   bool isTensor() const { return kind == ValueKind::kTensor; }

@@ -1,0 +1,379 @@
+// Constructs of real model code captured the way eager runs them (see call_constructs.h).
+#include "call_constructs.h"
+
+#include <functional>
+
+#include "torch_api.h"
+
+namespace dynamo::core::interp {
+
+namespace {
+
+using Kw = std::vector<std::pair<std::string, ValueRef>>;
+
+// A module attribute looked up once (new ref kept for the process), or null.
+PyObject* lookup(const char* module, const char* name) {
+  PyObjectRef m = PyObjectRef::steal(PyImport_ImportModule(module));
+  PyObject* o = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // new ref, kept
+  PyErr_Clear();
+  return o;
+}
+
+std::string str(PyObject* o) {
+  PyObjectRef s = PyObjectRef::steal(checkPy(PyObject_Str(o)));
+  return PyUnicode_AsUTF8(s.get());
+}
+
+bool allConcrete(const std::vector<ValueRef>& args, const Kw& kwargs) {
+  for (const ValueRef& a : args)
+    if (!concrete(a)) return false;
+  for (const auto& kv : kwargs)
+    if (!concrete(kv.second)) return false;
+  return true;
+}
+
+bool containsTensor(const ValueRef& v) {
+  if (v->isTensor()) return true;
+  for (const ValueRef& i : v->items)
+    if (i && containsTensor(i)) return true;
+  return false;
+}
+
+// fn(*args, **kwargs) on concrete values; null with the Python error cleared when it raises.
+PyObjectRef callReal(PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  PyObjectRef t = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, concrete(args[i]).release());
+  PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
+  for (const auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), concrete(v).get());
+  PyObjectRef r = PyObjectRef::steal(PyObject_Call(fn, t.get(), kw.get()));
+  if (!r) PyErr_Clear();
+  return r;
+}
+
+// The Value of a Python value computed now from a constant tensor: constants, lists of them.
+ValueRef valueOf(CompileContext& ctx, PyObject* o) {
+  if (isConstantObject(o)) return makeConst(o);
+  if (PyList_Check(o)) {
+    std::vector<ValueRef> items;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); ++i) items.push_back(valueOf(ctx, PyList_GET_ITEM(o, i)));
+    return makeList(std::move(items));
+  }
+  ctx.breakHere(BreakKind::kUnsupported, std::string("a value of type ") + Py_TYPE(o)->tp_name + " from a constant tensor");
+}
+
+// ---- torch.autograd.Function.apply --------------------------------------------------------------
+
+// The class whose apply `fn` is (Fn.apply is a builtin bound to the class), or null.
+PyObject* autogradFunctionOf(PyObject* fn) {
+  if (!PyCFunction_Check(fn)) return nullptr;
+  PyObject* self = PyCFunction_GET_SELF(fn);  // borrowed ref
+  if (self == nullptr || !PyType_Check(self) || callableName(fn) != "apply") return nullptr;
+  static PyObject* functionType = lookup("torch.autograd.function", "Function");
+  if (functionType == nullptr || !PyType_IsSubtype((PyTypeObject*)self, (PyTypeObject*)functionType)) return nullptr;
+  return self;
+}
+
+// A Value of the scratch context standing for `v` of the main one: tensors become placeholders
+// of the scratch graph with the same example; containers are copied (what the forward does to
+// them is not the main trace's business: the real forward does it when the graph runs).
+ValueRef toScratch(CompileContext& scratch, const ValueRef& v) {
+  if (v->isTensor()) {
+    if (!v->symSizes.empty())
+      scratch.breakHere(BreakKind::kUnsupported, "a tensor with dynamic sizes passed to a torch.autograd.Function");
+    NodeMeta meta = scratch.metaHere(v->obj.get());
+    if (meta.tensor) meta.tensor->device = str(v->device.get());
+    NodeRef n = scratch.graph.placeholder("arg", meta);
+    return makeTensor(n, v->obj, v->device);
+  }
+  if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList || v->kind == ValueKind::kDict) {
+    auto c = std::make_shared<Value>(*v);
+    c->source = Source{};
+    c->real = PyObjectRef{};
+    for (ValueRef& i : c->items) i = toScratch(scratch, i);
+    return c;
+  }
+  return v;
+}
+
+PyObjectRef deviceOf(const ValueRef& out) {
+  if (out->isTensor()) return out->device;
+  for (const ValueRef& i : out->items)
+    if (i->isTensor()) return i->device;
+  return {};
+}
+
+ValueRef applyAutogradFunction(Tracer& tr, const ValueRef& fnValue, PyObject* cls, std::vector<ValueRef>& args,
+                               Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  const std::string name = ((PyTypeObject*)cls)->tp_name;
+  if (!kwargs.empty()) ctx.breakHere(BreakKind::kException, name + ".apply() takes no keyword arguments");
+  // The graph node holds this very class's apply: another class under the same name recompiles.
+  Source clsSource = fnValue->source ? Source::attr(fnValue->source, "__self__") : Source{};
+  ctx.guard(clsSource, makeIdMatch(cls));
+  PyObjectRef forward = PyObjectRef::steal(PyObject_GetAttrString(cls, "forward"));
+  if (!forward || !PyFunction_Check(forward.get()))
+    ctx.breakHere(BreakKind::kUnsupportedCall, "torch.autograd.Function " + name + ": forward is not a Python function");
+  ctx.guard(clsSource ? Source::attr(clsSource, "forward") : Source{}, makeIdMatch(forward.get()));
+  for (const Tracer* t : ctx.tracers)
+    if (t->underUserHandler())
+      ctx.breakHere(BreakKind::kUnsupported, "a tensor operation inside a try block (or a `with` block of a context manager that handles exceptions); its exception handlers must stay in force");
+
+  // ctx.needs_input_grad as eager's forward sees it.
+  static PyObject* ctxType = lookup("torch.autograd.function", "FunctionCtx");
+  if (ctxType == nullptr) ctx.breakHere(BreakKind::kUnsupportedCall, "torch.autograd.function.FunctionCtx not found");
+  bool needsGrad = false;
+  PyObjectRef needs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool rg = false;
+    if (args[i]->isTensor()) {
+      PyObjectRef r = PyObjectRef::steal(checkPy(PyObject_GetAttrString(args[i]->obj.get(), "requires_grad")));
+      rg = ctx.gradEnabled && r.get() == Py_True;
+    } else if (containsTensor(args[i])) {
+      ctx.breakHere(BreakKind::kUnsupported, name + ".apply() with tensors inside a container argument");
+    }
+    needsGrad = needsGrad || rg;
+    PyTuple_SET_ITEM(needs.get(), i, Py_NewRef(rg ? Py_True : Py_False));
+  }
+  PyObjectRef fctx = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(ctxType)));
+  checkPy(PyObject_SetAttrString(fctx.get(), "needs_input_grad", needs.get()) == 0 ? Py_None : nullptr);
+
+  // The forward, traced in a scratch context under no_grad (Function.apply runs it so): it must
+  // be traceable, and its outputs give the node's shapes. Its graph, guards and effects are
+  // dropped: the node runs the real forward.
+  TraceOptions opts = ctx.options;
+  opts.forcedBreaks.clear();
+  opts.dynamic = nullptr;
+  CompileContext scratch(ctx.frame(), ctx.rootCode(), opts);
+  scratch.gradEnabled = false;
+  scratch.userStack = ctx.userStack;
+  scratch.tracers = ctx.tracers;
+  ValueRef out;
+  try {
+    std::vector<ValueRef> fargs{makeObject(fctx.get())};
+    for (const ValueRef& a : args) fargs.push_back(toScratch(scratch, a));
+    Tracer proxy(scratch, tr, (PyCodeObject*)PyFunction_GET_CODE(forward.get()),
+                 PyFunction_GET_GLOBALS(forward.get()), {}, {});
+    out = callValue(proxy, makeObject(forward.get()), std::move(fargs), {});
+  } catch (const GraphBreak& b) {
+    ctx.breakHere(BreakKind::kUnsupportedCall,
+                  "the forward of torch.autograd.Function " + name + " cannot be captured: " + b.detail);
+  }
+  bool ok = out->isTensor() || out->kind == ValueKind::kTuple;
+  if (out->kind == ValueKind::kTuple)
+    for (const ValueRef& i : out->items) ok = ok && (i->isTensor() || i->isConst());
+  PyObjectRef device = deviceOf(out);
+  if (!ok || !device)
+    ctx.breakHere(BreakKind::kUnsupported, "torch.autograd.Function " + name + " returning " + describe(*out));
+
+  // Outputs require grad when an input does (grad mode on): autograd attaches the backward.
+  auto outExample = [&](const ValueRef& v) -> PyObjectRef {
+    if (!v->isTensor()) return v->obj;
+    PyObjectRef fp = PyObjectRef::steal(checkPy(PyObject_CallMethod(v->obj.get(), "is_floating_point", nullptr)));
+    PyObjectRef ex = PyObjectRef::steal(checkPy(PyObject_CallMethod(v->obj.get(), "detach", nullptr)));
+    if (needsGrad && fp.get() == Py_True)
+      ex = PyObjectRef::steal(checkPy(PyObject_CallMethod(ex.get(), "requires_grad_", nullptr)));
+    return ex;
+  };
+  PyObjectRef example;
+  if (out->isTensor()) {
+    example = outExample(out);
+  } else {
+    example = PyObjectRef::steal(checkPy(PyTuple_New(out->items.size())));
+    for (size_t i = 0; i < out->items.size(); ++i) PyTuple_SET_ITEM(example.get(), i, outExample(out->items[i]).release());
+  }
+
+  std::vector<Arg> gargs;
+  for (const ValueRef& a : args) {
+    gargs.push_back(argOf(ctx, a));
+    a->constValue = PyObjectRef{};
+  }
+  NodeMeta meta = ctx.metaHere(out->isTensor() ? example.get() : nullptr);
+  if (meta.tensor) meta.tensor->device = str(device.get());
+  // The target is a Python function calling Fn.apply (dynamo/autograd_function.py): torch.fx can
+  // name it, and the AOT backends recognise it.
+  static PyObject* trampoline = lookup("dynamo.autograd_function", "trampoline");
+  if (trampoline == nullptr) ctx.breakHere(BreakKind::kUnsupportedCall, "dynamo.autograd_function not found");
+  PyObjectRef target = PyObjectRef::steal(checkPy(PyObject_CallOneArg(trampoline, cls)));
+  NodeRef node = ctx.graph.callFunction(Target::fromCallable(target.get()), std::move(gargs), {}, meta);
+  return wrapResult(ctx, node, example.get(), device.get());
+}
+
+// ---- modules made inside forward --------------------------------------------------------------
+
+ValueRef constructModule(CompileContext& ctx, PyObject* cls, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  const std::string mod = moduleOf(cls);
+  if (mod.rfind("torch.nn.", 0) != 0) return nullptr;  // user classes: their __init__ may do anything
+  const std::string name = ((PyTypeObject*)cls)->tp_name;
+  if (!allConcrete(args, kwargs))
+    ctx.breakHere(BreakKind::kUnsupportedCall, "creating a module (" + name + ") inside the compiled function from values that are not constants");
+  // Building it must not move the random-number generator the program uses (parameter init).
+  const TorchApi& api = torchApi();
+  PyObjectRef rng = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.getRngState)));
+  PyObjectRef m = callReal(cls, args, kwargs);
+  PyObjectRef restored = PyObjectRef::steal(checkPy(PyObject_CallOneArg(api.setRngState, rng.get())));
+  if (!m) ctx.breakHere(BreakKind::kException, "creating a module (" + name + ") raised");
+  for (const char* state : {"parameters", "buffers"}) {
+    PyObjectRef it = PyObjectRef::steal(checkPy(PyObject_CallMethod(m.get(), state, nullptr)));
+    PyObjectRef first = PyObjectRef::steal(PyIter_Next(it.get()));
+    if (PyErr_Occurred()) throw PythonError{};
+    if (first)
+      ctx.breakHere(BreakKind::kUnsupportedCall, "creating a module with " + std::string(state) + " (" + name +
+                                                     ") inside the compiled function: they would be new on every call (create it in __init__)");
+  }
+  ValueRef v = makeObject(m.get());
+  v->name = "__made_in_trace__";  // the graph's code cannot hand out a new one per call (codegen.cpp)
+  return v;
+}
+
+// ---- torch.autograd.Variable, legacy constructors, factories of constants -------------------
+
+// dtype and device of a legacy tensor type (torch.FloatTensor, torch.cuda.LongTensor, torch.Tensor),
+// from an empty instance; false when cls is not one.
+bool legacyTensorType(PyObject* cls, PyObjectRef& dtype, PyObjectRef& device) {
+  const TorchApi& api = torchApi();
+  if (cls != api.tensorType) {
+    const std::string mod = moduleOf(cls);
+    const std::string tn = ((PyTypeObject*)cls)->tp_name;
+    if ((mod != "torch" && mod != "torch.cuda") || tn.size() < 7 || tn.compare(tn.size() - 6, 6, "Tensor") != 0)
+      return false;
+    static PyObject* tensortype = lookup("torch", "FloatTensor");
+    if (tensortype == nullptr || Py_TYPE(cls) != Py_TYPE(tensortype)) return false;
+  }
+  PyObjectRef probe = PyObjectRef::steal(PyObject_CallNoArgs(cls));
+  if (!probe || !isTensor(probe.get())) {
+    PyErr_Clear();
+    return false;
+  }
+  dtype = PyObjectRef::steal(checkPy(PyObject_GetAttrString(probe.get(), "dtype")));
+  device = PyObjectRef::steal(checkPy(PyObject_GetAttrString(probe.get(), "device")));
+  return true;
+}
+
+// Sizes given as ints, or as one torch.Size: the tuple of ints; null otherwise.
+PyObjectRef sizesOf(const std::vector<ValueRef>& args) {
+  static PyObject* sizeType = lookup("torch", "Size");
+  if (args.size() == 1 && args[0]->isConst() && (PyObject*)Py_TYPE(args[0]->py()) == sizeType)
+    return PyObjectRef::steal(checkPy(PySequence_Tuple(args[0]->py())));
+  PyObjectRef t = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i]->isConst() || !PyLong_Check(args[i]->py()) || PyBool_Check(args[i]->py())) return {};
+    PyTuple_SET_ITEM(t.get(), i, Py_NewRef(args[i]->py()));
+  }
+  return t;
+}
+
+// Data given as one list or tuple (not a torch.Size) of Python numbers: its concrete value.
+PyObjectRef dataOf(const std::vector<ValueRef>& args) {
+  if (args.size() != 1 || containsTensor(args[0])) return {};
+  PyObjectRef c = concrete(args[0]);
+  if (!c || !(PyList_Check(c.get()) || PyTuple_CheckExact(c.get()))) return {};
+  return c;
+}
+
+PyObject* torchFn(const char* name) {
+  PyObject* f = PyObject_GetAttrString(torchApi().torch, name);  // new ref
+  checkPy(f);
+  Py_DECREF(f);  // the torch module keeps it
+  return f;
+}
+
+ValueRef recordFactory(CompileContext& ctx, PyObject* fn, std::vector<ValueRef> args, Kw kwargs) {
+  ValueRef r = ctx.recordCall(fn, "", args, kwargs);
+  // Small ones only (a value read back is a handful of numbers; a big one costs time to make).
+  PyObjectRef numel = r->isTensor() ? PyObjectRef::steal(checkPy(PyObject_CallMethod(r->obj.get(), "numel", nullptr))) : PyObjectRef{};
+  if (numel && PyLong_AsLong(numel.get()) <= 4096 && allConcrete(args, kwargs)) {
+    PyObjectRef real = callReal(fn, args, kwargs);
+    if (real && isTensor(real.get())) {
+      PyObjectRef dev = PyObjectRef::steal(checkPy(PyObject_GetAttrString(real.get(), "device")));
+      if (str(dev.get()) == "cpu") r->constValue = real;
+    }
+  }
+  return r;
+}
+
+ValueRef legacyConstructor(CompileContext& ctx, PyObject* cls, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  PyObjectRef dtype, device;
+  if (!kwargs.empty() || !legacyTensorType(cls, dtype, device)) return nullptr;
+  Kw kw{{"dtype", makeConst(dtype.get())}};
+  if (str(device.get()) != "cpu") kw.emplace_back("device", makeConst(device.get()));
+  if (PyObjectRef sizes = sizesOf(args))  // uninitialised memory of these sizes
+    return ctx.recordCall(torchFn("empty"), "", {makeConst(sizes.get())}, kw);
+  if (PyObjectRef data = dataOf(args))
+    return recordFactory(ctx, torchFn("tensor"), {args[0]}, kw);
+  return nullptr;
+}
+
+ValueRef variable(CompileContext& ctx, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  // Variable(t, requires_grad=False): since torch 0.4, t.detach() with requires_grad set.
+  ValueRef requiresGrad = args.size() > 1 ? args[1] : nullptr;
+  for (const auto& [k, v] : kwargs) {
+    if (k != "requires_grad") return nullptr;
+    requiresGrad = v;
+  }
+  if (args.empty() || args.size() > 2 || !args[0]->isTensor()) return nullptr;
+  if (requiresGrad && !(requiresGrad->isConst() && PyBool_Check(requiresGrad->py())))
+    ctx.breakHere(BreakKind::kUnsupported, "torch.autograd.Variable with a requires_grad that is not a constant bool");
+  ValueRef t = ctx.recordCall(nullptr, "detach", {args[0]}, {});
+  if (requiresGrad && requiresGrad->py() == Py_True) t = ctx.recordCall(nullptr, "requires_grad_", {t, requiresGrad}, {});
+  return t;
+}
+
+bool isConstantFactory(const std::string& name) {
+  static const char* kFactories[] = {"tensor", "as_tensor", "scalar_tensor", "zeros", "ones", "full",
+                                     "arange", "eye", "linspace"};
+  for (const char* f : kFactories)
+    if (name == f) return true;
+  return false;
+}
+
+}  // namespace
+
+ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef>& args, Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* fn = fnValue->py();
+  if (PyObject* cls = autogradFunctionOf(fn)) return applyAutogradFunction(tr, fnValue, cls, args, kwargs);
+  const TorchApi& api = torchApi();
+  if (PyType_Check(fn)) {
+    static PyObject* variableType = lookup("torch.autograd", "Variable");
+    if (fn == variableType) return variable(ctx, args, kwargs);
+    if (PyObject_IsSubclass(fn, api.moduleType) == 1) return constructModule(ctx, fn, args, kwargs);
+    PyErr_Clear();
+    if (ValueRef r = legacyConstructor(ctx, fn, args, kwargs)) return r;
+    // int(t), float(t), bool(t) of a tensor made from constants.
+    if ((fn == (PyObject*)&PyLong_Type || fn == (PyObject*)&PyFloat_Type || fn == (PyObject*)&PyBool_Type) &&
+        args.size() == 1 && kwargs.empty() && args[0]->isTensor() && args[0]->constValue) {
+      PyObjectRef r = PyObjectRef::steal(PyObject_CallOneArg(fn, args[0]->constValue.get()));
+      if (!r) ctx.breakHere(BreakKind::kException, std::string(((PyTypeObject*)fn)->tp_name) + "() of a constant tensor raised");
+      return makeConst(r.get());
+    }
+    return nullptr;
+  }
+  if (isTorchOp(fn) && isConstantFactory(callableName(fn)) && (moduleOf(fn) == "torch" || moduleOf(fn).rfind("torch._C", 0) == 0))
+    return recordFactory(ctx, fn, args, kwargs);
+  return nullptr;
+}
+
+ValueRef callTensorConstruct(Tracer& tr, const ValueRef& self, const std::string& name, std::vector<ValueRef>& args,
+                             Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  if (name == "new" && kwargs.empty()) {
+    // x.new(2, 3) and x.new(x.size()) are uninitialised tensors of those sizes; x.new([1, 2])
+    // holds that data (a tuple is data too, a torch.Size is sizes); both with x's dtype and device.
+    PyObjectRef sizes = args.empty() ? PyObjectRef::steal(checkPy(Py_BuildValue("(i)", 0))) : sizesOf(args);
+    if (sizes) return ctx.recordCall(nullptr, "new_empty", {self, makeConst(sizes.get())}, {});
+    if (dataOf(args)) return ctx.recordCall(nullptr, "new_tensor", {self, args[0]}, {});
+    return nullptr;
+  }
+  static const char* kToPython[] = {"item", "tolist", "__int__", "__float__", "__bool__", "__index__"};
+  if (self->constValue && args.empty() && kwargs.empty()) {
+    for (const char* m : kToPython) {
+      if (name != m) continue;
+      PyObjectRef r = PyObjectRef::steal(PyObject_CallMethod(self->constValue.get(), m, nullptr));
+      if (!r) ctx.breakHere(BreakKind::kException, "Tensor." + name + "() of a constant tensor raised");
+      return valueOf(ctx, r.get());
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace dynamo::core::interp

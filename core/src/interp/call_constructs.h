@@ -1,0 +1,39 @@
+// Calls of real model code that the generic call machinery (tracer_calls.cpp) would break on,
+// each captured the way eager runs it (call_constructs.cpp; docs/capture.md, "Constructs"):
+//
+//   Fn.apply(*args) of a torch.autograd.Function    one graph node calling Fn.apply, so autograd
+//                                                   runs the user's backward; the forward is traced
+//                                                   first in a scratch context (it must be
+//                                                   traceable, and it gives the output shapes)
+//   nn.Softmax(dim=1)(x), nn.ReLU()(x) in forward   torch.nn's own modules without parameters or
+//                                                   buffers, built now from constants; the call is
+//                                                   then inlined like any module call
+//   torch.autograd.Variable(t, requires_grad=b)     t.detach() (.requires_grad_(b)), as in eager
+//   torch.FloatTensor(2, 3), torch.Tensor([1, 2])   torch.empty(sizes, dtype=...) /
+//                                                   torch.tensor(data, dtype=...)
+//   x.new(2, 3), x.new(x.size()), x.new([1, 2])     x.new_empty(sizes) / x.new_tensor(data)
+//   torch.tensor(3).item(), int(torch.tensor(n))    constants: a tensor made by a factory from
+//                                                   Python constants carries its real value until
+//                                                   an op sees it (Value::constValue)
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tracer.h"
+
+namespace dynamo::core::interp {
+
+/// `fn(*args, **kwargs)` when fn is one of the constructs above; null otherwise (the caller goes
+/// on with the generic call). Throws GraphBreak where the construct cannot be captured.
+ValueRef callConstruct(Tracer& tr, const ValueRef& fn, std::vector<ValueRef>& args,
+                       std::vector<std::pair<std::string, ValueRef>>& kwargs);
+
+/// `self.name(*args, **kwargs)` on a tensor when it is one of the constructs above (x.new(...),
+/// item()/tolist() of a tensor made from constants); null otherwise.
+ValueRef callTensorConstruct(Tracer& tr, const ValueRef& self, const std::string& name,
+                             std::vector<ValueRef>& args,
+                             std::vector<std::pair<std::string, ValueRef>>& kwargs);
+
+}  // namespace dynamo::core::interp
