@@ -296,7 +296,9 @@ ValueRef legacyConstructor(CompileContext& ctx, PyObject* cls, const std::vector
   if (!kwargs.empty() || !legacyTensorType(cls, dtype, device)) return nullptr;
   Kw kw{{"dtype", makeConst(dtype.get())}};
   if (str(device.get()) != "cpu") kw.emplace_back("device", makeConst(device.get()));
-  if (PyObjectRef sizes = sizesOf(args))  // uninitialised memory of these sizes
+  // torch.Tensor() is empty (size 0); torch.Tensor(2, 3) uninitialised memory of those sizes.
+  PyObjectRef sizes = args.empty() ? PyObjectRef::steal(checkPy(Py_BuildValue("(i)", 0))) : sizesOf(args);
+  if (sizes)
     return ctx.recordCall(torchFn("empty"), "", {makeConst(sizes.get())}, kw);
   if (PyObjectRef data = dataOf(args))
     return recordFactory(ctx, torchFn("tensor"), {args[0]}, kw);

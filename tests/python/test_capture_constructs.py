@@ -1,0 +1,385 @@
+"""Constructs of real model code captured whole (issue 14; core/src/interp/call_constructs.cpp):
+torch.autograd.Function.apply, torch.nn modules made inside forward, torch.autograd.Variable,
+legacy tensor constructors and x.new(...), item()/int() of tensors made from constants. Each is
+compared with eager (outputs, gradients, side effects) in fullgraph mode, with a guard test."""
+import pytest
+import torch
+from torch import nn
+from torch.autograd import Variable
+
+import dynamo
+import dynamo.aot
+from capture_harness import Recorder, same
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+def one_graph(fn, *args, backend="eager"):
+    """Runs fn compiled with fullgraph=True; asserts exactly one graph with ops was made."""
+    with Recorder() as rec:
+        out = dynamo.compile(fn, fullgraph=True, backend=backend)(*args)
+    assert len(rec.graphs) == 1, rec.records
+    assert rec.breaks == []
+    return out
+
+
+# ---- torch.autograd.Function.apply ------------------------------------------------------------
+
+class StraightThrough(torch.autograd.Function):
+    """A backward that is not the forward's derivative: only the user's backward gives it."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return torch.round(x * scale) / scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x.abs() <= 1).to(grad.dtype) * 3.0, None
+
+
+class TwoOutputs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.needs = ctx.needs_input_grad
+        idx = a.argmax(dim=1)
+        ctx.mark_non_differentiable(idx)
+        ctx.save_for_backward(a, b)
+        return a * b, idx
+
+    @staticmethod
+    def backward(ctx, grad, _grad_idx):
+        a, b = ctx.saved_tensors
+        return grad * b * 2, grad * a * 5
+
+
+def _grads(fn, backend, *shapes):
+    torch.manual_seed(0)
+    inputs = [torch.randn(*s, requires_grad=True) for s in shapes]
+    ref_inputs = [t.detach().clone().requires_grad_() for t in inputs]
+    out = one_graph(fn, *inputs, backend=backend)
+    ref = fn(*ref_inputs)
+    assert same(out, ref)
+    first = lambda o: o[0] if isinstance(o, tuple) else o
+    first(out).sum().backward()
+    first(ref).sum().backward()
+    for t, r in zip(inputs, ref_inputs):
+        assert torch.equal(t.grad, r.grad)
+    return inputs
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_autograd_function_runs_the_users_backward(backend):
+    def f(x):
+        y = StraightThrough.apply(x * 2, 4.0)
+        return y.relu() + 1
+
+    (x,) = _grads(f, backend, (4, 5))
+    # The user's backward ran (x.abs() <= 1 mask times 3), not the derivative of round (zero).
+    assert x.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_autograd_function_two_outputs_non_differentiable(backend):
+    def f(a, b):
+        prod, idx = TwoOutputs.apply(a, b)
+        return prod.sum(dim=1) + idx.float(), idx
+
+    _grads(f, backend, (3, 4), (3, 4))
+
+
+def test_aot_backend_leaves_the_graph_to_the_eager_runner():
+    def f(x):
+        return StraightThrough.apply(x, 2.0) * 3
+
+    _grads(f, "aot_eager", (5,))
+    assert any("StraightThrough" in (r.get("fallback") or "") for r in dynamo.aot.last_records())
+
+
+def test_autograd_function_under_no_grad_and_aliased_apply():
+    apply = StraightThrough.apply  # the way libraries export it: `round_ste = RoundSTE.apply`
+
+    def f(x):
+        with torch.no_grad():
+            a = apply(x, 8.0)
+        return a + StraightThrough.apply(x, 2.0)
+
+    x = torch.randn(6, requires_grad=True)
+    assert same(one_graph(f, x), f(x))
+
+
+calls = []
+
+
+class Counting(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        calls.append(x.shape[0])  # a side effect of the forward: once per call, as in eager
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def test_autograd_function_forward_side_effects_happen_once_per_call():
+    def f(x):
+        return Counting.apply(x) + 1
+
+    x = torch.randn(3)
+    cf = dynamo.compile(f, fullgraph=True)
+    calls.clear()
+    out1, out2 = cf(x), cf(x)
+    compiled_calls = list(calls)
+    calls.clear()
+    f(x), f(x)
+    assert same(out1, f(x)) and same(out2, f(x))
+    assert compiled_calls == [3, 3] == calls[:2]
+
+
+class Doubler(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class Tripler(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+FN = Doubler
+
+
+def test_autograd_function_guard_on_the_class():
+    def f(x):
+        return FN.apply(x) + 1
+
+    global FN
+    x = torch.ones(2)
+    cf = dynamo.compile(f, fullgraph=True)
+    with Recorder() as rec:
+        assert same(cf(x), f(x))
+        FN = Tripler
+        try:
+            assert same(cf(x), torch.full((2,), 4.0))
+        finally:
+            FN = Doubler
+    assert len(rec.compiled) == 2
+
+
+class Printing(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        print("forward")
+        return x + 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def test_autograd_function_whose_forward_cannot_be_traced_breaks(capsys):
+    def f(x):
+        return Printing.apply(x * 2) * 3
+
+    x = torch.randn(3)
+    with pytest.raises(dynamo.Unsupported, match=r"the forward of torch.autograd.Function .*Printing cannot be "
+                                                 r"captured: call to print\(\)"):
+        dynamo.compile(f, fullgraph=True)(x)
+    dynamo.reset()
+    capsys.readouterr()
+    assert same(dynamo.compile(f)(x), f(x))
+    assert capsys.readouterr().out == "forward\nforward\n"
+
+
+# ---- modules made inside forward --------------------------------------------------------------
+
+class Head(nn.Module):
+    def __init__(self, dim=1):
+        super().__init__()
+        self.dim = dim
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = nn.ReLU(inplace=False)(self.fc(x))
+        x = nn.Dropout(p=0.0)(x)
+        return nn.Softmax(dim=self.dim)(x), nn.LogSoftmax(self.dim)(x)
+
+
+def test_modules_made_in_forward():
+    torch.manual_seed(0)
+    m = Head()
+    x = torch.randn(3, 4)
+    assert same(one_graph(m, x), m(x))
+
+
+def test_upsample_and_pooling_made_in_forward():
+    def f(x):
+        y = nn.Upsample(scale_factor=2, mode="nearest")(x)
+        return nn.MaxPool2d(kernel_size=2, stride=2)(y) + nn.AdaptiveAvgPool2d((1, 1))(x)
+
+    x = torch.randn(1, 2, 4, 4)
+    assert same(one_graph(f, x), f(x))
+
+
+def test_dropout_made_in_forward_draws_the_same_numbers_as_eager():
+    def f(x):
+        return nn.Dropout(0.5)(x) * 2
+
+    x = torch.ones(64)
+    torch.manual_seed(3)
+    out = one_graph(f, x)
+    torch.manual_seed(3)
+    assert same(out, f(x))
+
+
+def test_module_made_in_forward_guards_its_arguments():
+    m = Head(dim=1)
+    x = torch.randn(3, 4)
+    cf = dynamo.compile(m, fullgraph=True)
+    with Recorder() as rec:
+        assert same(cf(x), m(x))
+        m.dim = 0
+        assert same(cf(x), m(x))
+    assert len(rec.compiled) == 2
+
+
+def test_module_with_parameters_made_in_forward_breaks():
+    def f(x):
+        return nn.Linear(3, 3)(x)
+
+    with pytest.raises(dynamo.Unsupported, match=r"creating a module with parameters \(Linear\) inside the compiled function: they would be new on "
+                                                 r"every call \(create it in __init__\)"):
+        dynamo.compile(f, fullgraph=True)(torch.randn(2, 3))
+    dynamo.reset()
+    x = torch.randn(2, 3)
+    torch.manual_seed(1)
+    out = dynamo.compile(f)(x)
+    torch.manual_seed(1)
+    assert same(out, f(x))
+
+
+def test_module_made_in_forward_that_escapes_is_new_on_every_call():
+    def f(x):
+        act = nn.ReLU()
+        return act(x), act
+
+    cf = dynamo.compile(f)
+    x = torch.randn(3)
+    (y1, a1), (y2, a2) = cf(x), cf(x)
+    assert same(y1, f(x)[0]) and a1 is not a2 and isinstance(a1, nn.ReLU)
+
+
+# ---- torch.autograd.Variable ------------------------------------------------------------------
+
+def test_variable_is_detach_sharing_storage():
+    def f(x):
+        y = x * 2
+        v = Variable(y)
+        v.add_(1)  # changes y too, as in eager
+        w = Variable(x.detach(), requires_grad=True)
+        return y, v.requires_grad, w * 3, w.requires_grad
+
+    x = torch.randn(3, requires_grad=True)
+    out, ref = one_graph(f, x), f(x)
+    assert same(out[:2], ref[:2]) and out[3] is True and same(out[2].detach(), ref[2].detach())
+    assert out[2].requires_grad and out[2].grad_fn is not None
+
+
+def test_variable_with_requires_grad_not_a_constant_breaks():
+    def f(x, flag):
+        return Variable(x, requires_grad=flag)
+
+    with pytest.raises(dynamo.Unsupported, match="torch.autograd.Variable with a requires_grad that is not a "
+                                                 "constant bool"):
+        dynamo.compile(f, fullgraph=True)(torch.randn(2), torch.tensor(True))
+
+
+# ---- legacy constructors and x.new ------------------------------------------------------------
+
+def test_new_with_a_size_is_sizes_not_data():
+    # x.new(x.size()) used to become x.new((2, 2)): a tensor holding 2., 2. (broadcast silently).
+    def f(x):
+        buf = x.new(x.size()).zero_()
+        return buf + x, x.new(2, 3).shape, x.new().shape, x.new([1, 2]), x.new((4, 5))
+
+    x = torch.randn(2, 2, dtype=torch.float64)
+    out, ref = one_graph(f, x), f(x)
+    assert same(out, ref)
+    assert out[3].dtype == torch.float64
+
+
+def test_legacy_constructors():
+    def f(x):
+        a = torch.FloatTensor(2, 3).shape
+        b = torch.LongTensor([1, 2, 3])
+        c = torch.Tensor(x.size())  # sizes: uninitialised, compare shape and dtype
+        d = torch.Tensor([[1, 2], [3, 4]])
+        e = torch.ByteTensor(4).dtype
+        return a, b, c.shape, c.dtype, d + x, e, torch.Tensor().shape
+
+    x = torch.randn(2, 2)
+    assert same(one_graph(f, x), f(x))
+
+
+def test_legacy_torch_tensor_follows_the_default_dtype():
+    def f(x):
+        return torch.Tensor([1, 2]) + x.sum()
+
+    x = torch.ones(2, dtype=torch.float64)
+    cf = dynamo.compile(f, fullgraph=True)
+    assert same(cf(x), f(x))
+    torch.set_default_dtype(torch.float64)
+    try:
+        out = cf(x)
+        assert out.dtype == torch.float64 and same(out, f(x))
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+# ---- Python values of tensors made from constants ---------------------------------------------
+
+def test_item_and_int_of_tensors_made_from_constants_and_sizes():
+    def f(x):
+        n = torch.tensor(x.shape[0]).item()
+        m = int(torch.tensor(x.shape[1]))
+        scale = float(torch.tensor(2.5))
+        lst = torch.arange(3).tolist()
+        return x * n + m * scale, n, m, lst
+
+    x = torch.randn(2, 3)
+    cf = dynamo.compile(f, fullgraph=True)
+    with Recorder() as rec:
+        assert same(cf(x), f(x))
+        y = torch.randn(5, 3)
+        assert same(cf(y), f(y))  # a new size recompiles: n is not reused
+    assert len(rec.compiled) == 2
+
+
+def test_item_of_a_constant_tensor_changed_by_an_op_breaks():
+    def f(x):
+        t = torch.tensor([1.0])
+        t.add_(x.sum())
+        return t.item()
+
+    with pytest.raises(dynamo.Unsupported, match=r"Tensor.item\(\) needs the tensor's data"):
+        dynamo.compile(f, fullgraph=True)(torch.ones(3))
+    dynamo.reset()
+    assert dynamo.compile(f)(torch.ones(3)) == 4.0
