@@ -366,6 +366,15 @@ ValueRef callTensorConstruct(Tracer& tr, const ValueRef& self, const std::string
     if (dataOf(args)) return ctx.recordCall(nullptr, "new_tensor", {self, args[0]}, {});
     return nullptr;
   }
+  PyObjectRef dtype, device;
+  if (name == "type" && args.size() == 1 && kwargs.empty() && args[0]->kind == ValueKind::kObject &&
+      PyType_Check(args[0]->py()) && args[0]->py() != torchApi().tensorType &&
+      legacyTensorType(args[0]->py(), dtype, device)) {
+    // x.type(torch.FloatTensor) is x.to(torch.float32) (and the type's device).
+    Kw kw{{"dtype", makeConst(dtype.get())}};
+    if (str(device.get()) != "cpu") kw.emplace_back("device", makeConst(device.get()));
+    return ctx.recordCall(nullptr, "to", {self}, kw);
+  }
   static const char* kToPython[] = {"item", "tolist", "__int__", "__float__", "__bool__", "__index__"};
   if (self->constValue && args.empty() && kwargs.empty()) {
     for (const char* m : kToPython) {
