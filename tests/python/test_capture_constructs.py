@@ -383,3 +383,88 @@ def test_item_of_a_constant_tensor_changed_by_an_op_breaks():
         dynamo.compile(f, fullgraph=True)(torch.ones(3))
     dynamo.reset()
     assert dynamo.compile(f)(torch.ones(3)) == 4.0
+
+
+# ---- modules with forward hooks and pre-hooks -------------------------------------------------
+
+def _net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2))
+
+
+def test_forward_hooks_and_pre_hooks_run_in_the_graph():
+    net = _net()
+    features = {}
+
+    def keep(name):
+        def hook(module, inputs, output):
+            features[name] = output.detach()
+        return hook
+
+    net[0].register_forward_pre_hook(lambda m, inp: (inp[0] * 2,))
+    net[0].register_forward_hook(lambda m, inp, out: out + inp[0].sum())
+    net[1].register_forward_hook(keep("relu"))
+    net[2].register_forward_pre_hook(lambda m, inp: inp[0] - 1)  # a tensor, not a tuple
+
+    def f(x):
+        return net(x), features["relu"] * 1
+
+    x = torch.randn(3, 4)
+    out = one_graph(f, x)
+    compiled_features = dict(features)
+    features.clear()
+    assert same(out, f(x)) and same(compiled_features, features)
+
+
+def test_hooks_removed_or_added_after_compiling_recompile():
+    net = _net()
+    h = net[0].register_forward_hook(lambda m, i, o: o * 10)
+    x = torch.randn(2, 4)
+    cf = dynamo.compile(net, fullgraph=True)
+    with Recorder() as rec:
+        assert same(cf(x), net(x))
+        h.remove()
+        assert same(cf(x), net(x))
+        net[2].register_forward_hook(lambda m, i, o: o - 3)
+        assert same(cf(x), net(x))
+    assert len(rec.compiled) == 3
+
+
+def test_global_forward_hook():
+    net = _net()
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 2 if isinstance(m, nn.Linear) else None)
+    try:
+        x = torch.randn(2, 4)
+        assert same(one_graph(net, x), net(x))
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_forward_hook_gradients(backend):
+    net = _net()
+    net[0].register_forward_hook(lambda m, i, o: o.tanh())
+    ref = _net()
+    ref[0].register_forward_hook(lambda m, i, o: o.tanh())
+    x = torch.randn(3, 4)
+    one_graph(net, x, backend=backend).sum().backward()
+    ref(x).sum().backward()
+    for p, q in zip(net.parameters(), ref.parameters()):
+        assert torch.equal(p.grad, q.grad)
+
+
+def test_backward_hooks_still_break():
+    net = _net()
+    net[0].register_full_backward_hook(lambda m, gi, go: None)
+    with pytest.raises(dynamo.Unsupported, match=r"call of a module with backward hooks \(Linear\)"):
+        dynamo.compile(net, fullgraph=True)(torch.randn(2, 4))
+
+
+def test_hook_replaced_under_the_same_handle_recompiles():
+    net = _net()
+    h = net[0].register_forward_hook(lambda m, i, o: o * 10)
+    x = torch.randn(2, 4)
+    cf = dynamo.compile(net, fullgraph=True)
+    assert same(cf(x), net(x))
+    net[0]._forward_hooks[h.id] = lambda m, i, o: o * -1
+    assert same(cf(x), net(x))

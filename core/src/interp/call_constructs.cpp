@@ -330,6 +330,39 @@ bool isConstantFactory(const std::string& name) {
 
 }  // namespace
 
+ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args, Kw kwargs) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* m = module->py();
+  // Backward hooks wrap the inputs and outputs in autograd functions (torch.utils.hooks.BackwardHook).
+  static PyObject* globalBackward = lookup("torch.nn.modules.module", "_global_backward_hooks");
+  PyObjectRef own = PyObjectRef::steal(PyObject_GetAttrString(m, "_backward_hooks"));
+  PyErr_Clear();
+  if ((own && PyDict_Check(own.get()) && PyDict_Size(own.get()) > 0) ||
+      (globalBackward && PyDict_Check(globalBackward) && PyDict_Size(globalBackward) > 0))
+    ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with backward hooks (" + std::string(Py_TYPE(m)->tp_name) + ")");
+  // The hook dicts are attributes of torch.nn's own classes, which reads do not guard: guard
+  // them here (a hook added, removed or replaced recompiles).
+  if (module->source) {
+    for (const char* name : {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks"}) {
+      PyObjectRef d = PyObjectRef::steal(PyObject_GetAttrString(m, name));
+      if (!d || !PyDict_Check(d.get())) {
+        PyErr_Clear();
+        ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks: its ." + std::string(name) + " is not a dict");
+      }
+      Source ds = Source::attr(module->source, name);
+      ctx.guard(ds, makeDictKeys(d.get()));
+      PyObject *key, *hook;  // borrowed refs
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(d.get(), &pos, &key, &hook)) ctx.guard(Source::item(ds, key), makeIdMatch(hook));
+    }
+  }
+  static PyObject* moduleCall = PyObject_GetAttrString(torchApi().moduleType, "__call__");  // new ref, kept
+  if (moduleCall == nullptr || !PyFunction_Check(moduleCall))
+    ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks: torch.nn.Module.__call__ is not a Python function");
+  args.insert(args.begin(), module);
+  return callValue(tr, makeObject(moduleCall), std::move(args), std::move(kwargs));
+}
+
 ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef>& args, Kw& kwargs) {
   CompileContext& ctx = tr.ctx();
   PyObject* fn = fnValue->py();

@@ -12,6 +12,10 @@
 //   torch.FloatTensor(2, 3), torch.Tensor([1, 2])   torch.empty(sizes, dtype=...) /
 //                                                   torch.tensor(data, dtype=...)
 //   x.new(2, 3), x.new(x.size()), x.new([1, 2])     x.new_empty(sizes) / x.new_tensor(data)
+//   a module with forward (pre-)hooks               nn.Module.__call__ itself inlined: it runs the
+//                                                   hooks around forward, and its reads of the hook
+//                                                   dicts guard them (a hook added or removed
+//                                                   recompiles); backward hooks still break
 //   torch.tensor(3).item(), int(torch.tensor(n))    constants: a tensor made by a factory from
 //                                                   Python constants carries its real value until
 //                                                   an op sees it (Value::constValue)
@@ -29,6 +33,10 @@ namespace dynamo::core::interp {
 /// on with the generic call). Throws GraphBreak where the construct cannot be captured.
 ValueRef callConstruct(Tracer& tr, const ValueRef& fn, std::vector<ValueRef>& args,
                        std::vector<std::pair<std::string, ValueRef>>& kwargs);
+
+/// `module(*args, **kwargs)` of a module with hooks (tracer_calls.cpp's callModule finds them).
+ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args,
+                             std::vector<std::pair<std::string, ValueRef>> kwargs);
 
 /// `self.name(*args, **kwargs)` on a tensor when it is one of the constructs above (x.new(...),
 /// item()/tolist() of a tensor made from constants); null otherwise.

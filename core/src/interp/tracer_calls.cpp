@@ -323,7 +323,7 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
     args.insert(args.begin(), mod);
     return inlineFunction(tr, call.get(), callSource, std::move(args), std::move(kwargs));
   }
-  if (hasHooks(m)) ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks (" + std::string(Py_TYPE(m)->tp_name) + ")");
+  if (hasHooks(m)) return callModuleWithHooks(tr, mod, std::move(args), std::move(kwargs));
   if (mod->source) {
     // Hooks registered later must not be skipped by the compiled code.
     // Hooks registered later, or an instance forward set later, must not be skipped.

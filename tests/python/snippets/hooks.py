@@ -9,14 +9,14 @@ def _net():
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet
 def forward_hook_scales_output():
     net = _net()
     net[0].register_forward_hook(lambda mod, inp, out: out * 0.5)
     return net, (torch.randn(2, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet
 def forward_hook_returns_none():
     net = _net()
     def hook(module, inputs, output):
@@ -25,7 +25,7 @@ def forward_hook_returns_none():
     return net, (torch.randn(2, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet
 def forward_pre_hook_normalises_input():
     net = _net()
     def pre(module, inputs):
@@ -35,14 +35,14 @@ def forward_pre_hook_normalises_input():
     return net, (torch.randn(3, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet
 def pre_hook_returning_a_tensor():
     net = _net()
     net[2].register_forward_pre_hook(lambda m, inp: inp[0] * 2)
     return net, (torch.randn(3, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet
 def feature_extraction_hook_into_dict():
     net = _net()
     features = {}
@@ -57,7 +57,7 @@ def feature_extraction_hook_into_dict():
     return f, (torch.randn(2, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet
 def hook_on_top_module():
     class Net(nn.Module):
         def __init__(self):
@@ -71,7 +71,7 @@ def hook_on_top_module():
     return net, (torch.randn(2, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet
 def two_hooks_in_order():
     net = _net()
     net[0].register_forward_hook(lambda m, i, o: o * 2)
@@ -79,7 +79,7 @@ def two_hooks_in_order():
     return net, (torch.randn(2, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet
 def hook_reading_module_attribute():
     class Scaled(nn.Linear):
         def __init__(self):
@@ -90,7 +90,7 @@ def hook_reading_module_attribute():
     return nn.Sequential(lin, nn.Tanh()), (torch.randn(2, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet
 def hook_appending_to_list():
     net = _net()
     outs = []
@@ -100,21 +100,21 @@ def hook_appending_to_list():
     return f, (torch.randn(2, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet
 def pre_hook_with_kwargs_free_module():
     conv = nn.Conv2d(3, 3, 1)
     conv.register_forward_pre_hook(lambda m, inp: (inp[0].clamp(-1, 1),))
     return nn.Sequential(conv, nn.ReLU()), (torch.randn(1, 3, 4, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet(breaks="call of a module with backward hooks")
 def backward_hook_registered():
     net = _net()
     net[0].register_full_backward_hook(lambda m, gi, go: None)
     return net, (torch.randn(2, 4),)
 
 
-@snippet(breaks="call of a module with hooks")
+@snippet(breaks="call to print()")
 def hook_that_prints():
     net = _net()
     net[0].register_forward_hook(lambda m, i, o: print(o.shape))
