@@ -468,3 +468,147 @@ def test_hook_replaced_under_the_same_handle_recompiles():
     assert same(cf(x), net(x))
     net[0]._forward_hooks[h.id] = lambda m, i, o: o * -1
     assert same(cf(x), net(x))
+
+
+# ---- sets built in the function ---------------------------------------------------------------
+
+def test_set_of_strings_iterates_in_the_real_sets_order():
+    def f(x):
+        names = {"alpha", "beta", "gamma", "delta", "epsilon"}
+        names.add("zeta")
+        names.discard("beta")
+        order = []
+        out = x
+        for i, n in enumerate(names):
+            order.append(n)
+            out = out * (i + 1) + len(n)
+        return out, order, "gamma" in names, len(names)
+
+    x = torch.ones(2)
+    assert same(one_graph(f, x), f(x))
+
+
+def test_set_comprehension_update_and_operators():
+    def f(a, b, keys):
+        sizes = {t.shape[-1] for t in (a, b)}
+        seen = set()
+        for k in keys:
+            seen.add(k)
+        seen.update([7, 8], {9})
+        both = seen & {1, 7, 100}
+        rest = seen - both
+        popped = rest.pop()
+        return a * len(sizes) + b * len(seen), sorted(both), popped, rest.issubset(seen), {*both, 3} == {1, 3, 7}
+
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    assert same(one_graph(f, a, b, [1, 2, 2, 3]), f(a, b, [1, 2, 2, 3]))
+
+
+def test_set_built_from_an_input_list_is_guarded_by_the_list():
+    def f(x, keep):
+        wanted = set(keep)
+        return x * 2 if 3 in wanted else x - 1
+
+    x = torch.ones(2)
+    cf = dynamo.compile(f, fullgraph=True)
+    with Recorder() as rec:
+        assert same(cf(x, [1, 2]), f(x, [1, 2]))
+        assert same(cf(x, [3, 2]), f(x, [3, 2]))
+    assert len(rec.compiled) == 2
+
+
+def test_set_of_modules_by_identity():
+    net = _net()
+
+    def f(x):
+        seen = set()
+        for m in [net[0], net[1], net[0], net[2]]:
+            if m in seen:
+                continue
+            seen.add(m)
+            x = m(x)
+        return x
+
+    x = torch.randn(2, 4)
+    assert same(one_graph(f, x), f(x))
+
+
+def test_a_set_that_outlives_the_graph_is_new_on_every_call():
+    def f(x):
+        s = {1, 2}
+        s.add(x.shape[0])
+        return x + 1, s
+
+    cf = dynamo.compile(f)
+    x = torch.ones(3)
+    (y1, s1), (y2, s2) = cf(x), cf(x)
+    assert s1 == {1, 2, 3} and s1 is not s2 and same(y1, f(x)[0])
+    s1.add(100)
+    assert cf(x)[1] == {1, 2, 3}
+
+
+def test_set_changed_while_iterating_breaks_as_python_raises():
+    def f(x):
+        s = {1, 2}
+        for k in s:
+            s.add(k + 10)
+        return x
+
+    with pytest.raises(RuntimeError, match="Set changed size during iteration"):
+        dynamo.compile(f)(torch.ones(1))
+
+
+def test_set_of_tensors_breaks():
+    def f(x, y):
+        return len({x, y})
+
+    with pytest.raises(dynamo.Unsupported, match=r"a set member that is not known while capturing \(tensor"):
+        dynamo.compile(f, fullgraph=True)(torch.ones(1), torch.ones(1))
+
+
+def test_mutating_a_set_from_outside_breaks():
+    shared = {1}
+
+    def f(x):
+        shared.add(2)
+        return x + len(shared)
+
+    with pytest.raises(dynamo.Unsupported, match=r"call to <built-in method add of set object"):
+        dynamo.compile(f, fullgraph=True)(torch.ones(1))
+    dynamo.reset()
+    shared.clear()
+    shared.add(1)
+    assert same(dynamo.compile(f)(torch.ones(1)), torch.full((1,), 3.0)) and shared == {1, 2}
+
+
+def test_set_orders_of_every_construction_match_eager():
+    # Iteration order depends on how the table was built (merged from a set, pre-sized for a
+    # dict, grown member by member, with deleted slots): each is replayed on a real set.
+    def f(x, d):
+        a = set(d)
+        b = set(d.keys())
+        c = {"k%d" % i for i in range(20)}
+        e = set()
+        e.update(c)
+        e.update(frozenset(["z1", "z2", "z3"]))
+        e |= {"w"}
+        for k in sorted(c)[:7]:
+            c.discard(k)
+        c.add("new")
+        return x + len(e), list(a), list(b), list(c), list(e), list(c | a), list(a.union(["q", "r"]))
+
+    d = {f"key{i}": i for i in range(12)}
+    x = torch.ones(1)
+    assert same(one_graph(f, x, d), f(x, d))
+
+
+def test_set_changed_by_an_in_place_operator_through_an_alias():
+    def f(x):
+        s = {1}
+        t = s
+        s |= {5, 9}
+        s -= {1}
+        return [x * k for k in t]
+
+    x = torch.ones(1)
+    assert same(one_graph(f, x), f(x))

@@ -16,6 +16,11 @@
 //                                                   hooks around forward, and its reads of the hook
 //                                                   dicts guard them (a hook added or removed
 //                                                   recompiles); backward hooks still break
+//   s = set(); s.add(k); k in s; {..} literals,      a real set made during the trace (kObject named
+//   set comprehensions, s.update(...), a | b        kTraceSet): its members are constants or objects
+//                                                   known exactly, so iteration follows the real
+//                                                   set's order (hash order, as in eager); each
+//                                                   member keeps the Value it was added as
 //   torch.tensor(3).item(), int(torch.tensor(n))    constants: a tensor made by a factory from
 //                                                   Python constants carries its real value until
 //                                                   an op sees it (Value::constValue)
@@ -32,6 +37,30 @@ namespace dynamo::core::interp {
 /// `fn(*args, **kwargs)` when fn is one of the constructs above; null otherwise (the caller goes
 /// on with the generic call). Throws GraphBreak where the construct cannot be captured.
 ValueRef callConstruct(Tracer& tr, const ValueRef& fn, std::vector<ValueRef>& args,
+                       std::vector<std::pair<std::string, ValueRef>>& kwargs);
+
+/// Value::name of objects made during the trace that the graph's code cannot hand out anew on
+/// each call (a set, a module made in forward): codegen breaks when one outlives the graph.
+inline constexpr const char kMadeInTrace[] = "__made_in_trace__";
+
+/// True for a set made during the trace (see above).
+bool isTraceSet(const Value& v);
+/// A set Value for the real set `set` (new or folded from constants); members from `members`
+/// (by identity) keep their Values, the others become constants. `set` is borrowed.
+ValueRef makeTraceSet(PyObject* set, const std::vector<ValueRef>& members = {});
+/// BUILD_SET: a set of these items. Throws GraphBreak when one is not known exactly (a tensor).
+ValueRef buildSet(CompileContext& ctx, const std::vector<ValueRef>& items);
+/// SET_ADD / SET_UPDATE on a set being built.
+void setAdd(CompileContext& ctx, const ValueRef& set, const ValueRef& item);
+void setUpdate(CompileContext& ctx, const ValueRef& set, const ValueRef& iterable);
+/// The members of a trace set in the real set's iteration order.
+std::vector<ValueRef> setMembers(const ValueRef& set);
+/// `set op= other` (|=, &=, -=, ^=) on a trace set: the real in-place operator `fn` ("ior" ...)
+/// on the real set; returns `set` itself.
+ValueRef setInPlaceOperator(CompileContext& ctx, const ValueRef& set, const ValueRef& other, PyObject* fn,
+                            const std::string& name);
+/// `set.name(*args)` on a trace set (add, discard, update, union, ...); null when self is no set.
+ValueRef callSetMethod(Tracer& tr, const ValueRef& self, const std::string& name, std::vector<ValueRef>& args,
                        std::vector<std::pair<std::string, ValueRef>>& kwargs);
 
 /// `module(*args, **kwargs)` of a module with hooks (tracer_calls.cpp's callModule finds them).

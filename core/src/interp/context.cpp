@@ -3,6 +3,7 @@
 #include <cstring>
 #include <functional>
 
+#include "call_constructs.h"
 #include "graph_call.h"
 #include "dynamic.h"
 #include "torch_api.h"
@@ -895,6 +896,7 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
     case ValueKind::kObject: {
       PyObject* o = v->py();
       const TorchApi& api = torchApi();
+      if (isTraceSet(*v)) return setMembers(v);  // the real set's order (call_constructs.h)
       // range objects and containers of modules are unrolled.
       if (PyRange_Check(o)) {
         std::vector<ValueRef> out;

@@ -4,6 +4,7 @@
 // differences (3.11 PRECALL/LOAD_METHOD/POP_JUMP_FORWARD_*, 3.12 RETURN_CONST/END_FOR/LOAD_ATTR
 // method bit) are handled with #ifdef on the opcode macros of the Python being built against.
 #include "tracer.h"
+#include "call_constructs.h"
 
 #include <opcode.h>
 
@@ -858,6 +859,19 @@ bool Tracer::stepContainers(const bc::Instruction& ins) {
       push(d);
       return true;
     }
+    case BUILD_SET:  // sets of constants and known objects (call_constructs.h)
+      push(buildSet(ctx_, popN(arg)));
+      return true;
+    case SET_ADD: {
+      ValueRef v = pop();
+      setAdd(ctx_, top(arg), v);
+      return true;
+    }
+    case SET_UPDATE: {
+      ValueRef v = pop();
+      setUpdate(ctx_, top(arg), v);
+      return true;
+    }
     case LIST_APPEND: {
       ValueRef v = pop();
       ValueRef& list = top(arg);
@@ -1136,6 +1150,10 @@ void Tracer::doBinary(int nbOp) {
   std::string name;
   PyObject* fn = binaryOperator(nbOp, &name);  // borrowed ref
   DYNAMO_INTERNAL_ASSERT(fn != nullptr, "unknown BINARY_OP ", nbOp);
+  if (nbOp >= 13 && isTraceSet(*a)) {  // s |= t changes s itself (call_constructs.h)
+    push(setInPlaceOperator(ctx_, a, b, fn, name));
+    return;
+  }
   // In-place operators on immutable Python values behave like the plain ones.
   if (nbOp >= 13 && (a->kind == ValueKind::kList || a->kind == ValueKind::kDict) && nbOp != 13)
     ctx_.breakHere(BreakKind::kUnsupported, "in-place operator on a " + describe(*a));

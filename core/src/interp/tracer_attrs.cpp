@@ -9,6 +9,7 @@
 #include "dynamic.h"
 #include "torch_api.h"
 #include "tracer.h"
+#include "call_constructs.h"
 
 namespace dynamo::core::interp {
 
@@ -218,6 +219,7 @@ ValueRef getAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     case ValueKind::kTensor:
       return tensorAttr(tr, v, name);
     case ValueKind::kObject:
+      if (isTraceSet(*v)) return containerMethod(v, name);  // call_constructs.h
       return objectAttr(tr, v, name);
     case ValueKind::kConst: {
       PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(v->py(), name.c_str()));

@@ -67,6 +67,7 @@ PyObjectRef callConcrete(PyObject* fn, const std::vector<ValueRef>& args, const 
 // container Values so later code can index, extend or pass them into the graph.
 ValueRef constOrObject(PyObject* o) {
   if (isConstantObject(o)) return makeConst(o);
+  if (PySet_CheckExact(o)) return makeTraceSet(o);  // a new set each call, never the folded one
   if (PyList_CheckExact(o)) {
     std::vector<ValueRef> items;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); ++i) items.push_back(constOrObject(PyList_GET_ITEM(o, i)));
@@ -366,6 +367,7 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
 ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name,
                        std::vector<ValueRef> args, Kw kwargs) {
   CompileContext& ctx = tr.ctx();
+  if (ValueRef r = callSetMethod(tr, self, name, args, kwargs)) return r;
   auto mutated = [&] { ctx.recordContents(self); };
   if (self->kind == ValueKind::kList) {
     if (name == "append" && args.size() == 1) {

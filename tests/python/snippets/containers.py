@@ -28,7 +28,7 @@ def fpn_lateral_outputs():
     return FPN(), (feats,)
 
 
-@snippet(breaks="method add of set object")
+@snippet
 def ordered_dict_of_features():
     body = nn.Sequential(collections.OrderedDict([("c1", nn.Conv2d(3, 4, 3)), ("r1", nn.ReLU()),
                                                   ("c2", nn.Conv2d(4, 4, 3))]))

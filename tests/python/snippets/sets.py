@@ -19,7 +19,7 @@ def return_layers_in_set():
     return f, (torch.randn(2, 4),)
 
 
-@snippet(breaks="method add of set object")
+@snippet
 def seen_set_skip_duplicates():
     def f(x):
         seen = set()
@@ -47,7 +47,7 @@ def set_literal_membership():
     return Block(), (torch.randn(5),)
 
 
-@snippet(breaks="BUILD_SET")
+@snippet
 def set_comprehension_of_sizes():
     def f(a, b, c):
         sizes = {t.shape[-1] for t in (a, b, c)}
@@ -57,7 +57,7 @@ def set_comprehension_of_sizes():
     return f, (torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 3))
 
 
-@snippet(breaks="method update of set object")
+@snippet
 def set_update_and_sorted():
     def f(x):
         dims = set()
@@ -67,7 +67,7 @@ def set_update_and_sorted():
     return f, (torch.randn(2, 3, 4),)
 
 
-@snippet(breaks="BUILD_SET")
+@snippet
 def set_difference_of_keys():
     def f(feats):
         wanted = {"p3", "p4"}
@@ -86,7 +86,7 @@ def frozenset_constant_membership():
     return f, (torch.randn(6),)
 
 
-@snippet(breaks="BUILD_SET")
+@snippet
 def set_iteration_of_ints():
     def f(x):
         s = {3, 1, 2}
@@ -104,7 +104,7 @@ def set_of_strings_iterated_sorted():
     return f, (torch.randn(2),)
 
 
-@snippet(breaks="method discard of set object")
+@snippet
 def set_discard_and_len():
     def f(x):
         active = set(range(4))
@@ -114,7 +114,7 @@ def set_discard_and_len():
     return f, (torch.randn(2),)
 
 
-@snippet(breaks="BUILD_SET")
+@snippet
 def set_union_operator():
     def f(x):
         a = {1, 2}
