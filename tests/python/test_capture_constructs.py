@@ -612,3 +612,100 @@ def test_set_changed_by_an_in_place_operator_through_an_alias():
 
     x = torch.ones(1)
     assert same(one_graph(f, x), f(x))
+
+
+# ---- generators run lazily --------------------------------------------------------------------
+
+def test_generator_values_are_computed_when_the_loop_asks_for_them():
+    # The generator reads x; the loop body changes x in place between two values.
+    def gen(x):
+        for _ in range(2):
+            yield x * 1
+
+    def f(x):
+        outs = []
+        for y in gen(x):
+            outs.append(y)
+            x.add_(1)
+        return outs
+
+    x, x_ref = torch.zeros(2), torch.zeros(2)
+    assert same(one_graph(f, x), f(x_ref)) and same(x, x_ref)
+
+
+events = []
+
+
+def test_generator_and_consumer_side_effects_interleave_as_in_python():
+    def numbers(n):
+        for i in range(n):
+            events.append(i)
+            yield i
+
+    def f(x):
+        for k, v in enumerate(numbers(3), start=1):
+            events.append(-10 * k)
+            x = x + v
+        first = next(numbers(2))
+        pairs = list(zip(numbers(3), ["a", "b"]))  # zip pulls a third value, then stops
+        return x, first, pairs
+
+    x = torch.zeros(1)
+    events.clear()
+    out = one_graph(f, x)
+    compiled = list(events)
+    events.clear()
+    assert same(out, f(x)) and compiled == events
+
+
+def test_generator_partly_consumed_then_listed():
+    def f(xs):
+        g = (t * 2 for t in xs)
+        head = next(g)
+        rest = list(g)
+        return head, rest, next(g, None), list(g)
+
+    xs = [torch.randn(2) for _ in range(3)]
+    assert same(one_graph(f, xs), f(xs))
+
+
+def test_generator_method_of_a_module():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(3, 3), nn.Linear(3, 3)])
+
+        def stages(self, x):
+            for layer in self.layers:
+                x = layer(x)
+                yield x
+
+        def forward(self, x):
+            outs = []
+            for y in self.stages(x):
+                outs.append(y.relu())
+            return outs
+
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(2, 3)
+    assert same(one_graph(net, x), net(x))
+
+
+def test_generator_that_prints_keeps_the_order_of_output(capsys):
+    def gen(x):
+        for i in range(2):
+            print("yield", i)
+            yield x + i
+
+    def f(x):
+        total = x
+        for y in gen(x):
+            print("got")
+            total = total + y
+        return total
+
+    x = torch.ones(1)
+    f(x)
+    eager = capsys.readouterr().out
+    assert same(dynamo.compile(f)(x), f(x))
+    assert capsys.readouterr().out == eager * 2

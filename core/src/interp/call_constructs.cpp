@@ -543,6 +543,91 @@ ValueRef setFromIterable(CompileContext& ctx, const std::vector<ValueRef>& args)
 
 }  // namespace
 
+// ---- generators ------------------------------------------------------------------------------
+
+ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer) {
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  it->lazy = std::make_shared<LazyIterator>();
+  std::shared_ptr<Tracer> gen(std::move(tracer));
+  it->lazy->pull = [gen](bool* exhausted) -> ValueRef {
+    try {
+      return gen->resume(exhausted);
+    } catch (GraphBreak& b) {
+      b.inlined = true;  // nodes of the generator's code may be in the graph: restart
+      throw;
+    }
+  };
+  return it;
+}
+
+bool nextItem(const ValueRef& it, ValueRef* out) {
+  if (it->lazy) {
+    if (it->lazy->exhausted) return false;
+    bool exhausted = false;
+    ValueRef v = it->lazy->pull(&exhausted);
+    if (exhausted) {
+      it->lazy->exhausted = true;
+      return false;
+    }
+    *out = std::move(v);
+    return true;
+  }
+  const std::vector<ValueRef>& items = iteratorItems(*it);
+  if (it->index >= items.size()) return false;
+  *out = items[it->index++];
+  return true;
+}
+
+namespace {
+
+bool anyLazy(const std::vector<ValueRef>& args) {
+  for (const ValueRef& a : args)
+    if (a->kind == ValueKind::kIterator && a->lazy) return true;
+  return false;
+}
+
+// zip(...) / enumerate(...) over a generator: lazy too, pulling their arguments in Python's order.
+ValueRef lazyZipOrEnumerate(CompileContext& ctx, bool isZip, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  std::vector<ValueRef> parts;
+  long start = 0;
+  if (isZip) {
+    if (!kwargs.empty()) return nullptr;  // zip(strict=...)
+    parts = args;
+  } else {
+    ValueRef startV = args.size() > 1 ? args[1] : nullptr;
+    for (const auto& [k, v] : kwargs)
+      if (k == "start") startV = v;
+    if (args.empty() || args.size() > 2 || (startV && (!startV->isConst() || !PyLong_Check(startV->py())))) return nullptr;
+    start = startV ? PyLong_AsLong(startV->py()) : 0;
+    parts = {args[0]};
+  }
+  for (ValueRef& p : parts)
+    if (p->kind != ValueKind::kIterator)
+      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  it->lazy = std::make_shared<LazyIterator>();
+  auto index = std::make_shared<long>(start);
+  it->lazy->pull = [parts, isZip, index](bool* exhausted) -> ValueRef {
+    std::vector<ValueRef> items;
+    for (const ValueRef& p : parts) {
+      ValueRef v;
+      if (!nextItem(p, &v)) {
+        *exhausted = true;
+        return nullptr;
+      }
+      items.push_back(v);
+    }
+    if (isZip) return makeTuple(std::move(items));
+    PyObjectRef i = PyObjectRef::steal(checkPy(PyLong_FromLong((*index)++)));
+    return makeTuple({makeConst(i.get()), items[0]});
+  };
+  return it;
+}
+
+}  // namespace
+
 ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args, Kw kwargs) {
   CompileContext& ctx = tr.ctx();
   PyObject* m = module->py();
@@ -582,6 +667,8 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   if (PyObject* cls = autogradFunctionOf(fn)) return applyAutogradFunction(tr, fnValue, cls, args, kwargs);
   const TorchApi& api = torchApi();
   if (fn == (PyObject*)&PySet_Type && kwargs.empty()) return setFromIterable(ctx, args);
+  if ((fn == (PyObject*)&PyZip_Type || fn == (PyObject*)&PyEnum_Type) && anyLazy(args))
+    return lazyZipOrEnumerate(ctx, fn == (PyObject*)&PyZip_Type, args, kwargs);
   if (PyType_Check(fn)) {
     static PyObject* variableType = lookup("torch.autograd", "Variable");
     if (fn == variableType) return variable(ctx, args, kwargs);

@@ -21,11 +21,16 @@
 //                                                   known exactly, so iteration follows the real
 //                                                   set's order (hash order, as in eager); each
 //                                                   member keeps the Value it was added as
+//   generators made in the function                 run lazily: each value is traced when the
+//   (for, next, zip, enumerate, list over them)     consumer asks for it, so the generator's code
+//                                                   and the consumer's interleave as in Python
 //   torch.tensor(3).item(), int(torch.tensor(n))    constants: a tensor made by a factory from
 //                                                   Python constants carries its real value until
 //                                                   an op sees it (Value::constValue)
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,6 +67,16 @@ ValueRef setInPlaceOperator(CompileContext& ctx, const ValueRef& set, const Valu
 /// `set.name(*args)` on a trace set (add, discard, update, union, ...); null when self is no set.
 ValueRef callSetMethod(Tracer& tr, const ValueRef& self, const std::string& name, std::vector<ValueRef>& args,
                        std::vector<std::pair<std::string, ValueRef>>& kwargs);
+
+/// An iterator pulled on demand (Value::lazy).
+struct LazyIterator {
+  std::function<ValueRef(bool* exhausted)> pull;  ///< the next item, or null with *exhausted set
+  bool exhausted = false;                         ///< stays exhausted, as Python iterators do
+};
+/// The iterator of a generator being traced: each pull resumes `tracer` to its next yield.
+ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer);
+/// The next item of an iterator Value (lazy or over known items) into *out; false when exhausted.
+bool nextItem(const ValueRef& it, ValueRef* out);
 
 /// `module(*args, **kwargs)` of a module with hooks (tracer_calls.cpp's callModule finds them).
 ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args,

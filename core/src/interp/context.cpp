@@ -861,6 +861,12 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
       return keys;
     }
     case ValueKind::kIterator: {
+      if (v->lazy) {  // a generator runs to its end now
+        std::vector<ValueRef> rest;
+        ValueRef item;
+        while (nextItem(v, &item)) rest.push_back(item);
+        return rest;
+      }
       // Consuming an iterator advances it, as in Python (list(it), for x in it, zip(it, ...)).
       const std::vector<ValueRef>& items = iteratorItems(*v);
       std::vector<ValueRef> rest(items.begin() + std::min(v->index, items.size()), items.end());

@@ -6,6 +6,8 @@
 #include "tracer.h"
 #include "call_constructs.h"
 
+#include <utility>
+
 #include <opcode.h>
 
 #include "codegen.h"
@@ -276,6 +278,51 @@ std::vector<ValueRef> Tracer::popN(int n) {
 }
 
 // ---- the loop ---------------------------------------------------------------------------------
+
+ValueRef Tracer::resume(bool* exhausted) {
+  *exhausted = false;
+  if (done_) {
+    *exhausted = true;
+    return nullptr;
+  }
+  lazy_ = generator_ = true;
+  if (!started_) {
+    started_ = true;
+    if (depth_ > ctx_.options.maxInlineDepth)
+      ctx_.breakHere(BreakKind::kUnsupportedCall, "inlining deeper than " + std::to_string(ctx_.options.maxInlineDepth) + " nested calls (recursion)");
+    for (size_t i = 0; i < bc_.instructions.size(); ++i) {
+      const bc::Instruction& ins = bc_.instructions[i];
+      if (ins.isJump() && ins.target >= 0 && ins.target <= static_cast<int>(i))
+        loops_.emplace_back(ins.target, static_cast<int>(i));
+    }
+    ip_ = 0;
+  }
+  // On top of whichever code pulls the value now (its handlers, its user stack).
+  ctx_.userStack.push_back({});
+  ctx_.tracers.push_back(this);
+  struct Pop {
+    CompileContext& ctx;
+    ~Pop() {
+      ctx.tracers.pop_back();
+      ctx.userStack.pop_back();
+    }
+  } popTracer{ctx_};
+  while (!done_) {
+    DYNAMO_INTERNAL_ASSERT(ip_ >= 0 && ip_ < static_cast<int>(bc_.instructions.size()),
+                           "fell off the end of the bytecode at ", ip_);
+    const bc::Instruction& ins = bc_.instructions[ip_];
+    ctx_.userStack.back() = locationOf(ins);
+    next_ = ip_ + 1;
+    step(ins);
+    ip_ = next_;
+    if (suspended_) {
+      suspended_ = false;
+      return std::exchange(yielded_, nullptr);
+    }
+  }
+  *exhausted = true;
+  return nullptr;
+}
 
 ValueRef Tracer::run() {
   // Deep recursion is not unrolled: the outermost call runs as Python (a break at the call).
@@ -1055,6 +1102,12 @@ bool Tracer::stepControl(const bc::Instruction& ins) {
 #endif
     case YIELD_VALUE:
       if (!generator_) return false;
+      if (lazy_) {  // resume() returns it; the next resume continues after the yield
+        yielded_ = pop();
+        push(makeConst(Py_None));  // the value sent in
+        suspended_ = true;
+        return true;
+      }
       yields_.push_back(pop());
       push(makeConst(Py_None));  // the value sent in
       return true;
@@ -1181,9 +1234,9 @@ void Tracer::doForIter(const bc::Instruction& ins) {
     ctx_.breakHere(BreakKind::kUnsupported, "for loop over " + describe(*it));
   if (it->watched && it->watched->keys.size() != it->watchedSize)
     ctx_.breakHere(BreakKind::kException, "dictionary changed size during iteration");
-  const std::vector<ValueRef>& items = iteratorItems(*it);
-  if (it->index < items.size()) {
-    push(items[it->index++]);
+  ValueRef item;
+  if (nextItem(it, &item)) {  // a generator runs to its next yield now (call_constructs.h)
+    push(item);
     return;
   }
 #if PY_VERSION_HEX >= 0x030C0000

@@ -210,18 +210,12 @@ ValueRef inlineCode(Tracer& tr, PyCodeObject* code, PyObject* globals,
   if (varargs) locals[next++] = makeTuple(std::move(extra));
   if (varkw) locals[next++] = extraKw;
 
+  // A generator runs lazily, to each yield when its consumer asks for the next value, so its
+  // code and the consumer's interleave as in Python (call_constructs.h).
+  if (generator)
+    return makeGeneratorIterator(std::make_unique<Tracer>(ctx, tr, code, globals, std::move(locals), std::move(closure)));
   Tracer child(ctx, tr, code, globals, std::move(locals), std::move(closure));
   try {
-    if (generator) {
-      // Run the generator to completion now; its values are iterated by the caller. Exact for
-      // the generators of model code (generator expressions over known sequences).
-      child.collectYields();
-      child.run();
-      auto it = std::make_shared<Value>();
-      it->kind = ValueKind::kIterator;
-      it->items = child.yields();
-      return it;
-    }
     return child.run();
   } catch (GraphBreak& b) {
     b.inlined = true;
@@ -669,9 +663,8 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
     return makeIterator(args[0], args[0]->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, args[0]));
   }
   if (name == "next" && !args.empty() && args[0]->kind == ValueKind::kIterator) {
-    ValueRef& it = args[0];
-    const std::vector<ValueRef>& items = iteratorItems(*it);
-    if (it->index < items.size()) return items[it->index++];
+    ValueRef item;
+    if (nextItem(args[0], &item)) return item;
     if (args.size() > 1) return args[1];
     ctx.breakHere(BreakKind::kException, "next() on an exhausted iterator");
   }

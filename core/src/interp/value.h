@@ -94,6 +94,9 @@ struct Value {
   /// kTensor with dynamic dimensions: one size expression per dimension (constants for static
   /// ones); empty when every size is static (obj's sizes are then exact).
   std::vector<sym::Expr> symSizes;
+  /// kIterator pulled on demand: a generator being traced lazily, or zip/enumerate over one
+  /// (call_constructs.h); null for iterators over known items.
+  std::shared_ptr<struct LazyIterator> lazy;
   /// kTensor made by a torch factory from Python constants only (torch.tensor(3)) and not yet
   /// passed to any op: its real value, so item()/tolist()/int() on it are constants
   /// (call_constructs.cpp). Null otherwise.
