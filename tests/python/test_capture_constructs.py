@@ -709,3 +709,38 @@ def test_generator_that_prints_keeps_the_order_of_output(capsys):
     eager = capsys.readouterr().out
     assert same(dynamo.compile(f)(x), f(x))
     assert capsys.readouterr().out == eager * 2
+
+
+# ---- numpy on sizes and constants -------------------------------------------------------------
+
+def test_numpy_on_sizes_and_constants():
+    import numpy as np
+
+    def f(q, k, step=3, total=10):
+        scale = np.sqrt(q.size(-1))
+        n = int(np.prod(q.shape[1:]))
+        half = int(np.floor(q.shape[-1] / 3))
+        lr = 0.5 * (1 + np.cos(np.pi * step / total))
+        out = q @ k.transpose(-1, -2) / scale
+        return out * lr, q.reshape(-1, n)[:, :half], float(np.mean([1.0, 2.0, 4.0]))
+
+    q, k = torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+    assert same(one_graph(f, q, k), f(q, k))
+    cf = dynamo.compile(f, fullgraph=True)
+    with Recorder() as rec:  # a new size recompiles (np.sqrt of it is not reused)
+        q2, k2 = torch.randn(2, 3, 9), torch.randn(2, 3, 9)
+        assert same(cf(q2, k2), f(q2, k2))
+    assert len(rec.compiled) == 1
+
+
+def test_numpy_of_tensor_data_breaks():
+    import numpy as np
+
+    def f(x):
+        return x * np.sqrt(x.sum())
+
+    with pytest.raises(dynamo.Unsupported, match=r"numpy.sqrt\(\) of a tensor needs its data"):
+        dynamo.compile(f, fullgraph=True)(torch.ones(3))
+    dynamo.reset()
+    x = torch.ones(3)
+    assert same(dynamo.compile(f)(x), f(x))

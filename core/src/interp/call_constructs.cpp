@@ -320,6 +320,40 @@ ValueRef variable(CompileContext& ctx, const std::vector<ValueRef>& args, const 
   return t;
 }
 
+// ---- numpy on sizes and constants ------------------------------------------------------------
+
+// numpy's ufuncs (np.sqrt, np.floor, np.log2 ...) and its pure reductions: evaluated now when every
+// argument is a constant (sizes are constants of the trace, guarded through the tensors).
+bool pureNumpy(PyObject* fn) {
+  static PyObject* ufuncType = lookup("numpy", "ufunc");
+  if (ufuncType != nullptr && PyObject_TypeCheck(fn, (PyTypeObject*)ufuncType)) return true;
+  if (!PyFunction_Check(fn) || moduleOf(fn) != "numpy") return false;
+  static const char* kPure[] = {"prod", "sum", "mean", "round", "around", "clip", "amax", "amin", "max", "min",
+                                "median", "std", "var", "cumsum", "cumprod", "isclose", "allclose"};
+  const std::string name = callableName(fn);
+  for (const char* p : kPure)
+    if (name == p) return true;
+  return false;
+}
+
+ValueRef callNumpy(CompileContext& ctx, const ValueRef& fnValue, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  PyObject* fn = fnValue->py();
+  const std::string name = "numpy." + callableName(fn);
+  for (const ValueRef& a : args)
+    if (containsTensor(a)) ctx.breakHere(BreakKind::kTensorToPython, name + "() of a tensor needs its data");
+  for (const auto& kv : kwargs)
+    if (containsTensor(kv.second)) ctx.breakHere(BreakKind::kTensorToPython, name + "() of a tensor needs its data");
+  if (!allConcrete(args, kwargs)) return nullptr;
+  ctx.guard(fnValue->source, makeIdMatch(fn));  // np.sqrt = ... later recompiles
+  PyObjectRef r = callReal(fn, args, kwargs);
+  if (!r) ctx.breakHere(BreakKind::kException, name + "() raised on constants");
+  if (isConstantObject(r.get())) return makeConst(r.get());
+  static PyObject* genericType = lookup("numpy", "generic");
+  // A numpy scalar: an immutable value (np.float64 is a float); passed to torch as a number.
+  if (genericType != nullptr && PyObject_TypeCheck(r.get(), (PyTypeObject*)genericType)) return makeObject(r.get());
+  ctx.breakHere(BreakKind::kUnsupportedCall, name + "() returned a " + Py_TYPE(r.get())->tp_name + " (numpy arrays are not captured)");
+}
+
 bool isConstantFactory(const std::string& name) {
   static const char* kFactories[] = {"tensor", "as_tensor", "scalar_tensor", "zeros", "ones", "full",
                                      "arange", "eye", "linspace"};
@@ -666,6 +700,8 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   PyObject* fn = fnValue->py();
   if (PyObject* cls = autogradFunctionOf(fn)) return applyAutogradFunction(tr, fnValue, cls, args, kwargs);
   const TorchApi& api = torchApi();
+  if (pureNumpy(fn))
+    if (ValueRef r = callNumpy(ctx, fnValue, args, kwargs)) return r;
   if (fn == (PyObject*)&PySet_Type && kwargs.empty()) return setFromIterable(ctx, args);
   if ((fn == (PyObject*)&PyZip_Type || fn == (PyObject*)&PyEnum_Type) && anyLazy(args))
     return lazyZipOrEnumerate(ctx, fn == (PyObject*)&PyZip_Type, args, kwargs);

@@ -24,6 +24,9 @@
 //   generators made in the function                 run lazily: each value is traced when the
 //   (for, next, zip, enumerate, list over them)     consumer asks for it, so the generator's code
 //                                                   and the consumer's interleave as in Python
+//   np.sqrt(d), np.prod(x.shape), np.floor(n / 2)   numpy's ufuncs and pure reductions on constants
+//                                                   evaluated now (a numpy scalar passes to torch
+//                                                   as the number it is, as torch takes it)
 //   torch.tensor(3).item(), int(torch.tensor(n))    constants: a tensor made by a factory from
 //                                                   Python constants carries its real value until
 //                                                   an op sees it (Value::constValue)

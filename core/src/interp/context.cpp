@@ -400,6 +400,13 @@ Arg argOf(CompileContext& ctx, const ValueRef& v) {
         if (!overflow) return Arg::integer(x);
       }
       if (PyFloat_CheckExact(o)) return Arg::floating(PyFloat_AS_DOUBLE(o));
+      if (moduleOf((PyObject*)Py_TYPE(o)) == "numpy" && !PyComplex_Check(o)) {
+        // numpy scalars: torch takes them as the Python number they hold (np.sqrt(d) in a scale).
+        PyObjectRef py = PyObjectRef::steal(PyObject_CallMethod(o, "item", nullptr));
+        if (py && (PyBool_Check(py.get()) || PyLong_CheckExact(py.get()) || PyFloat_CheckExact(py.get())))
+          return argOf(ctx, makeConst(py.get()));
+        PyErr_Clear();
+      }
       if (PyUnicode_CheckExact(o)) return Arg::string(PyUnicode_AsUTF8(o));
       if ((PyObject*)Py_TYPE(o) == api.dtypeType) return Arg::dtype(strOf(o));
       if ((PyObject*)Py_TYPE(o) == api.deviceType) return Arg::device(strOf(o));

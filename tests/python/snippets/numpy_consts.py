@@ -8,7 +8,7 @@ import torch.nn as nn
 from . import snippet
 
 
-@snippet(breaks="ufunc 'sqrt'")
+@snippet
 def np_sqrt_of_head_dim():
     def f(q, k):
         return q @ k.transpose(-1, -2) / np.sqrt(q.size(-1))
@@ -22,7 +22,7 @@ def math_sqrt_of_head_dim():
     return f, (torch.randn(2, 3, 4), torch.randn(2, 3, 4))
 
 
-@snippet(breaks="skip list")
+@snippet
 def np_prod_of_shape():
     def f(x):
         n = int(np.prod(x.shape[1:]))
@@ -30,7 +30,7 @@ def np_prod_of_shape():
     return f, (torch.randn(2, 3, 4),)
 
 
-@snippet(breaks="ufunc 'floor'")
+@snippet
 def np_floor_of_size():
     def f(x):
         h = int(np.floor(x.shape[-1] / 2))
@@ -54,7 +54,7 @@ def np_array_of_numbers():
     return f, (torch.randn(2, 3),)
 
 
-@snippet(breaks="ufunc 'log2'")
+@snippet
 def np_log2_levels():
     def f(x):
         levels = int(np.log2(x.shape[-1]))
@@ -72,14 +72,14 @@ def math_ceil_padding():
     return f, (torch.randn(1, 7),)
 
 
-@snippet(breaks="skip list")
+@snippet
 def np_random_free_mean_of_list():
     def f(x):
         return x * float(np.mean([1.0, 2.0, 3.0]))
     return f, (torch.randn(3),)
 
 
-@snippet(breaks="ufunc 'cos'")
+@snippet
 def np_pi_and_cos_schedule():
     def f(x, step=3, total=10):
         return x * 0.5 * (1 + np.cos(np.pi * step / total))
