@@ -1,7 +1,11 @@
 """Constructs of real model code captured whole (issue 14; core/src/interp/call_constructs.cpp):
 torch.autograd.Function.apply, torch.nn modules made inside forward, torch.autograd.Variable,
-legacy tensor constructors and x.new(...), item()/int() of tensors made from constants. Each is
+legacy tensor constructors and x.new(...), item()/int() of tensors made from constants, modules
+with forward hooks, sets, lazy generators, numpy on constants, instances of user classes. Each is
 compared with eager (outputs, gradients, side effects) in fullgraph mode, with a guard test."""
+import dataclasses
+import typing
+
 import pytest
 import torch
 from torch import nn
@@ -744,3 +748,88 @@ def test_numpy_of_tensor_data_breaks():
     dynamo.reset()
     x = torch.ones(3)
     assert same(dynamo.compile(f)(x), f(x))
+
+
+# ---- instances of user classes made in the function -------------------------------------------
+
+class Scaler:
+    b = 3.0  # a class attribute the instance shadows
+
+    def __init__(self, s, b=5.0):
+        super().__init__()
+        self.s = s
+        self.b = b
+        if not hasattr(self, "cache"):
+            self.cache = None
+
+    def __call__(self, t):
+        return t * self.s + self.b
+
+
+@dataclasses.dataclass
+class Output:
+    logits: torch.Tensor
+    loss: typing.Optional[torch.Tensor] = None
+    scale: int = 2
+
+    def __post_init__(self):
+        self.double = self.scale * 2
+
+
+def test_instances_of_plain_classes_and_dataclasses():
+    fc = nn.Linear(3, 2)
+
+    def f(x, y):
+        sc = Scaler(2.0)
+        logits = fc(x)
+        out = Output(logits, nn.functional.cross_entropy(logits, y))
+        return sc(out.logits) * out.double + out.loss, sc.b, sc.cache, getattr(sc, "missing", 7)
+
+    x, y = torch.randn(4, 3), torch.tensor([0, 1, 1, 0])
+    assert same(one_graph(f, x, y), f(x, y))
+
+
+def test_instance_that_outlives_the_graph_is_new_on_every_call():
+    def f(x):
+        return Output(x * 2)
+
+    cf = dynamo.compile(f)
+    x = torch.ones(2)
+    a, b = cf(x), cf(x)
+    assert isinstance(a, Output) and a is not b and same(a.logits, x * 2) and a.double == 4
+
+
+def test_replacing_init_recompiles():
+    def f(x):
+        return Scaler(3.0)(x)
+
+    x = torch.ones(2)
+    cf = dynamo.compile(f, fullgraph=True)
+    assert same(cf(x), f(x))
+    original = Scaler.__init__
+
+    def other_init(self, s, b=0.0):
+        self.s, self.b = -s, b
+
+    Scaler.__init__ = other_init
+    try:
+        assert same(cf(x), torch.full((2,), -3.0))
+    finally:
+        Scaler.__init__ = original
+
+
+def test_instance_with_bool_breaks():
+    class Flag:
+        def __init__(self, on):
+            self.on = on
+
+        def __bool__(self):
+            return self.on
+
+    def f(x):
+        return x + 1 if Flag(False) else x - 1
+
+    with pytest.raises(dynamo.Unsupported, match=r"truth value of .* made in the function \(defines __bool__ or __len__\)"):
+        dynamo.compile(f, fullgraph=True)(torch.ones(1))
+    dynamo.reset()
+    assert same(dynamo.compile(f)(torch.ones(1)), torch.zeros(1))

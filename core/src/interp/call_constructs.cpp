@@ -354,6 +354,60 @@ ValueRef callNumpy(CompileContext& ctx, const ValueRef& fnValue, const std::vect
   ctx.breakHere(BreakKind::kUnsupportedCall, name + "() returned a " + Py_TYPE(r.get())->tp_name + " (numpy arrays are not captured)");
 }
 
+// ---- instances of user classes ----------------------------------------------------------------
+
+PyObject* objectInit() {
+  static PyObject* init = PyObject_GetAttrString((PyObject*)&PyBaseObject_Type, "__init__");  // new ref, kept
+  return init;
+}
+
+// A plain Python class: object's __new__ and attribute machinery, a Python __init__ (or none),
+// not a subclass of a builtin other than object, no __slots__ and no __getattr__ hooks.
+bool plainClass(PyObject* cls) {
+  PyTypeObject* t = (PyTypeObject*)cls;
+  if (Py_TYPE(cls) != &PyType_Type || !(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
+  if (t->tp_new != PyBaseObject_Type.tp_new || t->tp_setattro != PyObject_GenericSetAttr ||
+      t->tp_getattro != PyObject_GenericGetAttr || t->tp_dictoffset == 0)
+    return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t->tp_mro); ++i) {
+    PyTypeObject* base = (PyTypeObject*)PyTuple_GET_ITEM(t->tp_mro, i);
+    if (base != &PyBaseObject_Type && !(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
+    if (base->tp_dict && (PyDict_GetItemString(base->tp_dict, "__slots__") || PyDict_GetItemString(base->tp_dict, "__del__")))
+      return false;
+  }
+  if (isModule(cls) || moduleOf(cls).rfind("torch", 0) == 0) return false;
+  return true;
+}
+
+// cls(*args, **kwargs) of a plain class: a real instance made with object.__new__ (nothing of the
+// user's runs), then __init__ inlined; its attributes live in the trace (setAttr writes only the
+// overlay). If the object outlives the graph the frame runs as Python (codegen.cpp).
+ValueRef constructInstance(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef>& args, Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* cls = fnValue->py();
+  PyObjectRef init = PyObjectRef::steal(PyObject_GetAttrString(cls, "__init__"));
+  if (!init) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  const bool pythonInit = PyFunction_Check(init.get());
+  if (!pythonInit && (init.get() != objectInit() || !args.empty() || !kwargs.empty())) return nullptr;
+  PyObjectRef noArgs = PyObjectRef::steal(checkPy(PyTuple_New(0)));
+  PyObjectRef obj = PyObjectRef::steal(checkPy(PyBaseObject_Type.tp_new((PyTypeObject*)cls, noArgs.get(), nullptr)));
+  ValueRef v = makeObject(obj.get());
+  v->name = kMadeInTrace;
+  if (pythonInit) {
+    Source initSource = fnValue->source ? Source::attr(fnValue->source, "__init__") : Source{};
+    ValueRef initFn = initSource ? ctx.wrap(init.get(), initSource) : makeObject(init.get());
+    std::vector<ValueRef> initArgs{v};
+    initArgs.insert(initArgs.end(), args.begin(), args.end());
+    ValueRef r = callValue(tr, initFn, std::move(initArgs), kwargs);
+    if (!(r->isConst() && r->py() == Py_None))
+      ctx.breakHere(BreakKind::kException, std::string("__init__() of ") + ((PyTypeObject*)cls)->tp_name + " should return None");
+  }
+  return v;
+}
+
 bool isConstantFactory(const std::string& name) {
   static const char* kFactories[] = {"tensor", "as_tensor", "scalar_tensor", "zeros", "ones", "full",
                                      "arange", "eye", "linspace"};
@@ -699,6 +753,10 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   CompileContext& ctx = tr.ctx();
   PyObject* fn = fnValue->py();
   if (PyObject* cls = autogradFunctionOf(fn)) return applyAutogradFunction(tr, fnValue, cls, args, kwargs);
+  // super().__init__() reaching object.__init__ in the __init__ of an object made in the trace.
+  if (fn == objectInit() && args.size() == 1 && kwargs.empty() && args[0]->kind == ValueKind::kObject &&
+      !args[0]->source && args[0]->name == kMadeInTrace)
+    return makeConst(Py_None);
   const TorchApi& api = torchApi();
   if (pureNumpy(fn))
     if (ValueRef r = callNumpy(ctx, fnValue, args, kwargs)) return r;
@@ -711,6 +769,8 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
     if (PyObject_IsSubclass(fn, api.moduleType) == 1) return constructModule(ctx, fn, args, kwargs);
     PyErr_Clear();
     if (ValueRef r = legacyConstructor(ctx, fn, args, kwargs)) return r;
+    if (plainClass(fn))
+      if (ValueRef r = constructInstance(tr, fnValue, args, kwargs)) return r;
     // int(t), float(t), bool(t) of a tensor made from constants.
     if ((fn == (PyObject*)&PyLong_Type || fn == (PyObject*)&PyFloat_Type || fn == (PyObject*)&PyBool_Type) &&
         args.size() == 1 && kwargs.empty() && args[0]->isTensor() && args[0]->constValue) {

@@ -269,6 +269,11 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
 // them gives (a set's members, a user object's __eq__): their concrete value must not be folded
 // into the graph's code.
 static bool unsafeToFold(const Value& v) {
+  // An instance made in the trace (call_constructs.h): its attributes live in the trace, not on
+  // the object, so Python code run on the object itself would read the wrong ones.
+  if (v.kind == ValueKind::kObject && !v.source && v.name == kMadeInTrace && !PyAnySet_Check(v.obj.get()) &&
+      !isModule(v.obj.get()))
+    return true;
   if (v.kind != ValueKind::kObject || !v.source || v.idGuarded) return false;
   PyObject* o = v.obj.get();
   if (PyType_Check(o) || PyModule_Check(o) || PyFunction_Check(o) || PyCFunction_Check(o) ||

@@ -462,6 +462,11 @@ bool Tracer::truthiness(const ValueRef& v) {
       const bool hasLen = (t->tp_as_sequence && t->tp_as_sequence->sq_length) ||
                           (t->tp_as_mapping && t->tp_as_mapping->mp_length);
       const bool hasBool = t->tp_as_number && t->tp_as_number->nb_bool;
+      if (!v->source && v->name == kMadeInTrace && !PyAnySet_Check(v->py()) && !isModule(v->py())) {
+        // An instance made in the trace: its attributes live in the trace (call_constructs.h).
+        if (hasLen || hasBool) ctx_.breakHere(BreakKind::kUnsupported, "truth value of " + describe(*v) + " made in the function (defines __bool__ or __len__)");
+        return true;
+      }
       if ((isModule(v->py()) || PyCallable_Check(v->py())) && !hasLen && !hasBool) return true;
       if (hasBool) ctx_.breakHere(BreakKind::kUnsupported, "truth value of " + describe(*v) + " (defines __bool__)");
       if (hasLen || PyDict_Check(v->py()) || PyList_Check(v->py()) || PyTuple_Check(v->py())) {

@@ -220,6 +220,8 @@ ValueRef getAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
       return tensorAttr(tr, v, name);
     case ValueKind::kObject:
       if (isTraceSet(*v)) return containerMethod(v, name);  // call_constructs.h
+      if (!v->source && v->name == kMadeInTrace && (name == "__dict__" || name == "__getattribute__"))
+        ctx.breakHere(BreakKind::kUnsupportedAttribute, "." + name + " of an object made in the function (its attributes live in the trace)");
       return objectAttr(tr, v, name);
     case ValueKind::kConst: {
       PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(v->py(), name.c_str()));
@@ -278,6 +280,8 @@ void setAttr(CompileContext& ctx, const ValueRef& v, const std::string& name, Va
       ctx.breakHere(BreakKind::kUnsupported, std::string(type->tp_name) + " defines __setattr__");
   }
   ctx.attrOverlay[{v->py(), name}] = value;
+  // An object made in the trace exists only in it (call_constructs.h): nothing to replay on it.
+  if (!v->source && v->name == kMadeInTrace) return;
   ctx.recordEffect(SideEffect::Kind::kSetAttr, v, name, -1, value);
 }
 

@@ -596,7 +596,8 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
   if (name == "getattr" && (args.size() == 2 || args.size() == 3) && args[1]->isConst()) {
     std::string attr = PyUnicode_AsUTF8(args[1]->py());
     if (args.size() == 3 && (args[0]->kind == ValueKind::kObject)) {
-      int has = PyObject_HasAttrString(args[0]->py(), attr.c_str());
+      // An attribute written earlier in the trace exists, whatever the real object holds now.
+      int has = ctx.attrOverlay.count({args[0]->py(), attr}) ? 1 : PyObject_HasAttrString(args[0]->py(), attr.c_str());
       if (args[0]->source) ctx.guard(args[0]->source, makeHasAttr(attr, has != 0));
       if (!has) return args[2];
     }
@@ -608,6 +609,7 @@ ValueRef callBuiltin(Tracer& tr, PyObject* fn, std::vector<ValueRef>& args, Kw& 
     if (args[0]->kind == ValueKind::kObject || args[0]->isConst()) probe = args[0]->py();
     if (args[0]->isTensor()) probe = args[0]->obj.get();
     if (probe == nullptr) ctx.breakHere(BreakKind::kUnsupported, "hasattr on " + describe(*args[0]));
+    if (ctx.attrOverlay.count({probe, attr})) return makeConst(Py_True);  // written earlier in the trace
     if (args[0]->source) ctx.guard(args[0]->source, makeHasAttr(attr, PyObject_HasAttrString(probe, attr.c_str())));
     return makeConst(PyObject_HasAttrString(probe, attr.c_str()) ? Py_True : Py_False);
   }

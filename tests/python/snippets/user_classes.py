@@ -22,7 +22,7 @@ class Box:
         return (self.x2 - self.x1) * (self.y2 - self.y1)
 
 
-@snippet(breaks="creating an instance of a class")
+@snippet
 def dataclass_output():
     fc = nn.Linear(4, 2)
     def f(x):
@@ -30,7 +30,7 @@ def dataclass_output():
     return f, (torch.randn(3, 4),)
 
 
-@snippet(breaks="creating an instance of a class")
+@snippet
 def plain_class_boxes():
     def f(b):
         box = Box(b[:, 0], b[:, 1], b[:, 2], b[:, 3])
@@ -38,7 +38,7 @@ def plain_class_boxes():
     return f, (torch.rand(5, 4),)
 
 
-@snippet(breaks="creating an instance of a class")
+@snippet
 def config_object_in_forward():
     class Cfg:
         def __init__(self, scale=2.0):
@@ -67,7 +67,7 @@ def dataclass_passed_in():
     return f, (torch.randn(3),)
 
 
-@snippet(breaks="creating an instance of a class")
+@snippet
 def dataclass_with_loss():
     fc = nn.Linear(4, 3)
     def f(x, y):
@@ -92,7 +92,7 @@ def typing_namedtuple_state():
     return f, (torch.randn(2, 3),)
 
 
-@snippet(breaks="creating an instance of a class")
+@snippet
 def helper_object_with_method():
     class Scaler:
         def __init__(self, s):
