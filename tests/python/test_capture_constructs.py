@@ -833,3 +833,40 @@ def test_instance_with_bool_breaks():
         dynamo.compile(f, fullgraph=True)(torch.ones(1))
     dynamo.reset()
     assert same(dynamo.compile(f)(torch.ones(1)), torch.zeros(1))
+
+
+# ---- autocast(enabled=False) blocks -----------------------------------------------------------
+
+def test_autocast_disabled_blocks_are_captured_and_guarded():
+    torch.manual_seed(0)
+    fc = nn.Linear(4, 4)
+
+    def f(x):
+        with torch.autocast("cpu", enabled=False):
+            y = fc(x)
+        with torch.cuda.amp.autocast(enabled=False):
+            z = y.float() * 2
+        return z
+
+    x = torch.randn(2, 4)
+    assert same(one_graph(f, x), f(x))
+    cf = dynamo.compile(f)
+    assert same(cf(x), f(x))
+    with Recorder() as rec:  # under autocast the block does change the state: not reused
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out, ref = cf(x), f(x)
+    assert same(out, ref) and out.dtype == torch.float32
+    failures = [g for r in rec.records for m in r["misses"] for g in m["failures"]]
+    assert any(g["kind"] == "AUTOCAST" and g["reason"] == "autocast changed: expected off, got cpu" for g in failures)
+
+
+def test_autocast_enabled_block_breaks():
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return x @ x
+
+    with pytest.raises(dynamo.Unsupported, match=r"an autocast block that changes the autocast state"):
+        dynamo.compile(f, fullgraph=True)(torch.randn(2, 2))
+    dynamo.reset()
+    x = torch.randn(2, 2)
+    assert same(dynamo.compile(f)(x), f(x))

@@ -5,7 +5,7 @@ import torch.nn as nn
 from . import snippet
 
 
-@snippet(breaks="autocast")
+@snippet
 def autocast_cpu_disabled():
     fc = nn.Linear(4, 4)
     def f(x):
@@ -14,7 +14,7 @@ def autocast_cpu_disabled():
     return f, (torch.randn(2, 4),)
 
 
-@snippet(breaks="autocast")
+@snippet
 def cuda_amp_autocast_disabled_region():
     fc = nn.Linear(4, 4)
     def f(x):
