@@ -53,6 +53,11 @@ def render(rows, constructs=()):
 def main(argv):
     kinds = parse(DEF.read_text())
     constructs = parse(CONSTRUCTS.read_text(), CONSTRUCT)
+    written = sum(1 for l in CONSTRUCTS.read_text().splitlines() if l.startswith("DYNAMO_BREAK_CONSTRUCT("))
+    if written != len(constructs):
+        print(f"{CONSTRUCTS.relative_to(ROOT)}: {written - len(constructs)} entries could not be read "
+              "(four string literals without escaped quotes)")
+        return 1
     unknown = sorted({c[1] for c in constructs} - {k[1] for k in kinds})
     if unknown:
         print(f"{CONSTRUCTS.relative_to(ROOT)} names unknown break kinds: {', '.join(unknown)}")
