@@ -285,7 +285,7 @@ ValueRef Tracer::resume(bool* exhausted) {
     *exhausted = true;
     return nullptr;
   }
-  lazy_ = generator_ = true;
+  generator_ = true;
   if (!started_) {
     started_ = true;
     if (depth_ > ctx_.options.maxInlineDepth)
@@ -1105,16 +1105,11 @@ bool Tracer::stepControl(const bc::Instruction& ins) {
       push(makeConst(Py_None));  // popped by the POP_TOP that follows
       return true;
 #endif
-    case YIELD_VALUE:
+    case YIELD_VALUE:  // resume() returns the value; the next resume continues after the yield
       if (!generator_) return false;
-      if (lazy_) {  // resume() returns it; the next resume continues after the yield
-        yielded_ = pop();
-        push(makeConst(Py_None));  // the value sent in
-        suspended_ = true;
-        return true;
-      }
-      yields_.push_back(pop());
+      yielded_ = pop();
       push(makeConst(Py_None));  // the value sent in
+      suspended_ = true;
       return true;
     case IMPORT_NAME: {
       // The import runs now (it has usually run already); the module is a constant of the trace.
