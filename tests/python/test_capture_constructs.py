@@ -870,3 +870,28 @@ def test_autocast_enabled_block_breaks():
     dynamo.reset()
     x = torch.randn(2, 2)
     assert same(dynamo.compile(f)(x), f(x))
+
+
+def test_map_and_filter_are_lazy():
+    def f(xs, x):
+        doubled = map(lambda t: t * 2 + x, xs)
+        x.add_(1)  # map has not called the lambda yet: it sees the new x, as in eager
+        firsts = list(map(torch.relu, (t - 0.5 for t in xs)))
+        kept = list(filter(lambda t: t.dim() == 1, [x, x.view(1, -1), x * 3]))
+        pairs = list(map(lambda a, b: a + b, xs, [1.0, 2.0]))
+        return list(doubled), firsts, kept, pairs
+
+    xs = [torch.randn(2), torch.randn(2)]
+    x, x_ref = torch.zeros(2), torch.zeros(2)
+    assert same(one_graph(f, xs, x), f(xs, x_ref)) and same(x, x_ref)
+
+
+def test_filter_on_tensor_values_breaks():
+    def f(xs):
+        return list(filter(lambda t: t.sum() > 0, xs))
+
+    with pytest.raises(dynamo.Unsupported, match="data-dependent"):
+        dynamo.compile(f, fullgraph=True)([torch.ones(2), -torch.ones(2)])
+    dynamo.reset()
+    xs = [torch.ones(2), -torch.ones(2)]
+    assert same(dynamo.compile(f)(xs), f(xs))

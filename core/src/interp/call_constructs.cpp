@@ -748,6 +748,46 @@ ValueRef lazyZipOrEnumerate(CompileContext& ctx, bool isZip, const std::vector<V
   return it;
 }
 
+// map(f, *iterables) / filter(f, iterable) over values that are not all constants: lazy, as in
+// Python, each call of f traced when the consumer asks for the next value (from the code running
+// then: the innermost Tracer on the context's stack).
+ValueRef lazyMapOrFilter(CompileContext& ctx, bool isMap, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  if (!kwargs.empty() || args.size() < 2 || (!isMap && args.size() != 2)) return nullptr;
+  ValueRef fn = args[0];
+  std::vector<ValueRef> parts(args.begin() + 1, args.end());
+  for (ValueRef& p : parts)
+    if (p->kind != ValueKind::kIterator)
+      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  it->lazy = std::make_shared<LazyIterator>();
+  CompileContext* c = &ctx;  // outlives every Value of the compile
+  it->lazy->pull = [c, fn, parts, isMap](bool* exhausted) -> ValueRef {
+    Tracer& current = const_cast<Tracer&>(*c->tracers.back());
+    while (true) {
+      std::vector<ValueRef> items;
+      for (const ValueRef& p : parts) {
+        ValueRef v;
+        if (!nextItem(p, &v)) {
+          *exhausted = true;
+          return nullptr;
+        }
+        items.push_back(v);
+      }
+      if (isMap) return callValue(current, fn, std::move(items), {});
+      // filter(None, xs) keeps the truthy items; filter(f, xs) those for which f is truthy.
+      ValueRef keep = fn->isConst() && fn->py() == Py_None ? items[0] : callValue(current, fn, {items[0]}, {});
+      PyObjectRef k = concrete(keep);
+      if (!k || keep->isTensor())
+        c->breakHere(BreakKind::kDataDependentBranch, "filter() on a value that is not known while capturing");
+      int truth = PyObject_IsTrue(k.get());
+      if (truth < 0) throw PythonError{};
+      if (truth) return items[0];
+    }
+  };
+  return it;
+}
+
 }  // namespace
 
 ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args, Kw kwargs) {
@@ -795,6 +835,8 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   if (pureNumpy(fn))
     if (ValueRef r = callNumpy(ctx, fnValue, args, kwargs)) return r;
   if (fn == (PyObject*)&PySet_Type && kwargs.empty()) return setFromIterable(ctx, args);
+  if ((fn == (PyObject*)&PyMap_Type || fn == (PyObject*)&PyFilter_Type) && !allConcrete(args, kwargs))
+    if (ValueRef r = lazyMapOrFilter(ctx, fn == (PyObject*)&PyMap_Type, args, kwargs)) return r;
   if ((fn == (PyObject*)&PyZip_Type || fn == (PyObject*)&PyEnum_Type) && anyLazy(args))
     return lazyZipOrEnumerate(ctx, fn == (PyObject*)&PyZip_Type, args, kwargs);
   if (PyType_Check(fn)) {

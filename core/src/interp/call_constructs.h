@@ -22,8 +22,8 @@
 //                                                   set's order (hash order, as in eager); each
 //                                                   member keeps the Value it was added as
 //   generators made in the function                 run lazily: each value is traced when the
-//   (for, next, zip, enumerate, list over them)     consumer asks for it, so the generator's code
-//                                                   and the consumer's interleave as in Python
+//   (for, next, zip, enumerate, list over them),    consumer asks for it, so the generator's code
+//   map() and filter() of values not all constant   and the consumer's interleave as in Python
 //   np.sqrt(d), np.prod(x.shape), np.floor(n / 2)   numpy's ufuncs and pure reductions on constants
 //                                                   evaluated now (a numpy scalar passes to torch
 //                                                   as the number it is, as torch takes it)

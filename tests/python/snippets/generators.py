@@ -106,7 +106,7 @@ def generator_function_yielding_layer_outputs():
     return Net(), (torch.randn(2, 3),)
 
 
-@snippet(breaks="map")
+@snippet
 def map_over_generator():
     def f(xs):
         return torch.cat(list(map(torch.relu, (x - 0.5 for x in xs))))
