@@ -895,3 +895,22 @@ def test_filter_on_tensor_values_breaks():
     dynamo.reset()
     xs = [torch.ones(2), -torch.ones(2)]
     assert same(dynamo.compile(f)(xs), f(xs))
+
+
+def test_sorted_items_with_tensor_values():
+    def f(d, pairs):
+        out = [k + str(v.shape[0]) for k, v in sorted(d.items())]
+        rev = [v * i for i, (k, v) in enumerate(sorted(d.items(), reverse=True))]
+        return out, rev, sorted(pairs)
+
+    d = {"b": torch.ones(2), "a": torch.zeros(3), "c": torch.ones(1)}
+    pairs = [(3, torch.ones(1)), (1, torch.zeros(1))]
+    assert same(one_graph(f, d, pairs), f(d, pairs))
+
+
+def test_sorted_with_equal_first_elements_breaks():
+    def f(pairs):
+        return sorted(pairs)
+
+    with pytest.raises(dynamo.Unsupported):  # tuples with equal keys compare the tensors next
+        dynamo.compile(f, fullgraph=True)([(1, torch.ones(1)), (1, torch.zeros(1))])

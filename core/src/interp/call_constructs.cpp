@@ -788,6 +788,50 @@ ValueRef lazyMapOrFilter(CompileContext& ctx, bool isMap, const std::vector<Valu
   return it;
 }
 
+// sorted(pairs) where each item is a tuple whose first element is a distinct constant
+// (sorted(d.items()) with tensor values): the first elements decide every comparison, as in
+// Python's tuple order, so the items are ordered by them without comparing the rest.
+ValueRef sortedByConstantFirst(CompileContext& ctx, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  // Not over an iterator: reading it would consume it, and the generic path after us needs it.
+  if (args.size() != 1 || args[0]->kind == ValueKind::kIterator) return nullptr;
+  PyObject* reverse = Py_False;
+  for (const auto& [k, v] : kwargs) {
+    if (k != "reverse" || !v->isConst() || !PyBool_Check(v->py())) return nullptr;
+    reverse = v->py();
+  }
+  std::vector<ValueRef> items = iterateValue(ctx, args[0]);
+  PyObjectRef keys = PyObjectRef::steal(checkPy(PyList_New(0)));
+  for (const ValueRef& item : items) {
+    if (item->kind != ValueKind::kTuple || item->items.empty()) return nullptr;
+    PyObjectRef k = concrete(item->items[0]);
+    if (!k || !isConstantObject(k.get())) return nullptr;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(keys.get()); ++j) {
+      int eq = PyObject_RichCompareBool(PyList_GET_ITEM(keys.get(), j), k.get(), Py_EQ);
+      if (eq != 0) {  // equal first elements (or an error): the rest would be compared
+        PyErr_Clear();
+        return nullptr;
+      }
+    }
+    checkPy(PyList_Append(keys.get(), k.get()) == 0 ? Py_None : nullptr);
+  }
+  // The permutation Python's sort gives the keys: sorted(range(n), key=keys.__getitem__, reverse=...).
+  PyObjectRef n = PyObjectRef::steal(checkPy(PyLong_FromSsize_t(PyList_GET_SIZE(keys.get()))));
+  PyObjectRef range = PyObjectRef::steal(checkPy(PyObject_CallOneArg((PyObject*)&PyRange_Type, n.get())));
+  PyObjectRef getitem = PyObjectRef::steal(checkPy(PyObject_GetAttrString(keys.get(), "__getitem__")));
+  PyObjectRef sortedFn = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().builtinsModule, "sorted")));
+  PyObjectRef kw = PyObjectRef::steal(checkPy(Py_BuildValue("{sOsO}", "key", getitem.get(), "reverse", reverse)));
+  PyObjectRef argTuple = PyObjectRef::steal(checkPy(PyTuple_Pack(1, range.get())));
+  PyObjectRef order = PyObjectRef::steal(PyObject_Call(sortedFn.get(), argTuple.get(), kw.get()));
+  if (!order) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kException, "sorted() raised comparing the first elements");
+  }
+  std::vector<ValueRef> out;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(order.get()); ++i)
+    out.push_back(items[PyLong_AsSize_t(PyList_GET_ITEM(order.get(), i))]);
+  return makeList(std::move(out));
+}
+
 }  // namespace
 
 ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args, Kw kwargs) {
@@ -835,6 +879,9 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   if (pureNumpy(fn))
     if (ValueRef r = callNumpy(ctx, fnValue, args, kwargs)) return r;
   if (fn == (PyObject*)&PySet_Type && kwargs.empty()) return setFromIterable(ctx, args);
+  static PyObject* sortedFn = lookup("builtins", "sorted");
+  if (fn == sortedFn && !allConcrete(args, kwargs))
+    if (ValueRef r = sortedByConstantFirst(ctx, args, kwargs)) return r;
   if ((fn == (PyObject*)&PyMap_Type || fn == (PyObject*)&PyFilter_Type) && !allConcrete(args, kwargs))
     if (ValueRef r = lazyMapOrFilter(ctx, fn == (PyObject*)&PyMap_Type, args, kwargs)) return r;
   if ((fn == (PyObject*)&PyZip_Type || fn == (PyObject*)&PyEnum_Type) && anyLazy(args))

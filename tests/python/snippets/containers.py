@@ -110,7 +110,7 @@ def list_comprehension_with_condition():
     return f, ([torch.randn(2, 2), torch.randn(3), torch.randn(1, 4)],)
 
 
-@snippet(breaks="sorted")
+@snippet
 def dict_items_iteration_sorted():
     def f(d):
         total = 0
