@@ -914,3 +914,38 @@ def test_sorted_with_equal_first_elements_breaks():
 
     with pytest.raises(dynamo.Unsupported):  # tuples with equal keys compare the tensors next
         dynamo.compile(f, fullgraph=True)([(1, torch.ones(1)), (1, torch.zeros(1))])
+
+
+# ---- slices of module containers --------------------------------------------------------------
+
+def test_slices_of_module_lists_and_sequentials():
+    torch.manual_seed(0)
+    layers = nn.ModuleList([nn.Linear(3, 3) for _ in range(4)])
+    body = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 3), nn.Tanh())
+
+    def f(x):
+        for layer in layers[1:3]:
+            x = layer(x)
+        x = body[:2](x) + body[-2:](x)
+        return x, len(layers[::2]), isinstance(body[1:], nn.Sequential)
+
+    x = torch.randn(2, 3)
+    assert same(one_graph(f, x), f(x))
+    cf = dynamo.compile(f, fullgraph=True)
+    with Recorder() as rec:  # a member added to the list recompiles
+        layers.append(nn.Linear(3, 3))
+        assert same(cf(x), f(x))
+    assert len(rec.compiled) == 1
+
+
+def test_a_slice_that_outlives_the_graph_is_new_on_every_call():
+    layers = nn.ModuleList([nn.Linear(3, 3) for _ in range(3)])
+
+    def f(x):
+        part = layers[:2]
+        return part[0](x), part
+
+    cf = dynamo.compile(f)
+    x = torch.randn(1, 3)
+    (y1, p1), (y2, p2) = cf(x), cf(x)
+    assert p1 is not p2 and isinstance(p1, nn.ModuleList) and same(y1, f(x)[0])

@@ -834,6 +834,28 @@ ValueRef sortedByConstantFirst(CompileContext& ctx, const std::vector<ValueRef>&
 
 }  // namespace
 
+ValueRef sliceModuleContainer(CompileContext& ctx, const ValueRef& container, PyObject* slice) {
+  PyObject* obj = container->py();
+  if (!container->source)
+    ctx.breakHere(BreakKind::kUnsupported, "slicing " + describe(*container) + " that cannot be reached from the frame");
+  // The members, wrapped through the original's source first: the slice's members are then
+  // these Values (CompileContext::wrap finds an object's Value by identity).
+  PyObjectRef mods = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, "_modules")));
+  PyObject *key, *value;  // borrowed refs
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(mods.get(), &pos, &key, &value))
+    ctx.wrap(value, Source::moduleAttr(container->source, PyUnicode_AsUTF8(key), ModuleSlot::kModules));
+  ctx.guard(container->source, makeLengthCheck(PyDict_Size(mods.get())));
+  PyObjectRef sliced = PyObjectRef::steal(PyObject_GetItem(obj, slice));
+  if (!sliced || !isModule(sliced.get())) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kException, "slicing " + describe(*container) + " raised");
+  }
+  ValueRef v = makeObject(sliced.get());
+  v->name = kMadeInTrace;  // a new container each call in eager: it must not outlive the graph
+  return v;
+}
+
 ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args, Kw kwargs) {
   CompileContext& ctx = tr.ctx();
   PyObject* m = module->py();

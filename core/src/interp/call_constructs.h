@@ -27,6 +27,8 @@
 //   np.sqrt(d), np.prod(x.shape), np.floor(n / 2)   numpy's ufuncs and pure reductions on constants
 //                                                   evaluated now (a numpy scalar passes to torch
 //                                                   as the number it is, as torch takes it)
+//   self.layers[1:3] (ModuleList, Sequential)       the new container made now; its members are
+//                                                   the original's, reached through its source
 //   torch.tensor(3).item(), int(torch.tensor(n))    constants: a tensor made by a factory from
 //                                                   Python constants carries its real value until
 //                                                   an op sees it (Value::constValue)
@@ -80,6 +82,10 @@ struct LazyIterator {
 ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer);
 /// The next item of an iterator Value (lazy or over known items) into *out; false when exhausted.
 bool nextItem(const ValueRef& it, ValueRef* out);
+
+/// `layers[1:3]` of a ModuleList or Sequential: the new container, made now (a module made in the
+/// trace); its members are the original's Values (with their sources and guards).
+ValueRef sliceModuleContainer(CompileContext& ctx, const ValueRef& container, PyObject* slice);
 
 /// `module(*args, **kwargs)` of a module with hooks (tracer_calls.cpp's callModule finds them).
 ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args,

@@ -341,6 +341,7 @@ ValueRef getItem(CompileContext& ctx, const ValueRef& v, const ValueRef& index) 
                PyObject_IsInstance(obj, api.moduleListType) == 1;
     bool mdict = PyObject_IsInstance(obj, api.moduleDictType) == 1;
     PyErr_Clear();
+    if (seq && PySlice_Check(key.get())) return sliceModuleContainer(ctx, v, key.get());  // call_constructs.h
     if ((seq && PyLong_Check(key.get())) || (mdict && PyUnicode_Check(key.get()))) {
       PyObjectRef r = PyObjectRef::steal(PyObject_GetItem(obj, key.get()));
       if (!r) ctx.breakHere(BreakKind::kException, "module container index out of range");

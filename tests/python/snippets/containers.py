@@ -161,7 +161,7 @@ def zip_strict_free_pairs():
     return f, ([torch.randn(3, 2), torch.randn(3, 2)],)
 
 
-@snippet(breaks="subscript of ModuleList")
+@snippet
 def slice_of_module_list():
     layers = nn.ModuleList([nn.Linear(3, 3) for _ in range(4)])
     def f(x):
