@@ -3,6 +3,7 @@ torch.autograd.Function.apply, torch.nn modules made inside forward, torch.autog
 legacy tensor constructors and x.new(...), item()/int() of tensors made from constants, modules
 with forward hooks, sets, lazy generators, numpy on constants, instances of user classes. Each is
 compared with eager (outputs, gradients, side effects) in fullgraph mode, with a guard test."""
+import collections
 import dataclasses
 import typing
 
@@ -949,3 +950,24 @@ def test_a_slice_that_outlives_the_graph_is_new_on_every_call():
     x = torch.randn(1, 3)
     (y1, p1), (y2, p2) = cf(x), cf(x)
     assert p1 is not p2 and isinstance(p1, nn.ModuleList) and same(y1, f(x)[0])
+
+
+def test_defaultdict_made_in_the_function():
+    def f(xs):
+        groups = collections.defaultdict(list)
+        counts = collections.defaultdict(int)
+        for i, x in enumerate(xs):
+            groups[i % 2].append(x)
+            counts["n"] += 1
+        return [torch.stack(v).sum(0) for v in groups.values()], dict(counts), "k" in groups, groups.get(7)
+
+    xs = [torch.randn(2) for _ in range(5)]
+    assert same(one_graph(f, xs), f(xs))
+
+    def g(x):
+        d = collections.defaultdict(list)
+        d["a"].append(x)
+        return d
+
+    out = dynamo.compile(g)(torch.ones(1))  # outlives the graph: made by Python, a real defaultdict
+    assert type(out) is collections.defaultdict and same(dict(out), {"a": [torch.ones(1)]})

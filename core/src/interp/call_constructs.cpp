@@ -856,6 +856,17 @@ ValueRef sliceModuleContainer(CompileContext& ctx, const ValueRef& container, Py
   return v;
 }
 
+ValueRef defaultDictMissing(CompileContext& ctx, const ValueRef& dict, const PyObjectRef& key) {
+  static PyObject* defaultDictType = lookup("collections", "defaultdict");
+  if (dict->kind != ValueKind::kDict || dict->obj.get() != defaultDictType || !dict->self) return nullptr;
+  if (dict->self->isConst() && dict->self->py() == Py_None) return nullptr;  // no factory: KeyError
+  Tracer& current = const_cast<Tracer&>(*ctx.tracers.back());
+  ValueRef made = callValue(current, dict->self, {}, {});
+  setDictItem(dict, key, made);
+  ctx.recordContents(dict);
+  return made;
+}
+
 ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args, Kw kwargs) {
   CompileContext& ctx = tr.ctx();
   PyObject* m = module->py();
@@ -901,6 +912,17 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   if (pureNumpy(fn))
     if (ValueRef r = callNumpy(ctx, fnValue, args, kwargs)) return r;
   if (fn == (PyObject*)&PySet_Type && kwargs.empty()) return setFromIterable(ctx, args);
+  static PyObject* defaultDictType = lookup("collections", "defaultdict");
+  if (fn == defaultDictType && args.size() <= 1 && kwargs.empty()) {
+    // defaultdict(factory): a dict Value holding its factory (missing keys: defaultDictMissing).
+    auto d = std::make_shared<Value>();
+    d->kind = ValueKind::kDict;
+    d->obj = PyObjectRef::borrow(fn);
+    d->self = args.empty() ? makeConst(Py_None) : args[0];
+    if (!d->self->isConst() && d->self->kind != ValueKind::kObject && d->self->kind != ValueKind::kFunction)
+      ctx.breakHere(BreakKind::kUnsupported, "defaultdict with the factory " + describe(*d->self));
+    return d;
+  }
   static PyObject* sortedFn = lookup("builtins", "sorted");
   if (fn == sortedFn && !allConcrete(args, kwargs))
     if (ValueRef r = sortedByConstantFirst(ctx, args, kwargs)) return r;

@@ -29,6 +29,8 @@
 //                                                   as the number it is, as torch takes it)
 //   self.layers[1:3] (ModuleList, Sequential)       the new container made now; its members are
 //                                                   the original's, reached through its source
+//   collections.defaultdict(list) made in the       a dict Value whose missing keys call the
+//   function                                        factory (as __missing__ does)
 //   torch.tensor(3).item(), int(torch.tensor(n))    constants: a tensor made by a factory from
 //                                                   Python constants carries its real value until
 //                                                   an op sees it (Value::constValue)
@@ -86,6 +88,10 @@ bool nextItem(const ValueRef& it, ValueRef* out);
 /// `layers[1:3]` of a ModuleList or Sequential: the new container, made now (a module made in the
 /// trace); its members are the original's Values (with their sources and guards).
 ValueRef sliceModuleContainer(CompileContext& ctx, const ValueRef& container, PyObject* slice);
+
+/// d[key] of a collections.defaultdict made in the trace when key is missing: default_factory()
+/// stored under key and returned; null for other dicts.
+ValueRef defaultDictMissing(CompileContext& ctx, const ValueRef& dict, const PyObjectRef& key);
 
 /// `module(*args, **kwargs)` of a module with hooks (tracer_calls.cpp's callModule finds them).
 ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args,

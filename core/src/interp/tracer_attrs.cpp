@@ -327,6 +327,7 @@ ValueRef getItem(CompileContext& ctx, const ValueRef& v, const ValueRef& index) 
       if (r < 0) throw PythonError{};
       if (r) return v->items[i];
     }
+    if (ValueRef made = defaultDictMissing(ctx, v, key)) return made;  // call_constructs.h
     ctx.breakHere(BreakKind::kException, "KeyError in a dict lookup");
   }
   if (v->isConst() && key) {

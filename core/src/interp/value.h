@@ -80,7 +80,8 @@ struct Value {
   Source source;                 ///< where it came from in the frame, when it did
   std::vector<ValueRef> items;   ///< container elements / slice parts / defaults
   std::vector<PyObjectRef> keys; ///< kDict: constant keys, parallel to items
-  ValueRef self;                 ///< kMethod / kTensorAttr: the receiver
+  ValueRef self;                 ///< kMethod / kTensorAttr: the receiver; kDict of a
+                                 ///< collections.defaultdict made in the trace: default_factory
   std::string name;              ///< kTensorAttr: method name; kFunction: qualname
   std::shared_ptr<CellBox> cell; ///< kCell
   std::vector<std::shared_ptr<CellBox>> closure;  ///< kFunction: closure cells

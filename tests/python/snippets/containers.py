@@ -171,7 +171,7 @@ def slice_of_module_list():
     return f, (torch.randn(1, 3),)
 
 
-@snippet(breaks="creating an instance of a class")
+@snippet
 def defaultdict_grouping():
     def f(xs):
         groups = collections.defaultdict(list)
