@@ -130,7 +130,7 @@ class Planner {
         return p;
       case ValueKind::kObject:
         if (!v->source && v->name == kMadeInTrace)  // call_constructs.h: one object for every call
-          ctx_.breakHere(BreakKind::kUnsupported, "a set or module made inside the function is used after the graph (each call must make its own)");
+          ctx_.breakHere(BreakKind::kUnsupported, "an object made inside the function (a set, a module, an instance) is used after the graph (each call must make its own)");
         if (v->source) {
           p.kind = OutPlan::Kind::kFetched;
           p.index = fetch(v->source);
