@@ -971,3 +971,19 @@ def test_defaultdict_made_in_the_function():
 
     out = dynamo.compile(g)(torch.ones(1))  # outlives the graph: made by Python, a real defaultdict
     assert type(out) is collections.defaultdict and same(dict(out), {"a": [torch.ones(1)]})
+
+
+def test_arithmetic_on_tensors_made_from_constants_stays_constant():
+    def f(x):
+        half = int(torch.tensor(x.shape[1]) // 2)
+        scale = float(torch.tensor(2.0) * 3 - 1)
+        big = bool(torch.tensor(x.shape[0]) > 3)
+        return x[:, :half] * scale, half, scale, big
+
+    x = torch.randn(2, 8)
+    cf = dynamo.compile(f, fullgraph=True)
+    with Recorder() as rec:
+        assert same(cf(x), f(x))
+        y = torch.randn(5, 6)
+        assert same(cf(y), f(y))
+    assert len(rec.compiled) == 2 and len(rec.graphs) == 2

@@ -442,6 +442,38 @@ ValueRef autocastBlock(CompileContext& ctx, PyObject* cls, const std::vector<Val
   return g;
 }
 
+// operator.add(a, b) and the like on tensors made from constants (torch.tensor(n) // 2): the
+// result is such a tensor too. Only pure arithmetic and comparisons (never in-place or random).
+ValueRef constantArithmetic(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  static const char* kPure[] = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos",
+                                "lt", "le", "eq", "ne", "gt", "ge"};
+  const std::string mod = moduleOf(fn), name = callableName(fn);
+  if ((mod != "operator" && mod != "_operator") || !kwargs.empty()) return nullptr;
+  bool pure = false, anyConstTensor = false;
+  for (const char* p : kPure) pure = pure || name == p;
+  if (!pure) return nullptr;
+  PyObjectRef realArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyObjectRef a;
+    if (args[i]->isTensor()) {
+      if (!args[i]->constValue) return nullptr;
+      a = args[i]->constValue;
+      anyConstTensor = true;
+    } else if (args[i]->isConst()) {
+      a = args[i]->obj;
+    } else {
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(realArgs.get(), i, a.release());
+  }
+  if (!anyConstTensor) return nullptr;
+  ValueRef r = ctx.recordCall(fn, "", args, kwargs);
+  PyObjectRef real = PyObjectRef::steal(PyObject_Call(fn, realArgs.get(), nullptr));
+  if (real && isTensor(real.get()) && r->isTensor()) r->constValue = real;
+  PyErr_Clear();
+  return r;
+}
+
 bool isConstantFactory(const std::string& name) {
   static const char* kFactories[] = {"tensor", "as_tensor", "scalar_tensor", "zeros", "ones", "full",
                                      "arange", "eye", "linspace"};
@@ -948,6 +980,7 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
     }
     return nullptr;
   }
+  if (ValueRef r = constantArithmetic(ctx, fn, args, kwargs)) return r;
   if (isTorchOp(fn) && isConstantFactory(callableName(fn)) && (moduleOf(fn) == "torch" || moduleOf(fn).rfind("torch._C", 0) == 0))
     return recordFactory(ctx, fn, args, kwargs);
   return nullptr;

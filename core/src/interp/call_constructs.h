@@ -32,8 +32,9 @@
 //   collections.defaultdict(list) made in the       a dict Value whose missing keys call the
 //   function                                        factory (as __missing__ does)
 //   torch.tensor(3).item(), int(torch.tensor(n))    constants: a tensor made by a factory from
-//                                                   Python constants carries its real value until
-//                                                   an op sees it (Value::constValue)
+//                                                   Python constants (or by operator arithmetic on
+//                                                   such tensors) carries its real value until
+//                                                   another op sees it (Value::constValue)
 #pragma once
 
 #include <functional>

@@ -152,7 +152,7 @@ def item_of_tensor_made_from_size():
     return f, (torch.randn(6, 2),)
 
 
-@snippet(breaks="int() of a tensor")
+@snippet
 def int_of_tensor_made_from_size():
     def f(x):
         half = int(torch.tensor(x.shape[1]) // 2)
