@@ -428,7 +428,66 @@ class NoInstanceAttrGuard final : public LeafGuard {
   std::string text_;  // the name as text
 };
 
+// ---- AUTOCAST ---------------------------------------------------------------------------------
+
+class AutocastGuard final : public LeafGuard {
+ public:
+  explicit AutocastGuard(std::string state) : LeafGuard(GuardKind::kAutocast), state_(std::move(state)) {}
+
+  bool check(PyObject*) const override { return currentAutocastState() == state_; }
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    return mismatch(value, source).text;
+  }
+  GuardMismatch mismatch(PyObject*, const std::string&) const override {
+    return differs("autocast changed", "autocast", state_, currentAutocastState());
+  }
+  std::string describe(const std::string&) const override { return "autocast is " + state_; }
+  bool sameAs(const LeafGuard& other) const override {
+    auto* o = dynamic_cast<const AutocastGuard*>(&other);
+    return o != nullptr && o->state_ == state_;
+  }
+
+ private:
+  std::string state_;
+};
+
+// torch.is_autocast_enabled() (CUDA) / torch.is_autocast_cpu_enabled(), or
+// torch.is_autocast_enabled(device) where the per-device form is the only one; false on error.
+bool autocastOn(const char* device) {
+  ErrorSaver saved;
+  static PyObject* torch = PyImport_ImportModule("torch");  // new ref, kept
+  if (torch == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool cpu = std::string(device) == "cpu";
+  PyObject* r = nullptr;  // new ref
+  PyObject* fn = PyObject_GetAttrString(torch, cpu ? "is_autocast_cpu_enabled" : "is_autocast_enabled");  // new
+  if (fn != nullptr) r = PyObject_CallNoArgs(fn);
+  Py_XDECREF(fn);
+  if (r == nullptr) {
+    PyErr_Clear();
+    PyObject* any = PyObject_GetAttrString(torch, "is_autocast_enabled");  // new ref
+    if (any != nullptr) r = PyObject_CallFunction(any, "s", device);
+    Py_XDECREF(any);
+  }
+  bool on = r != nullptr && PyObject_IsTrue(r) == 1;
+  Py_XDECREF(r);
+  PyErr_Clear();
+  return on;
+}
+
 }  // namespace
+
+std::string currentAutocastState() {
+  const bool cpu = autocastOn("cpu"), cuda = autocastOn("cuda");
+  if (cpu && cuda) return "cpu+cuda";
+  if (cpu) return "cpu";
+  if (cuda) return "cuda";
+  return "off";
+}
+
+LeafGuardPtr makeAutocastFromCurrent() { return std::make_unique<AutocastGuard>(currentAutocastState()); }
 
 LeafGuardPtr makeModuleCall() { return std::make_unique<ModuleCallGuard>(); }
 

@@ -1,5 +1,6 @@
 // Output code generation and resume functions (see codegen.h).
 #include "codegen.h"
+#include "call_constructs.h"
 
 #include <opcode.h>
 
@@ -128,6 +129,8 @@ class Planner {
         p.index = fetch(v->source);
         return p;
       case ValueKind::kObject:
+        if (!v->source && v->name == kMadeInTrace)  // call_constructs.h: one object for every call
+          ctx_.breakHere(BreakKind::kUnsupported, "an object made inside the function (a set, a module, an instance) is used after the graph (each call must make its own)");
         if (v->source) {
           p.kind = OutPlan::Kind::kFetched;
           p.index = fetch(v->source);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <functional>
 
+#include "call_constructs.h"
 #include "graph_call.h"
 #include "dynamic.h"
 #include "torch_api.h"
@@ -268,6 +269,11 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
 // them gives (a set's members, a user object's __eq__): their concrete value must not be folded
 // into the graph's code.
 static bool unsafeToFold(const Value& v) {
+  // An instance made in the trace (call_constructs.h): its attributes live in the trace, not on
+  // the object, so Python code run on the object itself would read the wrong ones.
+  if (v.kind == ValueKind::kObject && !v.source && v.name == kMadeInTrace && !PyAnySet_Check(v.obj.get()) &&
+      !isModule(v.obj.get()))
+    return true;
   if (v.kind != ValueKind::kObject || !v.source || v.idGuarded) return false;
   PyObject* o = v.obj.get();
   if (PyType_Check(o) || PyModule_Check(o) || PyFunction_Check(o) || PyCFunction_Check(o) ||
@@ -399,6 +405,13 @@ Arg argOf(CompileContext& ctx, const ValueRef& v) {
         if (!overflow) return Arg::integer(x);
       }
       if (PyFloat_CheckExact(o)) return Arg::floating(PyFloat_AS_DOUBLE(o));
+      if (moduleOf((PyObject*)Py_TYPE(o)) == "numpy" && !PyComplex_Check(o)) {
+        // numpy scalars: torch takes them as the Python number they hold (np.sqrt(d) in a scale).
+        PyObjectRef py = PyObjectRef::steal(PyObject_CallMethod(o, "item", nullptr));
+        if (py && (PyBool_Check(py.get()) || PyLong_CheckExact(py.get()) || PyFloat_CheckExact(py.get())))
+          return argOf(ctx, makeConst(py.get()));
+        PyErr_Clear();
+      }
       if (PyUnicode_CheckExact(o)) return Arg::string(PyUnicode_AsUTF8(o));
       if ((PyObject*)Py_TYPE(o) == api.dtypeType) return Arg::dtype(strOf(o));
       if ((PyObject*)Py_TYPE(o) == api.deviceType) return Arg::device(strOf(o));
@@ -732,6 +745,15 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   for (const ValueRef& a : args) gargs.push_back(argOf(*this, a));
   Kwargs gkwargs;
   for (const auto& [k, v] : kwargs) gkwargs.emplace_back(k, argOf(*this, v));
+  // A tensor built from constants (Value::constValue) is no longer known once an op sees it:
+  // the op may change it in place or make a view through which it changes later.
+  std::function<void(const ValueRef&)> forget = [&](const ValueRef& v) {
+    v->constValue = PyObjectRef{};
+    for (const ValueRef& i : v->items)
+      if (i) forget(i);
+  };
+  for (const ValueRef& a : args) forget(a);
+  for (const auto& kv : kwargs) forget(kv.second);
   // loss.backward() returns None and changes only .grad of leaves, which the trace never reads
   // (reading .grad breaks): it needs no example, and running it on stand-in tensors would fail
   // where they carry no autograd history (ops without meta kernels run on detached stand-ins).
@@ -874,6 +896,12 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
       return keys;
     }
     case ValueKind::kIterator: {
+      if (v->lazy) {  // a generator runs to its end now
+        std::vector<ValueRef> rest;
+        ValueRef item;
+        while (nextItem(v, &item)) rest.push_back(item);
+        return rest;
+      }
       // Consuming an iterator advances it, as in Python (list(it), for x in it, zip(it, ...)).
       const std::vector<ValueRef>& items = iteratorItems(*v);
       std::vector<ValueRef> rest(items.begin() + std::min(v->index, items.size()), items.end());
@@ -909,6 +937,7 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
     case ValueKind::kObject: {
       PyObject* o = v->py();
       const TorchApi& api = torchApi();
+      if (isTraceSet(*v)) return setMembers(v);  // the real set's order (call_constructs.h)
       // range objects and containers of modules are unrolled.
       if (PyRange_Check(o)) {
         std::vector<ValueRef> out;

@@ -4,6 +4,9 @@
 // differences (3.11 PRECALL/LOAD_METHOD/POP_JUMP_FORWARD_*, 3.12 RETURN_CONST/END_FOR/LOAD_ATTR
 // method bit) are handled with #ifdef on the opcode macros of the Python being built against.
 #include "tracer.h"
+#include "call_constructs.h"
+
+#include <utility>
 
 #include <opcode.h>
 
@@ -297,6 +300,51 @@ std::vector<ValueRef> Tracer::popN(int n) {
 
 // ---- the loop ---------------------------------------------------------------------------------
 
+ValueRef Tracer::resume(bool* exhausted) {
+  *exhausted = false;
+  if (done_) {
+    *exhausted = true;
+    return nullptr;
+  }
+  generator_ = true;
+  if (!started_) {
+    started_ = true;
+    if (depth_ > ctx_.options.maxInlineDepth)
+      ctx_.breakHere(BreakKind::kUnsupportedCall, "inlining deeper than " + std::to_string(ctx_.options.maxInlineDepth) + " nested calls (recursion)");
+    for (size_t i = 0; i < bc_.instructions.size(); ++i) {
+      const bc::Instruction& ins = bc_.instructions[i];
+      if (ins.isJump() && ins.target >= 0 && ins.target <= static_cast<int>(i))
+        loops_.emplace_back(ins.target, static_cast<int>(i));
+    }
+    ip_ = 0;
+  }
+  // On top of whichever code pulls the value now (its handlers, its user stack).
+  ctx_.userStack.push_back({});
+  ctx_.tracers.push_back(this);
+  struct Pop {
+    CompileContext& ctx;
+    ~Pop() {
+      ctx.tracers.pop_back();
+      ctx.userStack.pop_back();
+    }
+  } popTracer{ctx_};
+  while (!done_) {
+    DYNAMO_INTERNAL_ASSERT(ip_ >= 0 && ip_ < static_cast<int>(bc_.instructions.size()),
+                           "fell off the end of the bytecode at ", ip_);
+    const bc::Instruction& ins = bc_.instructions[ip_];
+    ctx_.userStack.back() = locationOf(ins);
+    next_ = ip_ + 1;
+    step(ins);
+    ip_ = next_;
+    if (suspended_) {
+      suspended_ = false;
+      return std::exchange(yielded_, nullptr);
+    }
+  }
+  *exhausted = true;
+  return nullptr;
+}
+
 ValueRef Tracer::run() {
   // Deep recursion is not unrolled: the outermost call runs as Python (a break at the call).
   if (depth_ > ctx_.options.maxInlineDepth)
@@ -435,6 +483,11 @@ bool Tracer::truthiness(const ValueRef& v) {
       const bool hasLen = (t->tp_as_sequence && t->tp_as_sequence->sq_length) ||
                           (t->tp_as_mapping && t->tp_as_mapping->mp_length);
       const bool hasBool = t->tp_as_number && t->tp_as_number->nb_bool;
+      if (!v->source && v->name == kMadeInTrace && !PyAnySet_Check(v->py()) && !isModule(v->py())) {
+        // An instance made in the trace: its attributes live in the trace (call_constructs.h).
+        if (hasLen || hasBool) ctx_.breakHere(BreakKind::kUnsupported, "truth value of " + describe(*v) + " made in the function (defines __bool__ or __len__)");
+        return true;
+      }
       if ((isModule(v->py()) || PyCallable_Check(v->py())) && !hasLen && !hasBool) return true;
       if (hasBool) ctx_.breakHere(BreakKind::kUnsupported, "truth value of " + describe(*v) + " (defines __bool__)");
       if (hasLen || PyDict_Check(v->py()) || PyList_Check(v->py()) || PyTuple_Check(v->py())) {
@@ -913,6 +966,19 @@ bool Tracer::stepContainers(const bc::Instruction& ins) {
       push(d);
       return true;
     }
+    case BUILD_SET:  // sets of constants and known objects (call_constructs.h)
+      push(buildSet(ctx_, popN(arg)));
+      return true;
+    case SET_ADD: {
+      ValueRef v = pop();
+      setAdd(ctx_, top(arg), v);
+      return true;
+    }
+    case SET_UPDATE: {
+      ValueRef v = pop();
+      setUpdate(ctx_, top(arg), v);
+      return true;
+    }
     case LIST_APPEND: {
       ValueRef v = pop();
       ValueRef& list = top(arg);
@@ -1142,10 +1208,11 @@ bool Tracer::stepControl(const bc::Instruction& ins) {
       push(makeConst(Py_None));  // popped by the POP_TOP that follows
       return true;
 #endif
-    case YIELD_VALUE:
+    case YIELD_VALUE:  // resume() returns the value; the next resume continues after the yield
       if (!generator_) return false;
-      yields_.push_back(pop());
+      yielded_ = pop();
       push(makeConst(Py_None));  // the value sent in
+      suspended_ = true;
       return true;
     case IMPORT_NAME:
       doImportName(arg);
@@ -1202,6 +1269,10 @@ void Tracer::doBinary(int nbOp) {
   std::string name;
   PyObject* fn = binaryOperator(nbOp, &name);  // borrowed ref
   DYNAMO_INTERNAL_ASSERT(fn != nullptr, "unknown BINARY_OP ", nbOp);
+  if (nbOp >= 13 && isTraceSet(*a)) {  // s |= t changes s itself (call_constructs.h)
+    push(setInPlaceOperator(ctx_, a, b, fn, name));
+    return;
+  }
   // In-place operators on immutable Python values behave like the plain ones.
   if (nbOp >= 13 && (a->kind == ValueKind::kList || a->kind == ValueKind::kDict) && nbOp != 13)
     ctx_.breakHere(BreakKind::kUnsupported, "in-place operator on a " + describe(*a));
@@ -1229,9 +1300,9 @@ void Tracer::doForIter(const bc::Instruction& ins) {
     ctx_.breakHere(BreakKind::kUnsupported, "for loop over " + describe(*it));
   if (it->watched && it->watched->keys.size() != it->watchedSize)
     ctx_.breakHere(BreakKind::kException, "dictionary changed size during iteration");
-  const std::vector<ValueRef>& items = iteratorItems(*it);
-  if (it->index < items.size()) {
-    push(items[it->index++]);
+  ValueRef item;
+  if (nextItem(it, &item)) {  // a generator runs to its next yield now (call_constructs.h)
+    push(item);
     return;
   }
 #if PY_VERSION_HEX >= 0x030C0000

@@ -176,9 +176,9 @@ class Tracer {
   /// error raised by graph code there must reach that handler, so such code is not captured.
   bool underUserHandler() const;
 
-  /// Generator mode: YIELD_VALUE appends to yields() instead of suspending.
-  void collectYields() { generator_ = true; }
-  const std::vector<ValueRef>& yields() const { return yields_; }
+  /// Generator mode (call_constructs.cpp): runs to the next YIELD_VALUE and returns the value
+  /// yielded, or null with *exhausted set once the generator has returned.
+  ValueRef resume(bool* exhausted);
 
   // Used by the call machinery (tracer_calls.cpp).
   CompileContext& ctx() { return ctx_; }
@@ -244,10 +244,12 @@ class Tracer {
   bool done_ = false;
   std::vector<std::pair<int, int>> loops_;  // (target, jump) of backward jumps
   std::unique_ptr<RootBreak> rootBreak_;
-  bool generator_ = false;
+  bool generator_ = false;  // resume(): YIELD_VALUE suspends
+  bool suspended_ = false;  // resume(): a value was yielded
+  bool started_ = false;    // resume(): the first resume happened
+  ValueRef yielded_;
   mutable int lastLine_ = -1;              // locationOf's one-line cache
   mutable SourceLocation lastLocation_;
-  std::vector<ValueRef> yields_;
   std::unordered_map<const Value*, ValueRef> realized_;  // kLazy -> its wrapped Value
   std::vector<ValueRef> lazyKeep_;                       // keeps realized_'s keys alive
 };

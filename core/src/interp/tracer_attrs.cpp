@@ -9,6 +9,7 @@
 #include "dynamic.h"
 #include "torch_api.h"
 #include "tracer.h"
+#include "call_constructs.h"
 
 namespace dynamo::core::interp {
 
@@ -218,6 +219,9 @@ ValueRef getAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     case ValueKind::kTensor:
       return tensorAttr(tr, v, name);
     case ValueKind::kObject:
+      if (isTraceSet(*v)) return containerMethod(v, name);  // call_constructs.h
+      if (!v->source && v->name == kMadeInTrace && (name == "__dict__" || name == "__getattribute__"))
+        ctx.breakHere(BreakKind::kUnsupportedAttribute, "." + name + " of an object made in the function (its attributes live in the trace)");
       return objectAttr(tr, v, name);
     case ValueKind::kConst: {
       PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(v->py(), name.c_str()));
@@ -276,6 +280,8 @@ void setAttr(CompileContext& ctx, const ValueRef& v, const std::string& name, Va
       ctx.breakHere(BreakKind::kUnsupported, std::string(type->tp_name) + " defines __setattr__");
   }
   ctx.attrOverlay[{v->py(), name}] = value;
+  // An object made in the trace exists only in it (call_constructs.h): nothing to replay on it.
+  if (!v->source && v->name == kMadeInTrace) return;
   ctx.recordEffect(SideEffect::Kind::kSetAttr, v, name, -1, value);
 }
 
@@ -321,6 +327,7 @@ ValueRef getItem(CompileContext& ctx, const ValueRef& v, const ValueRef& index) 
       if (r < 0) throw PythonError{};
       if (r) return v->items[i];
     }
+    if (ValueRef made = defaultDictMissing(ctx, v, key)) return made;  // call_constructs.h
     ctx.breakHere(BreakKind::kException, "KeyError in a dict lookup");
   }
   if (v->isConst() && key) {
@@ -335,6 +342,7 @@ ValueRef getItem(CompileContext& ctx, const ValueRef& v, const ValueRef& index) 
                PyObject_IsInstance(obj, api.moduleListType) == 1;
     bool mdict = PyObject_IsInstance(obj, api.moduleDictType) == 1;
     PyErr_Clear();
+    if (seq && PySlice_Check(key.get())) return sliceModuleContainer(ctx, v, key.get());  // call_constructs.h
     if ((seq && PyLong_Check(key.get())) || (mdict && PyUnicode_Check(key.get()))) {
       PyObjectRef r = PyObjectRef::steal(PyObject_GetItem(obj, key.get()));
       if (!r) ctx.breakHere(BreakKind::kException, "module container index out of range");

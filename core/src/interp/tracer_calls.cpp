@@ -7,6 +7,7 @@
 //   print, logging, .item(), unknown C functions         a graph break
 #include <cstring>
 
+#include "call_constructs.h"
 #include "dynamic.h"
 #include "dynamo/core/compiler.h"
 #include "torch_api.h"
@@ -67,6 +68,7 @@ PyObjectRef callConcrete(PyObject* fn, const std::vector<ValueRef>& args, const 
 // container Values so later code can index, extend or pass them into the graph.
 ValueRef constOrObject(PyObject* o) {
   if (isConstantObject(o)) return makeConst(o);
+  if (PySet_CheckExact(o)) return makeTraceSet(o);  // a new set each call, never the folded one
   if (PyList_CheckExact(o)) {
     std::vector<ValueRef> items;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); ++i) items.push_back(constOrObject(PyList_GET_ITEM(o, i)));
@@ -209,18 +211,12 @@ ValueRef inlineCode(Tracer& tr, PyCodeObject* code, PyObject* globals,
   if (varargs) locals[next++] = makeTuple(std::move(extra));
   if (varkw) locals[next++] = extraKw;
 
+  // A generator runs lazily, to each yield when its consumer asks for the next value, so its
+  // code and the consumer's interleave as in Python (call_constructs.h).
+  if (generator)
+    return makeGeneratorIterator(std::make_unique<Tracer>(ctx, tr, code, globals, std::move(locals), std::move(closure)));
   Tracer child(ctx, tr, code, globals, std::move(locals), std::move(closure));
   try {
-    if (generator) {
-      // Run the generator to completion now; its values are iterated by the caller. Exact for
-      // the generators of model code (generator expressions over known sequences).
-      child.collectYields();
-      child.run();
-      auto it = std::make_shared<Value>();
-      it->kind = ValueKind::kIterator;
-      it->items = child.yields();
-      return it;
-    }
     return child.run();
   } catch (GraphBreak& b) {
     b.inlined = true;
@@ -323,7 +319,7 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
     args.insert(args.begin(), mod);
     return inlineFunction(tr, call.get(), callSource, std::move(args), std::move(kwargs));
   }
-  if (hasHooks(m)) ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks (" + std::string(Py_TYPE(m)->tp_name) + ")");
+  if (hasHooks(m)) return callModuleWithHooks(tr, mod, std::move(args), std::move(kwargs));
   if (mod->source) {
     // Hooks registered later must not be skipped by the compiled code.
     // Hooks registered later, or an instance forward set later, must not be skipped.
@@ -366,6 +362,7 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
 ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name,
                        std::vector<ValueRef> args, Kw kwargs) {
   CompileContext& ctx = tr.ctx();
+  if (ValueRef r = callSetMethod(tr, self, name, args, kwargs)) return r;
   auto mutated = [&] { ctx.recordContents(self); };
   if (self->kind == ValueKind::kList) {
     if (name == "append" && args.size() == 1) {
@@ -550,7 +547,8 @@ ValueRef attributeBuiltin(Tracer& tr, const std::string& name, std::vector<Value
   if (name == "getattr" && (args.size() == 2 || args.size() == 3) && args[1]->isConst()) {
     std::string attr = PyUnicode_AsUTF8(args[1]->py());
     if (args.size() == 3 && (args[0]->kind == ValueKind::kObject)) {
-      int has = PyObject_HasAttrString(args[0]->py(), attr.c_str());
+      // An attribute written earlier in the trace exists, whatever the real object holds now.
+      int has = ctx.attrOverlay.count({args[0]->py(), attr}) ? 1 : PyObject_HasAttrString(args[0]->py(), attr.c_str());
       if (args[0]->source) ctx.guard(args[0]->source, makeHasAttr(attr, has != 0));
       if (!has) return args[2];
     }
@@ -562,6 +560,7 @@ ValueRef attributeBuiltin(Tracer& tr, const std::string& name, std::vector<Value
     if (args[0]->kind == ValueKind::kObject || args[0]->isConst()) probe = args[0]->py();
     if (args[0]->isTensor()) probe = args[0]->obj.get();
     if (probe == nullptr) ctx.breakHere(BreakKind::kUnsupported, "hasattr on " + describe(*args[0]));
+    if (ctx.attrOverlay.count({probe, attr})) return makeConst(Py_True);  // written earlier in the trace
     if (args[0]->source) ctx.guard(args[0]->source, makeHasAttr(attr, PyObject_HasAttrString(probe, attr.c_str())));
     return makeConst(PyObject_HasAttrString(probe, attr.c_str()) ? Py_True : Py_False);
   }
@@ -621,9 +620,8 @@ ValueRef iterationBuiltin(Tracer& tr, const std::string& name, std::vector<Value
     return makeIterator(args[0], args[0]->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, args[0]));
   }
   if (name == "next" && !args.empty() && args[0]->kind == ValueKind::kIterator) {
-    ValueRef& it = args[0];
-    const std::vector<ValueRef>& items = iteratorItems(*it);
-    if (it->index < items.size()) return items[it->index++];
+    ValueRef item;
+    if (nextItem(args[0], &item)) return item;
     if (args.size() > 1) return args[1];
     ctx.breakHere(BreakKind::kException, "next() on an exhausted iterator");
   }
@@ -834,6 +832,7 @@ ValueRef callClass(Tracer& tr, PyObject* fn, const std::string& mod, std::vector
 ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> args, Kw kwargs) {
   CompileContext& ctx = tr.ctx();
   PyObject* fn = fnValue->py();
+  if (ValueRef r = callConstruct(tr, fnValue, args, kwargs)) return r;
 
   if (ValueRef g = gradModeCall(ctx, fn, args, kwargs)) return g;
   if (isModule(fn)) return callModule(tr, fnValue, std::move(args), std::move(kwargs));
@@ -939,6 +938,7 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
   switch (fn->kind) {
     case ValueKind::kTensorAttr: {
       const std::string& name = fn->name;
+      if (ValueRef r = callTensorConstruct(tr, fn->self, name, args, kwargs)) return r;
       if (nameIn(name, kToPython, std::size(kToPython)))
         ctx.breakHere(BreakKind::kTensorToPython, "Tensor." + name + "() needs the tensor's data");
       if (nameIn(name, kDynamicShape, std::size(kDynamicShape)))

@@ -65,7 +65,8 @@ ValueRef makeIterator(const ValueRef& v, std::vector<ValueRef> snapshot) {
   } else {
     it->items = std::move(snapshot);
   }
-  if (v && v->kind == ValueKind::kDict) {  // Python raises if the dict changes size meanwhile
+  // Python raises if a dict (or a set made in the trace, whose keys are its members) changes size.
+  if (v && (v->kind == ValueKind::kDict || (v->kind == ValueKind::kObject && v->name == "__made_in_trace__"))) {
     it->watched = v;
     it->watchedSize = v->keys.size();
   }

@@ -80,7 +80,8 @@ struct Value {
   Source source;                 ///< where it came from in the frame, when it did
   std::vector<ValueRef> items;   ///< container elements / slice parts / defaults
   std::vector<PyObjectRef> keys; ///< kDict: constant keys, parallel to items
-  ValueRef self;                 ///< kMethod / kTensorAttr: the receiver
+  ValueRef self;                 ///< kMethod / kTensorAttr: the receiver; kDict of a
+                                 ///< collections.defaultdict made in the trace: default_factory
   std::string name;              ///< kTensorAttr: method name; kFunction: qualname
   std::shared_ptr<CellBox> cell; ///< kCell
   std::vector<std::shared_ptr<CellBox>> closure;  ///< kFunction: closure cells
@@ -94,6 +95,13 @@ struct Value {
   /// kTensor with dynamic dimensions: one size expression per dimension (constants for static
   /// ones); empty when every size is static (obj's sizes are then exact).
   std::vector<sym::Expr> symSizes;
+  /// kIterator pulled on demand: a generator being traced lazily, or zip/enumerate over one
+  /// (call_constructs.h); null for iterators over known items.
+  std::shared_ptr<struct LazyIterator> lazy;
+  /// kTensor made by a torch factory from Python constants only (torch.tensor(3)) and not yet
+  /// passed to any op: its real value, so item()/tolist()/int() on it are constants
+  /// (call_constructs.cpp). Null otherwise.
+  PyObjectRef constValue;
 
   bool isConst() const { return kind == ValueKind::kConst; }
   bool isTensor() const { return kind == ValueKind::kTensor; }

@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from dynamo import _C, eval_frame, logs, recording
+from dynamo import _C, autograd_function, eval_frame, logs, recording
 from dynamo.aot import decompositions, importer, rewrites, runtime, split, tracing
 from dynamo.aot.tracing import Fallback
 
@@ -55,6 +55,11 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
     mode, decompose = PRESETS.get(backend, ("min_cut", False))
     rec = {"backend": backend, "function": function, "file": file, "line": int(line),
            "partition_mode": mode, "phases_ms": {}, "fallback": None}
+    custom = autograd_function.aot_reason(gm)
+    if custom is not None:
+        rec["fallback"] = custom
+        _finish(rec)
+        return custom
     parts = split.split_at_autograd(gm)
     if parts is not None and any(n.op != "placeholder" and n.op != "output" for n in parts[0].graph.nodes):
         return _compile_split(parts, examples, backend, function, file, line, fw_compiler, bw_compiler)

@@ -240,6 +240,7 @@ core::LeafGuardPtr makeGuard(core::GuardKind kind, PyObject* value, int present)
       if (value == nullptr || value == Py_None) return core::makeGradModeFromCurrent();
       return core::makeGradMode(PyObject_IsTrue(value) == 1);
     case core::GuardKind::kDefaultDtype: return core::makeDefaultDtypeFromCurrent();
+    case core::GuardKind::kAutocast: return core::makeAutocastFromCurrent();
   }
   throw UserError(UserErrorKind::kInvalidArgument, "unsupported guard kind");
 }

@@ -133,6 +133,10 @@ LeafGuardPtr makeGradMode(bool enabled);
 LeafGuardPtr makeGradModeFromCurrent();
 /// DEFAULT_DTYPE: torch.get_default_dtype() is what it is now.
 LeafGuardPtr makeDefaultDtypeFromCurrent();
+/// AUTOCAST: autocast on the CPU and on CUDA is enabled or not as it is now.
+LeafGuardPtr makeAutocastFromCurrent();
+/// The autocast state now: "off", "cpu", "cuda" or "cpu+cuda" (read through torch's Python API).
+std::string currentAutocastState();
 
 // --- Records ----------------------------------------------------------------------------------
 

@@ -1,0 +1,1021 @@
+// Constructs of real model code captured the way eager runs them (see call_constructs.h).
+#include "call_constructs.h"
+
+#include <functional>
+
+#include "torch_api.h"
+
+namespace dynamo::core::interp {
+
+namespace {
+
+using Kw = std::vector<std::pair<std::string, ValueRef>>;
+
+// A module attribute looked up once (new ref kept for the process), or null.
+PyObject* lookup(const char* module, const char* name) {
+  PyObjectRef m = PyObjectRef::steal(PyImport_ImportModule(module));
+  PyObject* o = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // new ref, kept
+  PyErr_Clear();
+  return o;
+}
+
+std::string str(PyObject* o) {
+  PyObjectRef s = PyObjectRef::steal(checkPy(PyObject_Str(o)));
+  return PyUnicode_AsUTF8(s.get());
+}
+
+bool allConcrete(const std::vector<ValueRef>& args, const Kw& kwargs) {
+  for (const ValueRef& a : args)
+    if (!concrete(a)) return false;
+  for (const auto& kv : kwargs)
+    if (!concrete(kv.second)) return false;
+  return true;
+}
+
+bool containsTensor(const ValueRef& v) {
+  if (v->isTensor()) return true;
+  for (const ValueRef& i : v->items)
+    if (i && containsTensor(i)) return true;
+  return false;
+}
+
+// fn(*args, **kwargs) on concrete values; null with the Python error cleared when it raises.
+PyObjectRef callReal(PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  PyObjectRef t = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, concrete(args[i]).release());
+  PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
+  for (const auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), concrete(v).get());
+  PyObjectRef r = PyObjectRef::steal(PyObject_Call(fn, t.get(), kw.get()));
+  if (!r) PyErr_Clear();
+  return r;
+}
+
+// The Value of a Python value computed now from a constant tensor: constants, lists of them.
+ValueRef valueOf(CompileContext& ctx, PyObject* o) {
+  if (isConstantObject(o)) return makeConst(o);
+  if (PyList_Check(o)) {
+    std::vector<ValueRef> items;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); ++i) items.push_back(valueOf(ctx, PyList_GET_ITEM(o, i)));
+    return makeList(std::move(items));
+  }
+  ctx.breakHere(BreakKind::kUnsupported, std::string("a value of type ") + Py_TYPE(o)->tp_name + " from a constant tensor");
+}
+
+// ---- torch.autograd.Function.apply --------------------------------------------------------------
+
+// The class whose apply `fn` is (Fn.apply is a builtin bound to the class), or null.
+PyObject* autogradFunctionOf(PyObject* fn) {
+  if (!PyCFunction_Check(fn)) return nullptr;
+  PyObject* self = PyCFunction_GET_SELF(fn);  // borrowed ref
+  if (self == nullptr || !PyType_Check(self) || callableName(fn) != "apply") return nullptr;
+  static PyObject* functionType = lookup("torch.autograd.function", "Function");
+  if (functionType == nullptr || !PyType_IsSubtype((PyTypeObject*)self, (PyTypeObject*)functionType)) return nullptr;
+  return self;
+}
+
+// A Value of the scratch context standing for `v` of the main one: tensors become placeholders
+// of the scratch graph with the same example; containers are copied (what the forward does to
+// them is not the main trace's business: the real forward does it when the graph runs).
+ValueRef toScratch(CompileContext& scratch, const ValueRef& v) {
+  if (v->isTensor()) {
+    if (!v->symSizes.empty())
+      scratch.breakHere(BreakKind::kUnsupported, "a tensor with dynamic sizes passed to a torch.autograd.Function");
+    NodeMeta meta = scratch.metaHere(v->obj.get());
+    if (meta.tensor) meta.tensor->device = str(v->device.get());
+    NodeRef n = scratch.graph.placeholder("arg", meta);
+    return makeTensor(n, v->obj, v->device);
+  }
+  if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList || v->kind == ValueKind::kDict) {
+    auto c = std::make_shared<Value>(*v);
+    c->source = Source{};
+    c->real = PyObjectRef{};
+    for (ValueRef& i : c->items) i = toScratch(scratch, i);
+    return c;
+  }
+  return v;
+}
+
+PyObjectRef deviceOf(const ValueRef& out) {
+  if (out->isTensor()) return out->device;
+  for (const ValueRef& i : out->items)
+    if (i->isTensor()) return i->device;
+  return {};
+}
+
+ValueRef applyAutogradFunction(Tracer& tr, const ValueRef& fnValue, PyObject* cls, std::vector<ValueRef>& args,
+                               Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  const std::string name = ((PyTypeObject*)cls)->tp_name;
+  if (!kwargs.empty()) ctx.breakHere(BreakKind::kException, name + ".apply() takes no keyword arguments");
+  // The graph node holds this very class's apply: another class under the same name recompiles.
+  Source clsSource = fnValue->source ? Source::attr(fnValue->source, "__self__") : Source{};
+  ctx.guard(clsSource, makeIdMatch(cls));
+  PyObjectRef forward = PyObjectRef::steal(PyObject_GetAttrString(cls, "forward"));
+  if (!forward || !PyFunction_Check(forward.get()))
+    ctx.breakHere(BreakKind::kUnsupportedCall, "torch.autograd.Function " + name + ": forward is not a Python function");
+  ctx.guard(clsSource ? Source::attr(clsSource, "forward") : Source{}, makeIdMatch(forward.get()));
+  for (const Tracer* t : ctx.tracers)
+    if (t->underUserHandler())
+      ctx.breakHere(BreakKind::kUnsupported, "a tensor operation inside a try block (or a `with` block of a context manager that handles exceptions); its exception handlers must stay in force");
+
+  // ctx.needs_input_grad as eager's forward sees it.
+  static PyObject* ctxType = lookup("torch.autograd.function", "FunctionCtx");
+  if (ctxType == nullptr) ctx.breakHere(BreakKind::kUnsupportedCall, "torch.autograd.function.FunctionCtx not found");
+  bool needsGrad = false;
+  PyObjectRef needs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool rg = false;
+    if (args[i]->isTensor()) {
+      PyObjectRef r = PyObjectRef::steal(checkPy(PyObject_GetAttrString(args[i]->obj.get(), "requires_grad")));
+      rg = ctx.gradEnabled && r.get() == Py_True;
+    } else if (containsTensor(args[i])) {
+      ctx.breakHere(BreakKind::kUnsupported, name + ".apply() with tensors inside a container argument");
+    }
+    needsGrad = needsGrad || rg;
+    PyTuple_SET_ITEM(needs.get(), i, Py_NewRef(rg ? Py_True : Py_False));
+  }
+  PyObjectRef fctx = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(ctxType)));
+  checkPy(PyObject_SetAttrString(fctx.get(), "needs_input_grad", needs.get()) == 0 ? Py_None : nullptr);
+
+  // The forward, traced in a scratch context under no_grad (Function.apply runs it so): it must
+  // be traceable, and its outputs give the node's shapes. Its graph, guards and effects are
+  // dropped: the node runs the real forward.
+  TraceOptions opts = ctx.options;
+  opts.forcedBreaks.clear();
+  opts.dynamic = nullptr;
+  CompileContext scratch(ctx.frame(), ctx.rootCode(), opts);
+  scratch.gradEnabled = false;
+  scratch.userStack = ctx.userStack;
+  scratch.tracers = ctx.tracers;
+  ValueRef out;
+  try {
+    std::vector<ValueRef> fargs{makeObject(fctx.get())};
+    for (const ValueRef& a : args) fargs.push_back(toScratch(scratch, a));
+    Tracer proxy(scratch, tr, (PyCodeObject*)PyFunction_GET_CODE(forward.get()),
+                 PyFunction_GET_GLOBALS(forward.get()), {}, {});
+    out = callValue(proxy, makeObject(forward.get()), std::move(fargs), {});
+  } catch (const GraphBreak& b) {
+    ctx.breakHere(BreakKind::kUnsupportedCall,
+                  "the forward of torch.autograd.Function " + name + " cannot be captured: " + b.detail);
+  }
+  bool ok = out->isTensor() || out->kind == ValueKind::kTuple;
+  if (out->kind == ValueKind::kTuple)
+    for (const ValueRef& i : out->items) ok = ok && (i->isTensor() || i->isConst());
+  PyObjectRef device = deviceOf(out);
+  if (!ok || !device)
+    ctx.breakHere(BreakKind::kUnsupported, "torch.autograd.Function " + name + " returning " + describe(*out));
+
+  // Outputs require grad when an input does (grad mode on): autograd attaches the backward.
+  auto outExample = [&](const ValueRef& v) -> PyObjectRef {
+    if (!v->isTensor()) return v->obj;
+    PyObjectRef fp = PyObjectRef::steal(checkPy(PyObject_CallMethod(v->obj.get(), "is_floating_point", nullptr)));
+    PyObjectRef ex = PyObjectRef::steal(checkPy(PyObject_CallMethod(v->obj.get(), "detach", nullptr)));
+    if (needsGrad && fp.get() == Py_True)
+      ex = PyObjectRef::steal(checkPy(PyObject_CallMethod(ex.get(), "requires_grad_", nullptr)));
+    return ex;
+  };
+  PyObjectRef example;
+  if (out->isTensor()) {
+    example = outExample(out);
+  } else {
+    example = PyObjectRef::steal(checkPy(PyTuple_New(out->items.size())));
+    for (size_t i = 0; i < out->items.size(); ++i) PyTuple_SET_ITEM(example.get(), i, outExample(out->items[i]).release());
+  }
+
+  std::vector<Arg> gargs;
+  for (const ValueRef& a : args) {
+    gargs.push_back(argOf(ctx, a));
+    a->constValue = PyObjectRef{};
+  }
+  NodeMeta meta = ctx.metaHere(out->isTensor() ? example.get() : nullptr);
+  if (meta.tensor) meta.tensor->device = str(device.get());
+  // The target is a Python function calling Fn.apply (dynamo/autograd_function.py): torch.fx can
+  // name it, and the AOT backends recognise it.
+  static PyObject* trampoline = lookup("dynamo.autograd_function", "trampoline");
+  if (trampoline == nullptr) ctx.breakHere(BreakKind::kUnsupportedCall, "dynamo.autograd_function not found");
+  PyObjectRef target = PyObjectRef::steal(checkPy(PyObject_CallOneArg(trampoline, cls)));
+  NodeRef node = ctx.graph.callFunction(Target::fromCallable(target.get()), std::move(gargs), {}, meta);
+  return wrapResult(ctx, node, example.get(), device.get());
+}
+
+// ---- modules made inside forward --------------------------------------------------------------
+
+ValueRef constructModule(CompileContext& ctx, PyObject* cls, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  const std::string mod = moduleOf(cls);
+  if (mod.rfind("torch.nn.", 0) != 0) return nullptr;  // user classes: their __init__ may do anything
+  const std::string name = ((PyTypeObject*)cls)->tp_name;
+  if (!allConcrete(args, kwargs))
+    ctx.breakHere(BreakKind::kUnsupportedCall, "creating a module (" + name + ") inside the compiled function from values that are not constants");
+  // Building it must not move the random-number generator the program uses (parameter init).
+  const TorchApi& api = torchApi();
+  PyObjectRef rng = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.getRngState)));
+  PyObjectRef m = callReal(cls, args, kwargs);
+  PyObjectRef restored = PyObjectRef::steal(checkPy(PyObject_CallOneArg(api.setRngState, rng.get())));
+  if (!m) ctx.breakHere(BreakKind::kException, "creating a module (" + name + ") raised");
+  for (const char* state : {"parameters", "buffers"}) {
+    PyObjectRef it = PyObjectRef::steal(checkPy(PyObject_CallMethod(m.get(), state, nullptr)));
+    PyObjectRef first = PyObjectRef::steal(PyIter_Next(it.get()));
+    if (PyErr_Occurred()) throw PythonError{};
+    if (first)
+      ctx.breakHere(BreakKind::kUnsupportedCall, "creating a module with " + std::string(state) + " (" + name +
+                                                     ") inside the compiled function: they would be new on every call (create it in __init__)");
+  }
+  ValueRef v = makeObject(m.get());
+  v->name = kMadeInTrace;  // the graph's code cannot hand out a new one per call (codegen.cpp)
+  return v;
+}
+
+// ---- torch.autograd.Variable, legacy constructors, factories of constants -------------------
+
+// dtype and device of a legacy tensor type (torch.FloatTensor, torch.cuda.LongTensor, torch.Tensor),
+// from an empty instance; false when cls is not one.
+bool legacyTensorType(PyObject* cls, PyObjectRef& dtype, PyObjectRef& device) {
+  const TorchApi& api = torchApi();
+  if (cls != api.tensorType) {
+    const std::string mod = moduleOf(cls);
+    const std::string tn = ((PyTypeObject*)cls)->tp_name;
+    if ((mod != "torch" && mod != "torch.cuda") || tn.size() < 7 || tn.compare(tn.size() - 6, 6, "Tensor") != 0)
+      return false;
+    static PyObject* tensortype = lookup("torch", "FloatTensor");
+    if (tensortype == nullptr || Py_TYPE(cls) != Py_TYPE(tensortype)) return false;
+  }
+  PyObjectRef probe = PyObjectRef::steal(PyObject_CallNoArgs(cls));
+  if (!probe || !isTensor(probe.get())) {
+    PyErr_Clear();
+    return false;
+  }
+  dtype = PyObjectRef::steal(checkPy(PyObject_GetAttrString(probe.get(), "dtype")));
+  device = PyObjectRef::steal(checkPy(PyObject_GetAttrString(probe.get(), "device")));
+  return true;
+}
+
+// Sizes given as ints, or as one torch.Size: the tuple of ints; null otherwise.
+PyObjectRef sizesOf(const std::vector<ValueRef>& args) {
+  static PyObject* sizeType = lookup("torch", "Size");
+  if (args.size() == 1 && args[0]->isConst() && (PyObject*)Py_TYPE(args[0]->py()) == sizeType)
+    return PyObjectRef::steal(checkPy(PySequence_Tuple(args[0]->py())));
+  PyObjectRef t = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i]->isConst() || !PyLong_Check(args[i]->py()) || PyBool_Check(args[i]->py())) return {};
+    PyTuple_SET_ITEM(t.get(), i, Py_NewRef(args[i]->py()));
+  }
+  return t;
+}
+
+// Data given as one list or tuple (not a torch.Size) of Python numbers: its concrete value.
+PyObjectRef dataOf(const std::vector<ValueRef>& args) {
+  if (args.size() != 1 || containsTensor(args[0])) return {};
+  PyObjectRef c = concrete(args[0]);
+  if (!c || !(PyList_Check(c.get()) || PyTuple_CheckExact(c.get()))) return {};
+  return c;
+}
+
+PyObject* torchFn(const char* name) {
+  PyObject* f = PyObject_GetAttrString(torchApi().torch, name);  // new ref
+  checkPy(f);
+  Py_DECREF(f);  // the torch module keeps it
+  return f;
+}
+
+ValueRef recordFactory(CompileContext& ctx, PyObject* fn, std::vector<ValueRef> args, Kw kwargs) {
+  ValueRef r = ctx.recordCall(fn, "", args, kwargs);
+  // Small ones only (a value read back is a handful of numbers; a big one costs time to make).
+  PyObjectRef numel = r->isTensor() ? PyObjectRef::steal(checkPy(PyObject_CallMethod(r->obj.get(), "numel", nullptr))) : PyObjectRef{};
+  if (numel && PyLong_AsLong(numel.get()) <= 4096 && allConcrete(args, kwargs)) {
+    PyObjectRef real = callReal(fn, args, kwargs);
+    if (real && isTensor(real.get())) {
+      PyObjectRef dev = PyObjectRef::steal(checkPy(PyObject_GetAttrString(real.get(), "device")));
+      if (str(dev.get()) == "cpu") r->constValue = real;
+    }
+  }
+  return r;
+}
+
+ValueRef legacyConstructor(CompileContext& ctx, PyObject* cls, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  PyObjectRef dtype, device;
+  if (!kwargs.empty() || !legacyTensorType(cls, dtype, device)) return nullptr;
+  Kw kw{{"dtype", makeConst(dtype.get())}};
+  if (str(device.get()) != "cpu") kw.emplace_back("device", makeConst(device.get()));
+  // torch.Tensor() is empty (size 0); torch.Tensor(2, 3) uninitialised memory of those sizes.
+  PyObjectRef sizes = args.empty() ? PyObjectRef::steal(checkPy(Py_BuildValue("(i)", 0))) : sizesOf(args);
+  if (sizes)
+    return ctx.recordCall(torchFn("empty"), "", {makeConst(sizes.get())}, kw);
+  if (PyObjectRef data = dataOf(args))
+    return recordFactory(ctx, torchFn("tensor"), {args[0]}, kw);
+  return nullptr;
+}
+
+ValueRef variable(CompileContext& ctx, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  // Variable(t, requires_grad=False): since torch 0.4, t.detach() with requires_grad set.
+  ValueRef requiresGrad = args.size() > 1 ? args[1] : nullptr;
+  for (const auto& [k, v] : kwargs) {
+    if (k != "requires_grad") return nullptr;
+    requiresGrad = v;
+  }
+  if (args.empty() || args.size() > 2 || !args[0]->isTensor()) return nullptr;
+  if (requiresGrad && !(requiresGrad->isConst() && PyBool_Check(requiresGrad->py())))
+    ctx.breakHere(BreakKind::kUnsupported, "torch.autograd.Variable with a requires_grad that is not a constant bool");
+  ValueRef t = ctx.recordCall(nullptr, "detach", {args[0]}, {});
+  if (requiresGrad && requiresGrad->py() == Py_True) t = ctx.recordCall(nullptr, "requires_grad_", {t, requiresGrad}, {});
+  return t;
+}
+
+// ---- numpy on sizes and constants ------------------------------------------------------------
+
+// numpy's ufuncs (np.sqrt, np.floor, np.log2 ...) and its pure reductions: evaluated now when every
+// argument is a constant (sizes are constants of the trace, guarded through the tensors).
+bool pureNumpy(PyObject* fn) {
+  static PyObject* ufuncType = lookup("numpy", "ufunc");
+  if (ufuncType != nullptr && PyObject_TypeCheck(fn, (PyTypeObject*)ufuncType)) return true;
+  if (!PyFunction_Check(fn) || moduleOf(fn) != "numpy") return false;
+  static const char* kPure[] = {"prod", "sum", "mean", "round", "around", "clip", "amax", "amin", "max", "min",
+                                "median", "std", "var", "cumsum", "cumprod", "isclose", "allclose"};
+  const std::string name = callableName(fn);
+  for (const char* p : kPure)
+    if (name == p) return true;
+  return false;
+}
+
+ValueRef callNumpy(CompileContext& ctx, const ValueRef& fnValue, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  PyObject* fn = fnValue->py();
+  const std::string name = "numpy." + callableName(fn);
+  for (const ValueRef& a : args)
+    if (containsTensor(a)) ctx.breakHere(BreakKind::kTensorToPython, name + "() of a tensor needs its data");
+  for (const auto& kv : kwargs)
+    if (containsTensor(kv.second)) ctx.breakHere(BreakKind::kTensorToPython, name + "() of a tensor needs its data");
+  if (!allConcrete(args, kwargs)) return nullptr;
+  ctx.guard(fnValue->source, makeIdMatch(fn));  // np.sqrt = ... later recompiles
+  PyObjectRef r = callReal(fn, args, kwargs);
+  if (!r) ctx.breakHere(BreakKind::kException, name + "() raised on constants");
+  if (isConstantObject(r.get())) return makeConst(r.get());
+  static PyObject* genericType = lookup("numpy", "generic");
+  // A numpy scalar: an immutable value (np.float64 is a float); passed to torch as a number.
+  if (genericType != nullptr && PyObject_TypeCheck(r.get(), (PyTypeObject*)genericType)) return makeObject(r.get());
+  ctx.breakHere(BreakKind::kUnsupportedCall, name + "() returned a " + Py_TYPE(r.get())->tp_name + " (numpy arrays are not captured)");
+}
+
+// ---- instances of user classes ----------------------------------------------------------------
+
+PyObject* objectInit() {
+  static PyObject* init = PyObject_GetAttrString((PyObject*)&PyBaseObject_Type, "__init__");  // new ref, kept
+  return init;
+}
+
+// A plain Python class: object's __new__ and attribute machinery, a Python __init__ (or none),
+// not a subclass of a builtin other than object, no __slots__ and no __getattr__ hooks.
+bool plainClass(PyObject* cls) {
+  PyTypeObject* t = (PyTypeObject*)cls;
+  if (Py_TYPE(cls) != &PyType_Type || !(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
+  if (t->tp_new != PyBaseObject_Type.tp_new || t->tp_setattro != PyObject_GenericSetAttr ||
+      t->tp_getattro != PyObject_GenericGetAttr || t->tp_dictoffset == 0)
+    return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t->tp_mro); ++i) {
+    PyTypeObject* base = (PyTypeObject*)PyTuple_GET_ITEM(t->tp_mro, i);
+    if (base != &PyBaseObject_Type && !(base->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
+    if (base->tp_dict && (PyDict_GetItemString(base->tp_dict, "__slots__") || PyDict_GetItemString(base->tp_dict, "__del__")))
+      return false;
+  }
+  if (isModule(cls) || moduleOf(cls).rfind("torch", 0) == 0) return false;
+  return true;
+}
+
+// cls(*args, **kwargs) of a plain class: a real instance made with object.__new__ (nothing of the
+// user's runs), then __init__ inlined; its attributes live in the trace (setAttr writes only the
+// overlay). If the object outlives the graph the frame runs as Python (codegen.cpp).
+ValueRef constructInstance(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef>& args, Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* cls = fnValue->py();
+  PyObjectRef init = PyObjectRef::steal(PyObject_GetAttrString(cls, "__init__"));
+  if (!init) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  const bool pythonInit = PyFunction_Check(init.get());
+  if (!pythonInit && (init.get() != objectInit() || !args.empty() || !kwargs.empty())) return nullptr;
+  PyObjectRef noArgs = PyObjectRef::steal(checkPy(PyTuple_New(0)));
+  PyObjectRef obj = PyObjectRef::steal(checkPy(PyBaseObject_Type.tp_new((PyTypeObject*)cls, noArgs.get(), nullptr)));
+  ValueRef v = makeObject(obj.get());
+  v->name = kMadeInTrace;
+  if (pythonInit) {
+    Source initSource = fnValue->source ? Source::attr(fnValue->source, "__init__") : Source{};
+    ValueRef initFn = initSource ? ctx.wrap(init.get(), initSource) : makeObject(init.get());
+    std::vector<ValueRef> initArgs{v};
+    initArgs.insert(initArgs.end(), args.begin(), args.end());
+    ValueRef r = callValue(tr, initFn, std::move(initArgs), kwargs);
+    if (!(r->isConst() && r->py() == Py_None))
+      ctx.breakHere(BreakKind::kException, std::string("__init__() of ") + ((PyTypeObject*)cls)->tp_name + " should return None");
+  }
+  return v;
+}
+
+// ---- autocast(enabled=False) ------------------------------------------------------------------
+
+// torch.autocast / torch.cuda.amp.autocast / torch.cpu.amp.autocast, and where `enabled` sits
+// among its positional parameters; -1 when cls is none of them.
+int autocastEnabledPosition(PyObject* cls) {
+  static PyObject* generic = lookup("torch", "autocast");
+  static PyObject* cuda = lookup("torch.cuda.amp", "autocast");
+  static PyObject* cpu = lookup("torch.cpu.amp", "autocast");
+  if (cls == nullptr) return -1;
+  if (cls == generic) return 2;  // autocast(device_type, dtype=None, enabled=True, ...)
+  if (cls == cuda) return 0;     // autocast(enabled=True, dtype=..., cache_enabled=True)
+  if (cls == cpu) return 0;
+  return -1;
+}
+
+// `with autocast(..., enabled=False):` while autocast is off changes nothing the graph sees: a
+// no-op context manager, under an AUTOCAST guard (called under autocast, it recompiles).
+ValueRef autocastBlock(CompileContext& ctx, PyObject* cls, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  const int pos = autocastEnabledPosition(cls);
+  if (pos < 0) return nullptr;
+  ValueRef enabled = static_cast<int>(args.size()) > pos ? args[pos] : nullptr;
+  for (const auto& [k, v] : kwargs)
+    if (k == "enabled") enabled = v;
+  const bool off = enabled && enabled->isConst() && enabled->py() == Py_False;
+  if (!off || currentAutocastState() != "off")
+    ctx.breakHere(BreakKind::kUnsupportedCall, "an autocast block that changes the autocast state (only autocast(enabled=False) while autocast is off is captured)");
+  ctx.guards.add(Source{}, makeAutocastFromCurrent(), ctx.here());
+  auto g = std::make_shared<Value>();
+  g->kind = ValueKind::kGradMode;  // entering and leaving it change nothing (see nullcontext)
+  g->name = "no-op";
+  g->flag = ctx.gradEnabled;
+  return g;
+}
+
+// operator.add(a, b) and the like on tensors made from constants (torch.tensor(n) // 2): the
+// result is such a tensor too. Only pure arithmetic and comparisons (never in-place or random).
+ValueRef constantArithmetic(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  static const char* kPure[] = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos",
+                                "lt", "le", "eq", "ne", "gt", "ge"};
+  const std::string mod = moduleOf(fn), name = callableName(fn);
+  if ((mod != "operator" && mod != "_operator") || !kwargs.empty()) return nullptr;
+  bool pure = false, anyConstTensor = false;
+  for (const char* p : kPure) pure = pure || name == p;
+  if (!pure) return nullptr;
+  PyObjectRef realArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyObjectRef a;
+    if (args[i]->isTensor()) {
+      if (!args[i]->constValue) return nullptr;
+      a = args[i]->constValue;
+      anyConstTensor = true;
+    } else if (args[i]->isConst()) {
+      a = args[i]->obj;
+    } else {
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(realArgs.get(), i, a.release());
+  }
+  if (!anyConstTensor) return nullptr;
+  ValueRef r = ctx.recordCall(fn, "", args, kwargs);
+  PyObjectRef real = PyObjectRef::steal(PyObject_Call(fn, realArgs.get(), nullptr));
+  if (real && isTensor(real.get()) && r->isTensor()) r->constValue = real;
+  PyErr_Clear();
+  return r;
+}
+
+bool isConstantFactory(const std::string& name) {
+  static const char* kFactories[] = {"tensor", "as_tensor", "scalar_tensor", "zeros", "ones", "full",
+                                     "arange", "eye", "linspace"};
+  for (const char* f : kFactories)
+    if (name == f) return true;
+  return false;
+}
+
+// ---- sets ----------------------------------------------------------------------------------------
+
+using Known = std::vector<std::pair<PyObjectRef, ValueRef>>;  // member object -> the Value it came as
+
+// The object a Value stands for as a set member; a break when it is not known exactly.
+PyObjectRef memberObject(CompileContext& ctx, const ValueRef& item) {
+  PyObjectRef c = containsTensor(item) ? PyObjectRef{} : concrete(item);
+  if (!c)
+    ctx.breakHere(BreakKind::kUnsupported, "a set member that is not known while capturing (" + describe(*item) + ")");
+  if (PyObject_Hash(c.get()) == -1) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kException, "unhashable type in a set: " + std::string(Py_TYPE(c.get())->tp_name));
+  }
+  return c;
+}
+
+Known knownOf(const ValueRef& set) {
+  Known known;
+  for (size_t i = 0; i < set->keys.size() && i < set->items.size(); ++i) known.emplace_back(set->keys[i], set->items[i]);
+  return known;
+}
+
+// Pairs the members of the real set, in its iteration order, with the Values they came as.
+void syncMembers(const ValueRef& set, const Known& known) {
+  std::vector<PyObjectRef> keys;
+  std::vector<ValueRef> items;
+  PyObjectRef it = PyObjectRef::steal(checkPy(PyObject_GetIter(set->obj.get())));
+  while (PyObject* m = PyIter_Next(it.get())) {  // new ref
+    PyObjectRef member = PyObjectRef::steal(m);
+    ValueRef v;
+    for (const auto& [obj, value] : known)
+      if (obj.get() == m) v = value;
+    if (!v) v = isConstantObject(m) ? makeConst(m) : makeObject(m);
+    keys.push_back(member);
+    items.push_back(v);
+  }
+  if (PyErr_Occurred()) throw PythonError{};
+  set->keys = std::move(keys);
+  set->items = std::move(items);
+}
+
+// The Python object CPython would receive for `v` as an iterable argument of set(), set.update()
+// and the like, of the same kind where it matters: set_update_internal merges a set's or
+// frozenset's table and pre-sizes for a dict, which decides the result's iteration order. Members
+// are registered in `known`.
+PyObjectRef iterableObject(CompileContext& ctx, const ValueRef& v, Known& known) {
+  if (isTraceSet(*v)) {
+    for (const auto& kv : knownOf(v)) known.push_back(kv);
+    return v->obj;
+  }
+  if (v->isConst()) return v->obj;  // frozenset, tuple, str of constants
+  if (v->kind == ValueKind::kDict && v->name != "dict_view") {
+    PyObjectRef d = PyObjectRef::steal(checkPy(PyDict_New()));
+    for (const PyObjectRef& k : v->keys) checkPy(PyDict_SetItem(d.get(), k.get(), Py_None) == 0 ? Py_None : nullptr);
+    return d;
+  }
+  if (v->kind == ValueKind::kObject) {
+    PyObjectRef c = concrete(v);
+    if (c && (PyRange_Check(c.get()) || PyAnySet_Check(c.get()))) return c;
+  }
+  PyObjectRef list = PyObjectRef::steal(checkPy(PyList_New(0)));  // iterated member by member
+  for (const ValueRef& item : iterateValue(ctx, v)) {
+    PyObjectRef c = memberObject(ctx, item);
+    checkPy(PyList_Append(list.get(), c.get()) == 0 ? Py_None : nullptr);
+    known.emplace_back(c, item);
+  }
+  return list;
+}
+
+bool elementMethod(const std::string& name) {
+  return name == "add" || name == "discard" || name == "remove";
+}
+
+bool mutatingSetMethod(const std::string& name) {
+  static const char* kMutating[] = {"add", "discard", "remove", "update", "clear", "pop", "difference_update",
+                                    "intersection_update", "symmetric_difference_update"};
+  for (const char* m : kMutating)
+    if (name == m) return true;
+  return false;
+}
+
+}  // namespace
+
+bool isTraceSet(const Value& v) {
+  return v.kind == ValueKind::kObject && !v.source && v.name == kMadeInTrace && v.obj &&
+         PyAnySet_CheckExact(v.obj.get()) && !PyFrozenSet_Check(v.obj.get());
+}
+
+ValueRef makeTraceSet(PyObject* set, const std::vector<ValueRef>& members) {
+  ValueRef v = makeObject(set);
+  v->name = kMadeInTrace;
+  Known known;
+  for (const ValueRef& m : members)
+    if (PyObjectRef c = concrete(m)) known.emplace_back(c, m);
+  syncMembers(v, known);
+  return v;
+}
+
+ValueRef buildSet(CompileContext& ctx, const std::vector<ValueRef>& items) {
+  PyObjectRef set = PyObjectRef::steal(checkPy(PySet_New(nullptr)));
+  Known known;
+  for (const ValueRef& item : items) {
+    PyObjectRef c = memberObject(ctx, item);
+    checkPy(PySet_Add(set.get(), c.get()) == 0 ? Py_None : nullptr);
+    known.emplace_back(c, item);
+  }
+  ValueRef v = makeObject(set.get());
+  v->name = kMadeInTrace;
+  syncMembers(v, known);
+  return v;
+}
+
+void setAdd(CompileContext& ctx, const ValueRef& set, const ValueRef& item) {
+  if (!isTraceSet(*set)) ctx.breakHere(BreakKind::kUnsupported, "adding to " + describe(*set));
+  Known known = knownOf(set);
+  PyObjectRef c = memberObject(ctx, item);
+  checkPy(PySet_Add(set->obj.get(), c.get()) == 0 ? Py_None : nullptr);
+  known.emplace_back(c, item);
+  syncMembers(set, known);
+}
+
+void setUpdate(CompileContext& ctx, const ValueRef& set, const ValueRef& iterable) {
+  if (!isTraceSet(*set)) ctx.breakHere(BreakKind::kUnsupported, "adding to " + describe(*set));
+  Known known = knownOf(set);
+  PyObjectRef obj = iterableObject(ctx, iterable, known);
+  PyObjectRef r = PyObjectRef::steal(PyObject_CallMethod(set->obj.get(), "update", "(O)", obj.get()));
+  if (!r) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kException, "set update raised (an unhashable member)");
+  }
+  syncMembers(set, known);
+}
+
+std::vector<ValueRef> setMembers(const ValueRef& set) {
+  // The real set is the truth (an in-place operator folded on it, s |= t, changes it directly).
+  syncMembers(set, knownOf(set));
+  return set->items;
+}
+
+ValueRef setInPlaceOperator(CompileContext& ctx, const ValueRef& set, const ValueRef& other, PyObject* fn,
+                            const std::string& name) {
+  Known known = knownOf(set);
+  PyObjectRef b = isTraceSet(*other) ? other->obj : (other->isConst() ? other->obj : PyObjectRef{});
+  if (isTraceSet(*other))
+    for (const auto& kv : knownOf(other)) known.push_back(kv);
+  if (!b || !PyAnySet_Check(b.get()))
+    ctx.breakHere(BreakKind::kUnsupported, "operator " + name + " of a set and " + describe(*other));
+  PyObjectRef r = PyObjectRef::steal(PyObject_CallFunctionObjArgs(fn, set->obj.get(), b.get(), nullptr));
+  if (!r || r.get() != set->obj.get()) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kException, "operator " + name + " of two sets raised");
+  }
+  syncMembers(set, known);
+  return set;
+}
+
+ValueRef callSetMethod(Tracer& tr, const ValueRef& self, const std::string& name, std::vector<ValueRef>& args,
+                       Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  if (self->kind != ValueKind::kObject || !PyAnySet_CheckExact(self->py())) return nullptr;
+  if (!isTraceSet(*self) && (mutatingSetMethod(name) || !self->source))
+    ctx.breakHere(BreakKind::kUnsupported, "method ." + name + "() of " + describe(*self) + " made outside the compiled function");
+  if (!isTraceSet(*self)) return nullptr;  // a set from the frame: its members are not guarded
+  if (!kwargs.empty()) ctx.breakHere(BreakKind::kException, "set." + name + "() takes no keyword arguments");
+  Known known = knownOf(self);
+  PyObjectRef pyArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    PyObjectRef a;
+    if (elementMethod(name) || name == "__contains__") {
+      a = memberObject(ctx, args[i]);
+      known.emplace_back(a, args[i]);
+    } else {
+      a = iterableObject(ctx, args[i], known);
+    }
+    PyTuple_SET_ITEM(pyArgs.get(), i, a.release());
+  }
+  PyObjectRef method = PyObjectRef::steal(PyObject_GetAttrString(self->py(), name.c_str()));
+  if (!method) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kUnsupportedAttribute, "set has no attribute ." + name);
+  }
+  PyObjectRef r = PyObjectRef::steal(PyObject_Call(method.get(), pyArgs.get(), nullptr));
+  if (!r) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObjectRef msg = PyObjectRef::steal(ev ? PyObject_Repr(ev) : nullptr);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kException, "set." + name + "() raised " + (msg ? PyUnicode_AsUTF8(msg.get()) : "?"));
+  }
+  syncMembers(self, known);
+  if (PyAnySet_CheckExact(r.get()) && !PyFrozenSet_Check(r.get())) {
+    std::vector<ValueRef> members;
+    for (const auto& kv : known) members.push_back(kv.second);
+    return makeTraceSet(r.get(), members);
+  }
+  for (const auto& [obj, value] : known)  // set.pop(): the member itself
+    if (obj.get() == r.get() && !isConstantObject(r.get())) return value;
+  if (isConstantObject(r.get())) return makeConst(r.get());
+  return makeObject(r.get());
+}
+
+namespace {
+
+ValueRef setFromIterable(CompileContext& ctx, const std::vector<ValueRef>& args) {
+  if (args.size() > 1) return nullptr;
+  ValueRef set = buildSet(ctx, {});
+  if (!args.empty()) setUpdate(ctx, set, args[0]);  // set(x) is set_update_internal(x), as update
+  return set;
+}
+
+}  // namespace
+
+// ---- generators ------------------------------------------------------------------------------
+
+ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer) {
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  it->lazy = std::make_shared<LazyIterator>();
+  std::shared_ptr<Tracer> gen(std::move(tracer));
+  it->lazy->pull = [gen](bool* exhausted) -> ValueRef {
+    try {
+      return gen->resume(exhausted);
+    } catch (GraphBreak& b) {
+      b.inlined = true;  // nodes of the generator's code may be in the graph: restart
+      throw;
+    }
+  };
+  return it;
+}
+
+bool nextItem(const ValueRef& it, ValueRef* out) {
+  if (it->lazy) {
+    if (it->lazy->exhausted) return false;
+    bool exhausted = false;
+    ValueRef v = it->lazy->pull(&exhausted);
+    if (exhausted) {
+      it->lazy->exhausted = true;
+      return false;
+    }
+    *out = std::move(v);
+    return true;
+  }
+  const std::vector<ValueRef>& items = iteratorItems(*it);
+  if (it->index >= items.size()) return false;
+  *out = items[it->index++];
+  return true;
+}
+
+namespace {
+
+bool anyLazy(const std::vector<ValueRef>& args) {
+  for (const ValueRef& a : args)
+    if (a->kind == ValueKind::kIterator && a->lazy) return true;
+  return false;
+}
+
+// zip(...) / enumerate(...) over a generator: lazy too, pulling their arguments in Python's order.
+ValueRef lazyZipOrEnumerate(CompileContext& ctx, bool isZip, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  std::vector<ValueRef> parts;
+  long start = 0;
+  if (isZip) {
+    if (!kwargs.empty()) return nullptr;  // zip(strict=...)
+    parts = args;
+  } else {
+    ValueRef startV = args.size() > 1 ? args[1] : nullptr;
+    for (const auto& [k, v] : kwargs)
+      if (k == "start") startV = v;
+    if (args.empty() || args.size() > 2 || (startV && (!startV->isConst() || !PyLong_Check(startV->py())))) return nullptr;
+    start = startV ? PyLong_AsLong(startV->py()) : 0;
+    parts = {args[0]};
+  }
+  for (ValueRef& p : parts)
+    if (p->kind != ValueKind::kIterator)
+      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  it->lazy = std::make_shared<LazyIterator>();
+  auto index = std::make_shared<long>(start);
+  it->lazy->pull = [parts, isZip, index](bool* exhausted) -> ValueRef {
+    std::vector<ValueRef> items;
+    for (const ValueRef& p : parts) {
+      ValueRef v;
+      if (!nextItem(p, &v)) {
+        *exhausted = true;
+        return nullptr;
+      }
+      items.push_back(v);
+    }
+    if (isZip) return makeTuple(std::move(items));
+    PyObjectRef i = PyObjectRef::steal(checkPy(PyLong_FromLong((*index)++)));
+    return makeTuple({makeConst(i.get()), items[0]});
+  };
+  return it;
+}
+
+// map(f, *iterables) / filter(f, iterable) over values that are not all constants: lazy, as in
+// Python, each call of f traced when the consumer asks for the next value (from the code running
+// then: the innermost Tracer on the context's stack).
+ValueRef lazyMapOrFilter(CompileContext& ctx, bool isMap, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  if (!kwargs.empty() || args.size() < 2 || (!isMap && args.size() != 2)) return nullptr;
+  ValueRef fn = args[0];
+  std::vector<ValueRef> parts(args.begin() + 1, args.end());
+  for (ValueRef& p : parts)
+    if (p->kind != ValueKind::kIterator)
+      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  it->lazy = std::make_shared<LazyIterator>();
+  CompileContext* c = &ctx;  // outlives every Value of the compile
+  it->lazy->pull = [c, fn, parts, isMap](bool* exhausted) -> ValueRef {
+    Tracer& current = const_cast<Tracer&>(*c->tracers.back());
+    while (true) {
+      std::vector<ValueRef> items;
+      for (const ValueRef& p : parts) {
+        ValueRef v;
+        if (!nextItem(p, &v)) {
+          *exhausted = true;
+          return nullptr;
+        }
+        items.push_back(v);
+      }
+      if (isMap) return callValue(current, fn, std::move(items), {});
+      // filter(None, xs) keeps the truthy items; filter(f, xs) those for which f is truthy.
+      ValueRef keep = fn->isConst() && fn->py() == Py_None ? items[0] : callValue(current, fn, {items[0]}, {});
+      PyObjectRef k = concrete(keep);
+      if (!k || keep->isTensor())
+        c->breakHere(BreakKind::kDataDependentBranch, "filter() on a value that is not known while capturing");
+      int truth = PyObject_IsTrue(k.get());
+      if (truth < 0) throw PythonError{};
+      if (truth) return items[0];
+    }
+  };
+  return it;
+}
+
+// sorted(pairs) where each item is a tuple whose first element is a distinct constant
+// (sorted(d.items()) with tensor values): the first elements decide every comparison, as in
+// Python's tuple order, so the items are ordered by them without comparing the rest.
+ValueRef sortedByConstantFirst(CompileContext& ctx, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  // Not over an iterator: reading it would consume it, and the generic path after us needs it.
+  if (args.size() != 1 || args[0]->kind == ValueKind::kIterator) return nullptr;
+  PyObject* reverse = Py_False;
+  for (const auto& [k, v] : kwargs) {
+    if (k != "reverse" || !v->isConst() || !PyBool_Check(v->py())) return nullptr;
+    reverse = v->py();
+  }
+  std::vector<ValueRef> items = iterateValue(ctx, args[0]);
+  PyObjectRef keys = PyObjectRef::steal(checkPy(PyList_New(0)));
+  for (const ValueRef& item : items) {
+    if (item->kind != ValueKind::kTuple || item->items.empty()) return nullptr;
+    PyObjectRef k = concrete(item->items[0]);
+    if (!k || !isConstantObject(k.get())) return nullptr;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(keys.get()); ++j) {
+      int eq = PyObject_RichCompareBool(PyList_GET_ITEM(keys.get(), j), k.get(), Py_EQ);
+      if (eq != 0) {  // equal first elements (or an error): the rest would be compared
+        PyErr_Clear();
+        return nullptr;
+      }
+    }
+    checkPy(PyList_Append(keys.get(), k.get()) == 0 ? Py_None : nullptr);
+  }
+  // The permutation Python's sort gives the keys: sorted(range(n), key=keys.__getitem__, reverse=...).
+  PyObjectRef n = PyObjectRef::steal(checkPy(PyLong_FromSsize_t(PyList_GET_SIZE(keys.get()))));
+  PyObjectRef range = PyObjectRef::steal(checkPy(PyObject_CallOneArg((PyObject*)&PyRange_Type, n.get())));
+  PyObjectRef getitem = PyObjectRef::steal(checkPy(PyObject_GetAttrString(keys.get(), "__getitem__")));
+  PyObjectRef sortedFn = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().builtinsModule, "sorted")));
+  PyObjectRef kw = PyObjectRef::steal(checkPy(Py_BuildValue("{sOsO}", "key", getitem.get(), "reverse", reverse)));
+  PyObjectRef argTuple = PyObjectRef::steal(checkPy(PyTuple_Pack(1, range.get())));
+  PyObjectRef order = PyObjectRef::steal(PyObject_Call(sortedFn.get(), argTuple.get(), kw.get()));
+  if (!order) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kException, "sorted() raised comparing the first elements");
+  }
+  std::vector<ValueRef> out;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(order.get()); ++i)
+    out.push_back(items[PyLong_AsSize_t(PyList_GET_ITEM(order.get(), i))]);
+  return makeList(std::move(out));
+}
+
+}  // namespace
+
+ValueRef sliceModuleContainer(CompileContext& ctx, const ValueRef& container, PyObject* slice) {
+  PyObject* obj = container->py();
+  if (!container->source)
+    ctx.breakHere(BreakKind::kUnsupported, "slicing " + describe(*container) + " that cannot be reached from the frame");
+  // The members, wrapped through the original's source first: the slice's members are then
+  // these Values (CompileContext::wrap finds an object's Value by identity).
+  PyObjectRef mods = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, "_modules")));
+  PyObject *key, *value;  // borrowed refs
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(mods.get(), &pos, &key, &value))
+    ctx.wrap(value, Source::moduleAttr(container->source, PyUnicode_AsUTF8(key), ModuleSlot::kModules));
+  ctx.guard(container->source, makeLengthCheck(PyDict_Size(mods.get())));
+  PyObjectRef sliced = PyObjectRef::steal(PyObject_GetItem(obj, slice));
+  if (!sliced || !isModule(sliced.get())) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kException, "slicing " + describe(*container) + " raised");
+  }
+  ValueRef v = makeObject(sliced.get());
+  v->name = kMadeInTrace;  // a new container each call in eager: it must not outlive the graph
+  return v;
+}
+
+ValueRef defaultDictMissing(CompileContext& ctx, const ValueRef& dict, const PyObjectRef& key) {
+  static PyObject* defaultDictType = lookup("collections", "defaultdict");
+  if (dict->kind != ValueKind::kDict || dict->obj.get() != defaultDictType || !dict->self) return nullptr;
+  if (dict->self->isConst() && dict->self->py() == Py_None) return nullptr;  // no factory: KeyError
+  Tracer& current = const_cast<Tracer&>(*ctx.tracers.back());
+  ValueRef made = callValue(current, dict->self, {}, {});
+  setDictItem(dict, key, made);
+  ctx.recordContents(dict);
+  return made;
+}
+
+ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<ValueRef> args, Kw kwargs) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* m = module->py();
+  // Backward hooks wrap the inputs and outputs in autograd functions (torch.utils.hooks.BackwardHook).
+  static PyObject* globalBackward = lookup("torch.nn.modules.module", "_global_backward_hooks");
+  PyObjectRef own = PyObjectRef::steal(PyObject_GetAttrString(m, "_backward_hooks"));
+  PyErr_Clear();
+  if ((own && PyDict_Check(own.get()) && PyDict_Size(own.get()) > 0) ||
+      (globalBackward && PyDict_Check(globalBackward) && PyDict_Size(globalBackward) > 0))
+    ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with backward hooks (" + std::string(Py_TYPE(m)->tp_name) + ")");
+  // The hook dicts are attributes of torch.nn's own classes, which reads do not guard: guard
+  // them here (a hook added, removed or replaced recompiles).
+  if (module->source) {
+    for (const char* name : {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks"}) {
+      PyObjectRef d = PyObjectRef::steal(PyObject_GetAttrString(m, name));
+      if (!d || !PyDict_Check(d.get())) {
+        PyErr_Clear();
+        ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks: its ." + std::string(name) + " is not a dict");
+      }
+      Source ds = Source::attr(module->source, name);
+      ctx.guard(ds, makeDictKeys(d.get()));
+      PyObject *key, *hook;  // borrowed refs
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(d.get(), &pos, &key, &hook)) ctx.guard(Source::item(ds, key), makeIdMatch(hook));
+    }
+  }
+  static PyObject* moduleCall = PyObject_GetAttrString(torchApi().moduleType, "__call__");  // new ref, kept
+  if (moduleCall == nullptr || !PyFunction_Check(moduleCall))
+    ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with hooks: torch.nn.Module.__call__ is not a Python function");
+  args.insert(args.begin(), module);
+  return callValue(tr, makeObject(moduleCall), std::move(args), std::move(kwargs));
+}
+
+ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef>& args, Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* fn = fnValue->py();
+  if (PyObject* cls = autogradFunctionOf(fn)) return applyAutogradFunction(tr, fnValue, cls, args, kwargs);
+  // super().__init__() reaching object.__init__ in the __init__ of an object made in the trace.
+  if (fn == objectInit() && args.size() == 1 && kwargs.empty() && args[0]->kind == ValueKind::kObject &&
+      !args[0]->source && args[0]->name == kMadeInTrace)
+    return makeConst(Py_None);
+  const TorchApi& api = torchApi();
+  if (pureNumpy(fn))
+    if (ValueRef r = callNumpy(ctx, fnValue, args, kwargs)) return r;
+  if (fn == (PyObject*)&PySet_Type && kwargs.empty()) return setFromIterable(ctx, args);
+  static PyObject* defaultDictType = lookup("collections", "defaultdict");
+  if (fn == defaultDictType && args.size() <= 1 && kwargs.empty()) {
+    // defaultdict(factory): a dict Value holding its factory (missing keys: defaultDictMissing).
+    auto d = std::make_shared<Value>();
+    d->kind = ValueKind::kDict;
+    d->obj = PyObjectRef::borrow(fn);
+    d->self = args.empty() ? makeConst(Py_None) : args[0];
+    if (!d->self->isConst() && d->self->kind != ValueKind::kObject && d->self->kind != ValueKind::kFunction)
+      ctx.breakHere(BreakKind::kUnsupported, "defaultdict with the factory " + describe(*d->self));
+    return d;
+  }
+  static PyObject* sortedFn = lookup("builtins", "sorted");
+  if (fn == sortedFn && !allConcrete(args, kwargs))
+    if (ValueRef r = sortedByConstantFirst(ctx, args, kwargs)) return r;
+  if ((fn == (PyObject*)&PyMap_Type || fn == (PyObject*)&PyFilter_Type) && !allConcrete(args, kwargs))
+    if (ValueRef r = lazyMapOrFilter(ctx, fn == (PyObject*)&PyMap_Type, args, kwargs)) return r;
+  if ((fn == (PyObject*)&PyZip_Type || fn == (PyObject*)&PyEnum_Type) && anyLazy(args))
+    return lazyZipOrEnumerate(ctx, fn == (PyObject*)&PyZip_Type, args, kwargs);
+  if (PyType_Check(fn)) {
+    static PyObject* variableType = lookup("torch.autograd", "Variable");
+    if (fn == variableType) return variable(ctx, args, kwargs);
+    if (ValueRef r = autocastBlock(ctx, fn, args, kwargs)) return r;
+    if (PyObject_IsSubclass(fn, api.moduleType) == 1) return constructModule(ctx, fn, args, kwargs);
+    PyErr_Clear();
+    if (ValueRef r = legacyConstructor(ctx, fn, args, kwargs)) return r;
+    if (plainClass(fn))
+      if (ValueRef r = constructInstance(tr, fnValue, args, kwargs)) return r;
+    // int(t), float(t), bool(t) of a tensor made from constants.
+    if ((fn == (PyObject*)&PyLong_Type || fn == (PyObject*)&PyFloat_Type || fn == (PyObject*)&PyBool_Type) &&
+        args.size() == 1 && kwargs.empty() && args[0]->isTensor() && args[0]->constValue) {
+      PyObjectRef r = PyObjectRef::steal(PyObject_CallOneArg(fn, args[0]->constValue.get()));
+      if (!r) ctx.breakHere(BreakKind::kException, std::string(((PyTypeObject*)fn)->tp_name) + "() of a constant tensor raised");
+      return makeConst(r.get());
+    }
+    return nullptr;
+  }
+  if (ValueRef r = constantArithmetic(ctx, fn, args, kwargs)) return r;
+  if (isTorchOp(fn) && isConstantFactory(callableName(fn)) && (moduleOf(fn) == "torch" || moduleOf(fn).rfind("torch._C", 0) == 0))
+    return recordFactory(ctx, fn, args, kwargs);
+  return nullptr;
+}
+
+ValueRef callTensorConstruct(Tracer& tr, const ValueRef& self, const std::string& name, std::vector<ValueRef>& args,
+                             Kw& kwargs) {
+  CompileContext& ctx = tr.ctx();
+  if (name == "new" && kwargs.empty()) {
+    // x.new(2, 3) and x.new(x.size()) are uninitialised tensors of those sizes; x.new([1, 2])
+    // holds that data (a tuple is data too, a torch.Size is sizes); both with x's dtype and device.
+    PyObjectRef sizes = args.empty() ? PyObjectRef::steal(checkPy(Py_BuildValue("(i)", 0))) : sizesOf(args);
+    if (sizes) return ctx.recordCall(nullptr, "new_empty", {self, makeConst(sizes.get())}, {});
+    if (dataOf(args)) return ctx.recordCall(nullptr, "new_tensor", {self, args[0]}, {});
+    return nullptr;
+  }
+  PyObjectRef dtype, device;
+  if (name == "type" && args.size() == 1 && kwargs.empty() && args[0]->kind == ValueKind::kObject &&
+      PyType_Check(args[0]->py()) && args[0]->py() != torchApi().tensorType &&
+      legacyTensorType(args[0]->py(), dtype, device)) {
+    // x.type(torch.FloatTensor) is x.to(torch.float32) (and the type's device).
+    Kw kw{{"dtype", makeConst(dtype.get())}};
+    if (str(device.get()) != "cpu") kw.emplace_back("device", makeConst(device.get()));
+    return ctx.recordCall(nullptr, "to", {self}, kw);
+  }
+  static const char* kToPython[] = {"item", "tolist", "__int__", "__float__", "__bool__", "__index__"};
+  if (self->constValue && args.empty() && kwargs.empty()) {
+    for (const char* m : kToPython) {
+      if (name != m) continue;
+      PyObjectRef r = PyObjectRef::steal(PyObject_CallMethod(self->constValue.get(), m, nullptr));
+      if (!r) ctx.breakHere(BreakKind::kException, "Tensor." + name + "() of a constant tensor raised");
+      return valueOf(ctx, r.get());
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace dynamo::core::interp
