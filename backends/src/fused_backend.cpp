@@ -7,8 +7,10 @@
 //            call the kernel with raw data pointers and the GIL released, or call the extern
 //            node's own target (an ATen op or torch function) through Python; build the outputs.
 //
-// Graphs that need autograd (a call node's result requires grad) run eagerly with the graph
-// runner: the kernels have no backward yet. This is the one file of backends/ that includes torch.
+// Graphs that need autograd (a call node's result requires grad) go through the AOT layer with
+// the preset "fused": it traces the joint forward/backward ATen graph, decomposes and partitions
+// it, and hands the forward and backward graphs back to compileFused (insideAutograd: they run
+// inside its torch.autograd.Function). This is the one file of backends/ that includes torch.
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <ATen/ops/empty.h>
@@ -325,6 +327,16 @@ struct NoGil {
   ~NoGil() { PyEval_RestoreThread(ts); }
 };
 
+// The name of the first body node whose result requires grad, or "".
+std::string requiresGradNode(const core::Graph& graph) {
+  for (const core::NodeRef& n : graph.body()) {
+    if (n->meta().tensor && n->meta().tensor->requiresGrad) return n->name();
+  }
+  return {};
+}
+
+bool needsGrad(const core::Graph& graph) { return !requiresGradNode(graph).empty(); }
+
 std::string loopText(const codegen::Kernel& k) {
   std::string s = "outer [";
   for (size_t i = 0; i < k.outerSizes.size(); ++i) s += (i ? ", " : "") + std::to_string(k.outerSizes[i]);
@@ -336,12 +348,17 @@ std::string loopText(const codegen::Kernel& k) {
 class FusedBackend final : public core::Backend {
  public:
   const std::string& name() const override { return name_; }
+  // Graphs that need autograd go through the AOT layer (preset "fused" of dynamo.aot.PRESETS):
+  // the joint graph is traced, decomposed and partitioned there, and its forward and backward
+  // graphs come back here (compileFused with insideAutograd) to be lowered to kernels.
   std::unique_ptr<core::CompiledGraphFn> compile(const core::BackendRequest& request) const override {
+    if (needsGrad(request.graph)) return aot_->compile(request);
     return compileFused(request, nullptr);
   }
 
  private:
   std::string name_ = "fused";
+  std::shared_ptr<core::Backend> aot_ = makeAotBackend("fused");
 };
 
 }  // namespace
@@ -349,11 +366,12 @@ class FusedBackend final : public core::Backend {
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request, FusedReport* report,
                                                     const FusedOptions& options) {
   const core::Graph& graph = request.graph;
-  for (const core::NodeRef& n : graph.body()) {
-    if (n->meta().tensor && n->meta().tensor->requiresGrad) {
-      if (report) report->eagerReason = "node '" + n->name() + "' requires grad (no backward kernels yet)";
-      return std::make_unique<EagerFn>(graph);
+  std::string gradNode = options.insideAutograd ? std::string() : requiresGradNode(graph);
+  if (!gradNode.empty()) {
+    if (report) {
+      report->eagerReason = "node '" + gradNode + "' requires grad (training graphs go through the AOT layer: backend=\"fused\")";
     }
+    return std::make_unique<EagerFn>(graph);
   }
   codegen::Program program = codegen::lowerGraph(graph);
   std::vector<codegen::CompileJob> jobs;

@@ -1,6 +1,6 @@
-"""The "fused" backend end to end through dynamo.optimize: torch-level graphs from capture (no AOT
-layer yet) lowered directly, outputs as eager; what stays eager (autograd, in-place ops); the disk
-cache; DYNAMO_LOGS=fusion,output_code."""
+"""The "fused" backend end to end through dynamo.optimize: torch-level inference graphs from capture
+lowered directly, outputs as eager; training graphs through the AOT layer (test_fused_training.py
+has the numerics); in-place ops; the disk cache; DYNAMO_LOGS=fusion,output_code."""
 import os
 import subprocess
 import sys
@@ -37,7 +37,7 @@ def test_methods_operators_and_module_layers():
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_graphs_needing_grad_run_eagerly_and_backpropagate():
+def test_graphs_needing_grad_go_through_the_aot_layer_and_backpropagate():
     lin = torch.nn.Linear(8, 8)
     x = torch.randn(4, 8)
     out = dynamo.optimize("fused")(lambda a: (lin(a).relu() * 2).sum())(x)
