@@ -254,6 +254,8 @@ class FusedFn final : public core::CompiledGraphFn {
   // A prepared conv weight and bias, and the versions of the tensors it was made from.
   struct PreparedConv {
     std::vector<std::pair<const void*, uint32_t>> sources;  // (data, version) per operand
+    std::vector<at::Tensor> held;  // the source tensors, kept alive so no new tensor can take
+                                   // their addresses while the cache compares against them
     at::Tensor weight, bias;
   };
 
@@ -263,6 +265,7 @@ class FusedFn final : public core::CompiledGraphFn {
     const codegen::ConvStep& c = program_.convs[k];
     const int ids[] = {c.weight, c.bias, c.bnMean, c.bnVar, c.bnWeight, c.bnBias};
     std::vector<std::pair<const void*, uint32_t>> sources;
+    std::vector<at::Tensor> held;
     for (int b : ids) {
       if (b < 0) {
         sources.emplace_back(nullptr, 0);
@@ -270,6 +273,7 @@ class FusedFn final : public core::CompiledGraphFn {
       }
       const at::Tensor& t = f.tensors[b];
       sources.emplace_back(t.data_ptr(), t._version());
+      held.push_back(t);
     }
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -288,7 +292,7 @@ class FusedFn final : public core::CompiledGraphFn {
       if (c.bnBias >= 0) bias = bias + opt(c.bnBias);
       w = w * scale.reshape({-1, 1, 1, 1});
     }
-    PreparedConv p{std::move(sources), w.contiguous(at::MemoryFormat::ChannelsLast),
+    PreparedConv p{std::move(sources), std::move(held), w.contiguous(at::MemoryFormat::ChannelsLast),
                    bias.defined() ? bias.contiguous() : bias};
     std::lock_guard<std::mutex> g(mu_);
     convCache_[k] = p;

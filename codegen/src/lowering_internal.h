@@ -98,6 +98,9 @@ std::optional<LValue> lowerNode(const core::Node& n, const std::vector<LValue>& 
 /// "add" for add_, operator.iadd), or empty.
 std::string inplaceBase(const core::Node& n);
 
+/// True when argument `at` of n is the literal True (a positional inplace flag).
+bool positionalInplace(const core::Node& n, size_t at);
+
 /// The canonical op name of a call node ("add" for aten::add.Tensor, torch.add, operator.add,
 /// Tensor.add), or empty.
 std::string canonicalOp(const core::Node& n);

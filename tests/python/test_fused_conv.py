@@ -119,3 +119,24 @@ def test_resnet18_eval_runs_every_conv_as_a_step_with_its_batch_norm_folded(tmp_
     # the kernels between convs walk channels-last buffers in memory order: one flat loop
     assert "kernel k0_relu outer [131072] inner []" in r.stderr
     assert "strides [65536, 1, 2048, 64] (batch_norm)" in r.stderr
+
+
+def test_depthwise_block_with_relu6_in_place():
+    torch.manual_seed(1)
+    block = torch.nn.Sequential(
+        torch.nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU6(inplace=True), torch.nn.Conv2d(8, 16, 1, bias=False), torch.nn.BatchNorm2d(16)).eval()
+    for bn in (block[1], block[4]):
+        bn.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 8, 10, 10) * 4
+    with torch.no_grad():
+        got, want = dynamo.optimize("fused")(block)(x), block(x)
+    close(got, want)
+
+
+def test_hardtanh_keeps_nan_and_bounds_as_eager():
+    y = torch.tensor([float("nan"), -1.0, 3.0, 7.0, float("inf"), -float("inf")])
+    for f in (lambda t: F.hardtanh(t * 1, 0.0, 6.0), lambda t: F.relu6(t + 0), lambda t: F.hardtanh(t - 0)):
+        got, want = dynamo.optimize("fused")(f)(y), f(y)
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num())
+        dynamo.reset()
