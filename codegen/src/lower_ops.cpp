@@ -30,7 +30,7 @@ const std::unordered_set<std::string>& supported() {
       "int", "long", "bool", "clone", "sum", "mean", "amax", "amin", "_softmax", "_log_softmax",
       "softmax", "log_softmax", "native_layer_norm", "layer_norm", "getitem", "expand", "permute",
       "t", "transpose", "unsqueeze", "view", "_unsafe_view", "reshape", "alias", "detach",
-      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh"};
+      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh", "erf"};
   return kOps;
 }
 
@@ -344,7 +344,7 @@ std::optional<LValue> lowerUnary(const std::string& op, const Bound& b, const Ct
   static const std::unordered_map<std::string, UnaryOp> kFloatOps = {
       {"sigmoid", UnaryOp::kSigmoid}, {"tanh", UnaryOp::kTanh}, {"exp", UnaryOp::kExp},
       {"log", UnaryOp::kLog}, {"sqrt", UnaryOp::kSqrt}, {"rsqrt", UnaryOp::kRsqrt},
-      {"reciprocal", UnaryOp::kReciprocal}};
+      {"reciprocal", UnaryOp::kReciprocal}, {"erf", UnaryOp::kErf}};
   auto f = kFloatOps.find(op);
   if (f != kFloatOps.end()) {
     if (!isFloating(out)) return none(c, "floating op with a non-floating result");

@@ -366,6 +366,9 @@ class Lowerer final : public LoweringContext {
     for (const core::NodeRef& u : graph_.users(n)) {
       if (u->op() != core::NodeOp::kCallFunction && u->op() != core::NodeOp::kCallMethod) return false;
       if (canonicalOp(*u).empty() || mayMutate(*u)) return false;
+      // a view of it that will not lower (it escapes, or its users do not lower) reads it as an
+      // extern would: keep this one an alias too rather than copying it
+      if (isViewOp(canonicalOp(*u)) && (outputs_.count(u.get()) || !onlyLoweredUsers(u))) return false;
     }
     return true;
   }
@@ -386,7 +389,7 @@ class Lowerer final : public LoweringContext {
     for (const auto& [k, a] : n->kwargs()) kwargs.emplace_back(k, argValue(a));
     std::optional<LValue> v = lowerNode(*n, args, kwargs, *this, why, asOp);
     if (!v) return false;
-    if (v->isView && (mutating_ || !onlyLoweredUsers(n))) {
+    if (v->isView && (mutating_ || outputs_.count(n.get()) || !onlyLoweredUsers(n))) {
       *why = "view whose result escapes or may be mutated (kept as an alias)";
       return false;
     }
