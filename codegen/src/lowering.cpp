@@ -405,7 +405,9 @@ class Lowerer final : public LoweringContext {
     out_.program.lowered.push_back(n->name());
     if (v->kind == LValue::Kind::kTensor && v->buffer < 0 && !v->isView) {
       int size = v->fn(identityIndex(v->shape.size(), v->shape.size()))->size();
-      if (size > options_.maxExprSize ||
+      if (outputs_.count(n.get()) && !mutatedLater(n)) {
+        realize(n, true, true);  // stored here, so the kernel computing it can also feed its users
+      } else if (size > options_.maxExprSize ||
           (graph_.users(n).size() > 1 && size > options_.inlineCost)) {
         realize(n, false);
       } else {
@@ -415,6 +417,14 @@ class Lowerer final : public LoweringContext {
       out_.program.nodeBuffer[position_.at(n.get())] = v->buffer;
     }
     return true;
+  }
+
+  // True when an in-place op may later write n (its value then changes after this point).
+  bool mutatedLater(const core::NodeRef& n) {
+    for (const core::NodeRef& u : graph_.users(n)) {
+      if (!inplaceBase(*u).empty() || mayMutate(*u)) return true;
+    }
+    return false;
   }
 
   bool onlyGetitemUsers(const core::NodeRef& n) {

@@ -146,3 +146,22 @@ def test_pooled_outputs_behave_like_eager_tensors():
     del a
     c = f(x)                             # a freed block comes back to the pool: same values
     assert torch.equal(c, (x * 2).relu())
+
+
+def test_a_returned_view_aliases_its_base_as_in_eager():
+    def f(x):
+        y = x * 2
+        return x.t(), y.t(), y.t().t() + 1
+
+    x = torch.randn(5, 7)
+    got, want = dynamo.optimize("fused")(f)(x), f(x)
+    assert got[0].data_ptr() == x.data_ptr() and got[0].stride() == want[0].stride()
+    assert got[1].stride() == want[1].stride()       # a view of the graph's own value, as eager's
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+def test_erf_matches_eager():
+    x = torch.cat([torch.linspace(-6, 6, 10001), torch.tensor([float("nan"), float("inf"), -float("inf")])])
+    got, want = dynamo.optimize("fused")(lambda t: torch.erf(t * 1))(x), torch.erf(x)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1.5e-7, equal_nan=True)
