@@ -499,7 +499,7 @@ class Lowerer final : public LoweringContext {
   // to return its result of the same rank in that layout (the runtime copies when it does not).
   std::vector<int64_t> externLayout(const core::Node& n, const std::vector<int64_t>& shape,
                                     const std::vector<int64_t>& recorded) const {
-    if (shape.size() != 4 || shape[1] <= 1) return recorded;
+    if (mutating_ || shape.size() != 4 || shape[1] <= 1) return recorded;
     std::vector<int64_t> cl = channelsLastStrides(shape);
     bool first = true, follows = false;
     n.forEachInput([&](const core::NodeRef& a) {
@@ -571,7 +571,9 @@ class Lowerer final : public LoweringContext {
     c.nodes = {n->name()};
     if (bn) c.nodes.push_back(result->name());
     const auto& meta = result->meta().tensor;
-    std::vector<int64_t> strides = outputs_.count(result.get()) && meta->strides ? *meta->strides
+    // Graphs that mutate memory keep eager's layouts: a result copied into the expected layout
+    // would not see a later in-place write through an alias.
+    std::vector<int64_t> strides = (mutating_ || outputs_.count(result.get())) && meta->strides ? *meta->strides
                                                                                   : channelsLastStrides(meta->shape);
     c.result = newBuffer(result->name(), DType::kFloat32, meta->shape, strides, BufferKind::kExtern);
     out_.program.convs.push_back(c);
