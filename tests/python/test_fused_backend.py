@@ -165,3 +165,15 @@ def test_erf_matches_eager():
     x = torch.cat([torch.linspace(-6, 6, 10001), torch.tensor([float("nan"), float("inf"), -float("inf")])])
     got, want = dynamo.optimize("fused")(lambda t: torch.erf(t * 1))(x), torch.erf(x)
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1.5e-7, equal_nan=True)
+
+
+def test_column_sums_match_eager():
+    # sums over dim 0 (bias gradients) run with the loops exchanged: rows outer, columns vectorised
+    x = torch.randn(300, 1000)
+    for f in (lambda t: (t * 2).sum(0), lambda t: (t + 1).mean(0, keepdim=True), lambda t: t.relu().sum(0)):
+        got, want = dynamo.optimize("fused")(f)(x), f(x)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+        dynamo.reset()
+    y = torch.randn(20000, 5) + 3    # a long float32 column sum accumulates in double
+    got = dynamo.optimize("fused")(lambda t: (t * 1).sum(0))(y)
+    torch.testing.assert_close(got.double(), y.double().sum(0), rtol=1e-6, atol=0)
