@@ -18,6 +18,8 @@ against eager before timing):
     mlp_train    a training step (forward + backward) of the MLP block (dropout off), 256x1024 (AOT layer, kernels
                  for both graphs)
     cnn_train    a training step of a small CNN (conv-bn-relu x2, pool, linear), batch 32, 32x32
+    transformer_train  a training step of nn.TransformerEncoderLayer(512, 8, 2048, dropout 0),
+                 batch 16 x 128 tokens
 
 The anchor `copy` is `dst.copy_(src)` of the same 8M float32 into a reused buffer: bytes moved
 (read + write) per second. A case's GB/s counts each input once and each output once. Timing:
@@ -117,6 +119,9 @@ CASES = {
     "resnet18_b8": _module_case(_resnet18, lambda: torch.randn(8, 3, 224, 224)),
     "mobilenet_v2_b8": _module_case(_mobilenet_v2, lambda: torch.randn(8, 3, 224, 224)),
     "mlp_train": _train_case(lambda: MLP().eval(), lambda: torch.randn(256, 1024)),
+    "transformer_train": _train_case(
+        lambda: torch.nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0, batch_first=True),
+        lambda: torch.randn(16, 128, 512)),
     "cnn_train": _train_case(lambda: _small_cnn().train(), lambda: torch.randn(32, 3, 32, 32)),
 }
 
