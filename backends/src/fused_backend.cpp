@@ -494,7 +494,10 @@ class FusedBackend final : public core::Backend {
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request, FusedReport* report,
                                                     const FusedOptions& options) {
   const core::Graph& graph = request.graph;
-  std::string gradNode = options.insideAutograd ? std::string() : requiresGradNode(graph);
+  // (The AOT layer's forward and backward graphs are traced without autograd: none of their
+  // nodes requires grad. One that does is an inference graph whose result must carry autograd
+  // history, which kernels cannot give: it runs on the eager runner.)
+  std::string gradNode = requiresGradNode(graph);
   if (!gradNode.empty()) {
     if (report) {
       report->eagerReason = "node '" + gradNode + "' requires grad (training graphs go through the AOT layer: backend=\"fused\")";
