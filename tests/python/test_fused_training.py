@@ -52,7 +52,10 @@ def check_against_eager_and_fp64(model, loss_fn, *inputs):
     eager, compiled, ref = model, copy.deepcopy(model), copy.deepcopy(model).double()
     fn = dynamo.optimize("fused")(loss_fn)
     want_loss, want = grads_of(eager, loss_fn, *inputs)
+    before = len(aot.last_records())
     got_loss, got = grads_of(compiled, fn, *inputs)
+    records = aot.last_records()[before:]
+    assert any(r["backend"] == "fused" and r.get("training") and not r["fallback"] for r in records), records
     ref_loss, ref_g = grads_of(ref, loss_fn, *[t.double() if t.is_floating_point() else t for t in inputs])
     assert got.keys() == want.keys() and got
     torch.testing.assert_close(got_loss, want_loss, rtol=1e-4, atol=1e-5)
@@ -110,7 +113,7 @@ def test_small_cnn_training_step_and_batch_norm_statistics():
     # the running statistics the compiled forward updated equal eager's
     compiled = copy.deepcopy(eager)
     F.cross_entropy(eager(x), y)
-    F.cross_entropy(dynamo.optimize("fused")(compiled)(x), y)
+    F.cross_entropy(dynamo.optimize("fused")(lambda t: compiled(t))(x), y)
     for (n, a), b in zip(eager.state_dict().items(), compiled.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=n)
 
