@@ -13,7 +13,13 @@ against eager before timing):
     softmax_layer_norm   F.layer_norm(torch.softmax(x, -1), (1024,)) on 8192x1024 float32
     mean_var  x.mean(-1) and x.var-like centred square sum, 8192x1024: row reductions, one kernel
     mlp_block linear-gelu-linear-dropout-residual (eval), 512x1024 -> 4096 -> 1024
-    resnet18_b8  torchvision resnet18, eval, batch 8 (its time is conv/bn externs)
+    resnet18_b8  torchvision resnet18, eval, batch 8 (conv steps: channels-last weights, batch_norm folded)
+    mobilenet_v2_b8  torchvision mobilenet_v2, eval, batch 8
+    mlp_train    a training step (forward + backward) of the MLP block (dropout off), 256x1024 (AOT layer, kernels
+                 for both graphs)
+    cnn_train    a training step of a small CNN (conv-bn-relu x2, pool, linear), batch 32, 32x32
+    transformer_train  a training step of nn.TransformerEncoderLayer(512, 8, 2048, dropout 0),
+                 batch 16 x 128 tokens
 
 The anchor `copy` is `dst.copy_(src)` of the same 8M float32 into a reused buffer: bytes moved
 (read + write) per second. A case's GB/s counts each input once and each output once. Timing:
@@ -74,12 +80,51 @@ def _resnet18():
     return torchvision.models.resnet18()
 
 
+def _mobilenet_v2():
+    import torchvision
+    return torchvision.models.mobilenet_v2()
+
+
+def _small_cnn():
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10))
+
+
+def _train_case(make_module, make_input):
+    """A training step: the loss's forward (eager, or the module compiled) and its backward."""
+    state = {}
+
+    def step(forward, x):
+        loss = (forward(x) ** 2).mean()
+        loss.backward()
+        return loss.detach()
+
+    def inputs():
+        state["m"] = make_module()
+        return (make_input(),)
+
+    def compiled():
+        # a function calling the module: dynamo.optimize(module) of a torch.nn container
+        # (Sequential, TransformerEncoderLayer) runs eagerly, its forward being in torch's files
+        fwd = dynamo.optimize("fused")(lambda x: state["m"](x))
+        return lambda x: step(fwd, x)
+    return (lambda x: step(state["m"], x)), inputs, compiled
+
+
 CASES = {
     "chain6": (chain6, lambda: (torch.randn(8 * 1024 * 1024),)),
     "softmax_layer_norm": (softmax_layer_norm, lambda: (torch.randn(8192, 1024),)),
     "mean_var": (mean_var, lambda: (torch.randn(8192, 1024),)),
     "mlp_block": _module_case(MLP, lambda: torch.randn(512, 1024)),
     "resnet18_b8": _module_case(_resnet18, lambda: torch.randn(8, 3, 224, 224)),
+    "mobilenet_v2_b8": _module_case(_mobilenet_v2, lambda: torch.randn(8, 3, 224, 224)),
+    "mlp_train": _train_case(lambda: MLP().eval(), lambda: torch.randn(256, 1024)),
+    "transformer_train": _train_case(
+        lambda: torch.nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0, batch_first=True),
+        lambda: torch.randn(16, 128, 512)),
+    "cnn_train": _train_case(lambda: _small_cnn().train(), lambda: torch.randn(32, 3, 32, 32)),
 }
 
 
@@ -107,11 +152,11 @@ def main():
     copy = lambda: dst.copy_(src)  # noqa: E731
     copy_bytes = 2 * src.numel() * src.element_size()
     rows = []
-    torch.set_grad_enabled(False)  # inference: the backend runs graphs needing grad eagerly
     for name in args.cases.split(","):
-        fn, make = CASES[name]
+        fn, make, *train = CASES[name]
+        torch.set_grad_enabled(bool(train))        # training steps: forward and backward
         inputs = make()
-        compiled = dynamo.optimize("fused")(fn)
+        compiled = train[0]() if train else dynamo.optimize("fused")(fn)
         t0 = time.perf_counter()
         got = compiled(*inputs)                    # compiles (cold or disk-cache warm)
         first_ms = (time.perf_counter() - t0) * 1e3

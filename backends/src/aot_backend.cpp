@@ -90,6 +90,9 @@ class AotBackend final : public core::Backend {
 
 }  // namespace
 
+std::shared_ptr<core::Backend> makeAotBackend(const std::string& preset) {
+  return std::make_shared<AotBackend>(preset);
+}
 std::shared_ptr<core::Backend> makeAotEagerBackend() { return std::make_shared<AotBackend>("aot_eager"); }
 std::shared_ptr<core::Backend> makeAotEagerDefaultPartitionerBackend() {
   return std::make_shared<AotBackend>("aot_eager_default_partitioner");

@@ -15,6 +15,7 @@
 // Reductions whose result only this kernel reads stay in registers (no buffer). Pointwise-only
 // kernels get their loops coalesced where every access allows it.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <set>
@@ -154,6 +155,7 @@ class Fuser {
         st.isKernel = false;
         st.node = it.node;
         st.result = it.result;
+        st.conv = it.conv;
       }
       p.steps.push_back(st);
     }
@@ -347,6 +349,35 @@ class Fuser {
     }
     std::vector<int64_t>& sizes = k.outerSizes;
     size_t n = sizes.size();
+    // Loop order follows the memory order of the first store (a channels-last buffer is walked
+    // channels innermost): any order is valid for a pointwise kernel, this one is contiguous.
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    const std::vector<int64_t>& lead = coeffSets.front();
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return std::llabs(lead[a]) > std::llabs(lead[b]);
+    });
+    if (!std::is_sorted(order.begin(), order.end())) {
+      auto permute = [&](const std::vector<int64_t>& v) {
+        std::vector<int64_t> r;
+        for (size_t d : order) r.push_back(v[d]);
+        return r;
+      };
+      for (auto& c : coeffSets) c = permute(c);
+      sizes = permute(sizes);
+      auto reorder = [&](const Affine& a) {
+        Affine r;
+        r.offset = a.offset;
+        r.coeffs = permute(a.coeffs);
+        return r;
+      };
+      for (Stage& st : k.stages) {
+        st.index = reorder(st.index);
+        st.value = rebuild(st.value, [&](const Expr& x) {
+          return ExprNode::makeLoad(x->buffer(), x->dtype(), reorder(x->index()));
+        });
+      }
+    }
     // groups of old dims forming each new dim
     std::vector<std::vector<size_t>> dims;
     for (size_t d = 0; d < n; ++d) {

@@ -254,6 +254,16 @@ std::string printProgram(const Program& p) {
     o << "\n";
   }
   for (const Step& s : p.steps) {
+    if (!s.isKernel && s.conv >= 0) {
+      const ConvStep& c = p.convs[s.conv];
+      o << "conv #" << s.node << " b" << c.input << " * b" << c.weight;
+      if (c.bias >= 0) o << " + b" << c.bias;
+      o << " stride " << list(c.stride) << " padding " << list(c.padding) << " dilation " << list(c.dilation)
+        << " groups " << c.groups;
+      if (c.bnMean >= 0) o << " batch_norm(b" << c.bnMean << ", b" << c.bnVar << ") folded";
+      o << " -> b" << c.result << "   # " << list(c.nodes) << "\n";
+      continue;
+    }
     if (!s.isKernel) {
       o << "extern #" << s.node;
       if (s.result >= 0) o << " -> b" << s.result;

@@ -30,7 +30,7 @@ const std::unordered_set<std::string>& supported() {
       "int", "long", "bool", "clone", "sum", "mean", "amax", "amin", "_softmax", "_log_softmax",
       "softmax", "log_softmax", "native_layer_norm", "layer_norm", "getitem", "expand", "permute",
       "t", "transpose", "unsqueeze", "view", "_unsafe_view", "reshape", "alias", "detach",
-      "contiguous", "scalar_tensor", "F_batch_norm"};
+      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh", "erf"};
   return kOps;
 }
 
@@ -81,6 +81,10 @@ std::string canonicalOp(const core::Node& n) {
   return supported().count(name) ? name : std::string();
 }
 
+bool positionalInplace(const core::Node& n, size_t at) {
+  return n.args().size() > at && n.args()[at].kind() == core::ArgKind::kBool && n.args()[at].asBool();
+}
+
 std::string inplaceBase(const core::Node& n) {
   static const std::unordered_set<std::string> kOps = {
       "relu", "add", "sub", "mul", "div", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt",
@@ -110,6 +114,9 @@ std::string inplaceBase(const core::Node& n) {
         return it == kI.end() ? std::string() : it->second;
       }
       if (prefix == "torch.nn.functional." && last == "relu" && inplaceKw) return "relu";
+      if (prefix == "torch.nn.functional." && last == "hardtanh" && (inplaceKw || positionalInplace(n, 3))) {
+        return "hardtanh";
+      }
       if (prefix == "torch." && last.size() > 1 && last.back() == '_') name = last;
       else return {};
     }
@@ -337,7 +344,7 @@ std::optional<LValue> lowerUnary(const std::string& op, const Bound& b, const Ct
   static const std::unordered_map<std::string, UnaryOp> kFloatOps = {
       {"sigmoid", UnaryOp::kSigmoid}, {"tanh", UnaryOp::kTanh}, {"exp", UnaryOp::kExp},
       {"log", UnaryOp::kLog}, {"sqrt", UnaryOp::kSqrt}, {"rsqrt", UnaryOp::kRsqrt},
-      {"reciprocal", UnaryOp::kReciprocal}};
+      {"reciprocal", UnaryOp::kReciprocal}, {"erf", UnaryOp::kErf}};
   auto f = kFloatOps.find(op);
   if (f != kFloatOps.end()) {
     if (!isFloating(out)) return none(c, "floating op with a non-floating result");
@@ -778,6 +785,7 @@ const std::vector<std::string>& paramsOf(const std::string& op, bool aten) {
       {"unsqueeze", {"self", "dim"}}, {"view", {"self", "size"}}, {"_unsafe_view", {"self", "size"}},
       {"reshape", {"self", "size"}},
       {"scalar_tensor", {"self", "dtype", "layout", "device", "pin_memory"}},
+      {"hardtanh", {"self", "min_val", "max_val", "inplace"}},
       {"F_batch_norm", {"self", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"}}};
   static const std::vector<std::string> kSelf = {"self"};
   (void)aten;
@@ -831,6 +839,20 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
   if (op == "gelu") return lowerGelu(b, c);
   if (op == "pow") return lowerPow(b, c);
   if (op == "clamp" || op == "clamp_min" || op == "clamp_max") return lowerClamp(op, b, c);
+  if (op == "hardtanh") {  // F.hardtanh(x, min_val, max_val): clamp (ReLU6 in mobilenets)
+    if (asOp.empty() && b.has("inplace") && b.get("inplace").number != 0) return none(c, "in-place hardtanh");
+    Bound cb;
+    cb.values["self"] = b.has("self") ? b.get("self") : LValue();
+    LValue lo, hi;
+    lo.kind = hi.kind = LValue::Kind::kNumber;
+    lo.dtype = hi.dtype = DType::kFloat64;
+    lo.number = -1, hi.number = 1;
+    if (b.has("min_val")) lo = b.get("min_val");
+    if (b.has("max_val")) hi = b.get("max_val");
+    cb.values["min"] = lo;
+    cb.values["max"] = hi;
+    return lowerClamp("clamp", cb, c);
+  }
   if (op == "eq" || op == "ne" || op == "lt" || op == "le" || op == "gt" || op == "ge") return lowerCompare(op, b, c);
   if (op == "maximum" || op == "minimum") return lowerMaxMin(op, b, c);
   if (op == "where") return lowerWhere(b, c);

@@ -95,6 +95,10 @@ bool mayMutate(const core::Node& n) {
       return false;
     }
     name = t.qualifiedName();
+    if (name == "torch.nn.functional.hardtanh" && n.args().size() > 3 &&
+        n.args()[3].kind() == core::ArgKind::kBool && n.args()[3].asBool()) {
+      return true;  // F.hardtanh(x, min_val, max_val, True): positional inplace (nn.ReLU6)
+    }
     name = name.substr(name.rfind('.') + 1);
     if (name.size() > 1 && name[0] == 'i' && t.qualifiedName().find("operator.") != std::string::npos &&
         name != "is_" && name != "is_not" && name != "index" && name != "invert") {
@@ -135,6 +139,7 @@ class Lowerer final : public LoweringContext {
     out_.program.nodeBuffer.assign(body.size(), -1);
     out_.program.inputBuffer.assign(g.inputs().size(), -1);
     for (size_t i = 0; i < g.inputs().size(); ++i) inputIndex_[g.inputs()[i].get()] = static_cast<int>(i);
+    g.output()->forEachInput([&](const core::NodeRef& n) { outputs_.insert(n.get()); });
   }
 
   Lowered run() {
@@ -142,7 +147,7 @@ class Lowerer final : public LoweringContext {
     for (size_t i = 0; i < body.size(); ++i) step(static_cast<int>(i), body[i]);
     graph_.output()->forEachInput([&](const core::NodeRef& n) {
       auto it = values_.find(resolve(n).get());
-      if (it != values_.end() && it->second.kind == LValue::Kind::kTensor) realize(n, true);
+      if (it != values_.end() && it->second.kind == LValue::Kind::kTensor) realize(n, true, true);
     });
     return std::move(out_);
   }
@@ -156,7 +161,8 @@ class Lowerer final : public LoweringContext {
 
   LValue materialize(const LValue& v, const std::string& node) override {
     if (v.buffer >= 0 || v.kind != LValue::Kind::kTensor) return v;
-    std::vector<int64_t> strides = contiguousStrides(v.shape);
+    std::vector<int64_t> strides = followedLayout(v);
+    if (strides.empty()) strides = contiguousStrides(v.shape);
     int b = newBuffer(node, v.dtype, v.shape, strides, BufferKind::kIntermediate);
     SNode s;
     s.full = v.shape;
@@ -230,8 +236,9 @@ class Lowerer final : public LoweringContext {
     std::optional<DType> t = meta ? dtypeFromTorch(meta->dtype) : std::nullopt;
     if (meta && t && meta->device == "cpu" && meta->strides && meta->strides->size() == meta->shape.size()) {
       bool input = n->op() == core::NodeOp::kPlaceholder;
-      int b = newBuffer(n->name(), *t, meta->shape, *meta->strides,
-                        input ? BufferKind::kInput : BufferKind::kExtern);
+      std::vector<int64_t> strides = *meta->strides;
+      if (!input && !outputs_.count(n.get())) strides = externLayout(*n, meta->shape, strides);
+      int b = newBuffer(n->name(), *t, meta->shape, strides, input ? BufferKind::kInput : BufferKind::kExtern);
       if (input) {
         out_.program.inputBuffer[inputIndex_.at(n.get())] = b;
       } else {
@@ -239,7 +246,7 @@ class Lowerer final : public LoweringContext {
         DYNAMO_INTERNAL_ASSERT(item != externItem_.end(), "no extern step for ", n->name());
         out_.items[item->second].result = b;
       }
-      v = bufferValue(b, *t, meta->shape, *meta->strides);
+      v = bufferValue(b, *t, meta->shape, strides);
     } else {
       v.text = "?";  // not readable by a kernel: no lowering accepts it
     }
@@ -298,11 +305,28 @@ class Lowerer final : public LoweringContext {
     }
   }
 
-  // Materialises the lowered value of n (escape: a graph output or an extern's argument).
-  void realize(const core::NodeRef& n0, bool escape) {
+  // Dense strides of a buffer of v's shape that v reads, when they are not contiguous (a
+  // channels-last conv output): a value computed from it is stored in the same layout, so the
+  // kernel walks both in memory order and the next conv gets channels-last input. Else empty.
+  std::vector<int64_t> followedLayout(const LValue& v) const {
+    std::vector<int64_t> found;
+    if (v.shape.size() < 2) return found;
+    forEachExpr(v.fn(identityIndex(v.shape.size(), v.shape.size())), [&](const ExprNode& x) {
+      if (!found.empty() || x.kind() != ExprKind::kLoad) return;
+      const Buffer& b = out_.program.buffers[x.buffer()];
+      if (b.shape == v.shape && b.strides != contiguousStrides(b.shape) && denseStrides(b.shape, b.strides)) {
+        found = b.strides;
+      }
+    });
+    return found;
+  }
+
+  // Materialises the lowered value of n (escape: a graph output or an extern's argument;
+  // graphOutput: what the user sees, in eager's layout).
+  void realize(const core::NodeRef& n0, bool escape, bool graphOutput = false) {
     const core::NodeRef& n = resolve(n0);
     if (n != n0) {
-      realize(n, escape);
+      realize(n, escape, graphOutput);
       out_.program.nodeBuffer[position_.at(n0.get())] = out_.program.nodeBuffer[position_.at(n.get())];
       return;
     }
@@ -319,7 +343,10 @@ class Lowerer final : public LoweringContext {
     // functional: views are not lowered in graphs that mutate), so a copy is what it reads.
     std::vector<int64_t> strides = contiguousStrides(v.shape);
     const auto& meta = n->meta().tensor;
-    if (escape && meta && meta->strides && meta->shape == v.shape && denseStrides(v.shape, *meta->strides)) {
+    std::vector<int64_t> follow = graphOutput || outputs_.count(n.get()) ? std::vector<int64_t>() : followedLayout(v);
+    if (!follow.empty()) {
+      strides = follow;
+    } else if (escape && meta && meta->strides && meta->shape == v.shape && denseStrides(v.shape, *meta->strides)) {
       strides = *meta->strides;  // eager's layout for what the user sees
     }
     int b = newBuffer(n->name(), v.dtype, v.shape, strides,
@@ -339,6 +366,9 @@ class Lowerer final : public LoweringContext {
     for (const core::NodeRef& u : graph_.users(n)) {
       if (u->op() != core::NodeOp::kCallFunction && u->op() != core::NodeOp::kCallMethod) return false;
       if (canonicalOp(*u).empty() || mayMutate(*u)) return false;
+      // a view of it that will not lower (it escapes, or its users do not lower) reads it as an
+      // extern would: keep this one an alias too rather than copying it
+      if (isViewOp(canonicalOp(*u)) && (outputs_.count(u.get()) || !onlyLoweredUsers(u))) return false;
     }
     return true;
   }
@@ -359,7 +389,7 @@ class Lowerer final : public LoweringContext {
     for (const auto& [k, a] : n->kwargs()) kwargs.emplace_back(k, argValue(a));
     std::optional<LValue> v = lowerNode(*n, args, kwargs, *this, why, asOp);
     if (!v) return false;
-    if (v->isView && (mutating_ || !onlyLoweredUsers(n))) {
+    if (v->isView && (mutating_ || outputs_.count(n.get()) || !onlyLoweredUsers(n))) {
       *why = "view whose result escapes or may be mutated (kept as an alias)";
       return false;
     }
@@ -375,7 +405,9 @@ class Lowerer final : public LoweringContext {
     out_.program.lowered.push_back(n->name());
     if (v->kind == LValue::Kind::kTensor && v->buffer < 0 && !v->isView) {
       int size = v->fn(identityIndex(v->shape.size(), v->shape.size()))->size();
-      if (size > options_.maxExprSize ||
+      if (outputs_.count(n.get()) && !mutatedLater(n)) {
+        realize(n, true, true);  // stored here, so the kernel computing it can also feed its users
+      } else if (size > options_.maxExprSize ||
           (graph_.users(n).size() > 1 && size > options_.inlineCost)) {
         realize(n, false);
       } else {
@@ -387,6 +419,14 @@ class Lowerer final : public LoweringContext {
     return true;
   }
 
+  // True when an in-place op may later write n (its value then changes after this point).
+  bool mutatedLater(const core::NodeRef& n) {
+    for (const core::NodeRef& u : graph_.users(n)) {
+      if (!inplaceBase(*u).empty() || mayMutate(*u)) return true;
+    }
+    return false;
+  }
+
   bool onlyGetitemUsers(const core::NodeRef& n) {
     for (const core::NodeRef& u : graph_.users(n)) {
       if (u->op() != core::NodeOp::kCallFunction || canonicalOp(*u) != "getitem") return false;
@@ -396,6 +436,8 @@ class Lowerer final : public LoweringContext {
 
   void step(int i, const core::NodeRef& n) {
     std::string why;
+    if (folded_.count(n.get())) return;  // an eval batch_norm folded into the conv step before it
+    if (tryConv(i, n)) return;
     std::string base = inplaceBase(*n);
     if (!base.empty()) {
       if (canConvert(*n) && tryLower(n, &why, base)) {
@@ -452,6 +494,104 @@ class Lowerer final : public LoweringContext {
     out_.program.externs.emplace_back(n->name(), why);
   }
 
+  // ATen ops given a channels-last 4-d input return channels-last results (convolution, pooling,
+  // pointwise): an extern whose first 4-d tensor argument is a channels-last buffer is expected
+  // to return its result of the same rank in that layout (the runtime copies when it does not).
+  std::vector<int64_t> externLayout(const core::Node& n, const std::vector<int64_t>& shape,
+                                    const std::vector<int64_t>& recorded) const {
+    if (mutating_ || shape.size() != 4 || shape[1] <= 1) return recorded;
+    std::vector<int64_t> cl = channelsLastStrides(shape);
+    bool first = true, follows = false;
+    n.forEachInput([&](const core::NodeRef& a) {
+      if (!first) return;
+      auto v = values_.find(resolve(a).get());
+      auto m = memory_.find(a.get());
+      int b = v != values_.end() ? v->second.buffer : m != memory_.end() ? m->second.buffer : -1;
+      if (b < 0 || out_.program.buffers[b].shape.size() != 4) return;
+      first = false;
+      const Buffer& buf = out_.program.buffers[b];
+      follows = buf.shape[1] > 1 && buf.strides == channelsLastStrides(buf.shape);
+    });
+    return follows ? cl : recorded;
+  }
+
+  static std::vector<int64_t> channelsLastStrides(const std::vector<int64_t>& s) {
+    int64_t n = std::max<int64_t>(s[0], 1), c = std::max<int64_t>(s[1], 1);
+    int64_t h = std::max<int64_t>(s[2], 1), w = std::max<int64_t>(s[3], 1);
+    (void)n;
+    return {h * w * c, 1, w * c, c};
+  }
+
+  // The buffer of a conv step's operand (a graph input, an extern result or a lowered value,
+  // which is materialised: channels-last when it follows a channels-last buffer).
+  int operandBuffer(const core::NodeRef& a) {
+    externRead_.insert(a.get());
+    externRead_.insert(resolve(a).get());
+    if (values_.count(resolve(a).get())) {
+      realize(a, true);
+      return values_.at(resolve(a).get()).buffer;
+    }
+    return memoryValue(a).buffer;
+  }
+
+  // A 2-d convolution (lower_conv.cpp) as a conv step, with the eval-mode batch_norm that is its
+  // only user folded in when the graph does not mutate memory.
+  bool tryConv(int i, const core::NodeRef& n) {
+    std::string why;
+    if (!options_.convSteps) return false;
+    std::optional<ConvMatch> m = matchConv(*n, &why);
+    if (!m) return false;
+    std::optional<BatchNormMatch> bn;
+    core::NodeRef result = n;
+    const auto& users = graph_.users(n);
+    if (!mutating_ && users.size() == 1 && !outputs_.count(n.get())) {
+      bn = matchEvalBatchNorm(*users[0], *n);
+      if (bn) result = users[0];
+    }
+    ConvStep c;
+    c.weight = memoryValue(m->weight).buffer;
+    if (m->bias) c.bias = memoryValue(m->bias).buffer;
+    if (c.weight < 0 || (m->bias && c.bias < 0)) return false;
+    if (bn) {
+      c.bnMean = memoryValue(bn->mean).buffer;
+      c.bnVar = memoryValue(bn->var).buffer;
+      if (bn->weight) c.bnWeight = memoryValue(bn->weight).buffer;
+      if (bn->bias) c.bnBias = memoryValue(bn->bias).buffer;
+      c.bnEps = bn->eps;
+      if (c.bnMean < 0 || c.bnVar < 0 || (bn->weight && c.bnWeight < 0) || (bn->bias && c.bnBias < 0)) return false;
+    }
+    int x = operandBuffer(m->input);
+    if (x < 0) return false;
+    c.input = x;
+    if (bn) folded_.insert(result.get());
+    c.stride = m->stride;
+    c.padding = m->padding;
+    c.dilation = m->dilation;
+    c.groups = m->groups;
+    c.nodes = {n->name()};
+    if (bn) c.nodes.push_back(result->name());
+    const auto& meta = result->meta().tensor;
+    // Graphs that mutate memory keep eager's layouts: a result copied into the expected layout
+    // would not see a later in-place write through an alias.
+    std::vector<int64_t> strides = (mutating_ || outputs_.count(result.get())) && meta->strides ? *meta->strides
+                                                                                  : channelsLastStrides(meta->shape);
+    c.result = newBuffer(result->name(), DType::kFloat32, meta->shape, strides, BufferKind::kExtern);
+    out_.program.convs.push_back(c);
+    Item it;
+    it.extern_ = true;
+    it.node = i;
+    it.conv = static_cast<int>(out_.program.convs.size()) - 1;
+    it.result = c.result;
+    it.reads = {x};
+    externItem_[n.get()] = static_cast<int>(out_.items.size());
+    out_.items.push_back(it);
+    values_[result.get()] = bufferValue(c.result, DType::kFloat32, meta->shape, strides);
+    out_.program.nodeBuffer[position_.at(result.get())] = c.result;
+    out_.program.externs.emplace_back(n->name(), bn ? "conv step (channels-last weight, " + result->name() + " folded in)"
+                                                    : "conv step (channels-last weight)");
+    return true;
+  }
+
   const core::Graph& graph_;
   LoweringOptions options_;
   Lowered out_;
@@ -466,6 +606,8 @@ class Lowerer final : public LoweringContext {
   std::unordered_map<const core::Node*, LValue> values_;
   std::unordered_map<const core::Node*, LValue> memory_;
   std::vector<core::NodeRef> pending_;
+  std::unordered_set<const core::Node*> outputs_;  // graph outputs
+  std::unordered_set<const core::Node*> folded_;   // batch_norm nodes folded into a conv step
 };
 
 }  // namespace

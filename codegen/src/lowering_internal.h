@@ -57,6 +57,7 @@ struct Item {
   int snode = -1;          ///< index in Lowered::snodes
   int node = -1;           ///< extern: body index
   int result = -1;         ///< extern: its result buffer, or -1
+  int conv = -1;           ///< extern: a conv step (Program::convs) rather than a call
   bool barrier = false;    ///< extern that may mutate memory: fusion does not cross it
   std::vector<int> reads;  ///< extern: buffers it takes as arguments
 };
@@ -97,6 +98,9 @@ std::optional<LValue> lowerNode(const core::Node& n, const std::vector<LValue>& 
 /// "add" for add_, operator.iadd), or empty.
 std::string inplaceBase(const core::Node& n);
 
+/// True when argument `at` of n is the literal True (a positional inplace flag).
+bool positionalInplace(const core::Node& n, size_t at);
+
 /// The canonical op name of a call node ("add" for aten::add.Tensor, torch.add, operator.add,
 /// Tensor.add), or empty.
 std::string canonicalOp(const core::Node& n);
@@ -112,6 +116,24 @@ IndexVec broadcastIndex(const IndexVec& idx, const std::vector<int64_t>& shape);
 IndexVec identityIndex(size_t rank, size_t nvars);
 /// Contiguous strides of `shape`.
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& shape);
+
+/// The arguments of a 2-d convolution node the generator runs as a conv step.
+struct ConvMatch {
+  core::NodeRef input, weight, bias;  ///< bias may be null
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+};
+/// torch.conv2d / F.conv2d / aten::conv2d / aten::convolution (not transposed) with int
+/// padding, or nullopt with `why` set.
+std::optional<ConvMatch> matchConv(const core::Node& n, std::string* why);
+
+/// The statistics of an eval-mode F.batch_norm, each a graph input (placeholder) or null.
+struct BatchNormMatch {
+  core::NodeRef mean, var, weight, bias;
+  double eps = 1e-5;
+};
+/// `bn` as an eval-mode F.batch_norm of `input` whose tensors are graph inputs, or nullopt.
+std::optional<BatchNormMatch> matchEvalBatchNorm(const core::Node& bn, const core::Node& input);
 
 /// Groups scheduler nodes into kernels, plans the arena; fills program.kernels/steps.
 Program fuseProgram(Lowered lowered, const LoweringOptions& options);

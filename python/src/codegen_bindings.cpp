@@ -1,6 +1,7 @@
 // dynamo._C._codegen: the fused code generator for tests, benchmarks and tools.
 //
-//   f = _codegen.compile(graph_json, examples, cuda_host_shim=False)   # a FusedFunction
+//   f = _codegen.compile(graph_json, examples, cuda_host_shim=False, inside_autograd=False,
+//                        name="graph")                                 # a FusedFunction
 //   f(*tensors) -> outputs;  f.report -> {"program", "kernels": [...], "externs", ...}
 //   _codegen.lowered_ops() -> [(name, kind, forms)]
 //   _codegen.nvrtc_available() -> (bool, why);  _codegen.nvrtc_compile(src, name, arch)
@@ -107,11 +108,13 @@ PyObject* reportToPython(const backends::FusedReport& r) {
 }
 
 PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* kwlist[] = {"graph_json", "examples", "cuda_host_shim", nullptr};
+  static const char* kwlist[] = {"graph_json", "examples", "cuda_host_shim", "inside_autograd", "name", nullptr};
   const char* json;
   PyObject* examples;  // borrowed
-  int shim = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|p", const_cast<char**>(kwlist), &json, &examples, &shim)) {
+  int shim = 0, insideAutograd = 0;
+  const char* name = "graph";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|pps", const_cast<char**>(kwlist), &json, &examples, &shim,
+                                   &insideAutograd, &name)) {
     return nullptr;
   }
   DYNAMO_PY_TRY
@@ -123,10 +126,11 @@ PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
     ex.push_back(core::PyObjectRef::borrow(PySequence_Fast_GET_ITEM(fast, i)));
   }
   Py_DECREF(fast);
-  core::BackendRequest req{graph, ex, "graph", {}, false};
+  core::BackendRequest req{graph, ex, name, {}, false};
   backends::FusedReport report;
   backends::FusedOptions options;
   options.cudaHostShim = shim != 0;
+  options.insideAutograd = insideAutograd != 0;
   std::unique_ptr<core::CompiledGraphFn> fn = backends::compileFused(req, &report, options);
   PyObject* rep = reportToPython(report);
   if (!rep) return nullptr;
@@ -180,7 +184,7 @@ PyObject* cacheDir(PyObject*, PyObject*) { return PyUnicode_FromString(codegen::
 
 PyMethodDef methods[] = {
     {"compile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(compileGraph)),
-     METH_VARARGS | METH_KEYWORDS, "compile(graph_json, examples, cuda_host_shim=False) -> FusedFunction"},
+     METH_VARARGS | METH_KEYWORDS, "compile(graph_json, examples, cuda_host_shim=False, inside_autograd=False, name='graph') -> FusedFunction"},
     {"lowered_ops", loweredOps, METH_NOARGS, "[(name, kind, forms)] of lowered_ops.def"},
     {"nvrtc_available", nvrtcAvailable, METH_NOARGS, "(available, version or why not)"},
     {"nvrtc_compile", nvrtcCompile, METH_VARARGS, "nvrtc_compile(source, name, arch) -> (ok, log, binary)"},

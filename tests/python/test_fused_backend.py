@@ -1,6 +1,6 @@
-"""The "fused" backend end to end through dynamo.optimize: torch-level graphs from capture (no AOT
-layer yet) lowered directly, outputs as eager; what stays eager (autograd, in-place ops); the disk
-cache; DYNAMO_LOGS=fusion,output_code."""
+"""The "fused" backend end to end through dynamo.optimize: torch-level inference graphs from capture
+lowered directly, outputs as eager; training graphs through the AOT layer (test_fused_training.py
+has the numerics); in-place ops; the disk cache; DYNAMO_LOGS=fusion,output_code."""
 import os
 import subprocess
 import sys
@@ -37,7 +37,7 @@ def test_methods_operators_and_module_layers():
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_graphs_needing_grad_run_eagerly_and_backpropagate():
+def test_graphs_needing_grad_go_through_the_aot_layer_and_backpropagate():
     lin = torch.nn.Linear(8, 8)
     x = torch.randn(4, 8)
     out = dynamo.optimize("fused")(lambda a: (lin(a).relu() * 2).sum())(x)
@@ -146,3 +146,34 @@ def test_pooled_outputs_behave_like_eager_tensors():
     del a
     c = f(x)                             # a freed block comes back to the pool: same values
     assert torch.equal(c, (x * 2).relu())
+
+
+def test_a_returned_view_aliases_its_base_as_in_eager():
+    def f(x):
+        y = x * 2
+        return x.t(), y.t(), y.t().t() + 1
+
+    x = torch.randn(5, 7)
+    got, want = dynamo.optimize("fused")(f)(x), f(x)
+    assert got[0].data_ptr() == x.data_ptr() and got[0].stride() == want[0].stride()
+    assert got[1].stride() == want[1].stride()       # a view of the graph's own value, as eager's
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+def test_erf_matches_eager():
+    x = torch.cat([torch.linspace(-6, 6, 10001), torch.tensor([float("nan"), float("inf"), -float("inf")])])
+    got, want = dynamo.optimize("fused")(lambda t: torch.erf(t * 1))(x), torch.erf(x)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1.5e-7, equal_nan=True)
+
+
+def test_column_sums_match_eager():
+    # sums over dim 0 (bias gradients) run with the loops exchanged: rows outer, columns vectorised
+    x = torch.randn(300, 1000)
+    for f in (lambda t: (t * 2).sum(0), lambda t: (t + 1).mean(0, keepdim=True), lambda t: t.relu().sum(0)):
+        got, want = dynamo.optimize("fused")(f)(x), f(x)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+        dynamo.reset()
+    y = torch.randn(20000, 5) + 3    # a long float32 column sum accumulates in double
+    got = dynamo.optimize("fused")(lambda t: (t * 1).sum(0))(y)
+    torch.testing.assert_close(got.double(), y.double().sum(0), rtol=1e-6, atol=0)

@@ -31,6 +31,7 @@ PRESETS = {
     "aot_eager": ("min_cut", False),
     "aot_eager_default_partitioner": ("save_all", False),
     "aot_eager_decomp_partition": ("min_cut", True),
+    "fused": ("min_cut", True),
 }
 
 _local = threading.local()
@@ -40,6 +41,18 @@ _RECENT_MAX = 64
 
 def _default_compiler(graph):
     return graph.runner()
+
+
+# ---- preset "fused": forward and backward graphs lowered to kernels (docs/codegen.md) ---------
+
+def _fused_compiler(kind):
+    def compile_fused(graph):
+        return _C._codegen.compile(graph.serialize(), [], inside_autograd=True, name=kind)
+    return compile_fused
+
+
+#: backend -> (forward compiler, backward compiler) used instead of the graph runner
+COMPILERS = {"fused": (_fused_compiler("forward"), _fused_compiler("backward"))}
 
 
 class _Plan:
@@ -53,6 +66,8 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
     """A callable over the graph inputs running the AOT-compiled graph, or the reason (str) to
     run the graph on the eager runner instead."""
     mode, decompose = PRESETS.get(backend, ("min_cut", False))
+    if backend in COMPILERS and fw_compiler is _default_compiler and bw_compiler is _default_compiler:
+        fw_compiler, bw_compiler = COMPILERS[backend]
     rec = {"backend": backend, "function": function, "file": file, "line": int(line),
            "partition_mode": mode, "phases_ms": {}, "fallback": None}
     custom = autograd_function.aot_reason(gm)

@@ -39,6 +39,10 @@ struct FusedOptions {
   /// Run the CUDA C kernels instead of the C++ ones, compiled for the host with the grid walked
   /// as loops (-DDYN_HOST_SHIM): tests the CUDA bodies' numerics without a GPU. Slow.
   bool cudaHostShim = false;
+  /// The graph is a forward or backward graph of the AOT layer (run inside its
+  /// torch.autograd.Function): convolutions stay ATen calls (no channels-last conv steps, whose
+  /// rounding small-batch batch_norm amplifies in gradients).
+  bool insideAutograd = false;
 };
 
 /// Compiles request.graph with the fused backend; fills *report when given.

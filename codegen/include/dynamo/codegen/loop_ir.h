@@ -154,12 +154,30 @@ struct Buffer {
   int64_t numel() const;
 };
 
+/// A 2-d convolution the runtime calls through ATen (at::convolution) with a prepared weight:
+/// an eval-mode batch_norm that only it feeds is folded into the weight and bias, and the
+/// weight is kept channels-last so oneDNN takes and returns channels-last activations without
+/// reorders. The prepared weight is cached until a source tensor changes (data or version).
+struct ConvStep {
+  int input = -1;                  ///< activation buffer
+  int weight = -1;                 ///< weight buffer (a graph input)
+  int bias = -1;                   ///< bias buffer, or -1
+  int bnMean = -1, bnVar = -1;     ///< folded batch_norm's running statistics, or -1
+  int bnWeight = -1, bnBias = -1;  ///< folded batch_norm's affine parameters, or -1
+  double bnEps = 1e-5;             ///< folded batch_norm's eps
+  std::vector<int64_t> stride, padding, dilation;  ///< as at::convolution takes them
+  int64_t groups = 1;              ///< channel groups
+  int result = -1;                 ///< the output buffer (channels-last unless it escapes)
+  std::vector<std::string> nodes;  ///< the conv node [, the folded batch_norm node]
+};
+
 /// One step of a program, in execution order.
 struct Step {
   bool isKernel = true;    ///< a kernel, or an extern call of one graph node
   int kernel = -1;         ///< index in Program::kernels
   int node = -1;           ///< extern: index of the node in the graph's body
   int result = -1;         ///< extern: the buffer its tensor result fills, or -1
+  int conv = -1;           ///< extern: a conv step (index in Program::convs), not a call
 };
 
 /// The lowered graph.
@@ -167,6 +185,7 @@ struct Program {
   std::vector<Buffer> buffers;  ///< every buffer
   std::vector<Kernel> kernels;  ///< every kernel
   std::vector<Step> steps;      ///< execution order
+  std::vector<ConvStep> convs;  ///< the conv steps
   std::vector<int> inputBuffer; ///< per graph input: its buffer, or -1 when no kernel reads it
   /// Per body node: the buffer that holds its value when a kernel makes it, else -1.
   std::vector<int> nodeBuffer;

@@ -1,0 +1,142 @@
+"""Convolutions in the fused backend's inference graphs: conv steps with a prepared channels-last
+weight, an eval-mode batch_norm folded into it, activations kept channels-last between convs and
+kernels, outputs in eager's layout, and prepared weights made again when a parameter changes.
+
+Tolerance: within 1e-4 relative (atol 1e-4 of the output's largest magnitude) of eager; folding
+batch_norm into the weight reassociates, and oneDNN's channels-last kernels round differently."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dynamo
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+def close(got, want):
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * max(want.abs().max().item(), 1e-3))
+
+
+def conv_bn(cin=6, cout=10, **kw):
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(cin, cout, 3, **kw)
+    bn = torch.nn.BatchNorm2d(cout)
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    bn.weight.data.uniform_(0.5, 1.5)
+    bn.bias.data.uniform_(-1, 1)
+    return torch.nn.Sequential(conv, bn).eval()
+
+
+@pytest.mark.parametrize("kw", [dict(padding=1), dict(stride=2, bias=False), dict(padding=2, dilation=2),
+                                dict(padding=1, groups=2), dict(padding=(1, 0), stride=(1, 2))])
+def test_conv_batch_norm_relu_matches_eager(kw):
+    m = conv_bn(**kw)
+    x = torch.randn(3, 6, 11, 9)
+
+    def f(t):
+        return F.relu(m(t)) * 2 - 1
+
+    with torch.no_grad():
+        got, want = dynamo.optimize("fused")(f)(x), f(x)
+    close(got, want)
+    assert got.stride() == want.stride()        # eager's layout for what the user sees
+
+
+def test_conv_output_returned_directly_and_read_by_an_extern_keeps_eagers_layout():
+    m = conv_bn()
+    x = torch.randn(2, 6, 8, 8)
+
+    def f(t):
+        y = m[0](t)                              # a conv result that is a graph output
+        z = m[1](m[0](t * 2)).relu()             # a folded conv, channels-last inside
+        return y, F.max_pool2d(z, 2), z.sum((2, 3))
+
+    with torch.no_grad():
+        got, want = dynamo.optimize("fused")(f)(x), f(x)
+    for g, w in zip(got, want):
+        close(g, w)
+        assert g.stride() == w.stride()
+
+
+def test_prepared_weights_follow_parameter_updates():
+    m = conv_bn(padding=1)
+    x = torch.randn(2, 6, 8, 8)
+    f = dynamo.optimize("fused")(lambda t: m(t).relu())
+    with torch.no_grad():
+        close(f(x), m(x).relu())
+        m[0].weight.mul_(0.5)                    # in place: a new version of the same storage
+        m[1].running_var.add_(1.0)
+        close(f(x), m(x).relu())
+        m.load_state_dict(conv_bn(padding=1).state_dict())   # copy_ into every parameter
+        m[0].bias.data = torch.randn(10)         # a new tensor: a new data pointer
+        close(f(x), m(x).relu())
+
+
+def test_training_mode_batch_norm_is_not_folded():
+    m = conv_bn(padding=1).train()
+    x = torch.randn(4, 6, 8, 8)
+    stats = m[1].running_mean.clone()
+    with torch.no_grad():
+        got = dynamo.optimize("fused")(lambda t: m(t).relu())(x)
+    after = m[1].running_mean.clone()
+    m[1].running_mean.copy_(stats)
+    m[1].num_batches_tracked.zero_()
+    with torch.no_grad():
+        want = m(x).relu()
+    close(got, want)
+    close(after, m[1].running_mean)              # the statistics were updated once, as eager
+
+
+CODE = """
+import torch, torchvision, dynamo
+torch.manual_seed(0)
+m = torchvision.models.resnet18().eval()
+x = torch.randn(2, 3, 64, 64)
+with torch.no_grad():
+    got, want = dynamo.optimize("fused")(m)(x), m(x)
+torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
+print("ok")
+"""
+
+
+def test_resnet18_eval_runs_every_conv_as_a_step_with_its_batch_norm_folded(tmp_path):
+    env = dict(os.environ, DYNAMO_LOGS="fusion")
+    r = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+    convs = [line for line in r.stderr.splitlines() if line.startswith("conv #")]
+    assert len(convs) == 20 and all("folded" in c for c in convs), convs
+    # the kernels between convs walk channels-last buffers in memory order: one flat loop
+    assert "kernel k0_relu outer [131072] inner []" in r.stderr
+    assert "strides [65536, 1, 2048, 64] (batch_norm)" in r.stderr
+
+
+def test_depthwise_block_with_relu6_in_place():
+    torch.manual_seed(1)
+    block = torch.nn.Sequential(
+        torch.nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU6(inplace=True), torch.nn.Conv2d(8, 16, 1, bias=False), torch.nn.BatchNorm2d(16)).eval()
+    for bn in (block[1], block[4]):
+        bn.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 8, 10, 10) * 4
+    with torch.no_grad():
+        got, want = dynamo.optimize("fused")(lambda t: block(t))(x), block(x)
+    close(got, want)
+
+
+def test_hardtanh_keeps_nan_and_bounds_as_eager():
+    y = torch.tensor([float("nan"), -1.0, 3.0, 7.0, float("inf"), -float("inf")])
+    for f in (lambda t: F.hardtanh(t * 1, 0.0, 6.0), lambda t: F.relu6(t + 0), lambda t: F.hardtanh(t - 0)):
+        got, want = dynamo.optimize("fused")(f)(y), f(y)
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num())
+        dynamo.reset()
