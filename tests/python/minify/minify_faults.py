@@ -1,0 +1,67 @@
+"""Test-only backends with injected faults, for the dynamo-minify and dynamo-bisect tests.
+
+Each one misbehaves on graphs holding one op kind (relu: a `torch.relu` call, a `.relu()` method
+or `torch.nn.functional.relu`) and runs every other graph correctly:
+
+    raise_on_relu     raises RuntimeError at compile
+    wrong_on_relu     compiles; relu's result is off by 1e-2 (an accuracy bug)
+    abort_on_relu     compiles; the compiled graph aborts the process when it runs
+    raise_then_other  raises on relu, but a graph with relu and no conv raises ValueError instead
+                      (a failure that turns into another while shrinking)
+"""
+import os
+
+import torch
+import torch.fx
+
+import dynamo
+
+
+def _relu_nodes(gm):
+    return [n for n in gm.graph.nodes
+            if (n.op == "call_method" and n.target in ("relu", "relu_"))
+            or (n.op == "call_function" and getattr(n.target, "__name__", "") in ("relu", "relu_"))]
+
+
+@dynamo.register_backend("raise_on_relu")
+def raise_on_relu(gm, example_inputs):
+    bad = _relu_nodes(gm)
+    if bad:
+        raise RuntimeError(f"fault injected: this backend cannot compile {bad[0].name} "
+                           f"({len(list(gm.graph.nodes))} nodes)")
+    return gm.forward
+
+
+@dynamo.register_backend("raise_then_other")
+def raise_then_other(gm, example_inputs):
+    bad = _relu_nodes(gm)
+    if bad:
+        convs = [n for n in gm.graph.nodes if n.op == "call_function" and "conv" in str(n.target)]
+        if not convs:
+            raise ValueError("another fault: relu without a convolution")
+        raise RuntimeError(f"fault injected: this backend cannot compile {bad[0].name}")
+    return gm.forward
+
+
+@dynamo.register_backend("wrong_on_relu")
+def wrong_on_relu(gm, example_inputs):
+    bad = {n.name for n in _relu_nodes(gm)}
+
+    class Wrong(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            return out + 1e-2 if n.name in bad else out
+
+    def run(*args):
+        return Wrong(gm).run(*args)
+    return run
+
+
+@dynamo.register_backend("abort_on_relu")
+def abort_on_relu(gm, example_inputs):
+    if not _relu_nodes(gm):
+        return gm.forward
+
+    def run(*args):
+        os.abort()
+    return run

@@ -1,0 +1,75 @@
+"""dynamo-minify end to end on a small conv net (13 captured nodes) with faults injected by
+test-only backends (tests/python/minify/minify_faults.py): the minifier shrinks the failing graph
+to the faulty op, writes a repro.py that reproduces the same failure in a fresh process, and a
+failure that turns into another while shrinking is not followed."""
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "minify"))
+
+from minify_util import SMALL_MODEL, repro_nodes, run, run_repro  # noqa: E402
+
+
+def test_exception_in_backend_shrinks_to_the_relu(tmp_path):
+    code, _, err = run("dynamo-minify", "-o", tmp_path / "repro.py", SMALL_MODEL, "raise_on_relu",
+                       cwd=tmp_path)
+    assert code == 0, err
+    assert ("graph 0 (13 nodes, backend raise_on_relu) fails: builtins.RuntimeError: fault "
+            "injected: this backend cannot compile relu (N nodes)") in err
+    assert "wrote " + str(tmp_path / "repro.py") + ": it reproduces the failure in a fresh process" in err
+    text = (tmp_path / "repro.py").read_text()
+    nodes = repro_nodes(text)
+    assert len(nodes) <= 3 and any(".relu()" in n for n in nodes), nodes
+    # The repro alone, in a fresh interpreter, fails the same way.
+    rc, out = run_repro(tmp_path / "repro.py", tmp_path)
+    assert rc == 1 and "RuntimeError: fault injected: this backend cannot compile relu" in out
+    # The original run's artifacts stay for investigation.
+    work = tmp_path / "repro_minify"
+    assert (work / "original_graph.py").read_text().count(" = ") >= 13
+    assert (work / "capture" / "graph_0.pt").exists() and (work / "state.json").exists()
+
+
+def test_abort_is_a_result_and_the_repro_aborts(tmp_path):
+    code, _, err = run("dynamo-minify", "-o", tmp_path / "r.py", SMALL_MODEL, "abort_on_relu",
+                       cwd=tmp_path)
+    assert code == 0, err
+    assert "fails: crash (SIGABRT)" in err
+    nodes = repro_nodes((tmp_path / "r.py").read_text())
+    assert len(nodes) <= 3 and any(".relu()" in n for n in nodes), nodes
+    rc, _ = run_repro(tmp_path / "r.py", tmp_path)
+    assert rc == -signal.SIGABRT
+
+
+def test_a_different_failure_is_reported_and_not_followed(tmp_path):
+    code, _, err = run("dynamo-minify", "-o", tmp_path / "r.py", SMALL_MODEL, "raise_then_other",
+                       cwd=tmp_path)
+    assert code == 0, err
+    assert ("failed differently (builtins.ValueError: another fault: relu without a convolution): "
+            "counted as passing, not followed") in err
+    text = (tmp_path / "r.py").read_text()
+    nodes = repro_nodes(text)
+    # Still the original failure: a convolution stays in front of the relu.
+    assert any("conv2d" in n for n in nodes) and any(".relu()" in n for n in nodes), nodes
+    assert len(nodes) <= 3
+    rc, out = run_repro(tmp_path / "r.py", tmp_path)
+    assert rc == 1 and "RuntimeError: fault injected" in out and "ValueError" not in out
+
+
+def test_env_capture_then_resume(tmp_path):
+    """A user's own command with DYNAMO_REPRO_AFTER=dynamo leaves a capture directory and says
+    how to minify it; --resume minifies it without running the script again."""
+    import subprocess
+    env = dict(os.environ, DYNAMO_REPRO_AFTER="dynamo",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(SMALL_MODEL), *sys.path]))
+    proc = subprocess.run([sys.executable, SMALL_MODEL, "raise_on_relu"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    runs = list((tmp_path / "dynamo_minify").iterdir())
+    assert len(runs) == 1
+    assert (f"dynamo: graph 0 failed at its compile (builtins.RuntimeError); minify it with: "
+            f"dynamo-minify --resume dynamo_minify/{runs[0].name}") in proc.stderr
+    code, _, err = run("dynamo-minify", "--no-isolate", "--resume", runs[0], "-o", "r.py",
+                       cwd=tmp_path)
+    assert code == 0, err
+    assert "running" not in err and "it reproduces the failure in a fresh process" in err
+    assert len(repro_nodes((tmp_path / "r.py").read_text())) <= 3
