@@ -19,6 +19,7 @@ from .fork_server import QueryResult
 
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _NUM = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
+_SHAPE = re.compile(r"(?<![A-Za-z_])\d+x\d+\b")  # "2x64": a shape in a matmul message
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)', re.MULTILINE)
 _DYNAMO_DIR = os.sep + "dynamo" + os.sep
 _MINIFIER_DIR = _DYNAMO_DIR + "minifier" + os.sep
@@ -26,7 +27,8 @@ _MINIFIER_DIR = _DYNAMO_DIR + "minifier" + os.sep
 
 def mask_message(message: str) -> str:
     """Masks addresses and numbers: 'size 64 at 0x7f..' -> 'size N at ADDR'."""
-    return _NUM.sub("N", _HEX.sub("ADDR", message)).strip()
+    message = _SHAPE.sub("NxN", _HEX.sub("ADDR", message))
+    return _NUM.sub("N", message).strip()
 
 
 def innermost_dynamo_frame(traceback_text: str) -> str:
@@ -54,7 +56,7 @@ class Fingerprint:
             where = f" in {self.frame}" if self.frame else ""
             return f"{self.exc_type}: {self.message}{where}"
         if self.kind == "accuracy":
-            return f"divergence at a {self.message} node"
+            return "divergence from fp64 eager beyond the tolerance"
         return self.kind + (f" ({self.exc_type})" if self.exc_type else "")
 
 
@@ -76,6 +78,10 @@ def fingerprint(result: QueryResult) -> Fingerprint | None:
     return Fingerprint(result.kind)
 
 
-def accuracy_fingerprint(node_kind: str) -> Fingerprint:
-    """For --accuracy: a divergence from the fp64 reference at a node of this kind."""
-    return Fingerprint("accuracy", message=node_kind)
+def accuracy_fingerprint() -> Fingerprint:
+    """For --accuracy: a divergence from the fp64 reference beyond the tolerance. Whatever output
+    node shows it: the divergence first shows at the graph's last op (log_softmax) and moves to
+    the faulty op (relu) as the graph shrinks; requiring the same node kind would keep the whole
+    path from the faulty op to the output (7 of 13 nodes in test_minify_accuracy's model instead
+    of 1). An exception or a crash while minifying a divergence is another failure."""
+    return Fingerprint("accuracy")

@@ -159,10 +159,11 @@ class ForkServer:
     """
 
     def __init__(self, preload=("torch",), python: Optional[str] = None,
-                 env: Optional[dict] = None):
+                 env: Optional[dict] = None, stderr=None):
         self._preload = list(preload)
         self._python = python or sys.executable
         self._env = env
+        self._stderr = stderr    # where the queries' output goes (default: inherited)
         self._proc: Optional[subprocess.Popen] = None
         self.queries = 0
 
@@ -176,7 +177,7 @@ class ForkServer:
             [self._python, "-c",
              "from dynamo.minifier.fork_server import _server_main; _server_main()",
              *self._preload],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
         ready = _recv(self._proc.stdout)
         if not ready:
             code = self._proc.wait()

@@ -22,11 +22,12 @@ import sys
 import time
 
 from dynamo.minifier import capture as _capture, defs, engine as _engine, repro as _repro
-from dynamo.minifier.fingerprint import Fingerprint, fingerprint as _fingerprint
+from dynamo.minifier.fingerprint import Fingerprint, accuracy_fingerprint, fingerprint as _fingerprint
 from dynamo.minifier.fork_server import ForkServer, QueryResult
 
 PROG = "dynamo-minify"
 _QUERY = "dynamo.minifier.query:run_dynamo"
+_MAX_DIFFERENT_SHOWN = 3   # distinct other failures printed as they happen; the rest are counted
 
 
 class UsageError(Exception):
@@ -120,7 +121,7 @@ def failing_graph(capture_dir, status):
     if fails:
         f = fails[0]
         if f["stage"] == "accuracy":
-            return f["graph"], Fingerprint("accuracy", message=f["node_kind"])
+            return f["graph"], accuracy_fingerprint()
         return f["graph"], _fingerprint(QueryResult("exception", exc_type=f["exc_type"],
                                                     message=f["message"], traceback=f["traceback"]))
     if status < 0:  # killed by a signal: the graph that started and never ended
@@ -153,7 +154,7 @@ class LocalRunner:
 def result_fingerprint(result: QueryResult):
     if result.kind == "ok":
         v = result.value or {}
-        return Fingerprint("accuracy", message=v["accuracy"]) if "accuracy" in v else None
+        return accuracy_fingerprint() if "accuracy" in v else None
     return _fingerprint(result)
 
 
@@ -161,8 +162,10 @@ class Minifier:
     def __init__(self, args, workdir, state):
         self.args, self.workdir, self.state = args, workdir, state
         self.fp = Fingerprint(**state["fingerprint"])
-        self.runner = ForkServer(preload=["torch", "dynamo"], env=_child_env()) if args.isolate \
-            else LocalRunner()
+        # The queries' own output (FX prints the traceback of a failing graph) goes to a log.
+        self.log = open(os.path.join(workdir, "queries.log"), "ab")
+        self.runner = ForkServer(preload=["torch", "dynamo"], env=_child_env(), stderr=self.log) \
+            if args.isolate else LocalRunner()
         self.cache = {}
         self.different = {}
         self.queries = state.get("queries", 0)
@@ -180,8 +183,9 @@ class Minifier:
             same = got == self.fp
             if got is not None and not same and got not in self.different:
                 self.different[got] = self.queries
-                _say(f"query {self.queries} failed differently ({got.describe()}): "
-                     f"counted as passing, not followed")
+                if len(self.different) <= _MAX_DIFFERENT_SHOWN:
+                    _say(f"query {self.queries} failed differently ({got.describe()}): "
+                         f"counted as passing, not followed")
             self.cache[key] = same
         return self.cache[key]
 
@@ -341,6 +345,7 @@ def _main(args):
         small = eng.run(unit)
     finally:
         m.runner.close()
+        m.log.close()
     cmd = "dynamo-minify " + " ".join([*(["--accuracy"] if state["tol"] else []),
                                        "-o", args.output, str(state["script"]), *state["args"]])
     for path, content in _repro.write(small, state["backend"], state["config"], state["tol"],
@@ -356,6 +361,9 @@ def _main(args):
     state["result"] = {"nodes": small.size(), "ops": small.op_kinds(), "reproduces": ok,
                        "elapsed_s": round(time.monotonic() - start, 2)}
     save_state(workdir, state)
+    if len(m.different) > _MAX_DIFFERENT_SHOWN:
+        _say(f"{len(m.different)} queries failed in other ways in all (counted as passing, not "
+             f"followed); their output is in {os.path.join(workdir, 'queries.log')}")
     _say(f"minified graph {state['graph']} from {state['start_nodes']} to {small.size()} node(s) "
          f"({', '.join(small.op_kinds())}) in {m.queries} queries, {time.monotonic() - start:.1f} s")
     if ok:

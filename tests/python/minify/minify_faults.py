@@ -27,7 +27,7 @@ def _relu_nodes(gm):
 def raise_on_relu(gm, example_inputs):
     bad = _relu_nodes(gm)
     if bad:
-        raise RuntimeError(f"fault injected: this backend cannot compile {bad[0].name} "
+        raise RuntimeError(f"fault injected: this backend cannot compile relu "
                            f"({len(list(gm.graph.nodes))} nodes)")
     return gm.forward
 
@@ -39,7 +39,7 @@ def raise_then_other(gm, example_inputs):
         convs = [n for n in gm.graph.nodes if n.op == "call_function" and "conv" in str(n.target)]
         if not convs:
             raise ValueError("another fault: relu without a convolution")
-        raise RuntimeError(f"fault injected: this backend cannot compile {bad[0].name}")
+        raise RuntimeError("fault injected: this backend cannot compile relu")
     return gm.forward
 
 
@@ -65,3 +65,14 @@ def abort_on_relu(gm, example_inputs):
     def run(*args):
         os.abort()
     return run
+
+
+@dynamo.register_backend("flaky_once")
+def flaky_once(gm, example_inputs):
+    """Fails the first time only (a marker file, MINIFY_FLAKY_MARKER, remembers): a
+    nondeterministic failure."""
+    marker = os.environ["MINIFY_FLAKY_MARKER"]
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        raise RuntimeError("fault injected: fails once")
+    return gm.forward
