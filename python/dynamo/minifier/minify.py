@@ -26,7 +26,7 @@ from dynamo.minifier.fingerprint import Fingerprint, accuracy_fingerprint, finge
 from dynamo.minifier.fork_server import ForkServer, QueryResult
 
 PROG = "dynamo-minify"
-_QUERY = "dynamo.minifier.query:run_dynamo"
+_QUERIES = {"dynamo": "dynamo.minifier.query:run_dynamo", "aot": "dynamo.minifier.aot_stage:run_aot"}
 _MAX_DIFFERENT_SHOWN = 3   # distinct other failures printed as they happen; the rest are counted
 
 
@@ -40,8 +40,10 @@ def _say(msg):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--after", choices=["dynamo"], default=os.environ.get("DYNAMO_REPRO_AFTER") or "dynamo",
-                   help="the stage whose failure to minify (default dynamo: the backend's compile or run of a captured graph)")
+    p.add_argument("--after", choices=["dynamo", "aot"], default=os.environ.get("DYNAMO_REPRO_AFTER") or "dynamo",
+                   help="the stage whose failure to minify: dynamo (default: the backend's compile or "
+                        "run of a captured graph) or aot (the AOT layer's forward or backward compiler "
+                        "and the ATen graph it runs)")
     p.add_argument("--accuracy", action="store_true",
                    default=os.environ.get("DYNAMO_REPRO_LEVEL", "").strip() == "4",
                    help="minify a divergence from an fp64 eager reference instead of an error")
@@ -172,7 +174,7 @@ class Minifier:
 
     def query(self, unit):
         self.queries += 1
-        r = self.runner.query(_QUERY, unit.gm, list(unit.inputs), self.state["backend"],
+        r = self.runner.query(_QUERIES[self.state["stage"]], unit.gm, list(unit.inputs), self.state["backend"],
                               self.state["config"], self.state["tol"], timeout=self.args.timeout)
         return result_fingerprint(r)
 
@@ -241,8 +243,11 @@ def verify_repro(path, fp: Fingerprint, timeout):
 
 def _load_unit(d):
     import torch
+    from dynamo.minifier import aot_stage
     from dynamo.minifier.unit import Unit
     blob = torch.load(d)
+    if blob.get("stage") == "aot":
+        return aot_stage.load_unit(blob), blob
     return Unit(blob["gm"], tuple(blob["inputs"])), blob
 
 
@@ -272,14 +277,18 @@ def _start(args, workdir):
         return None, 1
     index, fp = found
     unit, blob = _load_unit(os.path.join(capture_dir, f"graph_{index}.pt"))
-    state = {"script": args.script, "args": args.args, "after": args.after, "graph": index,
+    state = {"script": args.script, "args": args.args, "stage": blob.get("stage", "dynamo"),
+             "kind": blob.get("kind", "graph"), "graph": index,
              "capture_dir": os.path.abspath(capture_dir), "fingerprint": fp.__dict__,
              "backend": blob["backend"], "config": blob["config"],
              "tol": args.tol if fp.kind == "accuracy" else None, "start_nodes": unit.size(),
              "queries": 0, "steps": [], "output": args.output}
     with open(os.path.join(workdir, "original_graph.py"), "w", encoding="utf-8") as f:
         f.write(_repro.graph_code(unit.gm, "Original"))
-    _say(f"graph {index} ({unit.size()} nodes, backend {blob['backend']['name']}) fails: {fp.describe()}")
+    what = (f"{blob['kind']} graph {index} of {blob['aot_backend']} ({unit.size()} ATen nodes, "
+            f"compiler {blob['backend']['name']})" if state["stage"] == "aot" else
+            f"graph {index} ({unit.size()} nodes, backend {blob['backend']['name']})")
+    _say(f"{what} fails: {fp.describe()}")
     return (state, unit), 0
 
 
@@ -346,10 +355,11 @@ def _main(args):
     finally:
         m.runner.close()
         m.log.close()
-    cmd = "dynamo-minify " + " ".join([*(["--accuracy"] if state["tol"] else []),
+    cmd = "dynamo-minify " + " ".join([f"--after={state['stage']}",
+                                       *(["--accuracy"] if state["tol"] else []),
                                        "-o", args.output, str(state["script"]), *state["args"]])
     for path, content in _repro.write(small, state["backend"], state["config"], state["tol"],
-                                      m.fp.describe(), args.output, cmd):
+                                      m.fp.describe(), args.output, cmd, state["stage"]):
         if isinstance(content, str):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(content)

@@ -44,14 +44,23 @@ def run_dynamo(gm, inputs, spec: dict, config: dict, tol=None):
     return {"ok": True}
 
 
-def repro_main(module_class, load_inputs, spec: dict, config: dict, tol=None) -> None:
+def repro_main(module_class, load_inputs, spec: dict, config: dict, tol=None,
+               stage="dynamo") -> None:
     """repro.py's main: runs the graph; on a failure raises it (or AssertionError for a
     divergence). With DYNAMO_REPRO_RESULT=path set, also writes what happened there as JSON (how
     dynamo-minify checks that the repro reproduces)."""
     import traceback
     result_path = os.environ.get("DYNAMO_REPRO_RESULT")
     try:
-        result = run_dynamo(module_class(), load_inputs(), spec, config, tol)
+        module = module_class()
+        if stage == "aot":
+            # The ATen graph again as a GraphModule, for the IR importer.
+            import torch.fx
+            from dynamo.minifier.aot_stage import run_aot as run
+            module = torch.fx.symbolic_trace(module)
+        else:
+            run = run_dynamo
+        result = run(module, load_inputs(), spec, config, tol)
     except BaseException as exc:
         if result_path:
             with open(result_path, "w", encoding="utf-8") as f:

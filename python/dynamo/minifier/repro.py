@@ -76,7 +76,7 @@ def inputs_code(inputs, big_name):
 
 
 def write(unit, spec: dict, config: dict, tol, fingerprint_text: str, path: str,
-          command: str = ""):
+          command: str = "", stage: str = "dynamo"):
     """[(path, text or tensors)]: repro.py and, when some input is large, its inputs file."""
     stem = os.path.splitext(os.path.basename(path))[0]
     big_name = f"{stem}_inputs.pt"
@@ -96,7 +96,8 @@ from dynamo.minifier.query import repro_main
 
 {load}
 
-#: The backend the graph failed in (a backends.def name, or the module that defines it).
+#: {"The AOT compiler the ATen graph failed in (the module that defines it)." if stage == "aot" else
+    "The backend the graph failed in (a backends.def name, or the module that defines it)."}
 BACKEND = {spec!r}
 #: The dynamo.config values of the failing run.
 CONFIG = {config!r}
@@ -104,7 +105,7 @@ CONFIG = {config!r}
 TOL = {tol!r}
 
 if __name__ == "__main__":
-    repro_main(Repro, load_inputs, BACKEND, CONFIG, TOL)
+    repro_main(Repro, load_inputs, BACKEND, CONFIG, TOL{', stage="aot"' if stage == "aot" else ''})
 '''
     out = [(path, text)]
     if saved:

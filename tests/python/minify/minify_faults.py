@@ -15,6 +15,7 @@ import torch
 import torch.fx
 
 import dynamo
+import dynamo.aot
 
 
 def _relu_nodes(gm):
@@ -76,3 +77,30 @@ def flaky_once(gm, example_inputs):
         open(marker, "w").close()
         raise RuntimeError("fault injected: fails once")
     return gm.forward
+
+
+# --after=aot: compilers of the AOT layer (each gets a _C._graph.Graph of ATen ops).
+def _schemas(graph):
+    return [n.schema for n in graph.nodes if n.op == "call_function" and n.target_kind == "aten"]
+
+
+def fw_raise_on_relu(graph):
+    if any(s.startswith("aten::relu") for s in _schemas(graph)):
+        raise RuntimeError("fault injected: the forward compiler cannot compile aten::relu")
+    return graph.runner()
+
+
+def bw_raise_on_threshold_backward(graph):
+    runner = graph.runner()
+    if not any(s.startswith("aten::threshold_backward") for s in _schemas(graph)):
+        return runner
+
+    def run(*args):
+        raise RuntimeError("fault injected: the backward graph cannot run aten::threshold_backward")
+    return run
+
+
+dynamo.register_backend("aot_fw_raise_on_relu")(
+    dynamo.aot.make_backend("aot_eager", fw_compiler=fw_raise_on_relu))
+dynamo.register_backend("aot_bw_raise_on_threshold_backward")(
+    dynamo.aot.make_backend("aot_eager", bw_compiler=bw_raise_on_threshold_backward))

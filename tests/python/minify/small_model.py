@@ -1,5 +1,5 @@
 """A small conv net (about 20 captured nodes, one relu in the middle) compiled with the backend
-named on the command line: the input of the dynamo-minify tests."""
+named on the command line (`--train`: also the backward): the input of the dynamo-minify tests."""
 import sys
 
 import torch
@@ -27,9 +27,12 @@ class Net(torch.nn.Module):
 
 def main():
     torch.manual_seed(0)
-    model = Net().eval()
+    train = "--train" in sys.argv
+    model = Net().train(train)
     x = torch.randn(2, 3, 8, 8)
     out = dynamo.compile(model, backend=sys.argv[1])(x)
+    if train:
+        out.sum().backward()
     print(out.sum().item())
 
 
