@@ -1,16 +1,20 @@
 """truncate_suffix: an earlier node becomes the output.
 
-Candidates: the call nodes, last first. The graph is cut before the earliest node the oracle
-drops: that node and every later one go, and the values the removed nodes read from the kept
-part (call nodes only) become the graph's outputs, with the old outputs that were kept.
+Candidates: the call nodes, last first. Only a suffix is cut: the nodes dropped from the end
+up to the first one kept go, and the values they read from the kept part (call nodes only)
+become the graph's outputs, with the old outputs that were kept. A chunk that does not reach
+the end cuts nothing, so the engine's halving granularity makes this a binary search for the
+last node the failure needs (11 queries for a 41-node chain, against 48 when any dropped node
+cut everything after it: tests/python/test_minify_engine.py).
 """
 
 
 def reduce(unit, oracle):
     calls = unit.calls()
-    keep = {n.name: oracle.should_keep() for n in reversed(calls)}
-    cut = next((i for i, n in enumerate(calls) if not keep[n.name]), None)
-    if cut is None or cut == 0:
+    dropped = [not oracle.should_keep() for _ in calls]
+    k = next((i for i, d in enumerate(dropped) if not d), len(calls))
+    cut = len(calls) - k
+    if k == 0 or cut == 0:
         return None
     ed = unit.edit()
     removed = {n.name for n in calls[cut:]}
