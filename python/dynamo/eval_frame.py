@@ -78,6 +78,8 @@ def _library_prefixes():
 
 
 def _make_handle(backend, fullgraph, force_codes=(), dynamic=None):
+    if os.environ.get("DYNAMO_BISECT_BACKEND"):
+        backend = os.environ["DYNAMO_BISECT_BACKEND"]   # dynamo-bisect's backend ladder (docs/bisect.md)
     name, fn = backends.lookup(backend)
     if os.environ.get("DYNAMO_REPRO_AFTER"):
         from dynamo.minifier import capture  # dynamo-minify's capture run (docs/minify.md)

@@ -94,10 +94,12 @@ def wrap_backend(name, fn):
         if kind == "start":
             _ACTIVE["next"] += 1
             gm, inputs = payload
+            where = locations(gm)
             torch.save({"gm": gm, "inputs": list(inputs), "backend": spec, "config": cfg,
-                        "stage": "dynamo"}, os.path.join(d, f"graph_{g}.pt"))
-            _event(d, {"event": "start", "graph": g, "nodes": sum(
-                1 for n in gm.graph.nodes if n.op not in ("placeholder", "output"))})
+                        "stage": "dynamo", "locations": where}, os.path.join(d, f"graph_{g}.pt"))
+            _event(d, {"event": "start", "graph": g, "backend": name,
+                       "where": next(iter(where.values()), ""), "nodes": sum(
+                           1 for n in gm.graph.nodes if n.op not in ("placeholder", "output"))})
         elif kind == "ok":
             _event(d, {"event": "ok", "graph": g})
         else:
@@ -107,6 +109,24 @@ def wrap_backend(name, fn):
 
     p = _probe.Probe(name, fn, accuracy_tol(), on_event)
     return name, p.backend()
+
+
+def locations(gm) -> dict:
+    """{node name: "file.py:line: source line"} of the user code each call node came from (the
+    meta is not kept when a GraphModule is saved)."""
+    torch_dir = os.sep + "torch" + os.sep
+    out = {}
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "output"):
+            continue
+        frames = [n.meta.get("dynamo_location")] + list(reversed(n.meta.get("dynamo_user_stack") or []))
+        frames = [f for f in frames if f]
+        # The innermost frame in the user's code rather than in torch.nn's.
+        user = [f for f in frames if torch_dir not in f[0]]
+        if user or frames:
+            f, line, src = (user or frames)[0]
+            out[n.name] = f"{f}:{line}: {src.strip()}"
+    return out
 
 
 def load_graph(d, i):

@@ -104,3 +104,20 @@ dynamo.register_backend("aot_fw_raise_on_relu")(
     dynamo.aot.make_backend("aot_eager", fw_compiler=fw_raise_on_relu))
 dynamo.register_backend("aot_bw_raise_on_threshold_backward")(
     dynamo.aot.make_backend("aot_eager", bw_compiler=bw_raise_on_threshold_backward))
+
+
+def fw_raise_on_amax(graph):
+    """A compiler bug on a decomposed op: aten::amax comes from the softmax decomposition group."""
+    if any(s.startswith("aten::amax") for s in _schemas(graph)):
+        raise RuntimeError("fault injected: the forward compiler cannot compile aten::amax")
+    return graph.runner()
+
+
+decomp_raise_on_amax = dynamo.aot.make_backend("aot_eager_decomp_partition",
+                                               fw_compiler=fw_raise_on_amax)
+
+# MINIFY_FAULT_OVERRIDE=aot_eager:wrong_on_relu,...: a backend of the bisector's ladder replaced
+# by a faulty one (a registered name takes precedence over the backends.def one).
+for _item in filter(None, os.environ.get("MINIFY_FAULT_OVERRIDE", "").split(",")):
+    _name, _fault = _item.split(":")
+    dynamo.register_backend(_name)(globals()[_fault])
