@@ -105,3 +105,25 @@ def test_oracle_counts_and_drops():
     o = engine.Oracle(frozenset({1, 3}))
     assert [o.should_keep() for _ in range(5)] == [True, False, True, False, True]
     assert o.count == 5
+
+
+SRC = os.environ.get("DYNAMO_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+@pytest.mark.parametrize("doc, marker, make", [
+    ("docs/minify.md", "reduction_passes.def (defs.markdown_passes)", defs.markdown_passes),
+    ("docs/bisect.md", "bisect_ladder.def (defs.markdown_bisect)", defs.markdown_bisect),
+    ("docs/debugging.md", "debugging reference (defs.debugging_reference)", defs.debugging_reference),
+])
+def test_generated_doc_tables_are_up_to_date(doc, marker, make):
+    """The tables generated from the .def files; DYNAMO_UPDATE_GOLDEN=1 rewrites them."""
+    path = os.path.join(SRC, doc)
+    text = open(path, encoding="utf-8").read()
+    begin, end = f"<!-- generated: {marker} -->\n", "<!-- end generated -->"
+    head, rest = text.split(begin, 1)
+    body, tail = rest.split(end, 1)
+    if os.environ.get("DYNAMO_UPDATE_GOLDEN") and body != make():
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(head + begin + make() + end + tail)
+        body = make()
+    assert body == make(), f"{doc} is out of date: rerun with DYNAMO_UPDATE_GOLDEN=1"

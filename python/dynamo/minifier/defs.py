@@ -84,3 +84,43 @@ def markdown_bisect() -> str:
     rows.append("")
     rows.append("Backend ladder: " + " → ".join(f"`{b}`" for b in bisect_backends()) + ".")
     return "\n".join(rows) + "\n"
+
+
+def debugging_reference() -> str:
+    """The reference block of docs/debugging.md, generated from the .def files: backends
+    (backends.def and the registered callables), graph passes (passes.def), decomposition groups
+    (decompositions.def), reduction passes and bisect steps (minifier/*.def) and the environment
+    variables the debugging tools read. tests/python/test_minify_engine.py keeps the doc in step
+    (DYNAMO_UPDATE_GOLDEN=1 rewrites it)."""
+    from dynamo import _C, list_passes
+    from dynamo.aot import decompositions
+    out = ["### Backends (`backends/backends.def`)", "", "| backend | what it does |", "|---|---|"]
+    out += [f"| `{n}` | {d} |" for n, d in _C._compiler.backend_list()]
+    out += ["", "### Graph passes (`core/include/dynamo/core/passes.def`; `DYNAMO_DISABLE_PASSES=a,b`)",
+            "", "| pass | what it does |", "|---|---|"]
+    out += [f"| `{n}` | {d} |" for n, d in list_passes()]
+    out += ["", "### Decomposition groups (`backends/decompositions.def`; "
+                "`DYNAMO_AOT_DISABLE_DECOMPS=a,b`)", "", "| group | what it lowers |", "|---|---|"]
+    out += [f"| `{n}` | {d} |" for n, _, d in decompositions.groups()]
+    out += ["", "### Reduction passes of dynamo-minify (`minifier/reduction_passes.def`)", "",
+            markdown_passes().rstrip(), "",
+            "### Steps of dynamo-bisect (`minifier/bisect_ladder.def`)", "", markdown_bisect().rstrip(),
+            "", "### Environment variables", "", "| variable | read by | effect |", "|---|---|---|"]
+    out += [f"| `{k}` | {who} | {what} |" for k, who, what in ENV_VARS]
+    return "\n".join(out) + "\n"
+
+
+#: (variable, read by, effect) of the debugging tools.
+ENV_VARS = (
+    ("DYNAMO_REPRO_AFTER", "dynamo.compile / optimize",
+     "`dynamo`: every backend is wrapped and each graph and its inputs saved before it compiles; "
+     "`aot`: the same for the AOT layer's forward and backward graphs (docs/minify.md)"),
+    ("DYNAMO_REPRO_LEVEL", "the capture", "`4`: each graph's first run is also compared with fp64 eager"),
+    ("DYNAMO_REPRO_TOL", "the capture", "the accuracy tolerance (default 1e-3, relative to each output's magnitude)"),
+    ("DYNAMO_REPRO_DIR", "the capture", "where it writes (default `./dynamo_minify/run-<pid>`)"),
+    ("DYNAMO_BISECT_BACKEND", "dynamo.compile / optimize", "replaces the backend every compile asks for (dynamo-bisect's ladder)"),
+    ("DYNAMO_DISABLE_PASSES", "dynamo.config.disabled_passes", "comma-separated passes not to run"),
+    ("DYNAMO_AOT_DISABLE_DECOMPS", "dynamo.aot", "comma-separated decomposition groups not to apply"),
+    ("DYNAMO_LOGS", "dynamo.logs", "one line per event to stderr (docs/logs.md)"),
+    ("DYNAMO_TRACE", "dynamo.config.trace_path", "the SQLite trace store to record into"),
+)
