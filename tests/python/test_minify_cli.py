@@ -73,3 +73,20 @@ def test_env_capture_then_resume(tmp_path):
     assert code == 0, err
     assert "running" not in err and "it reproduces the failure in a fresh process" in err
     assert len(repro_nodes((tmp_path / "r.py").read_text())) <= 3
+
+
+def test_a_stopped_run_resumes_from_its_checkpoint(tmp_path):
+    """A first run limited to truncate_suffix stops at 7 nodes with a repro whose large inputs are
+    saved beside it; --resume continues from the checkpoint (same query count, not from zero)
+    down to the relu, and the stale inputs file goes."""
+    code, _, err = run("dynamo-minify", "--no-isolate", "--quiet", "--passes", "truncate_suffix",
+                       "-o", "r.py", SMALL_MODEL, "raise_on_relu", cwd=tmp_path)
+    assert code == 0, err
+    assert "minified graph 0 from 13 to 7 node(s)" in err and (tmp_path / "r_inputs.pt").exists()
+    queries = int(err.split("node(s) (", 1)[1].split(" in ", 1)[1].split(" queries")[0])
+    code, _, err = run("dynamo-minify", "--quiet", "--resume", "r_minify", cwd=tmp_path)
+    assert code == 0, err
+    assert f"resuming from r_minify: 7 nodes, {queries} queries so far" in err
+    assert "minified graph 0 from 13 to 1 node(s) (Tensor.relu)" in err
+    assert "it reproduces the failure in a fresh process" in err
+    assert not (tmp_path / "r_inputs.pt").exists()

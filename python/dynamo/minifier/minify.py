@@ -358,8 +358,12 @@ def _main(args):
     cmd = "dynamo-minify " + " ".join([f"--after={state['stage']}",
                                        *(["--accuracy"] if state["tol"] else []),
                                        "-o", args.output, str(state["script"]), *state["args"]])
-    for path, content in _repro.write(small, state["backend"], state["config"], state["tol"],
-                                      m.fp.describe(), args.output, cmd, state["stage"]):
+    files = _repro.write(small, state["backend"], state["config"], state["tol"], m.fp.describe(),
+                         args.output, cmd, state["stage"])
+    stale = _repro.inputs_path(args.output)
+    if os.path.exists(stale) and stale not in [p for p, _ in files]:
+        os.remove(stale)   # the inputs of an earlier, larger repro of the same name
+    for path, content in files:
         if isinstance(content, str):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(content)

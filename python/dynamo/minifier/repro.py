@@ -75,11 +75,16 @@ def inputs_code(inputs, big_name):
             f"    return [\n" + "\n".join(lines) + "\n    ]\n", saved)
 
 
+def inputs_path(path: str) -> str:
+    """Where the inputs too large to inline go: beside the repro, <stem>_inputs.pt."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return os.path.join(os.path.dirname(path), f"{stem}_inputs.pt")
+
+
 def write(unit, spec: dict, config: dict, tol, fingerprint_text: str, path: str,
           command: str = "", stage: str = "dynamo"):
     """[(path, text or tensors)]: repro.py and, when some input is large, its inputs file."""
-    stem = os.path.splitext(os.path.basename(path))[0]
-    big_name = f"{stem}_inputs.pt"
+    big_name = os.path.basename(inputs_path(path))
     load, saved = inputs_code(unit.inputs, big_name)
     kinds = ", ".join(unit.op_kinds())
     text = f'''"""Minified by dynamo-minify: {unit.size()} node(s) ({kinds}).
@@ -109,5 +114,5 @@ if __name__ == "__main__":
 '''
     out = [(path, text)]
     if saved:
-        out.append((os.path.join(os.path.dirname(path), big_name), saved))
+        out.append((inputs_path(path), saved))
     return out
