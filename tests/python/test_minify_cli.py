@@ -28,6 +28,20 @@ def test_exception_in_backend_shrinks_to_the_relu(tmp_path):
     work = tmp_path / "repro_minify"
     assert (work / "original_graph.py").read_text().count(" = ") >= 13
     assert (work / "capture" / "graph_0.pt").exists() and (work / "state.json").exists()
+    # The trace store holds the script's run and the minification: every accepted step with its
+    # query count and time, as in state.json.
+    import json
+    import dynamo.trace
+    state = json.loads((work / "state.json").read_text())
+    with dynamo.trace.open(work / "trace.db") as store:
+        runs = store.runs()
+        assert [r["argv"][0] for r in runs] == [SMALL_MODEL, "dynamo-minify"]
+        arts = store.artifacts(runs[1]["id"])
+    names = [a["name"] for a in arts]
+    assert names == (["dynamo.minify.start"] + ["dynamo.minify.step"] * len(state["steps"])
+                     + ["dynamo.minify.result"])
+    assert [json.loads(a["data"]) for a in arts[1:-1]] == state["steps"]
+    assert json.loads(arts[-1]["data"])["nodes"] == len(nodes)
 
 
 def test_abort_is_a_result_and_the_repro_aborts(tmp_path):

@@ -60,6 +60,9 @@ def parse_args(argv):
     p.add_argument("-o", "--output", default="repro.py", help="the repro to write (default repro.py)")
     p.add_argument("--workdir", help="checkpoints and the original run's artifacts "
                                      "(default: <output without .py>_minify/)")
+    p.add_argument("--trace", metavar="PATH",
+                   help="trace store that records the script's run and the minification, every "
+                        "step with its query count and time (default: WORKDIR/trace.db)")
     p.add_argument("--passes", help="comma-separated reduction passes to run (default: all, "
                                     "in reduction_passes.def order)")
     p.add_argument("--skip-passes", default="", help="comma-separated passes not to run")
@@ -102,10 +105,13 @@ def _child_env():
     return env
 
 
-def run_capture(script, script_args, capture_dir, args):
-    """Runs the user's script with capture on; returns (exit status, stderr tail)."""
+def run_capture(script, script_args, capture_dir, args, trace=None):
+    """Runs the user's script with capture on; returns (exit status, stderr tail). With trace,
+    the run's compiles are recorded into that trace store too."""
     os.makedirs(capture_dir, exist_ok=True)
     env = _child_env()
+    if trace:
+        env["DYNAMO_TRACE"] = trace
     env.update(DYNAMO_REPRO_AFTER=args.after, DYNAMO_REPRO_DIR=capture_dir)
     if args.accuracy:
         env.update(DYNAMO_REPRO_LEVEL="4", DYNAMO_REPRO_TOL=repr(args.tol))
@@ -170,6 +176,14 @@ class Minifier:
             if args.isolate else LocalRunner()
         self.cache = {}
         self.different = {}
+        self.writer = None
+        if args.trace:
+            # One run of the trace store per dynamo-minify invocation: its steps as artifacts.
+            from dynamo import trace
+            try:
+                self.writer = trace.start_run(args.trace, argv=[PROG, *sys.argv[1:]])
+            except trace.TraceStoreError as e:
+                _say(f"not recording into the trace store: {e}")
         self.queries = state.get("queries", 0)
 
     def query(self, unit):
@@ -193,6 +207,7 @@ class Minifier:
 
     def checkpoint(self, unit, step):
         import torch
+        self.record("dynamo.minify.step", step)
         torch.save({"gm": unit.gm, "inputs": list(unit.inputs)},
                    os.path.join(self.workdir, "checkpoint.pt.tmp"))
         os.replace(os.path.join(self.workdir, "checkpoint.pt.tmp"),
@@ -200,6 +215,13 @@ class Minifier:
         self.state["steps"].append(step)
         self.state["queries"] = self.queries
         save_state(self.workdir, self.state)
+
+    def record(self, name, data):
+        """An artifact of this run in the trace store (JSON), on disk at once."""
+        if self.writer is not None:
+            self.writer.record_artifact(name, json.dumps(data, default=repr).encode(),
+                                        "application/json")
+            self.writer.flush()
 
     def progress(self, info):
         # Every accepted step, and every 10th query while nothing is accepted.
@@ -263,7 +285,7 @@ def _start(args, workdir):
             shutil.rmtree(capture_dir)
         _say(f"running {args.script} with capture on (--after={args.after}"
              f"{', --accuracy' if args.accuracy else ''})")
-        status, tail = run_capture(args.script, args.args, capture_dir, args)
+        status, tail = run_capture(args.script, args.args, capture_dir, args, args.trace)
     found = failing_graph(capture_dir, status)
     if found is None:
         if status == 0:
@@ -321,6 +343,8 @@ def _main(args):
     workdir = args.resume if resume_work else (
         args.workdir or os.path.splitext(os.path.abspath(args.output))[0] + "_minify")
     os.makedirs(workdir, exist_ok=True)
+    if args.trace is None:
+        args.trace = os.path.join(workdir, "trace.db")
     start = time.monotonic()
     if resume_work:
         with open(os.path.join(workdir, "state.json"), encoding="utf-8") as f:
@@ -339,6 +363,8 @@ def _main(args):
         state, unit = started
         save_state(workdir, state)
     m = Minifier(args, workdir, state)
+    m.record("dynamo.minify.start", {k: state[k] for k in (
+        "script", "args", "stage", "graph", "fingerprint", "backend", "start_nodes", "queries")})
     try:
         if not resume_work:
             outcomes = [m.query(unit) for _ in range(2)]
@@ -375,6 +401,10 @@ def _main(args):
     state["result"] = {"nodes": small.size(), "ops": small.op_kinds(), "reproduces": ok,
                        "elapsed_s": round(time.monotonic() - start, 2)}
     save_state(workdir, state)
+    m.record("dynamo.minify.result", dict(state["result"], queries=m.queries))
+    if m.writer is not None:
+        from dynamo import trace
+        trace.end_run()
     if len(m.different) > _MAX_DIFFERENT_SHOWN:
         _say(f"{len(m.different)} queries failed in other ways in all (counted as passing, not "
              f"followed); their output is in {os.path.join(workdir, 'queries.log')}")
