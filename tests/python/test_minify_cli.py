@@ -104,3 +104,26 @@ def test_a_stopped_run_resumes_from_its_checkpoint(tmp_path):
     assert "minified graph 0 from 13 to 1 node(s) (Tensor.relu)" in err
     assert "it reproduces the failure in a fresh process" in err
     assert not (tmp_path / "r_inputs.pt").exists()
+
+
+def test_from_trace_of_a_crashed_run(tmp_path):
+    """The trace store of a run that aborted names the script and the crashed compile; the
+    minifier runs the script again for the input values and minifies that graph."""
+    import shutil
+    import subprocess
+    for f in ("small_model.py", "minify_faults.py"):
+        shutil.copy(os.path.join(os.path.dirname(SMALL_MODEL), f), tmp_path)
+    env = dict(os.environ, DYNAMO_TRACE="crash.db", PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "small_model.py", "abort_on_relu"], cwd=tmp_path,
+                          env=env, capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGABRT
+    code, _, err = run("dynamo-minify", "--quiet", "--from-trace", "crash.db", "-o", "r.py",
+                       cwd=tmp_path)
+    assert code == 0, err
+    assert err.startswith("dynamo-minify: crash.db: crashed (SIGABRT) during the first call of "
+                          f"compile #0 of frame Net.forward ({tmp_path / 'small_model.py'}:19); "
+                          "running small_model.py again to capture the graph's input values\n")
+    assert "graph 0 (13 nodes, backend abort_on_relu) fails: crash (SIGABRT)" in err
+    assert "it reproduces the failure in a fresh process (crash (SIGABRT))" in err
+    nodes = repro_nodes((tmp_path / "r.py").read_text())
+    assert len(nodes) == 1 and ".relu()" in nodes[0]

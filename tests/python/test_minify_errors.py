@@ -69,3 +69,10 @@ def test_print_passes_lists_the_def_file(tmp_path):
     assert [line.split()[0] for line in out.splitlines()] == [
         "truncate_suffix", "remove_outputs", "dead_code", "replace_with_values",
         "remove_unused_inputs", "shrink_shapes"]
+
+
+def test_from_trace_without_a_store(tmp_path):
+    code, _, err = run("dynamo-minify", "--from-trace", "nope.db", cwd=tmp_path)
+    assert code == 2
+    assert err == ("dynamo-minify: error: --from-trace nope.db: no such file\n"
+                   "  = hint: pass the trace store the crashed run wrote (DYNAMO_TRACE=...)\n")

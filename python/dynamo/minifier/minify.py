@@ -57,6 +57,10 @@ def parse_args(argv):
     p.add_argument("--resume", metavar="DIR",
                    help="continue a stopped run from its work directory, or minify a capture "
                         "directory a DYNAMO_REPRO_AFTER run wrote")
+    p.add_argument("--from-trace", metavar="TRACE_DB",
+                   help="start from the trace store of a run that crashed: the script and its "
+                        "arguments come from the store, the script is run again to capture the "
+                        "crashed graph's input values")
     p.add_argument("-o", "--output", default="repro.py", help="the repro to write (default repro.py)")
     p.add_argument("--workdir", help="checkpoints and the original run's artifacts "
                                      "(default: <output without .py>_minify/)")
@@ -273,7 +277,7 @@ def _load_unit(d):
     return Unit(blob["gm"], tuple(blob["inputs"])), blob
 
 
-def _start(args, workdir):
+def _start(args, workdir, trace_crash=None):
     """The state of a new run: captures, finds the failing graph. None: nothing to minify."""
     capture_dir = os.path.join(workdir, "capture")
     if args.resume and os.path.exists(os.path.join(args.resume, "events.jsonl")):
@@ -287,6 +291,15 @@ def _start(args, workdir):
              f"{', --accuracy' if args.accuracy else ''})")
         status, tail = run_capture(args.script, args.args, capture_dir, args, args.trace)
     found = failing_graph(capture_dir, status)
+    if trace_crash is not None:
+        from dynamo.minifier import from_trace
+        index = from_trace.matching_graph(capture_dir, trace_crash["graph"])
+        if index is None or found is None or found[0] != index:
+            _say(f"the crash recorded in {args.from_trace} did not happen again when {args.script} "
+                 f"was re-run ({'no graph failed' if found is None else 'graph ' + str(found[0]) + ' failed: ' + found[1].describe()}"
+                 f"{'' if index is not None else '; the crashed graph was not captured'}): the "
+                 f"failure is nondeterministic or depends on the run's inputs; nothing written")
+            return None, 1
     if found is None:
         if status == 0:
             _say(f"{args.script} ran without a failure in any compiled graph "
@@ -335,6 +348,17 @@ def _main(args):
         raise UsageError(f"--resume {args.resume}: not a dynamo-minify work directory (no state.json) "
                          f"nor a capture directory (no events.jsonl)\n"
                          f"  = hint: pass the directory a stopped dynamo-minify run printed")
+    trace_crash = None
+    if args.from_trace:
+        from dynamo.minifier import from_trace
+        try:
+            trace_crash = from_trace.crashed_run(args.from_trace)
+        except from_trace.FromTraceError as e:
+            raise UsageError(str(e)) from None
+        if not args.script:
+            args.script, args.args = trace_crash["argv"][0], trace_crash["argv"][1:]
+        _say(f"{args.from_trace}: {trace_crash['crash']['text']}; running {args.script} again "
+             f"to capture the graph's input values")
     if not args.resume:
         if not args.script:
             raise UsageError("no script given\n  = hint: dynamo-minify [options] script.py [args...]")
@@ -356,7 +380,7 @@ def _main(args):
             args.output = state["output"]
         _say(f"resuming from {workdir}: {unit.size()} nodes, {state['queries']} queries so far")
     else:
-        started, code = _start(args, workdir)
+        started, code = _start(args, workdir, trace_crash)
         if started is None:
             shutil.rmtree(workdir, ignore_errors=True)
             return code
