@@ -1,10 +1,10 @@
-"""dynamo-minify --accuracy: a backend whose relu is off by 1e-2 (tests/python/minify) is
+"""dynamo-minify --accuracy: a backend whose relu is off by 1e-2 (tests/python/minify_faults.py) is
 minified to the relu alone; the repro raises AssertionError naming the divergence in a fresh
 process. The same through DYNAMO_REPRO_LEVEL=4."""
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "minify"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from minify_util import SMALL_MODEL, repro_nodes, run, run_repro  # noqa: E402
 

@@ -1,13 +1,13 @@
 """dynamo-minify --after=aot: the unit is the ATen graph the AOT layer hands to its forward or
 backward compiler. A forward compiler that refuses aten::relu and a backward graph that fails at
-aten::threshold_backward (test-only compilers, tests/python/minify/minify_faults.py) are each
+aten::threshold_backward (test-only compilers, tests/python/minify_faults.py) are each
 shrunk to that one ATen op, and the repro (ATen code) fails the same way in a fresh process."""
 import os
 import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "minify"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from minify_util import SMALL_MODEL, repro_nodes, run, run_repro  # noqa: E402
 

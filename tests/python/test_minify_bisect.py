@@ -1,12 +1,12 @@
 """dynamo-bisect end to end on the small conv net with faults injected into a backend of the
-ladder (MINIFY_FAULT_OVERRIDE, tests/python/minify/minify_faults.py): it names the backend, the
+ladder (MINIFY_FAULT_OVERRIDE, tests/python/minify_faults.py): it names the backend, the
 decomposition group, the graph and the diverging node, with a command for each step, and leaves
 nothing behind outside its own run directory."""
 import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "minify"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from minify_util import SMALL_MODEL, run  # noqa: E402
 

@@ -1,12 +1,12 @@
 """dynamo-minify end to end on a small conv net (13 captured nodes) with faults injected by
-test-only backends (tests/python/minify/minify_faults.py): the minifier shrinks the failing graph
+test-only backends (tests/python/minify_faults.py): the minifier shrinks the failing graph
 to the faulty op, writes a repro.py that reproduces the same failure in a fresh process, and a
 failure that turns into another while shrinking is not followed."""
 import os
 import signal
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "minify"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from minify_util import SMALL_MODEL, repro_nodes, run, run_repro  # noqa: E402
 
@@ -111,18 +111,18 @@ def test_from_trace_of_a_crashed_run(tmp_path):
     minifier runs the script again for the input values and minifies that graph."""
     import shutil
     import subprocess
-    for f in ("small_model.py", "minify_faults.py"):
+    for f in ("minify_small_model.py", "minify_faults.py"):
         shutil.copy(os.path.join(os.path.dirname(SMALL_MODEL), f), tmp_path)
     env = dict(os.environ, DYNAMO_TRACE="crash.db", PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, "small_model.py", "abort_on_relu"], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "minify_small_model.py", "abort_on_relu"], cwd=tmp_path,
                           env=env, capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGABRT
     code, _, err = run("dynamo-minify", "--quiet", "--from-trace", "crash.db", "-o", "r.py",
                        cwd=tmp_path)
     assert code == 0, err
     assert err.startswith("dynamo-minify: crash.db: crashed (SIGABRT) during the first call of "
-                          f"compile #0 of frame Net.forward ({tmp_path / 'small_model.py'}:19); "
-                          "running small_model.py again to capture the graph's input values\n")
+                          f"compile #0 of frame Net.forward ({tmp_path / 'minify_small_model.py'}:19); "
+                          "running minify_small_model.py again to capture the graph's input values\n")
     assert "graph 0 (13 nodes, backend abort_on_relu) fails: crash (SIGABRT)" in err
     assert "it reproduces the failure in a fresh process (crash (SIGABRT))" in err
     nodes = repro_nodes((tmp_path / "r.py").read_text())

@@ -3,7 +3,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "minify"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from minify_util import SMALL_MODEL, run  # noqa: E402
 

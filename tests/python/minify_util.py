@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SMALL_MODEL = os.path.join(HERE, "small_model.py")
+SMALL_MODEL = os.path.join(HERE, "minify_small_model.py")
 
 
 def tool(name):
