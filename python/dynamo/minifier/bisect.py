@@ -111,7 +111,6 @@ def _first_diverging_node(cap, graph, tol, timeout):
     """(node name, op kind, location) of the first call node whose value diverges, found by a
     binary search over the graph cut after each node (the value of that node its output)."""
     import torch
-    from dynamo.minifier import query
     from dynamo.minifier.fork_server import ForkServer
     from dynamo.minifier.unit import Unit, target_name
     blob = torch.load(os.path.join(cap, f"graph_{graph}.pt"))
@@ -216,7 +215,7 @@ def _bisect(args, runs, result):
         _step(result, "pass", f"disabling pass {culprit} makes the failure go away ({n} runs)",
               runs.command(env))
     else:
-        _step(result, "pass", f"no pass of passes.def is involved (disabling all of them: still fails)")
+        _step(result, "pass", "no pass of passes.def is involved (disabling all of them: still fails)")
     if failing == "aot_eager_decomp_partition" or (not failing and own == "aot_eager_decomp_partition"):
         from dynamo.aot import decompositions
         groups = [g[0] for g in decompositions.groups()]

@@ -170,14 +170,23 @@ def result_fingerprint(result: QueryResult):
     return _fingerprint(result)
 
 
+def launch_server(args, workdir):
+    """The fork server, started at once (it imports torch while the script runs), or None for
+    --no-isolate. The queries' own output (FX prints the traceback of a failing graph) goes to
+    WORKDIR/queries.log."""
+    if not args.isolate:
+        return None
+    log = open(os.path.join(workdir, "queries.log"), "ab")
+    server = ForkServer(preload=["torch", "dynamo"], env=_child_env(), stderr=log).launch()
+    log.close()  # the server holds its own descriptor
+    return server
+
+
 class Minifier:
-    def __init__(self, args, workdir, state):
+    def __init__(self, args, workdir, state, server=None):
         self.args, self.workdir, self.state = args, workdir, state
         self.fp = Fingerprint(**state["fingerprint"])
-        # The queries' own output (FX prints the traceback of a failing graph) goes to a log.
-        self.log = open(os.path.join(workdir, "queries.log"), "ab")
-        self.runner = ForkServer(preload=["torch", "dynamo"], env=_child_env(), stderr=self.log) \
-            if args.isolate else LocalRunner()
+        self.runner = server if server is not None else LocalRunner()
         self.cache = {}
         self.different = {}
         self.writer = None
@@ -370,6 +379,15 @@ def _main(args):
     if args.trace is None:
         args.trace = os.path.join(workdir, "trace.db")
     start = time.monotonic()
+    server = launch_server(args, workdir)
+    try:
+        return _minify(args, workdir, resume_work, start, passes, server, trace_crash)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _minify(args, workdir, resume_work, start, passes, server, trace_crash):
     if resume_work:
         with open(os.path.join(workdir, "state.json"), encoding="utf-8") as f:
             state = json.load(f)
@@ -386,7 +404,7 @@ def _main(args):
             return code
         state, unit = started
         save_state(workdir, state)
-    m = Minifier(args, workdir, state)
+    m = Minifier(args, workdir, state, server)
     m.record("dynamo.minify.start", {k: state[k] for k in (
         "script", "args", "stage", "graph", "fingerprint", "backend", "start_nodes", "queries")})
     try:
@@ -404,7 +422,6 @@ def _main(args):
         small = eng.run(unit)
     finally:
         m.runner.close()
-        m.log.close()
     cmd = "dynamo-minify " + " ".join([f"--after={state['stage']}",
                                        *(["--accuracy"] if state["tol"] else []),
                                        "-o", args.output, str(state["script"]), *state["args"]])
