@@ -95,9 +95,13 @@ def wrap_backend(name, fn):
             _ACTIVE["next"] += 1
             gm, inputs = payload
             where = locations(gm)
-            torch.save({"gm": gm, "inputs": list(inputs), "backend": spec, "config": cfg,
-                        "stage": "dynamo", "locations": where}, os.path.join(d, f"graph_{g}.pt"))
-            _event(d, {"event": "start", "graph": g, "backend": name,
+            saved = ""
+            try:
+                torch.save({"gm": gm, "inputs": list(inputs), "backend": spec, "config": cfg,
+                            "stage": "dynamo", "locations": where}, os.path.join(d, f"graph_{g}.pt"))
+            except Exception as e:  # the capture must never make the user's compile fail
+                saved = f"{type(e).__name__}: {e}"
+            _event(d, {"event": "start", "graph": g, "backend": name, "unsaved": saved,
                        "where": next(iter(where.values()), ""), "nodes": sum(
                            1 for n in gm.graph.nodes if n.op not in ("placeholder", "output"))})
         elif kind == "ok":

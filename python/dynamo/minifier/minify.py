@@ -320,7 +320,15 @@ def _start(args, workdir, trace_crash=None):
              f"backends, not a compiler bug the minifier can shrink; nothing written")
         return None, 1
     index, fp = found
-    unit, blob = _load_unit(os.path.join(capture_dir, f"graph_{index}.pt"))
+    path = os.path.join(capture_dir, f"graph_{index}.pt")
+    if not os.path.exists(path):
+        why = next((e.get("unsaved") for e in _capture.read_events(capture_dir)
+                    if e["event"] == "start" and e["graph"] == index), "")
+        _say(f"graph {index} fails ({fp.describe()}), but it could not be saved for minifying"
+             f"{': ' + why if why else ''}; nothing written. This is a bug in dynamo-minify: "
+             f"please report it with the script")
+        return None, 1
+    unit, blob = _load_unit(path)
     state = {"script": args.script, "args": args.args, "stage": blob.get("stage", "dynamo"),
              "kind": blob.get("kind", "graph"), "graph": index,
              "capture_dir": os.path.abspath(capture_dir), "fingerprint": fp.__dict__,
