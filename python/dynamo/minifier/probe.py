@@ -7,8 +7,8 @@ data, the same way in the user's run (capture.py) and in every minifier query (q
     probe.failure                         # None, or a Failure (stage, exception, node kind)
 
 The wrapped compiler compiles the graph with the real backend: a Python callable is called as it
-is; a backend of backends.def (compiled in C++) is reached by compiling the graph's own code with
-dynamo.compile(gm, backend=name), the errors of that compile surfacing when it first runs. The
+is; a backend of backends.def (compiled in C++) through native.py, which hands the graph to the
+same code the C++ backend runs. The
 compiled callable is wrapped too: its first call is checked (an exception; with accuracy on, a
 divergence of an output from an fp64 eager run of the graph beyond the tolerance). Later calls go
 straight to the compiled code.
@@ -178,6 +178,10 @@ class Probe:
     def _compile_real(self, gm, example_inputs):
         if self.fn is not None:
             return self.fn(gm, example_inputs)
+        from dynamo.minifier import native
+        compiled = native.compile_native(self.name, gm, example_inputs)
+        if compiled is not None:
+            return compiled
         from dynamo import config, eval_frame
         old = config.suppress_errors
         config.suppress_errors = False
