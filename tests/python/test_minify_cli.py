@@ -127,3 +127,30 @@ def test_from_trace_of_a_crashed_run(tmp_path):
     assert "it reproduces the failure in a fresh process (crash (SIGABRT))" in err
     nodes = repro_nodes((tmp_path / "r.py").read_text())
     assert len(nodes) == 1 and ".relu()" in nodes[0]
+
+
+def test_capture_leaves_the_scripts_results_alone(tmp_path):
+    """Under DYNAMO_REPRO_AFTER=dynamo the backends.def backend still compiles and runs the graph
+    (through dynamo.minifier.native) and a graph that updates buffers in place (batch norm in
+    training mode) updates them once: outputs and running stats equal an uncompiled copy's."""
+    import subprocess
+    (tmp_path / "bn.py").write_text(
+        "import torch, dynamo\n"
+        "torch.manual_seed(0)\n"
+        "make = lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).train()\n"
+        "m, ref = make(), make()\n"
+        "ref.load_state_dict(m.state_dict())\n"
+        "x = torch.randn(2, 3, 8, 8)\n"
+        "with torch.no_grad():\n"
+        "    out, exp = dynamo.compile(m, backend='eager')(x), ref(x)\n"
+        "print(torch.equal(out, exp), torch.equal(m[1].running_mean, ref[1].running_mean))\n")
+    env = dict(os.environ, DYNAMO_REPRO_AFTER="dynamo", DYNAMO_REPRO_DIR=str(tmp_path / "cap"),
+               DYNAMO_LOGS="graph", PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "bn.py"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout == "True True\n", proc.stderr
+    # One graph, captured once (no nested capture of the graph's own code), started and ok.
+    assert proc.stderr.count("[dynamo] graph 0 of ") == 1
+    import json
+    events = [json.loads(line) for line in (tmp_path / "cap" / "events.jsonl").read_text().splitlines()]
+    assert [(e["event"], e["graph"]) for e in events] == [("start", 0), ("ok", 0)]

@@ -41,8 +41,11 @@ def to_ir(gm, inputs):
     from dynamo import _C
     from dynamo.aot import importer
     device = next((str(v.device) for v in inputs if isinstance(v, torch.Tensor)), "cpu")
+    # On clones: a graph that updates an input in place (batch norm's running stats) must not
+    # update the user's tensors a second time.
     with torch.no_grad():
-        ShapeProp(gm).propagate(*[v.detach() if isinstance(v, torch.Tensor) else v for v in inputs])
+        ShapeProp(gm).propagate(*[v.detach().clone() if isinstance(v, torch.Tensor) else v
+                                  for v in inputs])
     b = _C._graph.GraphBuilder()
     env = {}
     for n in gm.graph.nodes:
