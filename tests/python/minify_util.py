@@ -26,7 +26,7 @@ def run_repro(path, cwd):
     e["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     proc = subprocess.run([sys.executable, str(path)], cwd=cwd, env=e, capture_output=True,
                           text=True, timeout=120)
-    return proc.returncode, proc.stderr
+    return proc.returncode, proc.stderr + proc.stdout
 
 
 def repro_nodes(text):

@@ -76,3 +76,12 @@ def test_from_trace_without_a_store(tmp_path):
     assert code == 2
     assert err == ("dynamo-minify: error: --from-trace nope.db: no such file\n"
                    "  = hint: pass the trace store the crashed run wrote (DYNAMO_TRACE=...)\n")
+
+
+def test_after_kernel_needs_the_fused_backend(tmp_path):
+    code, _, err = run("dynamo-minify", "--after=kernel", "-o", "r.py", SMALL_MODEL,
+                       "raise_on_relu", cwd=tmp_path)
+    assert code == 2
+    assert ("graph 0 failed in backend raise_on_relu, not in fused: --after=kernel minifies a graph "
+            "of the fused backend; nothing written\n  = hint: use --after=dynamo for this backend\n") in err
+    assert not (tmp_path / "r.py").exists() and not (tmp_path / "r_minify").exists()

@@ -2,9 +2,13 @@
 bug in one fusion pattern (tests/python/minify_fake_cxx.sh as DYNAMO_CXX: a kernel whose loop
 calls tanh on a computed value does not compile). The probe reaches the C++ backend through
 dynamo.minifier.native (a nested dynamo.compile would run eagerly: the frame hook is suspended
-inside a backend), and the graph shrinks to the fused pattern, add + tanh."""
+inside a backend), and the graph shrinks to the fused pattern, add + tanh. With --after=kernel
+the queries and the repro call the code generator alone; the repro, built by the real compiler,
+is one kernel."""
 import os
 import sys
+
+import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -22,11 +26,13 @@ with torch.no_grad():
 """
 
 
-def test_kernel_compiler_bug_in_one_fusion_pattern(tmp_path):
+@pytest.mark.parametrize("after", ["dynamo", "kernel"])
+def test_kernel_compiler_bug_in_one_fusion_pattern(tmp_path, after):
     (tmp_path / "k.py").write_text(SCRIPT)
     # Its own kernel cache: a kernel the real compiler built must not hide the fault.
     env = {"DYNAMO_CXX": FAKE_CXX, "DYNAMO_KERNEL_CACHE": str(tmp_path / "cache")}
-    code, _, err = run("dynamo-minify", "--quiet", "-o", "r.py", "k.py", cwd=tmp_path, env=env)
+    code, _, err = run("dynamo-minify", f"--after={after}", "--quiet", "-o", "r.py", "k.py",
+                       cwd=tmp_path, env=env)
     assert code == 0, err
     assert ("graph 0 (9 nodes, backend fused) fails: dynamo.InternalError: internal error: "
             "unexpected C++ exception: internal error at ../codegen/src/kernel_cache.cpp:N: check "
@@ -47,3 +53,8 @@ def test_kernel_compiler_bug_in_one_fusion_pattern(tmp_path):
             else:
                 os.environ[k] = v
     assert rc == 1 and "fake-cxx: internal compiler error: tanh inside a fused loop" in out, out
+    if after == "kernel":
+        # The repro calls the code generator alone; with the real compiler it builds one kernel.
+        rc, out = run_repro(tmp_path / "r.py", tmp_path)
+        assert rc == 0, out
+        assert "repro.py: the graph compiled and ran without the failure; kernels: k0_tanh\n" in out

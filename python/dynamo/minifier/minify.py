@@ -26,7 +26,8 @@ from dynamo.minifier.fingerprint import Fingerprint, accuracy_fingerprint, finge
 from dynamo.minifier.fork_server import ForkServer, QueryResult
 
 PROG = "dynamo-minify"
-_QUERIES = {"dynamo": "dynamo.minifier.query:run_dynamo", "aot": "dynamo.minifier.aot_stage:run_aot"}
+_QUERIES = {"dynamo": "dynamo.minifier.query:run_dynamo", "aot": "dynamo.minifier.aot_stage:run_aot",
+            "kernel": "dynamo.minifier.kernel_stage:run_kernel"}
 _MAX_DIFFERENT_SHOWN = 3   # distinct other failures printed as they happen; the rest are counted
 
 
@@ -40,10 +41,11 @@ def _say(msg):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--after", choices=["dynamo", "aot"], default=os.environ.get("DYNAMO_REPRO_AFTER") or "dynamo",
+    p.add_argument("--after", choices=["dynamo", "aot", "kernel"], default=os.environ.get("DYNAMO_REPRO_AFTER") or "dynamo",
                    help="the stage whose failure to minify: dynamo (default: the backend's compile or "
                         "run of a captured graph) or aot (the AOT layer's forward or backward compiler "
-                        "and the ATen graph it runs)")
+                        "and the ATen graph it runs) or kernel (a graph of the fused backend, "
+                        "compiled by the code generator alone)")
     p.add_argument("--accuracy", action="store_true",
                    default=os.environ.get("DYNAMO_REPRO_LEVEL", "").strip() == "4",
                    help="minify a divergence from an fp64 eager reference instead of an error")
@@ -116,7 +118,9 @@ def run_capture(script, script_args, capture_dir, args, trace=None):
     env = _child_env()
     if trace:
         env["DYNAMO_TRACE"] = trace
-    env.update(DYNAMO_REPRO_AFTER=args.after, DYNAMO_REPRO_DIR=capture_dir)
+    # --after=kernel captures the graphs the backends get, as --after=dynamo does.
+    env.update(DYNAMO_REPRO_AFTER="aot" if args.after == "aot" else "dynamo",
+               DYNAMO_REPRO_DIR=capture_dir)
     if args.accuracy:
         env.update(DYNAMO_REPRO_LEVEL="4", DYNAMO_REPRO_TOL=repr(args.tol))
     env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
@@ -329,7 +333,13 @@ def _start(args, workdir, trace_crash=None):
              f"please report it with the script")
         return None, 1
     unit, blob = _load_unit(path)
-    state = {"script": args.script, "args": args.args, "stage": blob.get("stage", "dynamo"),
+    if args.after == "kernel" and blob["backend"]["name"] != "fused":
+        _say(f"graph {index} failed in backend {blob['backend']['name']}, not in fused: "
+             f"--after=kernel minifies a graph of the fused backend; nothing written\n"
+             f"  = hint: use --after=dynamo for this backend")
+        return None, 2
+    state = {"script": args.script, "args": args.args,
+             "stage": "kernel" if args.after == "kernel" else blob.get("stage", "dynamo"),
              "kind": blob.get("kind", "graph"), "graph": index,
              "capture_dir": os.path.abspath(capture_dir), "fingerprint": fp.__dict__,
              "backend": blob["backend"], "config": blob["config"],
@@ -457,6 +467,12 @@ def _minify(args, workdir, resume_work, start, passes, server, trace_crash):
     if len(m.different) > _MAX_DIFFERENT_SHOWN:
         _say(f"{len(m.different)} queries failed in other ways in all (counted as passing, not "
              f"followed); their output is in {os.path.join(workdir, 'queries.log')}")
+    if state["stage"] == "kernel":
+        from dynamo.minifier import kernel_stage
+        kernels = kernel_stage.describe_kernels(small.gm, small.inputs)
+        _say(f"the minified graph is {kernels}" if kernels else
+             "the minified graph does not compile to kernels (the failure is in the code generator or "
+             "the kernel compiler): repro.py shows it")
     _say(f"minified graph {state['graph']} from {state['start_nodes']} to {small.size()} node(s) "
          f"({', '.join(small.op_kinds())}) in {m.queries} queries, {time.monotonic() - start:.1f} s")
     if ok:

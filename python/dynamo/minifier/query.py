@@ -53,11 +53,14 @@ def repro_main(module_class, load_inputs, spec: dict, config: dict, tol=None,
     result_path = os.environ.get("DYNAMO_REPRO_RESULT")
     try:
         module = module_class()
-        if stage == "aot":
-            # The ATen graph again as a GraphModule, for the IR importer.
+        if stage in ("aot", "kernel"):
+            # The graph again as a GraphModule, for the IR importer.
             import torch.fx
-            from dynamo.minifier.aot_stage import run_aot as run
             module = torch.fx.symbolic_trace(module)
+        if stage == "kernel":
+            from dynamo.minifier.kernel_stage import run_kernel as run
+        elif stage == "aot":
+            from dynamo.minifier.aot_stage import run_aot as run
         else:
             run = run_dynamo
         result = run(module, load_inputs(), spec, config, tol)
@@ -74,4 +77,5 @@ def repro_main(module_class, load_inputs, spec: dict, config: dict, tol=None,
     if "accuracy" in result:
         raise AssertionError(f"the compiled graph diverges from fp64 eager at a {result['accuracy']} "
                              f"node (error {result['error']:.3g}, tolerance {tol})")
-    print("repro.py: the graph compiled and ran without the failure")
+    print("repro.py: the graph compiled and ran without the failure"
+          + (f"; kernels: {', '.join(result['kernels'])}" if result.get("kernels") else ""))

@@ -110,7 +110,7 @@ CONFIG = {config!r}
 TOL = {tol!r}
 
 if __name__ == "__main__":
-    repro_main(Repro, load_inputs, BACKEND, CONFIG, TOL{', stage="aot"' if stage == "aot" else ''})
+    repro_main(Repro, load_inputs, BACKEND, CONFIG, TOL{f', stage="{stage}"' if stage != "dynamo" else ''})
 '''
     out = [(path, text)]
     if saved:
