@@ -38,6 +38,14 @@ def test_accuracy_bisect_names_backend_graph_and_node(tmp_path):
     assert [s["step"] for s in result["steps"]] == ["backend", "pass", "graph", "node"]
     assert [r["label"] for r in result["runs"]] == ["original", "backend-eager", "backend-aot_eager",
                                                     "passes-1"]
+    # The trace store of the bisection: the bisection with its steps, then the script's 4 runs.
+    import dynamo.trace
+    with dynamo.trace.open(tmp_path / "b" / "trace.db") as store:
+        runs = store.runs()
+        assert [r["argv"][0] for r in runs] == ["dynamo-bisect"] + [SMALL_MODEL] * 4
+        arts = store.artifacts(runs[0]["id"])
+    assert [a["name"] for a in arts] == ["dynamo.bisect.step"] * 4 + ["dynamo.bisect.result"]
+    assert [json.loads(a["data"]) for a in arts[:4]] == result["steps"]
 
 
 def test_decomposition_group_is_found(tmp_path):

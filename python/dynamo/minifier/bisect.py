@@ -15,7 +15,8 @@ node a failure comes from, and prints the command that reproduces each step by h
 
 Every run of the script is a fresh process with its settings in its environment; all state
 lives in this bisection's own directory (--workdir, default ./dynamo_bisect/run-<time>-<pid>):
-nothing changes what later ordinary runs do.
+the captures, result.json and trace.db (each run of the script, then the bisection itself as a
+run whose artifacts are its steps). Nothing changes what later ordinary runs do.
 """
 from __future__ import annotations
 
@@ -56,6 +57,9 @@ class Runs:
     def __init__(self, args, workdir):
         self.args, self.workdir = args, workdir
         self.log = []
+        # Every run of the script records its compiles here; the bisection records its steps.
+        self.trace = os.path.join(workdir, "trace.db")
+        self.writer = None
 
     def command(self, env):
         pre = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
@@ -71,7 +75,8 @@ class Runs:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            status, tail = _minify.run_capture(self.args.script, self.args.args, cap, opts)
+            status, tail = _minify.run_capture(self.args.script, self.args.args, cap, opts,
+                                               self.trace)
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -158,17 +163,34 @@ def main(argv=None):
                                            time.strftime("run-%Y%m%d-%H%M%S") + f"-{os.getpid()}")
     os.makedirs(workdir, exist_ok=True)
     runs = Runs(args, workdir)
-    result = {"script": args.script, "args": args.args, "accuracy": args.accuracy, "steps": []}
+    result = {"script": args.script, "args": args.args, "accuracy": args.accuracy, "steps": [],
+              "runs_store": runs}
+    from dynamo import trace
+    try:
+        # The bisection is the store's first run; each run of the script adds its own.
+        runs.writer = trace.start_run(runs.trace, argv=[PROG, *(sys.argv[1:] if argv is None else argv)])
+    except trace.TraceStoreError as e:
+        _say(f"not recording into the trace store: {e}")
     try:
         return _bisect(args, runs, result)
     finally:
+        result.pop("runs_store")
+        if runs.writer is not None:
+            runs.writer.record_artifact("dynamo.bisect.result",
+                                        json.dumps({"runs": runs.log}).encode(), "application/json")
+            trace.end_run()
         result["runs"] = runs.log
         with open(os.path.join(workdir, "result.json"), "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)
 
 
 def _step(result, name, text, command=""):
-    result["steps"].append({"step": name, "result": text, "command": command})
+    step = {"step": name, "result": text, "command": command}
+    result["steps"].append(step)
+    runs = result["runs_store"]
+    if runs.writer is not None:
+        runs.writer.record_artifact("dynamo.bisect.step", json.dumps(step).encode(), "application/json")
+        runs.writer.flush()
     _say(f"{name}: {text}")
     if command:
         _say(f"  reproduce: {command}")
