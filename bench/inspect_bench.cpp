@@ -3,6 +3,8 @@
 //   inspect_bench --synthetic N [--store PATH]   a generated model of about N nodes (modules of
 //                                                modules, like a transformer's blocks)
 //   inspect_bench STORE [--frame NAME]           the largest graph of a store (or of a frame)
+//                       [--graph INDEX]          ... or that compile's graph INDEX (-1: its AOT
+//                                                joint graph, -2 forward, -3 backward)
 //
 // For one graph, with a fresh layout cache (cold) and again with it (warm):
 //   first_paint_ms  openGraph() to the canvas's first paint of the laid-out graph
@@ -29,6 +31,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "dynamo/gui/compile_artifacts.h"
 #include "dynamo/gui/main_window.h"
 #include "dynamo/storage/trace_writer.h"
 
@@ -218,16 +221,21 @@ void anchor(const std::string& path, const Pick& pick, int timeoutS) {
 
 int main(int argc, char** argv) {
   std::string store, frame;
-  int synthetic = 0, anchorTimeout = 60;
+  int synthetic = 0, anchorTimeout = 60, graphIndex = 0;
+  bool pickIndex = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--synthetic" && i + 1 < argc) synthetic = std::atoi(argv[++i]);
     else if (a == "--frame" && i + 1 < argc) frame = argv[++i];
     else if (a == "--store" && i + 1 < argc) store = argv[++i];
     else if (a == "--anchor-timeout" && i + 1 < argc) anchorTimeout = std::atoi(argv[++i]);
+    else if (a == "--graph" && i + 1 < argc) {
+      graphIndex = std::atoi(argv[++i]);
+      pickIndex = true;
+    }
     else if (a[0] != '-') store = a;
     else {
-      std::cerr << "usage: inspect_bench --synthetic N [--store PATH] | STORE [--frame NAME] [--anchor-timeout S]\n";
+      std::cerr << "usage: inspect_bench --synthetic N [--store PATH] | STORE [--frame NAME] [--graph INDEX] [--anchor-timeout S]\n";
       return 2;
     }
   }
@@ -254,7 +262,11 @@ int main(int argc, char** argv) {
                    [&probe] { probe.drawnNs = probe.clock.nsecsElapsed(); });
   if (!w.openStore(QString::fromStdString(store))) return 1;
   waitFor([&] { return w.reportsReady(); }, 120000);
-  const Pick pick = largestGraph(store, frame);
+  Pick pick = largestGraph(store, frame);
+  if (pick.compile && pickIndex) {
+    pick.index = graphIndex;
+    pick.name += " " + graphIndexLabel(graphIndex);
+  }
   if (!pick.compile) {
     std::cerr << "inspect_bench: no graph in " << store << "\n";
     return 1;

@@ -9,6 +9,9 @@
 //                                     the graphs of a compile, read back by the C++ graph reader
 //                                     and printed (or re-serialized, one node per line); no
 //                                     Python interpreter is started
+//   dynamo-trace aot-graph TRACE.db COMPILE_ID [joint|forward|backward] [--json]
+//                                     the AOT graphs of a compile (aot_eager and friends), the
+//                                     same way
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +21,7 @@
 #include "dynamo/core/graph_printer.h"
 #include "dynamo/core/graph_serializer.h"
 #include "dynamo/storage/trace_reader.h"
+#include "dynamo/explain/aot_report.h"
 #include "dynamo/explain/trace_report.h"
 #include "dynamo/storage/trace_store.h"
 
@@ -34,6 +38,9 @@ int usage() {
     std::fprintf(stderr, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
   std::fprintf(stderr, "  %-10s %s\n", "graph",
                "TRACE.db COMPILE_ID [--json]: the graphs of a compile, printed (or as JSON)");
+  std::fprintf(stderr, "  %-10s %s\n", "aot-graph",
+               "TRACE.db COMPILE_ID [joint|forward|backward] [--json]: the AOT graphs of a "
+               "compile");
   std::fprintf(stderr,
                "  %-10s %s\n  %-10s %s\n  %-10s %s\n", "check",
                "schema version and SQLite integrity check", "upgrade",
@@ -96,6 +103,75 @@ int printGraphs(const std::string& path, const std::string& compileText, bool js
   return 0;
 }
 
+void printOneGraph(const std::string& serialized, const std::string& title, bool json) {
+  dynamo::core::Graph graph = dynamo::core::readGraphJson(serialized);
+  if (json) {
+    dynamo::core::SerializeOptions options;
+    options.pretty = true;
+    std::fputs(dynamo::core::serializeGraph(graph, options).c_str(), stdout);
+  } else {
+    std::printf("# %s: %zu nodes\n", title.c_str(), graph.size());
+    std::fputs(dynamo::core::printGraph(graph).c_str(), stdout);
+  }
+}
+
+bool parseCompileId(const std::string& text, long long& id) {
+  char* end = nullptr;
+  id = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || id <= 0) {
+    std::fprintf(stderr, "dynamo-trace: COMPILE_ID must be a positive integer, not '%s'\n",
+                 text.c_str());
+    return false;
+  }
+  return true;
+}
+
+// dynamo-trace aot-graph TRACE.db COMPILE_ID [joint|forward|backward] [--json]
+int printAotGraphs(const std::string& path, const std::string& compileText,
+                   const std::string& which, bool json) {
+  long long compileId = 0;
+  if (!parseCompileId(compileText, compileId)) return 2;
+  if (!which.empty() && which != "joint" && which != "forward" && which != "backward") {
+    std::fprintf(stderr,
+                 "dynamo-trace: unknown AOT graph '%s': use joint, forward or backward (or "
+                 "nothing for all three)\n",
+                 which.c_str());
+    return 2;
+  }
+  auto reader = TraceReader::open(path);
+  std::vector<dynamo::explain::GraphAot> records =
+      dynamo::explain::aotRecordsOfCompile(*reader, compileId);
+  if (records.empty()) {
+    std::fprintf(stderr,
+                 "dynamo-trace: compile %lld of %s has no AOT records (it did not use an AOT "
+                 "backend such as aot_eager); list the AOT compiles with: dynamo-trace aot %s\n",
+                 compileId, path.c_str(), path.c_str());
+    return 1;
+  }
+  int printed = 0;
+  for (size_t k = 0; k < records.size(); ++k) {
+    const dynamo::explain::GraphAot& a = records[k];
+    if (!a.fallback.empty() && !json)
+      std::printf("# compile %lld, graph %zu: %s ran it on the eager runner: %s\n", compileId, k,
+                  a.backend.c_str(), a.fallback.c_str());
+    for (const auto& [name, serialized] : a.graphs) {
+      if (!which.empty() && name != which) continue;
+      printOneGraph(serialized,
+                    "compile " + std::to_string(compileId) + ", graph " + std::to_string(k) +
+                        ", aot " + name + " graph",
+                    json);
+      ++printed;
+    }
+  }
+  if (printed == 0 && !which.empty()) {
+    std::fprintf(stderr, "dynamo-trace: compile %lld of %s has no AOT %s graph%s\n", compileId,
+                 path.c_str(), which.c_str(),
+                 which == "forward" ? "" : " (an inference compile has only a forward graph)");
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,6 +184,22 @@ int main(int argc, char** argv) {
     if (argc != 4 && !json) return usage();
     try {
       return printGraphs(argv[2], argv[3], json);
+    } catch (const dynamo::UserError& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 1;
+    }
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "aot-graph") == 0) {
+    if (argc < 4 || argc > 6) return usage();
+    std::string which;
+    bool json = false;
+    for (int i = 4; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--json") == 0 && !json) json = true;
+      else if (which.empty() && argv[i][0] != '-') which = argv[i];
+      else return usage();
+    }
+    try {
+      return printAotGraphs(argv[2], argv[3], which, json);
     } catch (const dynamo::UserError& e) {
       std::fprintf(stderr, "%s\n", e.what());
       return 1;

@@ -8,6 +8,7 @@ hang costs one model), one torch thread. One line per model, then a summary (doc
     PYTHONPATH=build/python /usr/bin/python3 scripts/aot_torchvision_all.py
     ... --backend aot_eager_default_partitioner     # another AOT backend
     ... --model resnet18                            # one model; repeatable
+    ... --skip vit_h_14                             # leave a model out; repeatable
     ... --markdown                                  # also print the table of docs/aot.md
 
 Columns: result (bitwise / differs: what / exception / crashed / timeout), the time of the whole
@@ -50,6 +51,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="aot_eager")
     ap.add_argument("--model", action="append")
+    ap.add_argument("--skip", action="append", default=[], help="leave this model out (repeatable)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -58,7 +60,7 @@ def main():
         print(json.dumps(run_one(args.child, args.backend)))
         return 0
     from torchvision_cases import all_builders
-    models = args.model or all_builders()
+    models = [m for m in (args.model or all_builders()) if m not in args.skip]
     results = []
     for name in models:
         cmd = [sys.executable, os.path.abspath(__file__), "--backend", args.backend, "--child", name]

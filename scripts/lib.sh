@@ -59,3 +59,54 @@ dynamo_build() {
   fi
   cmake --build "$build" -j "$jobs"
 }
+
+# The second stack (issue 13): pyenv's Python 3.12 with torch 2.x from PyPI, in a virtual
+# environment outside the clone so that every clone (CI's included) reuses it. torch 2.11.0 is what
+# the GPU machines this project is lent run; torchvision 0.26.0 is the release built against it.
+# The first creation downloads about 3 GB (torch's PyPI wheel brings CUDA's runtime libraries;
+# nothing else is published there for Linux) and took 3 min 36 s here; afterwards a stamp file
+# makes this a no-op.
+DYNAMO_STACK2_PINS="torch==2.11.0 torchvision==0.26.0 pytest==9.2.0"
+DYNAMO_STACK2_ENV="${DYNAMO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dynamo}/py312-torch2.11"
+
+# Prints the newest pyenv Python 3.12 interpreter, or nothing.
+dynamo_stack2_base_python() {
+  local root="${PYENV_ROOT:-$HOME/.pyenv}" p best=""
+  for p in "$root"/versions/3.12.*/bin/python3.12; do
+    [ -x "$p" ] && best="$p"
+  done
+  printf '%s' "$best"
+}
+
+# Creates (once) the stack-2 virtual environment and prints its interpreter's path.
+dynamo_stack2_env() {
+  local env="$DYNAMO_STACK2_ENV" stamp="$DYNAMO_STACK2_ENV/.dynamo-pins" base
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$DYNAMO_STACK2_PINS" ] && [ -x "$env/bin/python" ]; then
+    printf '%s' "$env/bin/python"
+    return 0
+  fi
+  base="$(dynamo_stack2_base_python)"
+  if [ -z "$base" ]; then
+    dynamo_log "stack 2: no Python 3.12 under ${PYENV_ROOT:-$HOME/.pyenv}/versions (install one with pyenv, or set PYENV_ROOT)"
+    return 1
+  fi
+  dynamo_log "stack 2: creating $env with $base and $DYNAMO_STACK2_PINS (first time only: about 3 GB from PyPI)"
+  "$base" -m venv --clear "$env" >&2
+  # shellcheck disable=SC2086
+  "$env/bin/python" -m pip install --disable-pip-version-check -q $DYNAMO_STACK2_PINS >&2
+  printf '%s\n' "$DYNAMO_STACK2_PINS" > "$stamp"
+  printf '%s' "$env/bin/python"
+}
+
+# Configures and builds the stack-2 tree (its own build directory) against that environment.
+dynamo_build_stack2() {
+  local src="$1" build="$2" py root jobs
+  py="$(dynamo_stack2_env)" || return 1
+  root="$("$py" -c 'import sys; print(sys.base_prefix)')"
+  jobs=$(nproc 2>/dev/null || echo 2)
+  if [ ! -f "$build/build.ninja" ]; then
+    cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$py" \
+      -DPython3_ROOT_DIR="$root" -DPython3_FIND_STRATEGY=LOCATION -DDYNAMO_BUILD_GUI=OFF >&2
+  fi
+  cmake --build "$build" -j "$jobs" >&2
+}

@@ -15,6 +15,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -110,14 +111,27 @@ void poolDelete(void* ctx) {
   delete b;
 }
 
+// torch 2.x made Allocator::allocate non-const and added the pure virtual copy_data.
+#if TORCH_VERSION_MAJOR >= 2
+#define DYNAMO_ALLOCATE_CONST
+#else
+#define DYNAMO_ALLOCATE_CONST const
+#endif
+
 class PoolAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) DYNAMO_ALLOCATE_CONST override {
     if (n < BlockPool::kMinBytes) return c10::GetCPUAllocator()->allocate(n);
     void* p = BlockPool::instance().take(n);
     return c10::DataPtr(p, new PoolBlock{p, n}, &poolDelete, c10::Device(c10::DeviceType::CPU));
   }
+#if TORCH_VERSION_MAJOR >= 2
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
 };
+#undef DYNAMO_ALLOCATE_CONST
 
 at::Tensor newOutput(const codegen::Buffer& buf) {
   static PoolAllocator allocator;

@@ -1,4 +1,5 @@
 // toolMain and option parsing of the report programs (tool_main.h).
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,8 +140,14 @@ struct TempDir {
   }
   ~TempDir() {
     if (path.empty()) return;
-    for (const char* suffix : {"/trace.db", "/trace.db-wal", "/trace.db-shm", "/status"})
-      unlink((path + suffix).c_str());
+    // The store, its -wal and -shm, and what a script that crashed leaves beside it (crash
+    // markers, row journals no reader recovered): the directory holds nothing else.
+    if (DIR* d = opendir(path.c_str())) {
+      while (dirent* e = readdir(d))
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+          unlink((path + "/" + e->d_name).c_str());
+      closedir(d);
+    }
     rmdir(path.c_str());
   }
 };

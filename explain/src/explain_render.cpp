@@ -87,6 +87,7 @@ void textFunction(std::ostringstream& out, const FunctionReport& f, const Render
         << plural(g.ops(), "op");
     std::string ops = opList(g);
     out << (ops.empty() ? "" : " (" + ops + ")") << "\n";
+    if (g.aot) out << "       aot: " << aotLine(*g.aot, o) << "\n";
   }
   for (const BreakGroup& b : f.breaks)
     out << "     break: " << breakTitle(b, o) << ", " << times(b.occurrences) << "\n";
@@ -171,6 +172,9 @@ void jsonFunction(JsonWriter& w, const FunctionReport& f, const RenderOptions& o
     w.key("op_counts").beginObject();
     for (const auto& [op, n] : g.opCounts) w.key(op).value(n);
     w.endObject();
+    w.key("aot");
+    if (g.aot) jsonAot(w, *g.aot, o);
+    else w.null();
     w.endObject();
   }
   w.endArray();

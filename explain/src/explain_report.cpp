@@ -89,6 +89,7 @@ void addPhases(std::vector<storage::CompilePhase>& total,
 FunctionReport buildFunction(const TraceReader& reader, const storage::FrameRecord& frame,
                              const std::vector<CompileRecord>& compiles,
                              const storage::EntryHits& hits,
+                             const std::map<RowId, std::vector<GraphAot>>& aot,
                              std::vector<BreakGroup>& rawRunBreaks) {
   FunctionReport f;
   f.name = frame.name;
@@ -100,8 +101,15 @@ FunctionReport buildFunction(const TraceReader& reader, const storage::FrameReco
     f.compileUs += c.durationUs;
     addPhases(f.phases, c.phases);
     if (!storage::compileMadeEntry(c)) f.notCompiledReason = c.reason;
-    for (const storage::GraphRecord& g : reader.graphs(c.id))
-      f.graphs.push_back({c.id, c.attempt, g.index, g.numNodes, graphOpCounts(g.serialized)});
+    auto aotOfCompile = aot.find(c.id);
+    size_t k = 0;
+    for (const storage::GraphRecord& g : reader.graphs(c.id)) {
+      f.graphs.push_back({c.id, c.attempt, g.index, g.numNodes, graphOpCounts(g.serialized), {}});
+      // The k-th AOT record of a compile is its k-th graph's (aot_report.h).
+      if (aotOfCompile != aot.end() && k < aotOfCompile->second.size())
+        f.graphs.back().aot = aotOfCompile->second[k];
+      ++k;
+    }
     f.guards += static_cast<std::int64_t>(reader.guards(c.id).size());
     for (const storage::GraphBreakRecord& b : reader.graphBreaks(c.id)) {
       BreakGroup one{b.kind, b.location, b.explanation, b.hints, b.userStack, 0, 1, {}};
@@ -119,10 +127,11 @@ RunExplain buildRun(const TraceReader& reader, const storage::RunRecord& run) {
   r.run = run;
   storage::EntryHits hits = reader.entryHits(run.id);
   r.hitsRecorded = hits.recorded;
+  std::map<RowId, std::vector<GraphAot>> aot = aotRecordsOfRun(reader, run.id);
   for (const storage::FrameRecord& frame : reader.frames(run.id)) {
     std::vector<CompileRecord> compiles = reader.compilesOfFrame(frame.id);
     if (compiles.empty()) continue;
-    r.functions.push_back(buildFunction(reader, frame, compiles, hits, r.breaks));
+    r.functions.push_back(buildFunction(reader, frame, compiles, hits, aot, r.breaks));
     const FunctionReport& f = r.functions.back();
     r.compiles += f.compiles;
     r.graphs += static_cast<std::int64_t>(f.graphs.size());

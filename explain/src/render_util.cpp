@@ -65,9 +65,7 @@ JunitSuite junitSuite(const std::string& tool, const std::string& name,
   suite.startTimeUs = run.startTimeUs;
   suite.timeUs = timeUs;
   auto masked = [&](const std::string& v) { return options.masked ? std::string("<masked>") : v; };
-  storage::RunRecord shown = run;
-  shown.crash.frameFile = displayPath(run.crash.frameFile, options);
-  suite.systemErr = unfinishedRunNote(shown);
+  suite.systemErr = unfinishedRunNote(run, options);
   suite.properties = {{"tool", tool},
                       {"command", commandLine(run, options)},
                       {"pid", masked(std::to_string(run.pid))},
@@ -82,9 +80,37 @@ void jsonTime(JsonWriter& w, std::int64_t us, const RenderOptions& options) {
   else w.value(us);
 }
 
+std::string unfinishedRunNote(const storage::RunRecord& run, const RenderOptions& options) {
+  storage::RunRecord shown = run;
+  shown.crash.frameFile = displayPath(run.crash.frameFile, options);
+  return unfinishedRunNote(shown);
+}
+
 void jsonRun(JsonWriter& w, const storage::RunRecord& run, const RenderOptions& options) {
   w.key("run_id").value(run.id);
   w.key("finished_cleanly").value(run.endTimeUs != 0);
+  // How the run ended (storage::describeRunEnd): closed, crashed (with what the marker says),
+  // or did not close.
+  const storage::RunCrash& c = run.crash;
+  std::string file = displayPath(c.frameFile, options);
+  w.key("crash").beginObject();
+  w.key("ended").value(std::string(storage::runEndKind(run)));
+  w.key("text").value(storage::describeRunEnd(run, file));
+  if (run.endTimeUs == 0 && c.signal != 0) {
+    w.key("signal").value(static_cast<std::int64_t>(c.signal));
+    w.key("signal_name").value(storage::signalName(c.signal));
+    w.key("stage").value(c.stage);
+    if (c.compileId != 0 && c.attempt >= 0) {
+      w.key("compile_id").value(c.compileId);
+      w.key("attempt").value(static_cast<std::int64_t>(c.attempt));
+      w.key("frame").value(c.frameName);
+      w.key("file").value(file);
+      w.key("line").value(static_cast<std::int64_t>(c.frameLine));
+    }
+    w.key("time_us");
+    jsonTime(w, c.timeUs, options);
+  }
+  w.endObject();
   w.key("argv").beginArray();
   for (const std::string& arg : run.argv)
     w.value(arg.find('/') != std::string::npos ? displayPath(arg, options) : arg);

@@ -1,6 +1,8 @@
 // Plain-text reports over a trace store (trace_report.h). Pure: they return text.
 #include "dynamo/explain/trace_report.h"
 
+#include "dynamo/explain/aot_report.h"
+
 #include "dynamo/common/format.h"
 #include "dynamo/storage/crash_marker.h"
 
@@ -142,6 +144,8 @@ const std::vector<ReportCommand>& reportCommands() {
        renderGraphBreaks},
       {"compiles", "every compile of every frame, with phase timings", renderCompiles},
       {"failures", "guard failures in time order, with reasons", renderGuardFailures},
+      {"aot", "AOT compiles: graph sizes, partition (saved, recomputed, bytes), phase times",
+       renderAot},
   };
   return commands;
 }

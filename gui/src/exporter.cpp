@@ -7,6 +7,7 @@
 
 #include <map>
 
+#include "dynamo/gui/compile_artifacts.h"
 #include "dynamo/gui/graph_scene.h"
 #include "dynamo/gui/store_session.h"
 #include "dynamo/gui/svg_writer.h"
@@ -18,9 +19,9 @@ namespace {
 constexpr int kMaxPngSide = 6000;
 
 std::string renderPng(InspectGraphPtr graph, std::shared_ptr<const VisibleGraph> visible,
-                      std::shared_ptr<const LayoutResult> layout) {
+                      std::shared_ptr<const LayoutResult> layout, Overlay overlay) {
   GraphScene scene;
-  scene.setContent(graph, visible, layout, ColourMode::kOpCategory);
+  scene.setContent(graph, visible, layout, overlay);
   const QRectF src = scene.sceneRect();
   const double s = std::min(1.5, kMaxPngSide / std::max(src.width(), src.height()));
   QImage img(std::max(1, static_cast<int>(src.width() * s)), std::max(1, static_cast<int>(src.height() * s)),
@@ -44,6 +45,18 @@ std::set<int> allModules(const InspectGraph& g) {
   std::set<int> out;
   for (const InspectGroup& gr : g.groups())
     if (gr.id != 0) out.insert(gr.id);
+  return out;
+}
+
+/// The graphs of a compile to export: Dynamo's (index, "-g0"), then its AOT graphs
+/// (index < 0, "-aot-joint", "-aot2-forward", ...).
+std::vector<std::pair<int, std::string>> graphsOf(const storage::TraceReader& reader, storage::RowId compile) {
+  std::vector<std::pair<int, std::string>> out;
+  for (const storage::GraphRecord& rec : reader.graphs(compile)) out.emplace_back(rec.index, "-g" + std::to_string(rec.index));
+  for (const AotRecord& r : aotRecords(reader.artifactsOfCompile(compile)))
+    for (const AotGraphRef& g : r.graphs)
+      out.emplace_back(g.index, "-aot" + (r.ordinal > 0 ? std::to_string(r.ordinal + 1) : std::string()) + "-" +
+                                    std::string(aotGraphKindName(g.kind)));
   return out;
 }
 
@@ -71,14 +84,15 @@ ExportOutput exportStore(const std::string& path, const QString& layoutProgram, 
     std::map<storage::RowId, std::string> names;
     for (const storage::FrameRecord& f : reader->frames(run.id)) names[f.id] = f.name;
     for (const storage::CompileRecord& c : reader->compilesOfRun(run.id)) {
-      for (const storage::GraphRecord& rec : reader->graphs(c.id)) {
+      for (const auto& [graphIndex, suffix] : graphsOf(*reader, c.id)) {
         std::string base = (runs.size() > 1 ? "run" + std::to_string(run.id) + "-" : std::string()) +
-                           fileSafe(names[c.frameId]) + "-c" + std::to_string(c.attempt) + "-g" +
-                           std::to_string(rec.index);
+                           fileSafe(names[c.frameId]) + "-c" + std::to_string(c.attempt) + suffix;
         if (int n = usedNames[base]++; n > 0) base += "-" + std::to_string(n + 1);  // resume functions
-        const std::string title = names[c.frameId] + " compile #" + std::to_string(c.attempt) + " graph " +
-                                  std::to_string(rec.index);
-        GraphLoad load = loadGraph(path, c.id, rec.index);
+        const std::string title = names[c.frameId] + " compile #" + std::to_string(c.attempt) + " " +
+                                  graphIndexLabel(graphIndex);
+        // AOT graphs are drawn coloured by their partition, as the window opens them.
+        const Overlay overlay = graphIndex < 0 ? Overlay::kPartition : Overlay::kOpKind;
+        GraphLoad load = loadGraph(path, c.id, graphIndex);
         if (!load.graph) {
           out.notes.push_back(title + ": " + load.error.toStdString());
           continue;
@@ -105,8 +119,8 @@ ExportOutput exportStore(const std::string& path, const QString& layoutProgram, 
             continue;
           }
           out.files.push_back({"graphs/" + base + v.suffix + ".svg",
-                               renderSvg(*load.graph, *visible, *layout, title)});
-          out.files.push_back({"graphs/" + base + v.suffix + ".png", renderPng(load.graph, visible, layout)});
+                               renderSvg(*load.graph, *visible, *layout, title, overlay)});
+          out.files.push_back({"graphs/" + base + v.suffix + ".png", renderPng(load.graph, visible, layout, overlay)});
           index += "  graphs/" + base + v.suffix + ".{svg,png}: " + title + ", " +
                    std::to_string(load.graph->nodes().size()) + " nodes, " +
                    std::to_string(visible->units.size()) + " boxes\n";

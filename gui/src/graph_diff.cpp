@@ -5,12 +5,30 @@
 #include <cctype>
 #include <deque>
 #include <map>
+#include <sstream>
 #include <unordered_map>
 
 namespace dynamo::gui {
 namespace {
 
 bool isCall(const InspectNode& n) { return n.op == "call_function" || n.op == "call_method"; }
+
+/// Base name -> family (op_families.def).
+const std::unordered_map<std::string, std::string>& families() {
+  static const std::unordered_map<std::string, std::string> table = [] {
+    std::unordered_map<std::string, std::string> t;
+    auto add = [&](const char* family, const char* names) {
+      std::istringstream in(names);
+      for (std::string name; in >> name;) t[name] = family;
+    };
+#define DYNAMO_OP_FAMILY(family, names) add(family, names);
+#include "dynamo/gui/op_families.def"
+#undef DYNAMO_OP_FAMILY
+    return t;
+  }();
+  return table;
+}
+
 
 std::string loc(const InspectNode& n) {
   return n.location.file + ":" + std::to_string(n.location.line);
@@ -19,6 +37,7 @@ std::string loc(const InspectNode& n) {
 class Matcher {
  public:
   Matcher(const InspectGraph& a, const InspectGraph& b) : a_(a), b_(b) {
+    d_.crossDialect = dialectOf(a) != dialectOf(b);
     d_.afterOfBefore.assign(a.nodes().size(), -1);
     d_.beforeOfAfter.assign(b.nodes().size(), -1);
     d_.matchRound.assign(b.nodes().size(), 0);
@@ -27,10 +46,14 @@ class Matcher {
   GraphDiff run() {
     byKey(1, [](const InspectNode& n) { return n.op == "placeholder" ? "in|" + n.target : std::string(); });
     byKey(1, [](const InspectNode& n) { return n.op == "output" ? std::string("output") : std::string(); });
-    byKey(2, [](const InspectNode& n) {
-      return isCall(n) ? n.op + "|" + n.target + "|" + n.modulePath + "|" + loc(n) : std::string();
+    byKey(2, [this](const InspectNode& n) {
+      return isCall(n) ? opKey(n) + "|" + n.modulePath + "|" + loc(n) : std::string();
     });
-    byKey(3, [](const InspectNode& n) { return isCall(n) ? n.op + "|" + n.target + "|" + loc(n) : std::string(); });
+    byKey(3, [this](const InspectNode& n) { return isCall(n) ? opKey(n) + "|" + loc(n) : std::string(); });
+    if (d_.crossDialect)  // ATen graphs carry no source lines: the module alone
+      byKey(3, [this](const InspectNode& n) {
+        return isCall(n) && !n.modulePath.empty() ? opKey(n) + "|" + n.modulePath : std::string();
+      });
     structural();
     bySequence();
     finish();
@@ -43,6 +66,9 @@ class Matcher {
     d_.beforeOfAfter[static_cast<size_t>(b)] = a;
     d_.matchRound[static_cast<size_t>(b)] = round;
   }
+  /// What must be equal for two calls to be the same op: op and target, or across dialects
+  /// the op family (op_families.def).
+  std::string opKey(const InspectNode& n) const { return d_.crossDialect ? opFamily(n) : n.op + "|" + n.target; }
   bool freeA(int i) const { return d_.afterOfBefore[static_cast<size_t>(i)] < 0; }
   bool freeB(int i) const { return d_.beforeOfAfter[static_cast<size_t>(i)] < 0; }
 
@@ -72,7 +98,7 @@ class Matcher {
       std::unordered_map<std::string, std::deque<int>> pending;
       for (const InspectNode& n : a_.nodes()) {
         if (!freeA(n.index) || !isCall(n) || n.inputs.empty()) continue;
-        std::string k = n.target;
+        std::string k = opKey(n);
         bool all = true;
         for (int in : n.inputs) {
           const int mapped = d_.afterOfBefore[static_cast<size_t>(in)];
@@ -83,7 +109,7 @@ class Matcher {
       }
       for (const InspectNode& n : b_.nodes()) {
         if (!freeB(n.index) || !isCall(n) || n.inputs.empty()) continue;
-        std::string k = n.target;
+        std::string k = opKey(n);
         for (int in : n.inputs) k += "|" + std::to_string(in);
         auto it = pending.find(k);
         if (it == pending.end() || it->second.empty()) continue;
@@ -103,18 +129,21 @@ class Matcher {
       if (freeB(n.index) && isCall(n)) rb.push_back(n.index);
     if (ra.empty() || rb.empty()) return;
     if (ra.size() * rb.size() > 4'000'000) {  // too large for the table: k-th with k-th
-      byKey(5, [](const InspectNode& n) { return isCall(n) ? n.target : std::string(); });
+      byKey(5, [this](const InspectNode& n) { return isCall(n) ? opKey(n) : std::string(); });
       return;
     }
     const size_t n = ra.size(), m = rb.size();
+    std::vector<std::string> keysA, keysB;
+    for (int i : ra) keysA.push_back(opKey(a_.node(i)));
+    for (int j : rb) keysB.push_back(opKey(b_.node(j)));
     std::vector<std::vector<int>> len(n + 1, std::vector<int>(m + 1, 0));
     for (size_t i = n; i-- > 0;)
       for (size_t j = m; j-- > 0;)
-        len[i][j] = a_.node(ra[i]).target == b_.node(rb[j]).target
+        len[i][j] = keysA[i] == keysB[j]
                         ? len[i + 1][j + 1] + 1
                         : std::max(len[i + 1][j], len[i][j + 1]);
     for (size_t i = 0, j = 0; i < n && j < m;) {
-      if (a_.node(ra[i]).target == b_.node(rb[j]).target) {
+      if (keysA[i] == keysB[j]) {
         match(ra[i], rb[j], 5);
         ++i;
         ++j;
@@ -152,6 +181,11 @@ class Matcher {
 
   std::vector<std::string> changesOf(const InspectNode& a, const InspectNode& b) const {
     std::vector<std::string> out;
+    if (d_.crossDialect) {  // targets, arguments, strides and modules differ by nature
+      if (!a.tensor.empty() && !b.tensor.empty() && a.tensor != b.tensor)  // a tuple has none
+        out.push_back("tensor: " + (a.tensor.empty() ? "-" : a.tensor) + " -> " + (b.tensor.empty() ? "-" : b.tensor));
+      return out;
+    }
     if (a.target != b.target) out.push_back("target: " + a.target + " -> " + b.target);
     if (a.tensorDetail != b.tensorDetail)
       out.push_back("tensor: " + (a.tensorDetail.empty() ? "-" : a.tensorDetail) + " -> " +
@@ -220,6 +254,21 @@ class Matcher {
 
 }  // namespace
 
+std::string opFamily(const InspectNode& node) {
+  const auto it = families().find(node.shortName);
+  return it == families().end() ? node.shortName : it->second;
+}
+
+GraphDialect dialectOf(const InspectGraph& graph) {
+  size_t calls = 0, aten = 0;
+  for (const InspectNode& n : graph.nodes()) {
+    if (!isCall(n)) continue;
+    ++calls;
+    if (n.target.find("ops.aten.") != std::string::npos) ++aten;
+  }
+  return calls > 0 && 2 * aten > calls ? GraphDialect::kAten : GraphDialect::kTorch;
+}
+
 GraphDiff diffGraphs(const InspectGraph& before, const InspectGraph& after) {
   return Matcher(before, after).run();
 }
@@ -227,7 +276,8 @@ GraphDiff diffGraphs(const InspectGraph& before, const InspectGraph& after) {
 std::string diffSummary(const GraphDiff& diff) {
   return std::to_string(diff.matched) + " nodes matched, " + std::to_string(diff.added) +
          " added, " + std::to_string(diff.removed) + " removed, " +
-         std::to_string(diff.changed.size()) + " changed";
+         std::to_string(diff.changed.size()) + " changed" +
+         (diff.crossDialect ? " (torch-level vs ATen: matched by op family, shapes and dtypes compared)" : "");
 }
 
 }  // namespace dynamo::gui

@@ -26,8 +26,9 @@ QString nodeTooltip(const InspectNode& n) {
 
 class UnitItem : public QGraphicsItem {
  public:
-  UnitItem(GraphScene* scene, const VisibleUnit& unit, const LayoutBox& box)
-      : scene_(scene), unit_(unit), rect_(-box.w / 2, -box.h / 2, box.w, box.h) {
+  UnitItem(GraphScene* scene, const VisibleUnit& unit, const LayoutBox& box, const QColor& fill,
+           const std::string& overlayNote)
+      : scene_(scene), unit_(unit), rect_(-box.w / 2, -box.h / 2, box.w, box.h), fill_(fill) {
     setPos(box.x, box.y);
     setZValue(2);
     setCursor(Qt::PointingHandCursor);
@@ -36,13 +37,16 @@ class UnitItem : public QGraphicsItem {
       setToolTip(nodeTooltip(g.node(unit.node)));
     } else {
       const InspectGroup& gr = g.group(unit.group);
-      setToolTip(QString("<b>%1</b><br>%2 nodes: click to expand")
-                     .arg(htmlEscape(gr.label)).arg(gr.totalNodes));
+      setToolTip(QString("<b>%1</b><br>%2 nodes: click to expand%3")
+                     .arg(htmlEscape(gr.label)).arg(gr.totalNodes)
+                     .arg(overlayNote.empty() ? QString() : "<br>" + htmlEscape(overlayNote)));
     }
-    fill_ = scene->colourMode() == ColourMode::kDiff && unit.diff != DiffStatus::kNone
-                ? diffColour(unit.diff)
-                : categoryColour(unit.category);
   }
+  void setFill(const QColor& fill) {
+    fill_ = fill;
+    update();
+  }
+  const QColor& fill() const { return fill_; }
   QRectF boundingRect() const override { return rect_.adjusted(-3, -3, 6, 6); }
   void setHighlighted(bool on) {
     if (on == highlighted_) return;
@@ -222,17 +226,14 @@ QString edgeTooltip(const InspectGraph& g, const VisibleEdge& e) {
 
 }  // namespace
 
-QColor categoryColour(OpCategory c) { return QColor(QString::fromUtf8(opCategoryColour(c).data(), static_cast<int>(opCategoryColour(c).size()))); }
+QColor categoryColour(OpCategory c) {
+  const std::string_view s = opCategoryColour(c);
+  return QColor(QString::fromUtf8(s.data(), static_cast<int>(s.size())));
+}
 
 QColor diffColour(DiffStatus d) {
-  switch (d) {
-    case DiffStatus::kAdded: return QColor("#7fd67f");
-    case DiffStatus::kRemoved: return QColor("#f08080");
-    case DiffStatus::kChanged: return QColor("#ffc04d");
-    case DiffStatus::kSame: return QColor("#f2f2f2");
-    case DiffStatus::kNone: break;
-  }
-  return QColor("#ffffff");
+  const std::string_view s = diffStatusColour(d);
+  return QColor(QString::fromUtf8(s.data(), static_cast<int>(s.size())));
 }
 
 GraphScene::GraphScene(QObject* parent) : QGraphicsScene(parent) {
@@ -248,12 +249,13 @@ void GraphScene::clearContent() {
 }
 
 void GraphScene::setContent(InspectGraphPtr graph, std::shared_ptr<const VisibleGraph> visible,
-                            std::shared_ptr<const LayoutResult> layout, ColourMode mode) {
+                            std::shared_ptr<const LayoutResult> layout, Overlay overlay) {
   clearContent();
   graph_ = std::move(graph);
   visible_ = std::move(visible);
   layout_ = std::move(layout);
-  mode_ = mode;
+  overlay_ = overlay;
+  const OverlayPainter painter(overlay_, *graph_);
   std::vector<int> depth(visible_->clusters.size(), 0);
   for (size_t i = 0; i < visible_->clusters.size(); ++i) {
     const VisibleCluster& c = visible_->clusters[i];
@@ -269,7 +271,9 @@ void GraphScene::setContent(InspectGraphPtr graph, std::shared_ptr<const Visible
   for (size_t i = 0; i < visible_->units.size(); ++i) {
     auto it = layout_->nodes.find(visible_->units[i].key);
     if (it == layout_->nodes.end()) continue;
-    auto* item = new UnitItem(this, visible_->units[i], it->second);
+    const VisibleUnit& u = visible_->units[i];
+    auto* item = new UnitItem(this, u, it->second, QColor(QString::fromStdString(painter.fill(u))),
+                              u.group >= 0 ? painter.describeGroup(u.group) : std::string());
     addItem(item);
     unitItems_[i] = item;
   }
@@ -281,6 +285,23 @@ void GraphScene::setContent(InspectGraphPtr graph, std::shared_ptr<const Visible
                          edgeTooltip(*graph_, e)));
   }
   setSceneRect(QRectF(-20, -20, layout_->width + 40, layout_->height + 40));
+}
+
+void GraphScene::setOverlay(Overlay overlay) {
+  overlay_ = overlay;
+  if (!graph_ || !visible_) return;
+  const OverlayPainter painter(overlay_, *graph_);
+  for (size_t i = 0; i < unitItems_.size(); ++i)
+    if (unitItems_[i])
+      static_cast<UnitItem*>(unitItems_[i])->setFill(QColor(QString::fromStdString(painter.fill(visible_->units[i]))));
+}
+
+QString GraphScene::unitFill(const std::string& key) const {
+  if (!visible_) return {};
+  for (size_t i = 0; i < unitItems_.size(); ++i)
+    if (unitItems_[i] && visible_->units[i].key == key)
+      return static_cast<UnitItem*>(unitItems_[i])->fill().name();
+  return {};
 }
 
 void GraphScene::setHighlighted(const QSet<int>& nodes) {

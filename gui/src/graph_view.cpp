@@ -51,6 +51,13 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   searchBox_->setPlaceholderText("search: regular expression over names, ops, modules, source lines");
   searchBox_->setClearButtonEnabled(true);
   searchCount_ = new QLabel(this);
+  overlayBox_ = new QComboBox(this);
+  overlayBox_->setObjectName("overlayPicker");
+  overlayBox_->setToolTip("what the boxes are coloured by");
+  legend_ = new QLabel(this);
+  legend_->setObjectName("overlayLegend");
+  legend_->setWordWrap(true);
+  legend_->setTextFormat(Qt::RichText);
   auto* prev = new QPushButton("<", this);
   auto* next = new QPushButton(">", this);
   auto* fit = new QPushButton("fit", this);
@@ -72,6 +79,7 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   bar->addWidget(next);
   bar->addWidget(searchCount_);
   bar->addWidget(fit);
+  bar->addWidget(overlayBox_);
   auto* side = new QSplitter(Qt::Vertical, this);
   side->addWidget(panel_);
   side->addWidget(source_);
@@ -84,6 +92,7 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   side->setSizes({300, 300});
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(bar);
+  layout->addWidget(legend_);
   layout->addWidget(split, 1);
   layout->addWidget(status_);
 
@@ -91,6 +100,9 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   connect(engine_, &LayoutEngine::failed, this, &GraphView::onLayoutFailed);
   connect(scene_, &GraphScene::unitClicked, this, &GraphView::onUnitClicked);
   connect(scene_, &GraphScene::clusterClicked, this, &GraphView::collapseGroup);
+  connect(overlayBox_, &QComboBox::activated, this, [this](int i) {
+    setOverlay(static_cast<Overlay>(overlayBox_->itemData(i).toInt()));
+  });
   connect(searchBox_, &QLineEdit::returnPressed, this, [this] { search(searchBox_->text()); });
   connect(prev, &QPushButton::clicked, this, [this] { goToResult(-1); });
   connect(next, &QPushButton::clicked, this, [this] { goToResult(+1); });
@@ -124,12 +136,16 @@ void GraphView::showMessage(const QString& message) {
   panel_->clear();
   source_->clearLocation();
   title_->clear();
+  overlayBox_->clear();
+  legend_->clear();
   setStatus(message);
 }
 
-void GraphView::setGraph(InspectGraphPtr graph, const QString& title, ColourMode mode) {
+void GraphView::setGraph(InspectGraphPtr graph, const QString& title, Overlay overlay) {
   graph_ = std::move(graph);
-  mode_ = mode;
+  overlay_ = overlayApplies(overlay, *graph_) ? overlay : Overlay::kOpKind;
+  fillOverlayPicker();
+  showLegend();
   expanded_.clear();
   selected_ = -1;
   results_.clear();
@@ -142,6 +158,37 @@ void GraphView::setGraph(InspectGraphPtr graph, const QString& title, ColourMode
   fitAfterLayout_ = true;
   relayout();
   if (graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits)) setStatus(bigGraphNote());
+}
+
+void GraphView::fillOverlayPicker() {
+  overlayBox_->clear();
+  for (Overlay o : allOverlays()) {
+    if (!overlayApplies(o, *graph_)) continue;
+    overlayBox_->addItem(QString::fromUtf8(overlayName(o).data(), static_cast<int>(overlayName(o).size())),
+                         static_cast<int>(o));
+    overlayBox_->setItemData(overlayBox_->count() - 1,
+                             QString::fromUtf8(overlayDescription(o).data(), static_cast<int>(overlayDescription(o).size())),
+                             Qt::ToolTipRole);
+    if (o == overlay_) overlayBox_->setCurrentIndex(overlayBox_->count() - 1);
+  }
+}
+
+void GraphView::showLegend() {
+  QString h;
+  for (const LegendEntry& e : OverlayPainter(overlay_, *graph_).legend())
+    h += QString("<span style=\"background:%1\">&nbsp;&nbsp;&nbsp;&nbsp;</span>&nbsp;%2&nbsp;&nbsp; ")
+             .arg(QString::fromStdString(e.colour), esc(e.label));
+  legend_->setText(h);
+}
+
+bool GraphView::setOverlay(Overlay overlay) {
+  if (!graph_ || !overlayApplies(overlay, *graph_)) return false;
+  overlay_ = overlay;
+  const int i = overlayBox_->findData(static_cast<int>(overlay));
+  if (i >= 0) overlayBox_->setCurrentIndex(i);
+  showLegend();
+  scene_->setOverlay(overlay);
+  return true;
 }
 
 QString GraphView::bigGraphNote() const {
@@ -165,7 +212,7 @@ void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result,
   pendingTicket_ = 0;
   QElapsedTimer t;
   t.start();
-  scene_->setContent(graph_, pendingVisible_, result, mode_);
+  scene_->setContent(graph_, pendingVisible_, result, overlay_);
   lastSceneMs_ = static_cast<double>(t.nsecsElapsed()) / 1e6;
   lastLayoutMs_ = static_cast<double>(layoutClock_.nsecsElapsed()) / 1e6;
   if (fitAfterLayout_) {
@@ -307,7 +354,9 @@ void GraphView::showNodePanel(int node) {
   row(n.op == "placeholder" ? "source" : "target", esc(n.target));
   row("category", esc(std::string(opCategoryName(n.category))));
   if (!n.args.empty()) row("args", "<code>" + esc(n.args) + "</code>");
-  if (!n.tensorDetail.empty()) row("tensor", esc(n.tensorDetail));
+  if (!n.tensorDetail.empty())
+    row("tensor", esc(n.tensorDetail) + (n.tensorBytes > 0 ? " (" + esc(formatBytes(n.tensorBytes)) + ")" : QString()));
+  if (n.partition != PartitionRole::kNone) row("partition", esc(std::string(partitionRoleName(n.partition))));
   row("module", n.modulePath.empty() ? QString("(top level)") : esc(n.modulePath));
   if (n.location.known()) row("source", locationText(n.location));
   h += "</table>";

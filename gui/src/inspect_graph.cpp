@@ -73,10 +73,22 @@ std::string intList(const std::vector<int64_t>& v) {
   return out + "]";
 }
 
+/// Bytes of one element of a dtype ("torch.float32" -> 4); 0 when unknown.
+std::int64_t dtypeBytes(const std::string& dtype) {
+  static const std::map<std::string, std::int64_t> kBytes = {
+      {"torch.float32", 4}, {"torch.float64", 8}, {"torch.float16", 2}, {"torch.bfloat16", 2},
+      {"torch.int64", 8}, {"torch.int32", 4}, {"torch.int16", 2}, {"torch.int8", 1},
+      {"torch.uint8", 1}, {"torch.bool", 1}, {"torch.complex64", 8}, {"torch.complex128", 16}};
+  auto it = kBytes.find(dtype);
+  return it == kBytes.end() ? 0 : it->second;
+}
+
 void fillTensor(InspectNode& n, const core::NodeMeta& meta) {
   if (!meta.tensor) return;
   const core::TensorMeta& t = *meta.tensor;
   n.tensor = dtypeShort(t.dtype) + intList(t.shape);
+  n.tensorBytes = dtypeBytes(t.dtype);
+  for (int64_t d : t.shape) n.tensorBytes = d < 0 ? 0 : n.tensorBytes * d;
   n.tensorDetail = "shape " + intList(t.shape);
   if (t.strides) n.tensorDetail += ", strides " + intList(*t.strides);
   n.tensorDetail += ", " + t.dtype + ", " + t.device;

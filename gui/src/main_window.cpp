@@ -2,7 +2,6 @@
 #include "dynamo/gui/main_window.h"
 
 #include <QFileInfo>
-#include <QHeaderView>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QVBoxLayout>
@@ -10,22 +9,10 @@
 
 #include <iostream>
 
+#include "dynamo/gui/compile_artifacts.h"
+#include "record_table_view.h"
+
 namespace dynamo::gui {
-namespace {
-
-QTableView* makeTable(QAbstractItemModel* model, const char* name, QWidget* parent) {
-  auto* t = new QTableView(parent);
-  t->setObjectName(name);
-  t->setModel(model);
-  t->setSelectionBehavior(QAbstractItemView::SelectRows);
-  t->setSelectionMode(QAbstractItemView::SingleSelection);
-  t->horizontalHeader()->setStretchLastSection(true);
-  t->verticalHeader()->hide();
-  t->setWordWrap(false);
-  return t;
-}
-
-}  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), cache_(std::make_shared<LayoutCache>()) {
   setWindowTitle("dynamo-inspect");
@@ -44,18 +31,21 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), cache_(std::make_
   runView_->setSelectionBehavior(QAbstractItemView::SelectRows);
 
   compilesModel_ = new CompilesModel(this);
-  compilesView_ = makeTable(compilesModel_, "compilesTable", this);
+  compilesView_ = makeRecordTableView(compilesModel_, "compilesTable", this);
   graphsModel_ = new GraphsModel(this);
-  graphsView_ = makeTable(graphsModel_, "graphsTable", this);
+  graphsView_ = makeRecordTableView(graphsModel_, "graphsTable", this);
   breaksModel_ = new BreaksModel(this);
-  breaksView_ = makeTable(breaksModel_, "breaksTable", this);
+  breaksView_ = makeRecordTableView(breaksModel_, "breaksTable", this);
   guardsModel_ = new GuardsModel(this);
-  guardsView_ = makeTable(guardsModel_, "guardsTable", this);
+  guardsView_ = makeRecordTableView(guardsModel_, "guardsTable", this);
   failuresModel_ = new FailuresModel(this);
-  failuresView_ = makeTable(failuresModel_, "failuresTable", this);
+  failuresView_ = makeRecordTableView(failuresModel_, "failuresTable", this);
   reasonLabel_ = new QLabel(this);
   reasonLabel_->setObjectName("compileReason");
   reasonLabel_->setWordWrap(true);
+  detailsView_ = new QTextBrowser(this);
+  detailsView_->setObjectName("compileDetails");
+  detailsView_->setLineWrapMode(QTextEdit::NoWrap);
   compileSource_ = new SourceView(this);
   compileSource_->setObjectName("compileSource");
 
@@ -69,6 +59,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), cache_(std::make_
   compileTabs_->addTab(breaksView_, "Breaks");
   compileTabs_->addTab(guardsView_, "Guards");
   compileTabs_->addTab(failuresPage, "Why recompiled");
+  compileTabs_->addTab(detailsView_, "Details");
   auto* lower = new QSplitter(Qt::Horizontal, this);
   lower->addWidget(compileTabs_);
   lower->addWidget(compileSource_);
@@ -241,6 +232,7 @@ void MainWindow::onCompileSelected(int row) {
   failuresModel_->setCompile(reports_.profile, c);
   reasonLabel_->setText(valid ? QString("compile #%1 ran because: %2").arg(c.attempt).arg(QString::fromStdString(c.reason))
                               : QString());
+  detailsView_->setPlainText(valid ? QString::fromStdString(compileDetailsText(graphsModel_->artifacts())) : QString());
   for (QTableView* v : {graphsView_, breaksView_, guardsView_, failuresView_}) v->resizeColumnsToContents();
   compileSource_->clearLocation();
 }
@@ -251,7 +243,8 @@ void MainWindow::openGraph(RowId compileId, int index) {
   loadingCompile_ = compileId;
   loadingIndex_ = index;
   tabs_->setCurrentWidget(graphView_);
-  graphView_->showMessage(QString("reading graph %1 of compile %2...").arg(index).arg(compileId));
+  graphView_->showMessage(QString("reading %1 of compile %2...")
+                              .arg(QString::fromStdString(graphIndexLabel(index))).arg(compileId));
   graphWatcher_.setFuture(session_->loadGraphAsync(compileId, index));
 }
 
@@ -274,9 +267,12 @@ void MainWindow::onGraphLoaded() {
     } catch (const std::exception&) {
     }
   }
-  graphView_->setGraph(load.graph, QString("%1 graph %2: %3 nodes (read %4 ms, built %5 ms)")
-                                       .arg(frameName).arg(load.record.index).arg(load.graph->nodes().size())
-                                       .arg(load.readMs, 0, 'f', 0).arg(load.buildMs, 0, 'f', 0));
+  // AOT graphs open coloured by their partition (saved, recomputed, forward, backward).
+  graphView_->setGraph(load.graph, QString("%1 %2: %3 nodes (read %4 ms, built %5 ms)")
+                                       .arg(frameName).arg(QString::fromStdString(graphIndexLabel(load.record.index)))
+                                       .arg(load.graph->nodes().size())
+                                       .arg(load.readMs, 0, 'f', 0).arg(load.buildMs, 0, 'f', 0),
+                       load.record.index < 0 ? Overlay::kPartition : Overlay::kOpKind);
   emit graphLoaded();
 }
 

@@ -2,12 +2,13 @@
 #include "dynamo/gui/panels.h"
 
 #include <QHBoxLayout>
-#include <QHeaderView>
 #include <QPainter>
 #include <QRegularExpression>
 #include <QSplitter>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrent>
+
+#include "record_table_view.h"
 
 namespace dynamo::gui {
 namespace {
@@ -26,25 +27,13 @@ SourceLocation parseStackEntry(const std::string& entry) {
   return l;
 }
 
-QTableView* makeTable(QAbstractItemModel* model, const char* name, QWidget* parent) {
-  auto* t = new QTableView(parent);
-  t->setObjectName(name);
-  t->setModel(model);
-  t->setSelectionBehavior(QAbstractItemView::SelectRows);
-  t->setSelectionMode(QAbstractItemView::SingleSelection);
-  t->horizontalHeader()->setStretchLastSection(true);
-  t->verticalHeader()->hide();
-  t->setWordWrap(false);
-  return t;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- BreaksPanel
 
 BreaksPanel::BreaksPanel(QWidget* parent) : QWidget(parent) {
   model_ = new BreakGroupsModel(this);
-  table_ = makeTable(model_, "storeBreaksTable", this);
+  table_ = makeRecordTableView(model_, "storeBreaksTable", this);
   detail_ = new QTextBrowser(this);
   detail_->setObjectName("breakDetail");
   detail_->setOpenLinks(false);
@@ -395,7 +384,7 @@ void DiffPanel::onDone() {
     item->setBackground(0, diffColour(n.diff));
   }
   changes_->expandAll();
-  view_->setGraph(d.merged, beforeBox_->currentText() + "  \u2192  " + afterBox_->currentText(), ColourMode::kDiff);
+  view_->setGraph(d.merged, beforeBox_->currentText() + "  \u2192  " + afterBox_->currentText(), Overlay::kDiff);
   emit diffShown();
 }
 

@@ -1,11 +1,16 @@
 // The navigation models (see store_models.h).
 #include "dynamo/gui/store_models.h"
 
+#include "dynamo/gui/compile_artifacts.h"
+#include "dynamo/gui/overlays.h"
+
 #include <QDateTime>
 #include <QFileInfo>
 
 #include <algorithm>
 #include <map>
+
+#include "dynamo/storage/crash_marker.h"
 
 namespace dynamo::gui {
 namespace {
@@ -47,7 +52,9 @@ QString runTitle(const storage::RunRecord& r) {
   QString prog = r.argv.empty() ? QString("?") : QFileInfo(qs(r.argv[0])).fileName();
   for (size_t i = 1; i < r.argv.size() && i < 4; ++i) prog += " " + qs(r.argv[i]);
   QString t = QString("run %1: %2 (pid %3)").arg(r.id).arg(prog).arg(r.pid);
-  if (r.endTimeUs == 0) t += r.crash.signal ? QString(" crashed") : QString(" running or killed");
+  // How it ended, in the reports' words (crashed (SIGSEGV) during the first call of ...).
+  if (r.endTimeUs == 0)
+    t += ", " + qs(storage::describeRunEnd(r, QFileInfo(qs(r.crash.frameFile)).fileName().toStdString()));
   return t;
 }
 
@@ -284,6 +291,18 @@ void GraphsModel::setCompile(const storage::TraceReader& reader, RowId compileId
       ids.push_back(compileId);
       indexes.push_back(g.index);
     }
+  artifacts_ = compileId ? reader.artifactsOfCompile(compileId) : std::vector<storage::ArtifactRecord>{};
+  for (const AotRecord& r : aotRecords(artifacts_)) {
+    const QString note = r.fallback.empty() ? qs(r.summary) : "runs on the eager runner: " + qs(r.fallback);
+    for (const AotGraphRef& g : r.graphs) {
+      rows.push_back({{qs(graphIndexLabel(g.index)), qs(r.backend), {}},
+                      {QString("%1 of JSON").arg(qs(formatBytes(static_cast<std::int64_t>(g.bytes)))), {}, {}},
+                      {g.kind == AotGraphKind::kBackward ? QString("saved values, tangents") : QString("primals"), {}, {}},
+                      {note, note, {}}});
+      ids.push_back(compileId);
+      indexes.push_back(g.index);
+    }
+  }
   setRows({"graph", "size (recorded)", "inputs", "outputs"}, std::move(rows), std::move(ids), std::move(indexes));
 }
 

@@ -1,9 +1,33 @@
 // buildStoreReports (see store_reports.h).
 #include "dynamo/gui/store_reports.h"
 
+#include "dynamo/gui/compile_artifacts.h"
 #include "dynamo/gui/store_session.h"
 
 namespace dynamo::gui {
+namespace {
+
+// The AOT graphs of a compile, for the diff pickers (dynamo vs AOT forward, joint vs joint).
+void addAotEntries(const storage::TraceReader& reader, RowId runId, const storage::CompileRecord& c,
+                   const std::string& frame, std::vector<GraphEntry>& out) {
+  const std::vector<storage::ArtifactRecord> artifacts = reader.artifactsOfCompile(c.id);
+  for (const AotRecord& r : aotRecords(artifacts))
+    for (const AotGraphRef& g : r.graphs) {
+      GraphEntry e;
+      e.runId = runId;
+      e.frameId = c.frameId;
+      e.compileId = c.id;
+      e.attempt = c.attempt;
+      e.index = g.index;
+      e.label = QString("run %1 \u00b7 %2 \u00b7 compile #%3 \u00b7 %4 (%5)")
+                    .arg(runId).arg(QString::fromStdString(frame)).arg(c.attempt)
+                    .arg(QString::fromStdString(graphIndexLabel(g.index)))
+                    .arg(QString::fromStdString(r.backend));
+      out.push_back(std::move(e));
+    }
+}
+
+}  // namespace
 
 StoreReports buildStoreReports(const std::string& path) {
   StoreReports out;
@@ -15,7 +39,7 @@ StoreReports buildStoreReports(const std::string& path) {
     for (const storage::RunRecord& run : reader->runs()) {
       std::map<RowId, std::string> names;
       for (const storage::FrameRecord& f : reader->frames(run.id)) names[f.id] = f.name;
-      for (const storage::CompileRecord& c : reader->compilesOfRun(run.id))
+      for (const storage::CompileRecord& c : reader->compilesOfRun(run.id)) {
         for (const storage::GraphRecord& g : reader->graphs(c.id)) {
           GraphEntry e;
           e.runId = run.id;
@@ -29,6 +53,8 @@ StoreReports buildStoreReports(const std::string& path) {
                         .arg(c.attempt).arg(g.index).arg(g.numNodes);
           out.graphs.push_back(std::move(e));
         }
+        addAotEntries(*reader, run.id, c, names[c.frameId], out.graphs);
+      }
     }
   } catch (const std::exception& e) {
     out = StoreReports{};

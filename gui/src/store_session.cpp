@@ -7,6 +7,7 @@
 #include <QtConcurrent/QtConcurrent>
 
 #include "dynamo/common/error.h"
+#include "dynamo/gui/compile_artifacts.h"
 
 namespace dynamo::gui {
 
@@ -20,12 +21,63 @@ QString describeError(const std::exception& e) {
   return QString::fromUtf8(e.what());
 }
 
+namespace {
+
+// An AOT graph (index < 0): the artifact's JSON, with the partition roles of its record.
+GraphLoad loadAotGraph(const storage::TraceReader& reader, storage::RowId compileId, int index) {
+  GraphLoad out;
+  QElapsedTimer t;
+  t.start();
+  const std::vector<storage::ArtifactRecord> artifacts = reader.artifactsOfCompile(compileId);
+  const storage::ArtifactRecord* a = aotGraphArtifact(artifacts, index);
+  if (!a) {
+    out.error = QString("compile %1 has no %2 in '%3'")
+                    .arg(compileId).arg(QString::fromStdString(graphIndexLabel(index)))
+                    .arg(QString::fromStdString(reader.path()));
+    return out;
+  }
+  out.record.compileId = compileId;
+  out.record.index = index;
+  out.record.format = a->mediaType;
+  out.readMs = static_cast<double>(t.nsecsElapsed()) / 1e6;
+  t.restart();
+  InspectGraphPtr graph = inspectGraphFromJson(a->data);
+  int ordinal = 0;
+  AotGraphKind kind{};
+  decodeAotGraphIndex(index, ordinal, kind);
+  const std::vector<AotRecord> records = aotRecords(artifacts);
+  // The Dynamo graph it was traced from (the k-th AOT compile of the k-th graph) lends the
+  // joint graph module paths and source lines; the forward and backward graphs take them from
+  // the joint graph by node name, so a value sits in the same module in all three.
+  const std::vector<storage::GraphRecord> graphs = reader.graphs(compileId);
+  if (graphs.size() == records.size() && graphs[static_cast<size_t>(ordinal)].numNodes <= kMaxGraphNodes) {
+    try {
+      const InspectGraphPtr dynamo = inspectGraphFromJson(graphs[static_cast<size_t>(ordinal)].serialized);
+      const storage::ArtifactRecord* joint =
+          kind == AotGraphKind::kJoint ? nullptr
+                                       : aotGraphArtifact(artifacts, aotGraphIndex(ordinal, AotGraphKind::kJoint));
+      graph = joint ? withContextOf(*graph, *withDynamoContext(*inspectGraphFromJson(joint->data), *dynamo))
+                    : withDynamoContext(*graph, *dynamo);
+    } catch (const std::exception&) {
+      // An unreadable Dynamo or joint graph only costs this graph its module paths (opening
+      // that one says why).
+    }
+  }
+  out.graph = withPartitionRoles(*graph, kind, records[static_cast<size_t>(ordinal)]);
+  out.record.numNodes = static_cast<int>(out.graph->nodes().size());
+  out.buildMs = static_cast<double>(t.nsecsElapsed()) / 1e6;
+  return out;
+}
+
+}  // namespace
+
 GraphLoad loadGraph(const std::string& path, storage::RowId compileId, int index) {
   GraphLoad out;
   QElapsedTimer t;
   t.start();
   try {
     auto reader = storage::TraceReader::open(path);
+    if (index < 0) return loadAotGraph(*reader, compileId, index);
     std::vector<storage::GraphRecord> graphs = reader->graphs(compileId);
     auto it = std::find_if(graphs.begin(), graphs.end(),
                            [&](const storage::GraphRecord& g) { return g.index == index; });
@@ -47,8 +99,8 @@ GraphLoad loadGraph(const std::string& path, storage::RowId compileId, int index
     out.graph = inspectGraphFromJson(json);
     out.buildMs = static_cast<double>(t.nsecsElapsed()) / 1e6;
   } catch (const std::exception& e) {
-    out.error = QString("cannot read graph %1 of compile %2: %3")
-                    .arg(index).arg(compileId).arg(describeError(e));
+    out.error = QString("cannot read %1 of compile %2: %3")
+                    .arg(QString::fromStdString(graphIndexLabel(index))).arg(compileId).arg(describeError(e));
   }
   return out;
 }

@@ -27,21 +27,11 @@ std::string num(double v) {
   return buf;
 }
 
-const char* diffFill(DiffStatus d) {
-  switch (d) {
-    case DiffStatus::kAdded: return "#7fd67f";
-    case DiffStatus::kRemoved: return "#f08080";
-    case DiffStatus::kChanged: return "#ffc04d";
-    case DiffStatus::kSame: return "#f2f2f2";
-    case DiffStatus::kNone: break;
-  }
-  return "#ffffff";
-}
-
 }  // namespace
 
 std::string renderSvg(const InspectGraph& graph, const VisibleGraph& visible,
-                      const LayoutResult& layout, const std::string& title, bool diffColours) {
+                      const LayoutResult& layout, const std::string& title, Overlay overlay) {
+  const OverlayPainter painter(overlay, graph);
   std::ostringstream o;
   const double w = layout.width + 20, h = layout.height + 20;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -76,9 +66,7 @@ std::string renderSvg(const InspectGraph& graph, const VisibleGraph& visible,
     auto it = layout.nodes.find(u.key);
     if (it == layout.nodes.end()) continue;
     const LayoutBox& b = it->second;
-    const std::string fill = diffColours && u.diff != DiffStatus::kNone
-                                 ? diffFill(u.diff)
-                                 : std::string(opCategoryColour(u.category));
+    const std::string fill = painter.fill(u);
     const double x = b.x - b.w / 2, y = b.y - b.h / 2;
     o << "<g class=\"" << (u.group >= 0 ? "group" : "node") << "\">";
     if (u.node >= 0) o << "<title>" << xml(graph.node(u.node).printed) << "</title>";

@@ -122,7 +122,7 @@ std::string renderText(const ProfileReport& report, const RenderOptions& o) {
     if (!firstRun) out << "\n";
     firstRun = false;
     out << "dynamo-profile: " << runTitle(r, o) << "\n";
-    std::string unfinished = explain::unfinishedRunNote(r.run);
+    std::string unfinished = explain::unfinishedRunNote(r.run, o);
     if (!unfinished.empty()) out << unfinished << ".\n";
     if (r.functions.empty()) {
       // Advice only when the run is complete: else the compiles may simply be missing.
@@ -293,7 +293,7 @@ std::string renderMarkdown(const ProfileReport& report, const RenderOptions& o) 
   out << "### dynamo-profile: " << plural(recompiles, "recompile") << "\n";
   for (const RunProfile& r : report.runs) {
     out << "\n**" << markdownCell(runTitle(r, o)) << "**: " << markdownCell(runTotals(r, o)) << "\n";
-    std::string unfinished = explain::unfinishedRunNote(r.run);
+    std::string unfinished = explain::unfinishedRunNote(r.run, o);
     if (!unfinished.empty()) out << "\n> **Warning:** " << markdownCell(unfinished) << ".\n";
     if (r.functions.empty()) continue;
     out << "\n| Function | Compiles | Recompiles | Cache-limit hits | Compile time | Main reason |\n"

@@ -46,10 +46,16 @@ def store_status(record):
 
 
 def set_commit_each_compile(on):
-    """Commit every compile's rows before its code runs (the default; docs/trace-store.md,
-    "Durability"). Off: rows wait for the writer's batch (512 rows or 100 ms); only for
-    measuring what the commit costs (bench/commit_cost.py). Returns the previous setting."""
-    return _C._recording.set_commit_each_compile(bool(on))
+    """What secures a compile's rows before its code runs (docs/trace-store.md, "Durability").
+    True (the default): one write() to the store's row journal (TraceWriter.persist); "commit":
+    an SQLite commit (flush; the behaviour before the row journal); False: nothing, the rows
+    wait for the writer's batch (512 rows or 100 ms) and a killed process loses them. The last
+    two are only for measuring the cost (bench/commit_cost.py). Returns the previous setting."""
+    modes = {False: 0, "commit": 1, True: 2}
+    if on not in modes or (on is not True and on is not False and on != "commit"):
+        raise ValueError(f"set_commit_each_compile: expected True, False or 'commit', got {on!r}")
+    previous = _C._recording.set_commit_mode(modes[on])
+    return {0: False, 1: "commit", 2: True}[previous]
 
 
 def enable(path=None):

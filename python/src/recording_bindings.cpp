@@ -194,7 +194,7 @@ class TraceSink final : public core::CompileSink {
     bool ran = compileStatusMadeEntry(r.status);
     writer_->noteCrashStage(ran ? storage::CrashStage::kFirstCall : storage::CrashStage::kUnknown,
                             ran ? compileId : 0);
-    if (commitEachCompile_) commit();
+    if (commitMode_ != kBatch) commit();
   }
 
   void attach(std::shared_ptr<storage::TraceWriter> writer) {
@@ -259,8 +259,12 @@ class TraceSink final : public core::CompileSink {
 
   bool attachedTo(const storage::TraceWriter* w) const { return writer_.get() == w; }
   const std::shared_ptr<storage::TraceWriter>& writer() const { return writer_; }
-  void setCommitEachCompile(bool on) { commitEachCompile_ = on; }
-  bool commitEachCompile() const { return commitEachCompile_; }
+  // What happens to a compile's rows before its code runs: nothing (they wait for the writer
+  // thread's batch; only for measuring), a commit (flush), or one write to the row journal
+  // (persist, the default): both survive the process ending.
+  enum CommitMode { kBatch = 0, kFlush = 1, kPersist = 2 };
+  void setCommitMode(int mode) { commitMode_ = mode; }
+  int commitMode() const { return commitMode_; }
 
   // Records the hits of every live cache entry this run made; returns {compile id: hits}.
   std::map<RowId, std::int64_t> recordHits() {
@@ -398,7 +402,8 @@ class TraceSink final : public core::CompileSink {
   void commit() {
     std::shared_ptr<storage::TraceWriter> w = writer_;
     try {
-      withoutGil([&] { w->flush(); });  // commits the compile's rows on this thread
+      // On this thread: one write() to the row journal, or a commit.
+      withoutGil([&] { commitMode_ == kFlush ? w->flush() : w->persist(); });
     } catch (const UserError& e) {
       warnOnce(warnedCommit_,
                "dynamo: the trace store '" + w->path() + "' lost rows: " + e.what() +
@@ -416,7 +421,7 @@ class TraceSink final : public core::CompileSink {
   pid_t pid_ = 0;
   PyObject* opener_ = nullptr;  // strong ref, or null
   PyObject* artifactSource_ = nullptr;  // strong ref, or null
-  bool commitEachCompile_ = true;
+  int commitMode_ = kPersist;
   bool warnedInternal_ = false;
   bool warnedCommit_ = false;
   std::map<std::tuple<std::string, int, std::string>, RowId> frames_;
@@ -483,12 +488,16 @@ PyObject* recordHits(PyObject*, PyObject*) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
-PyObject* setCommitEachCompile(PyObject*, PyObject* on) {
-  int v = PyObject_IsTrue(on);
-  if (v < 0) return nullptr;
-  bool previous = theSink()->commitEachCompile();
-  theSink()->setCommitEachCompile(v != 0);
-  return PyBool_FromLong(previous);
+PyObject* setCommitMode(PyObject*, PyObject* mode) {
+  long v = PyLong_AsLong(mode);
+  if (v == -1 && PyErr_Occurred()) return nullptr;
+  if (v < TraceSink::kBatch || v > TraceSink::kPersist) {
+    PyErr_SetString(PyExc_ValueError, "set_commit_mode: 0 (batch), 1 (flush) or 2 (persist)");
+    return nullptr;
+  }
+  int previous = theSink()->commitMode();
+  theSink()->setCommitMode(static_cast<int>(v));
+  return PyLong_FromLong(previous);
 }
 
 PyMethodDef methods[] = {
@@ -503,8 +512,9 @@ PyMethodDef methods[] = {
      "attached(writer_or_None) -> bool: is this writer (None: any writer) attached?"},
     {"record_hits", recordHits, METH_NOARGS,
      "record_hits() -> {compile_id: hits}: record the live cache entries' hits now."},
-    {"set_commit_each_compile", setCommitEachCompile, METH_O,
-     "set_commit_each_compile(bool) -> previous: commit every compile before its code runs."},
+    {"set_commit_mode", setCommitMode, METH_O,
+     "set_commit_mode(0 batch | 1 flush | 2 persist) -> previous: what secures a compile's "
+     "rows before its code runs."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -571,6 +571,14 @@ PyObject* writerFlush(PyObject* self, PyObject*) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
+PyObject* writerPersist(PyObject* self, PyObject*) {
+  DYNAMO_PY_TRY
+  TraceWriter& writer = liveWriter(reinterpret_cast<WriterObject*>(self));
+  withoutGil([&] { writer.persist(); });
+  Py_RETURN_NONE;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 PyObject* writerClose(PyObject* self, PyObject*) {
   DYNAMO_PY_TRY
   auto* obj = reinterpret_cast<WriterObject*>(self);
@@ -650,6 +658,9 @@ PyMethodDef writerMethods[] = {
                      "marker a fatal signal leaves ('first_call', 'backend', 'unknown')"),
     {"flush", writerFlush, METH_NOARGS,
      "Block until every row recorded so far is committed (acknowledged)."},
+    {"persist", writerPersist, METH_NOARGS,
+     "Make every row recorded so far survive the process ending, with one write to the row "
+     "journal (acknowledged; committed by the next batch). docs/trace-store.md, Durability."},
     {"close", writerClose, METH_NOARGS, "Flush, record the run's end, and close the file."},
     {"stats", writerStats, METH_NOARGS, "Counters: enqueued, committed, batches, dropped."},
     {"__enter__", writerEnter, METH_NOARGS, nullptr},

@@ -148,6 +148,17 @@ std::string describeCrash(const RunCrash& crash, const std::string& frameFile) {
   return out + text;
 }
 
+std::string describeRunEnd(const RunRecord& run, const std::string& frameFile) {
+  if (run.endTimeUs != 0) return "closed";
+  if (run.crash.signal != 0) return describeCrash(run.crash, frameFile);
+  return "did not close (still running, or killed)";
+}
+
+std::string_view runEndKind(const RunRecord& run) {
+  if (run.endTimeUs != 0) return "closed";
+  return run.crash.signal != 0 ? "crashed" : "did_not_close";
+}
+
 std::optional<CrashStage> crashStageFromName(std::string_view name) {
   for (const StageInfo& s : kStages)
     if (s.name == name) return s.stage;

@@ -18,6 +18,13 @@ sql::Database openStoreForWriting(const std::string& path, int targetVersion, in
 /// Opens an existing store read-only; `versionOut` gets its schema version (1..kSchemaVersion).
 sql::Database openStoreForReading(const std::string& path, int& versionOut);
 
+/// Inserts the rows of the row journals (row_journal.h) that writers which died left beside the
+/// store at `path` (a journal nobody holds the lock of), those the store lacks, and removes the
+/// journals. Journals of live writers, and any that cannot be recovered now, are left alone.
+void recoverRowJournals(sql::Database& db, const std::string& path, int version);
+/// Whether row journals lie beside the store at `path` (a directory listing; no lock).
+bool hasRowJournals(const std::string& path);
+
 /// BEGIN IMMEDIATE, retrying while another process holds the write lock (busy timeout first, then
 /// retries until the connection's busy timeout has passed).
 void beginImmediate(sql::Database& db);

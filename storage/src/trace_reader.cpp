@@ -48,6 +48,17 @@ std::unique_ptr<TraceReader> TraceReader::open(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->db = openStoreForReading(path, impl->version);
+  // Rows a writer that died had persisted (TraceWriter::persist) but not committed: like SQLite
+  // rolling back a hot journal, the reader inserts them (row_journal.h), on a connection of its
+  // own, before reading. Nothing changes when no journal of a dead writer lies beside the store.
+  if (hasRowJournals(path)) {
+    try {
+      sql::Database rw(path, SQLITE_OPEN_READWRITE, 30000);
+      recoverRowJournals(rw, path, impl->version);
+    } catch (const std::exception&) {
+      // A read-only directory or file: the rows stay in the journal for a writer to recover.
+    }
+  }
   return std::unique_ptr<TraceReader>(new TraceReader(std::move(impl)));
 }
 
@@ -397,6 +408,19 @@ std::vector<ArtifactRecord> TraceReader::artifacts(RowId runId) const {
   impl_->query("SELECT artifact_id, run_id, compile_id, name, media_type, data, time_us "
                "FROM artifacts WHERE run_id = ?1 ORDER BY artifact_id",
                runId, [&](const sql::Statement& s) {
+                 out.push_back({s.columnInt(0), s.columnInt(1), s.columnInt(2), s.columnText(3),
+                                s.columnText(4), s.columnText(5), s.columnInt(6)});
+               });
+  return out;
+}
+
+std::vector<ArtifactRecord> TraceReader::artifactsOfCompile(RowId compileId) const {
+  // Artifacts are indexed by run: look the compile's run up first.
+  std::vector<ArtifactRecord> out;
+  impl_->query("SELECT artifact_id, run_id, compile_id, name, media_type, data, time_us "
+               "FROM artifacts WHERE run_id = (SELECT run_id FROM compiles WHERE compile_id = ?1) "
+               "AND compile_id = ?1 ORDER BY artifact_id",
+               compileId, [&](const sql::Statement& s) {
                  out.push_back({s.columnInt(0), s.columnInt(1), s.columnInt(2), s.columnText(3),
                                 s.columnText(4), s.columnText(5), s.columnInt(6)});
                });

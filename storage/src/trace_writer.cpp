@@ -5,8 +5,13 @@
 #include "dynamo/storage/trace_writer.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +27,7 @@
 
 #include "dynamo/common/error.h"
 #include "dynamo/storage/trace_store.h"
+#include "row_journal.h"
 #include "store_file.h"
 #include "string_list.h"
 
@@ -29,14 +35,6 @@ namespace dynamo::storage {
 
 namespace {
 
-// The run's end, written by close().
-struct RunEnd {
-  std::int64_t endTimeUs = 0;
-};
-
-using Row = std::variant<FrameRecord, CompileRecord, GraphRecord, GraphBreakRecord, GuardRecord,
-                         GuardFailureRecord, CodeRecord, ArtifactRecord, CacheEntryHitsRecord,
-                         RunEnd>;
 
 // The INSERTs of the columns a file of schema `version` has (the test hook writes older ones).
 const char* graphBreakInsert(int version) {
@@ -177,28 +175,48 @@ RowId insertRun(sql::Database& db, RunRecord& run, int version) {
   return sqlite3_last_insert_rowid(db.get());
 }
 
+// The files "<base>-rows-<N>" (or "-crash-<N>") beside the store, as paths to open.
+std::vector<std::string> filesBeside(const std::string& path, const std::string& infix) {
+  std::string dir = ".", base = path, dirPrefix;
+  if (std::size_t slash = path.rfind('/'); slash != std::string::npos) {
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+    base = path.substr(slash + 1);
+    dirPrefix = path.substr(0, slash + 1);
+  }
+  std::string prefix = base + infix;
+  std::vector<std::string> found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+          name.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
+        found.push_back(dirPrefix + name);
+    }
+    closedir(d);
+  }
+  return found;
+}
+
+// Writes all of `bytes` to `fd`; false on an error (the file may then end with a partial record,
+// which decodeRows ignores).
+bool writeAll(int fd, const std::string& bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
 // Merges the crash markers that runs of this store left beside it (crash_marker.h) as their
 // "dynamo.crash" artifacts, then removes the marker files. Each marker is merged in its own
 // transaction, only for a run that exists, never closed and has no crash artifact yet, so two
 // writers opening at once merge it once. Failures leave the marker for the next opener.
 void mergeCrashMarkers(sql::Database& db, const std::string& path, RowId newRunId,
                        std::uint32_t& seq) {
-  std::string dir = ".", base = path, dirPrefix;  // dirPrefix + name: the path to open
-  if (std::size_t slash = path.rfind('/'); slash != std::string::npos) {
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-    base = path.substr(slash + 1);
-    dirPrefix = path.substr(0, slash + 1);
-  }
-  std::string prefix = base + "-crash-";
-  std::vector<std::string> found;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string name = e->d_name;
-      if (name.compare(0, prefix.size(), prefix) == 0) found.push_back(dirPrefix + name);
-    }
-    closedir(d);
-  }
-  for (const std::string& file : found) {
+  for (const std::string& file : filesBeside(path, "-crash-")) {
     std::ifstream in(file, std::ios::binary);
     std::string text(std::istreambuf_iterator<char>(in), {});
     std::optional<CrashMarker> marker = parseCrashMarker(text);
@@ -226,6 +244,94 @@ void mergeCrashMarkers(sql::Database& db, const std::string& path, RowId newRunI
   }
 }
 
+}  // namespace
+
+// Row journals of writers that died (row_journal.h): a journal whose lock nobody holds belongs
+// to a process that ended without closing its writer. Its rows that the store lacks (those the
+// writer thread had not committed) are inserted in one transaction, then the file is removed.
+// A journal still locked (its writer is alive) or that cannot be read is left alone.
+bool hasRowJournals(const std::string& path) { return !filesBeside(path, "-rows-").empty(); }
+
+void recoverRowJournals(sql::Database& db, const std::string& path, int version) {
+  for (const std::string& file : filesBeside(path, "-rows-")) {
+    int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {  // its writer is alive
+      ::close(fd);
+      continue;
+    }
+    std::string data;
+    char buf[1 << 16];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      data.append(buf, static_cast<std::size_t>(n));
+    }
+    // Whose journal: the run it names must be in this store, with the same pid and start time
+    // (else it was left beside a store that was since replaced: dropped, never inserted).
+    std::optional<JournalHeader> header = decodeJournalHeader(data);
+    std::vector<Row> rows;
+    if (header && file == rowJournalPath(path, header->runId)) {
+      try {
+        sql::Statement run(db, "SELECT pid, start_time_us FROM runs WHERE run_id = ?1");
+        run.bind(1, header->runId);
+        if (run.step() && run.columnInt(0) == header->pid &&
+            run.columnInt(1) == header->startTimeUs) {
+          rows = decodeRows(std::string_view(data).substr(kJournalHeaderSize));
+          rows.erase(std::remove_if(rows.begin(), rows.end(),
+                                    [&](const Row& row) {
+                                      return std::visit(
+                                          [&](const auto& r) {
+                                            if constexpr (std::is_same_v<
+                                                              std::decay_t<decltype(r)>, RunEnd>)
+                                              return true;
+                                            else
+                                              return r.runId != header->runId;
+                                          },
+                                          row);
+                                    }),
+                     rows.end());
+        }
+      } catch (const std::exception&) {
+        ::close(fd);  // left for the next opener
+        continue;
+      }
+    }
+    try {
+      if (!rows.empty()) {
+        beginImmediate(db);
+        try {
+          Inserts inserts(db, version);
+          for (const Row& row : rows) {
+            std::visit(
+                [&](const auto& r) {
+                  if constexpr (!std::is_same_v<std::decay_t<decltype(r)>, RunEnd>) {
+                    try {
+                      inserts.insert(r);
+                    } catch (const UserError&) {
+                      // Already committed by the writer thread (the same id): nothing to add.
+                    }
+                  }
+                },
+                row);
+
+          }
+        } catch (...) {
+          sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+          throw;
+        }
+        db.exec("COMMIT", "recovering the rows of a writer that stopped");
+      }
+      std::remove(file.c_str());
+    } catch (const std::exception&) {
+      // Left for the next opener.
+    }
+    ::close(fd);  // releases the lock
+  }
+}
+
+namespace {
+
 // Incremented in the child of every fork(). A writer belongs to the process that opened it: its
 // thread does not survive a fork, and SQLite connections must not be used across one.
 std::atomic<int> gForkGeneration{0};
@@ -246,6 +352,8 @@ struct TraceWriter::Impl {
   WriterOptions options;
   int version = 0;
   RowId runId = 0;
+  std::int64_t pid = 0;          // the run's, for the row journal's header
+  std::int64_t startTimeUs = 0;  // ditto
   sql::Database db;  // once the writer thread runs: used only under commitMu
   std::atomic<std::uint32_t> nextSeq{0};
 
@@ -272,6 +380,14 @@ struct TraceWriter::Impl {
   sql::Database checkpointDb;        // the writer thread's own connection for checkpoints
   std::optional<Inserts> inserts;    // the prepared INSERTs, guarded by commitMu
   std::vector<Row> batch;            // rows being committed, guarded by commitMu
+
+  // The row journal (row_journal.h), from the first persist() on. Lock order: journalMu, then mu.
+  bool journaling = false;           // guarded by mu: record*() encode their rows
+  std::string journalPending;        // guarded by mu: encoded rows not yet written
+  std::mutex journalMu;
+  int journalFd = -1;                // guarded by journalMu; holds the file's lock (flock)
+  std::uint64_t journalBytes = 0;    // guarded by journalMu: bytes in the file
+  bool journalBroken = false;        // guarded by journalMu: persist() commits instead
 
   bool inheritedThroughFork() const {
     return gForkGeneration.load(std::memory_order_relaxed) != forkGeneration;
@@ -315,6 +431,7 @@ struct TraceWriter::Impl {
       return id;
     }
     queue.push_back(std::move(record));
+    if (journaling) encodeRow(journalPending, queue.back());
     if (queue.size() == 1 || queue.size() == options.batchRows) wake.notify_one();
     return id;
   }
@@ -368,6 +485,8 @@ struct TraceWriter::Impl {
       wake.notify_one();
     }
     committed += batch.size();
+    // Everything recorded is in the store: the encoded rows waiting for a persist() are too.
+    if (committed == enqueued && !failure && !error) journalPending.clear();
     if (failure) {
       dropped += batch.size();
       if (!error) error = std::move(failure);
@@ -443,10 +562,99 @@ struct TraceWriter::Impl {
       if (checkpointWanted || queue.empty()) continue;
       // Lock order: commitMu, then mu. A flush() may have committed the rows meanwhile.
       lock.unlock();
-      std::lock_guard<std::mutex> commitLock(commitMu);
+      {
+        std::lock_guard<std::mutex> commitLock(commitMu);
+        lock.lock();
+        commitQueued(lock);
+        lock.unlock();
+      }
+      truncateJournalIfCommitted();
       lock.lock();
-      commitQueued(lock);
     }
+  }
+
+  // Empties the journal file once every row recorded is in the store (called by the writer
+  // thread after a batch, without mu). A persist() that took rows before the check writes them
+  // after the truncation: they are committed already, and recovery skips rows the store has.
+  void truncateJournalIfCommitted() {
+    std::lock_guard<std::mutex> journalLock(journalMu);
+    if (journalFd < 0 || journalBytes == 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (committed != enqueued || dropped != 0) return;
+    }
+    if (ftruncate(journalFd, static_cast<off_t>(kJournalHeaderSize)) == 0) journalBytes = 0;
+  }
+
+  // Creates this run's journal, locked (the lock tells a recovering opener that this writer is
+  // alive; it goes with the process), emptied and headed. An opener may have removed the file
+  // between our open and our lock (it found it unlocked and empty): then it is made again.
+  int openJournal() {
+    std::string file = rowJournalPath(path, runId);
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0) return -1;
+      struct stat opened {}, named {};
+      if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &opened) != 0) {
+        ::close(fd);
+        return -1;
+      }
+      if (stat(file.c_str(), &named) != 0 || named.st_ino != opened.st_ino ||
+          named.st_dev != opened.st_dev) {
+        ::close(fd);
+        continue;
+      }
+      if (ftruncate(fd, 0) != 0 || !writeAll(fd, encodeJournalHeader({runId, pid, startTimeUs}))) {
+        ::close(fd);
+        return -1;
+      }
+      return fd;
+    }
+    return -1;
+  }
+
+  // Makes every row recorded before the call survive the process ending: one write() of the
+  // encoded rows to the journal (no SQLite commit, no fsync). The first call commits instead
+  // (flush) and turns the journal on; so does any call once the journal cannot be written.
+  void persist() {
+    if (inheritedThroughFork()) failInherited();
+    // journalMu from the swap to the write: a persist() returns only once every row recorded
+    // before it is written, also those another thread's persist() took first.
+    std::unique_lock<std::mutex> journalLock(journalMu);
+    if (journalBroken) {
+      journalLock.unlock();
+      return flush();
+    }
+    std::string bytes;
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (error) throw *error;
+      first = !journaling;
+      journaling = true;  // rows recorded from now on are encoded; flush() commits the rest
+      bytes.swap(journalPending);
+    }
+    if (first) {
+      journalLock.unlock();
+      return flush();
+    }
+    if (bytes.empty()) return;  // nothing new, or the writer thread committed it meanwhile
+    if (journalFd < 0 && !journalBroken) {
+      journalFd = openJournal();
+      if (journalFd < 0) journalBroken = true;
+    }
+    if (!journalBroken && writeAll(journalFd, bytes)) {
+      journalBytes += bytes.size();
+      return;
+    }
+    journalBroken = true;
+    journalLock.unlock();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      journaling = false;
+      journalPending.clear();
+    }
+    flush();  // commits every row recorded before the call
   }
 
   // Blocks until every row enqueued before the call is committed. The caller commits them
@@ -492,6 +700,8 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path, RunRecor
     if (gethostname(host, sizeof host - 1) == 0) run.hostname = host;
   }
   impl->runId = insertRun(impl->db, run, impl->version);
+  impl->pid = run.pid;
+  impl->startTimeUs = run.startTimeUs;
   DYNAMO_INTERNAL_ASSERT(impl->runId > 0 && impl->runId < (RowId{1} << 31),
                          "run id out of range: ", impl->runId);
   // Replaces SQLite's automatic checkpoint (see Impl::walHook).
@@ -499,6 +709,7 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const std::string& path, RunRecor
   std::uint32_t seq = 0;
   mergeCrashMarkers(impl->db, path, impl->runId, seq);
   impl->nextSeq.store(seq);
+  recoverRowJournals(impl->db, path, impl->version);
   armCrashMarker(path, impl->runId);
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->run(); });
@@ -547,6 +758,7 @@ RowId TraceWriter::recordArtifact(ArtifactRecord artifact) {
 }
 
 void TraceWriter::flush() { impl_->flush(); }
+void TraceWriter::persist() { impl_->persist(); }
 
 void TraceWriter::close() {
   if (impl_->inheritedThroughFork()) impl_->failInherited();
@@ -582,6 +794,12 @@ void TraceWriter::close() {
   impl_->inserts.reset();  // statements before their connection
   impl_->checkpointDb.close();
   impl_->db.close();
+  if (impl_->journalFd >= 0) {
+    // Every row is in the store (else the journal stays for a recovering opener).
+    if (!failure) std::remove(rowJournalPath(impl_->path, impl_->runId).c_str());
+    ::close(impl_->journalFd);
+    impl_->journalFd = -1;
+  }
   disarmCrashMarker(impl_->runId);
   if (failure) throw *failure;
 }

@@ -12,6 +12,11 @@
 #include <QThread>
 
 #include <filesystem>
+#include <fstream>
+
+#include <sys/wait.h>
+#include <unistd.h>
+#include <csignal>
 
 #include "dynamo/gui/exporter.h"
 #include "dynamo/gui/graph_view.h"
@@ -20,6 +25,7 @@
 #include "dynamo/gui/store_models.h"
 #include "dynamo/gui/store_reports.h"
 #include "dynamo/gui/store_session.h"
+#include "dynamo/storage/crash_marker.h"
 #include "dynamo/storage/trace_writer.h"
 #include "dynamo_catch.h"
 
@@ -98,6 +104,55 @@ TEST_CASE("the run tree shows runs, files and frames with compile counts and sta
   CHECK(tree.frameIndex(ids.frameResume) == tree.index(1, 0, step));
   CHECK(tree.frame(tree.findFrame("ResNet"))->id == ids.frameModel);
   CHECK(tree.parent(tree.index(0, 0, step)) == step);
+}
+
+TEST_CASE("a run that did not close says how it ended, in the reports' words") {
+  using namespace dynamo::storage;
+  app();
+  TempDir dir;
+  const std::string path = dir.file("crashed.db");
+  // A child process records a compile and ends without closing its writer (as a crash would).
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    RunRecord run;
+    run.argv = {"/w/train.py"};
+    auto w = TraceWriter::open(path, run);
+    RowId frame = w->recordFrame({0, 0, "/w/model.py", 14, "forward"});
+    CompileRecord c;
+    c.frameId = frame;
+    c.status = "ok";
+    w->recordCompile(c);
+    w->flush();
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  QString error;
+  RunTreeModel tree;
+  {
+    auto session = StoreSession::open(QString::fromStdString(path), error);
+    REQUIRE(session);
+    tree.reload(session->reader());
+    CHECK(cell(tree, 0, 0) == "run 1: train.py (pid " + QString::number(child) +
+                                  "), did not close (still running, or killed)");
+  }
+  // The marker a fatal-signal handler would have left (crash_marker.h): the title names the
+  // crash and the compile as dynamo-trace runs does.
+  CrashMarker m;
+  m.runId = 1;
+  m.signal = SIGSEGV;
+  m.stage = CrashStage::kFirstCall;
+  m.compileId = (RowId{1} << 32) | 2;  // the child's second row: its compile
+  m.timeUs = 1;
+  std::ofstream(crashMarkerPath(path, 1), std::ios::binary) << formatCrashMarker(m);
+  auto session = StoreSession::open(QString::fromStdString(path), error);
+  REQUIRE(session);
+  tree.reload(session->reader());
+  CHECK(cell(tree, 0, 0) == "run 1: train.py (pid " + QString::number(child) +
+                                "), crashed (SIGSEGV) during the first call of compile #0 of "
+                                "frame forward (model.py:14)");
 }
 
 TEST_CASE("compiles, graphs, breaks, guards and recompile reasons of a frame") {

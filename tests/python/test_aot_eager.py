@@ -282,16 +282,36 @@ def test_a_new_requires_grad_pattern_shape_or_dtype_recompiles():
         dynamo.remove_compile_listener(compiles.append)
 
 
-def test_double_backward_raises_an_error_naming_the_function():
+def _double_backward_message(backend, fn):
+    return (f"dynamo: backend '{backend}' cannot differentiate the backward of the compiled graph of "
+            f"'{fn.__qualname__}' ({fn.__code__.co_filename}:{fn.__code__.co_firstlineno}) again: "
+            f"create_graph=True / double backward through an AOT graph is not supported. Hint: compile "
+            f"this function with backend='eager', or run it under dynamo.disable, when you need "
+            f"higher-order gradients")
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "aot_eager_default_partitioner", "aot_eager_decomp_partition"])
+@pytest.mark.parametrize("how", ["autograd.grad", "backward"])
+def test_double_backward_raises_an_error_naming_the_function(backend, how):
     def cube(x, w):
         return (x * w).pow(3).sum()
 
-    w = torch.randn(3, requires_grad=True)
-    out = dynamo.compile(cube, backend="aot_eager")(torch.randn(3), w)
-    with pytest.raises(RuntimeError, match=r"backend 'aot_eager' cannot differentiate the backward of the "
-                                           r"compiled graph of '\S*cube' \(.*test_aot_eager.py:\d+\) again: "
-                                           r"create_graph=True / double backward"):
-        torch.autograd.grad(out, w, create_graph=True)
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    compiled = dynamo.compile(cube, backend=backend)
+    out = compiled(x, w)
+    assert _last()["training"] and _last()["fallback"] is None
+    with pytest.raises(RuntimeError) as err:
+        if how == "backward":
+            out.backward(create_graph=True)
+        else:
+            torch.autograd.grad(out, w, create_graph=True)
+    assert str(err.value) == _double_backward_message(backend, cube)
+    # Never a silent wrong gradient: no grad was written, and a first-order backward of a new
+    # call still gives eager's.
+    assert w.grad is None
+    compiled(x, w).backward()
+    expected = torch.autograd.grad(cube(x, w), w)[0]
+    assert torch.allclose(w.grad, expected) if backend == "aot_eager_decomp_partition" else torch.equal(w.grad, expected)
 
 
 @pytest.mark.parametrize("make,reason", [

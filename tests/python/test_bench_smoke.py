@@ -52,6 +52,34 @@ def test_capture_time_quick_prints_json_rows():
     assert "resnet18" in out.splitlines()[-1]
 
 
+def test_commit_cost_runs_its_three_modes():
+    # Text, not JSON: one line per workload with the batch baseline and the two other modes.
+    proc = subprocess.run([sys.executable, str(BENCH / "commit_cost.py"), "--models", "small50",
+                           "--repeats", "1"], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = proc.stdout.splitlines()
+    assert line.startswith("small50: batch wall ") and "; commit wall " in line and "; journal wall " in line
+
+
+@pytest.mark.skipif(importlib.util.find_spec("networkx") is None,
+                    reason="functorch's min-cut partitioner needs networkx (python3-networkx)")
+def test_aot_eager_quick_prints_json_rows():
+    rows, out = run_bench("aot_eager.py", "--quick", "--workloads", "transformer_layer")
+    assert [(r["bench"], r["workload"]) for r in rows] == [("aot_eager", "transformer_layer")]
+    r = rows[0]
+    for key in ("compile_ms_ours", "compile_ms_functorch_mincut", "compile_ratio", "step_ms_eager",
+                "step_ms_aot_eager", "step_ratio", "held_MiB_eager", "held_MiB_aot_eager",
+                "peak_MiB_eager", "peak_MiB_aot_eager", "peak_ratio", "graph_peak_MiB_eager",
+                "graph_peak_MiB_ours", "graph_peak_MiB_functorch_mincut"):
+        assert r[key] > 0, key
+    # Byte counts are not timings: the partitions are deterministic. Ours never saves more than
+    # save-all, which saves what functorch's default partitioner saves.
+    assert r["saved_MiB_ours_aot_eager"] <= r["saved_MiB_ours_default_partitioner"]
+    assert r["saved_MiB_ours_default_partitioner"] == r["saved_MiB_functorch_default"]
+    assert "transformer_layer" in out.splitlines()[-1]
+
+
 def test_no_bench_script_shadows_a_standard_module():
     # `python bench/x.py` puts bench/ first on sys.path: a bench/inspect.py once hid the
     # standard `inspect` module from torch in every other benchmark.

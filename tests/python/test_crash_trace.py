@@ -5,6 +5,7 @@ a segfaulting backend, abort), and reads the store it left. A compile's rows are
 before its code first runs, and a fatal signal the process can catch leaves a crash marker
 naming the compile whose first call was running.
 """
+import json
 import os
 import signal
 import sqlite3
@@ -94,7 +95,62 @@ def test_sigkill_right_after_compiles_keeps_every_compile_and_graph(tmp_path):
         assert sorted(f["name"] for f in store.frames(run["id"])) == sorted(
             f"f{i}" for i in range(n))
     assert not list(tmp_path.glob("t.db-crash-*"))
+    assert not list(tmp_path.glob("t.db-rows-*"))  # the reader inserted the journal's rows
     assert "did not close (still running, or killed)" in dynamo.trace.report(path, "runs")
+
+
+KILLED_IN_FIRST_CALL = textwrap.dedent("""\
+    import os, signal
+    import torch, dynamo
+
+    calls = [0]
+
+    def backend(gm, example_inputs):
+        calls[0] += 1
+        if calls[0] < 3:
+            return gm
+        def compiled(*args):  # the recompile's code: killed on its first call
+            os.kill(os.getpid(), signal.SIGKILL)
+        return compiled
+
+    @dynamo.optimize(backend)
+    def f(x):
+        y = x * 2
+        print("break")
+        return y + 1
+
+    f(torch.ones(3))                     # compile #0 of f, then of its resume function
+    f(torch.ones(3, dtype=torch.int64))  # dtype guard fails: compile #1 of f, killed in its call
+    print("not reached")
+    """)
+
+
+def test_sigkill_during_a_compiles_first_call_keeps_all_its_records(tmp_path):
+    # Every kind of row a compile records is committed before its code first runs: the compile,
+    # its graph, its graph break, its guards, the guard failure that caused it and its bytecode.
+    r = run_script(tmp_path, KILLED_IN_FIRST_CALL)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert "not reached" not in r.stdout
+    path = tmp_path / "t.db"
+    assert integrity(path) == "ok"
+    with dynamo.trace.open(path) as store:
+        (run,) = store.runs()
+        assert run["end_time_us"] == 0 and run["crash"] is None
+        (frame_f,) = [fr for fr in store.frames(run["id"]) if fr["name"] == "f"]
+        first, killed = store.compiles(frame_id=frame_f["id"])
+        assert (first["attempt"], killed["attempt"]) == (0, 1)
+        assert len(store.graphs(killed["id"])) == 1
+        (brk,) = store.graph_breaks(killed["id"])
+        break_line = line_of(KILLED_IN_FIRST_CALL, 'print("break")')
+        assert (brk["line"], brk["source_line"]) == (break_line, 'print("break")')
+        guards = store.guards(killed["id"])
+        assert ("TENSOR_MATCH", "x") in [(g["kind"], g["source"]) for g in guards]
+        (failure,) = store.guard_failures(compile_id=first["id"])
+        assert failure["caused_compile_id"] == killed["id"]
+        assert failure["property"] == "dtype"
+        assert [c["kind"] for c in store.code(run["id"], killed["id"])] == ["transformed_bytecode"]
+    assert not list(tmp_path.glob("t.db-crash-*"))
+    assert not list(tmp_path.glob("t.db-rows-*"))
 
 
 @pytest.mark.parametrize("how", ["kill", "deref"])
@@ -212,10 +268,14 @@ def test_a_run_that_closed_leaves_no_marker(tmp_path):
         assert run["end_time_us"] > 0 and run["crash"] is None
 
 
-def test_dynamo_explain_names_the_crashing_compile(tmp_path):
+def test_dynamo_explain_names_the_crashing_compile(tmp_path, monkeypatch):
     script = tmp_path / "crash.py"
     script.write_text(CRASHING.replace("sys.argv[1]", '"deref"'))
+    tmp = tmp_path / "tmp"  # the tool's temporary store goes here, and goes away with its marker
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
     r = run_tool("dynamo-explain", "--mask", script, cwd=tmp_path)
+    assert list(tmp.iterdir()) == []
     f_line = line_of(CRASHING, "def f(x):")
     assert "dynamo-explain: the script was killed by signal 11" in r.stderr
     assert r.stdout.startswith(
@@ -225,6 +285,46 @@ def test_dynamo_explain_names_the_crashing_compile(tmp_path):
         "included, are in the trace store, but the runtime hit counts are missing and the counts "
         "below may be low. Fix the crash and rerun it to the end (dynamo-trace compiles TRACE.db "
         "lists the compiles).\n"), r.stdout
+
+
+def test_reports_say_how_the_run_ended_text_and_json(tmp_path):
+    # dynamo-explain and dynamo-profile, text and JSON, on the store a segfaulting run left: the
+    # same words as dynamo-trace runs, the file relative to the root, the crashing compile named.
+    script = tmp_path / "crash.py"
+    script.write_text(CRASHING.replace("sys.argv[1]", '"abort"'))
+    r = run_tool("dynamo-explain", "--mask", "--save-db", tmp_path / "t.db", script, cwd=tmp_path)
+    assert "dynamo-explain: the script was killed by signal 6" in r.stderr
+    f_line = line_of(CRASHING, "def f(x):")
+    text = f"crashed (SIGABRT) during the first call of compile #0 of frame f (crash.py:{f_line})"
+    note = (f"the run did not finish cleanly: it {text}; the compiles recorded up to then, their "
+            "graphs included, are in the trace store, but the runtime hit counts are missing and "
+            "the counts below may be low. Fix the crash and rerun it to the end (dynamo-trace "
+            "compiles TRACE.db lists the compiles).\n")
+    assert r.stdout.startswith("dynamo-explain: run 1 (crash.py)\n" + note), r.stdout
+    profile = run_tool("dynamo-profile", "--mask", "--db", "t.db", cwd=tmp_path)
+    assert profile.stdout.startswith("dynamo-profile: run 1 (crash.py)\n" + note), profile.stdout
+    with dynamo.trace.open(tmp_path / "t.db") as store:
+        (run,) = store.runs()
+        (frame_f,) = [fr for fr in store.frames(run["id"]) if fr["name"] == "f"]
+        (compile_f,) = store.compiles(frame_id=frame_f["id"])
+    expected = {"ended": "crashed", "text": text, "signal": 6, "signal_name": "SIGABRT",
+                "stage": "first_call", "compile_id": compile_f["id"], "attempt": 0, "frame": "f",
+                "file": "crash.py", "line": f_line, "time_us": "<time>"}
+    for tool in ("dynamo-explain", "dynamo-profile"):
+        doc = json.loads(run_tool(tool, "--json", "--mask", "--db", "t.db", cwd=tmp_path).stdout)
+        (doc_run,) = doc["runs"]
+        assert (doc_run["finished_cleanly"], doc_run["crash"]) == (False, expected), tool
+
+
+def test_a_crash_in_a_backend_reads_so_in_the_json(tmp_path):
+    r = run_script(tmp_path, CRASHING_IN_BACKEND)
+    assert r.returncode == -signal.SIGSEGV, r.stderr
+    doc = json.loads(run_tool("dynamo-explain", "--json", "--mask", "--db", "t.db",
+                              cwd=tmp_path).stdout)
+    (doc_run,) = doc["runs"]
+    assert doc_run["crash"] == {"ended": "crashed", "text": "crashed (SIGSEGV) in a backend",
+                                "signal": 11, "signal_name": "SIGSEGV", "stage": "backend",
+                                "time_us": "<time>"}
 
 
 def test_four_processes_two_killed_mid_run(tmp_path):

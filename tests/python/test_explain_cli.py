@@ -252,6 +252,7 @@ def test_os_exit_keeps_the_trace():
     assert r.returncode == 0, r.stderr
     (doc_run,) = json.loads(r.stdout)["runs"]
     assert doc_run["finished_cleanly"] is True
+    assert doc_run["crash"] == {"ended": "closed", "text": "closed"}
     assert doc_run["runtime_hits_recorded"] is True
     (b,) = doc_run["breaks"]
     assert (b["kind"], b["occurrences"]) == ("print", 5)
@@ -274,6 +275,9 @@ def test_run_that_did_not_close_says_so_instead_of_advising():
     assert "--capture-all" not in profile.stdout
     (doc_run,) = json.loads(run(TOOL, "--json", "explain_killed.py").stdout)["runs"]
     assert doc_run["finished_cleanly"] is False
+    # SIGKILL cannot be caught: no crash marker, the store cannot say more.
+    assert doc_run["crash"] == {"ended": "did_not_close",
+                                "text": "did not close (still running, or killed)"}
 
 
 def test_sarif_uri_is_percent_encoded(tmp_path):

@@ -190,6 +190,30 @@ def test_dynamo_trace_records_a_run_closed_at_exit(tmp_path):
         assert len(r.frames(run["id"])) == 1
 
 
+def test_persisted_rows_survive_os_exit(tmp_path):
+    # persist(): one write to the row journal instead of a commit; the process ends before its
+    # writer thread's batch, and the next reader inserts the rows.
+    path = tmp_path / "p.db"
+    result = _run_script("""
+        import os
+        import dynamo.trace
+        run = dynamo.trace.current_run()
+        run.persist()  # the first call commits and turns the journal on
+        frame = run.record_frame("script.py", 1, "<module>")
+        run.record_compile(frame, status="ok", reason="first call")
+        run.persist()
+        print(run.run_id, flush=True)
+        os._exit(0)
+    """, {"DYNAMO_TRACE": str(path)}, tmp_path)
+    assert result.returncode == 0, result.stderr
+    with dynamo.trace.open(path) as r:
+        (run,) = r.runs()
+        assert run["end_time_us"] == 0
+        assert [f["name"] for f in r.frames(run["id"])] == ["<module>"]
+        assert [c["reason"] for c in r.compiles(run_id=run["id"])] == ["first call"]
+    assert not list(tmp_path.glob("p.db-rows-*"))
+
+
 def test_forked_child_leaves_the_parent_run_alone(tmp_path):
     path = tmp_path / "fork.db"
     result = _run_script(f"""

@@ -83,6 +83,19 @@ TEST_CASE("the crash sentence names the signal, the stage and the compile") {
   CHECK(signalName(64) == "signal 64");
 }
 
+TEST_CASE("how a run ended: closed, crashed or did not close, in one sentence and one key") {
+  RunRecord run;
+  CHECK(describeRunEnd(run, "") == "did not close (still running, or killed)");
+  CHECK(runEndKind(run) == "did_not_close");
+  run.crash.signal = SIGSEGV;
+  run.crash.stage = "backend";
+  CHECK(describeRunEnd(run, "") == "crashed (SIGSEGV) in a backend");
+  CHECK(runEndKind(run) == "crashed");
+  run.endTimeUs = 5;  // a run that closed: a marker of it would be stale, and is not read
+  CHECK(describeRunEnd(run, "") == "closed");
+  CHECK(runEndKind(run) == "closed");
+}
+
 TEST_CASE("a writer that dies of a fatal signal leaves its compile, its graph and a marker") {
   for (int sig : {SIGSEGV, SIGABRT, SIGBUS}) {
     CAPTURE(sig);

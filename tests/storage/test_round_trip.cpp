@@ -181,6 +181,11 @@ TEST_CASE("every record type survives a round trip through the file") {
   CHECK(artifacts[0].id == artifactId);
   CHECK(artifacts[0].mediaType == "application/json");
   CHECK(artifacts[0].compileId == compileId);
+  std::vector<ArtifactRecord> ofCompile = reader->artifactsOfCompile(compileId);
+  REQUIRE(ofCompile.size() == 1);
+  CHECK(ofCompile[0].id == artifactId);
+  CHECK(ofCompile[0].data == artifacts[0].data);
+  CHECK(reader->artifactsOfCompile(compileId + 1000).empty());
 
   StoreCounts counts = reader->counts();
   CHECK(counts.runs == 1);

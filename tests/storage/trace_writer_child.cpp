@@ -20,6 +20,10 @@
 //                                        first call (crash marker), flush, print "compile <id>",
 //                                        then die of signal SIG (11: a real null dereference,
 //                                        6: abort(), others: raise)
+//   trace_writer_child journal PATH      one row of every kind (fields the test checks), persist()
+//                                        (the row journal; the writer thread never commits: 1 h
+//                                        batches), print "persisted <compile id>", then wait to be
+//                                        killed (60 s)
 //
 // The writer modes print "run <id>" first (after "ready" with a barrier).
 #include <signal.h>
@@ -174,6 +178,74 @@ int crash(const char* path, int sig) {
   return 0;
 }
 
+// One row of every kind, persisted (one write to the row journal), never committed.
+int journal(const char* path) {
+  RunRecord run;
+  run.argv = {"trace_writer_child", "journal"};
+  WriterOptions options;
+  options.batchRows = 1 << 20;
+  options.maxDelay = std::chrono::hours(1);
+  auto w = TraceWriter::open(path, run, options);
+  std::printf("run %lld\n", static_cast<long long>(w->runId()));
+  std::fflush(stdout);
+  w->persist();  // the first call commits (nothing yet) and turns the journal on
+  RowId frame = w->recordFrame({0, 0, "model.py", 7, "forward"});
+  CompileRecord c;
+  c.frameId = frame;
+  c.attempt = 1;
+  c.status = "graph_break";
+  c.reason = "tensor 'x' dtype mismatch";
+  c.startTimeUs = 123;
+  c.durationUs = 456;
+  c.phases = {{"capture", 400}, {"backend", 56}};
+  RowId compile = w->recordCompile(c);
+  GraphRecord g;
+  g.compileId = compile;
+  g.format = "dynamo.graph/1";
+  g.serialized = std::string("{\"nodes\": [\0]}", 14);  // bytes, NUL included
+  g.printed = "graph():\n  %x";
+  g.numNodes = 3;
+  g.inputs = {"x", "y"};
+  g.outputs = {"out"};
+  w->recordGraph(g);
+  GraphBreakRecord b;
+  b.compileId = compile;
+  b.kind = "print";
+  b.location = {"model.py", 9, "print(x)"};
+  b.detail = "call to print()";
+  b.explanation = "printing is a side effect";
+  b.hints = {"remove the print", "log after the call"};
+  b.userStack = {"train.py:3: f(x)", "model.py:9: print(x)"};
+  w->recordGraphBreak(b);
+  GuardRecord guard;
+  guard.compileId = compile;
+  guard.kind = "TENSOR_MATCH";
+  guard.checks = "x: f32[4]";
+  guard.source = "x";
+  guard.location = {"model.py", 8, "y = x * 2"};
+  RowId guardId = w->recordGuard(guard);
+  GuardFailureRecord f;
+  f.compileId = compile;
+  f.frameId = frame;
+  f.guardId = guardId;
+  f.reason = "tensor 'x' dtype mismatch: expected float32, got int64";
+  f.guardKind = "TENSOR_MATCH";
+  f.guardSource = "x";
+  f.property = "dtype";
+  f.expected = "float32";
+  f.seen = "int64";
+  f.location = {"model.py", 8, "y = x * 2"};
+  f.causedCompileId = compile;
+  w->recordGuardFailure(f);
+  w->recordCode({0, 0, compile, CodeKind::kTransformedBytecode, "forward", "LOAD_FAST x"});
+  w->recordArtifact({0, 0, compile, "aot.joint", "text/plain", "joint graph", 0});
+  w->persist();
+  std::printf("persisted %lld\n", static_cast<long long>(compile));
+  std::fflush(stdout);
+  sleep(60);
+  return 0;
+}
+
 }  // namespace
 
 // The rows of one small compile, as the compile sink records them for `x * i + 1`.
@@ -240,6 +312,7 @@ int main(int argc, char** argv) {
     if (argc == 4 && std::strcmp(argv[1], "compiles") == 0)
       return compiles(argv[2], std::atoi(argv[3]));
     if (argc == 4 && std::strcmp(argv[1], "crash") == 0) return crash(argv[2], std::atoi(argv[3]));
+    if (argc == 3 && std::strcmp(argv[1], "journal") == 0) return journal(argv[2]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

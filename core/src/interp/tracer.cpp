@@ -164,6 +164,23 @@ static bool isNoOpExit(const Value& exit) {
   return isNoOpContextManagerClass((PyObject*)type) && std::string(type->tp_name) == "nullcontext";
 }
 
+namespace {
+// Python 3.12 inlines comprehensions (PEP 709): the loop body is covered by a handler that only
+// puts back the locals the comprehension shadowed (SWAP/POP_TOP/STORE_FAST) and re-raises. It
+// handles nothing: an exception still leaves through whatever handler covers the cleanup block.
+bool isLocalRestoreReraise(const std::vector<bc::Instruction>& ins, int t) {
+  const int n = static_cast<int>(ins.size());
+  bool restores = false;
+  for (int i = t; i < n; ++i) {
+    const int op = ins[i].opcode;
+    if (op == RERAISE) return restores && ins[i].arg == 0;
+    if (op == STORE_FAST) restores = true;
+    else if (op != SWAP && op != POP_TOP) return false;
+  }
+  return false;
+}
+}  // namespace
+
 bool Tracer::underUserHandler() const {
   const auto& ins = bc_.instructions;
   const int n = static_cast<int>(ins.size());
@@ -176,6 +193,10 @@ bool Tracer::underUserHandler() const {
     if (t < 0 || t >= n) return true;
     if (ins[t].opcode == COPY && ins[t].arg == 3 && t + 2 < n && ins[t + 1].opcode == POP_EXCEPT &&
         ins[t + 2].opcode == RERAISE) {
+      h = ins[t].handler;
+      continue;
+    }
+    if (isLocalRestoreReraise(ins, t)) {
       h = ins[t].handler;
       continue;
     }
@@ -599,6 +620,22 @@ bool Tracer::stepCalls(const bc::Instruction& ins) {
       push(getAttr(*this, obj, name));
       return true;
     }
+#if PY_VERSION_HEX >= 0x030C0000
+    case LOAD_SUPER_ATTR: {
+      // super(class, self).name, with the global `super` (or whatever the name is bound to), the
+      // class and the receiver on the stack; the method form pushes [NULL, attr] like LOAD_ATTR.
+      const int nameIdx = bc::nameIndex(op, arg);
+      std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, nameIdx));
+      ValueRef self = pop();
+      ValueRef cls = pop();
+      ValueRef superFn = pop();
+      ValueRef sup = callValue(*this, superFn, {cls, self}, {});
+      ValueRef a = getAttr(*this, sup, name);
+      if (arg & 1) push(makeNull());
+      push(a);
+      return true;
+    }
+#endif
 #ifdef LOAD_METHOD
     case LOAD_METHOD: {
       std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_names, arg));

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "dynamo/explain/aot_report.h"
 #include "dynamo/explain/format.h"
 #include "dynamo/storage/trace_reader.h"
 
@@ -34,6 +35,8 @@ struct GraphSummary {
   int numNodes = 0;                     ///< nodes, placeholders and output included
   std::map<std::string, int> opCounts;  ///< graphOpKey -> count ("operator.mul": 2)
   int ops() const;                      ///< sum of opCounts
+  // -- AOT (aot_report.h) --
+  std::optional<GraphAot> aot;  ///< what an AOT backend did with the graph; none for others
 };
 
 /// Graph breaks that share a kind and a user location (file, line).

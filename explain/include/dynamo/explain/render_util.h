@@ -21,6 +21,8 @@ std::string commandLine(const storage::RunRecord& run, const RenderOptions& opti
 /// crash, a kill, or still running): its last records and runtime hits may be missing. "" for
 /// a run that closed.
 std::string unfinishedRunNote(const storage::RunRecord& run);
+/// The same, with the crashing compile's file shown by displayPath (relative, masked).
+std::string unfinishedRunNote(const storage::RunRecord& run, const RenderOptions& options);
 /// "1 graph" / "2 graphs".
 std::string plural(std::int64_t n, const std::string& one, const std::string& many = "");
 /// A time in a JSON report: microseconds, or "<time>" when masked.
@@ -31,7 +33,8 @@ void jsonTime(JsonWriter& w, std::int64_t us, const RenderOptions& options);
 JunitSuite junitSuite(const std::string& tool, const std::string& name,
                       const storage::RunRecord& run, std::int64_t timeUs,
                       const RenderOptions& options);
-/// The run header fields shared by the JSON reports (run id, argv, pid, host, versions).
+/// The run header fields shared by the JSON reports (run id, finished_cleanly, crash: how the
+/// run ended, argv, pid, host, versions).
 void jsonRun(JsonWriter& w, const storage::RunRecord& run, const RenderOptions& options);
 
 }  // namespace dynamo::explain

@@ -1,5 +1,6 @@
 // `dynamo-inspect --export DIR trace.db`: every graph of the store drawn as SVG and PNG (its
-// top-level view, and fully expanded when that fits the layout limit), and a plain-text
+// top-level view, and fully expanded when that fits the layout limit; Dynamo's graphs by op
+// kind, AOT joint / forward / backward graphs by their partition), and a plain-text
 // summary, without a display (CI artifacts). Returns the files as (name, bytes) pairs; only the
 // thin main writes them (house style: reports never touch the disk).
 #pragma once
@@ -15,7 +16,7 @@ namespace dynamo::gui {
 
 /// One file to write under the export directory.
 struct ExportFile {
-  std::string name;  ///< relative name: "summary.txt", "graphs/forward-c0-g0.svg"
+  std::string name;  ///< "summary.txt", "graphs/forward-c0-g0.svg", "graphs/forward-c0-aot-joint.png"
   std::string data;  ///< bytes
 };
 

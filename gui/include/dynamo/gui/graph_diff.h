@@ -8,7 +8,13 @@
 //   4. structure: a call whose inputs are all matched, to the unmatched call with the same
 //      target whose inputs are their counterparts (repeated while it finds more);
 //   5. calls by target, in order (longest common subsequence of the remaining targets).
-// The output nodes always match. No Qt.
+// The output nodes always match.
+//
+// Across dialects (a Dynamo graph of torch-level ops against an AOT graph of ATen ops), "target"
+// above reads "op family" (op_families.def: conv2d ~ convolution, batch_norm ~
+// native_batch_norm, linear ~ addmm, ...), an extra round after 3 matches by (family, module
+// path) because ATen graphs carry no source lines, and only tensor shapes and dtypes are
+// compared (targets, arguments and strides differ by nature). No Qt.
 #pragma once
 
 #include <string>
@@ -17,6 +23,15 @@
 #include "dynamo/gui/inspect_graph.h"
 
 namespace dynamo::gui {
+
+/// The op level of a graph: Dynamo's torch-level ops, or ATen ops (AOT graphs).
+enum class GraphDialect { kTorch, kAten };
+
+/// kAten when more than half of the graph's calls are ATen ops (torch.ops.aten.*).
+GraphDialect dialectOf(const InspectGraph& graph);
+
+/// The op family of a call (op_families.def), its base name when in none.
+std::string opFamily(const InspectNode& node);
 
 /// A matched pair whose meta differs.
 struct NodeChange {
@@ -32,6 +47,7 @@ struct GraphDiff {
   std::vector<int> matchRound;      ///< after node -> the round (1..5) that matched it, 0 added
   std::vector<NodeChange> changed;  ///< matched pairs with differences, in `after` order
   int matched = 0, added = 0, removed = 0;  ///< counts
+  bool crossDialect = false;        ///< torch-level against ATen: matched by op family
   /// `after` with the removed nodes of `before` added, each node marked (DiffStatus), and the
   /// changes listed on changed nodes: what the diff view lays out.
   InspectGraphPtr merged;

@@ -1,5 +1,5 @@
-// GraphScene: the laid-out visible graph as QGraphicsItems. Boxes are coloured by op category
-// (or by diff status), collapsed groups are drawn as stacked boxes, expanded groups as frames
+// GraphScene: the laid-out visible graph as QGraphicsItems. Boxes are coloured by an overlay
+// (overlays.def: op kind, tensor size, partition, diff), collapsed groups are drawn as stacked boxes, expanded groups as frames
 // whose title collapses them. Drawing is level-of-detail: zoomed out, boxes are plain rectangles
 // without text and edges straight lines, so a view of 1,500 boxes pans smoothly.
 #pragma once
@@ -10,12 +10,10 @@
 
 #include <memory>
 
+#include "dynamo/gui/overlays.h"
 #include "dynamo/gui/visible_graph.h"
 
 namespace dynamo::gui {
-
-/// What the boxes are coloured by.
-enum class ColourMode { kOpCategory, kDiff };
 
 /// The fill colour of a category / of a diff status.
 QColor categoryColour(OpCategory c);
@@ -28,7 +26,9 @@ class GraphScene : public QGraphicsScene {
 
   /// Replaces the content. The graph, visible graph and layout must belong together.
   void setContent(InspectGraphPtr graph, std::shared_ptr<const VisibleGraph> visible,
-                  std::shared_ptr<const LayoutResult> layout, ColourMode mode);
+                  std::shared_ptr<const LayoutResult> layout, Overlay overlay);
+  /// Recolours the boxes (no new layout).
+  void setOverlay(Overlay overlay);
   void clearContent();
 
   /// Marks the units showing these nodes (search results); an empty set clears the marks.
@@ -40,7 +40,9 @@ class GraphScene : public QGraphicsScene {
 
   const VisibleGraph* visible() const { return visible_.get(); }
   const InspectGraph* graph() const { return graph_.get(); }
-  ColourMode colourMode() const { return mode_; }
+  Overlay overlay() const { return overlay_; }
+  /// The fill a unit is drawn with under the current overlay ("#rrggbb"), "" when not drawn.
+  QString unitFill(const std::string& key) const;
   /// Items made by the last setContent (units, clusters, edges).
   int itemCount() const { return static_cast<int>(items().size()); }
 
@@ -54,7 +56,7 @@ class GraphScene : public QGraphicsScene {
   InspectGraphPtr graph_;
   std::shared_ptr<const VisibleGraph> visible_;
   std::shared_ptr<const LayoutResult> layout_;
-  ColourMode mode_ = ColourMode::kOpCategory;
+  Overlay overlay_ = Overlay::kOpKind;
   std::vector<QGraphicsItem*> unitItems_;
 };
 

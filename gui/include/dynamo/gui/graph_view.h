@@ -1,6 +1,7 @@
 // GraphView: one graph, drawn. A search bar (regular expression over names, ops, targets,
-// module paths and source lines), the zoomable QGraphicsView, and the node panel (target,
-// arguments, tensor meta, user stack) over the source view (the user's line, highlighted).
+// module paths and source lines), the overlay picker and its legend (overlays.def), the zoomable
+// QGraphicsView, and the node panel (target, arguments, tensor meta, user stack) over the
+// source view (the user's line, highlighted).
 //
 // Clicking a collapsed module expands it, clicking an expanded module's title collapses it;
 // every change of what is expanded asks the LayoutEngine for a layout (another process) and
@@ -8,6 +9,7 @@
 // (milliseconds) and builds at most kMaxLayoutUnits boxes.
 #pragma once
 
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QGraphicsView>
 #include <QLabel>
@@ -42,8 +44,15 @@ class GraphView : public QWidget {
   explicit GraphView(std::shared_ptr<LayoutCache> cache = std::make_shared<LayoutCache>(),
                      QWidget* parent = nullptr);
 
-  /// Shows a graph, every group collapsed. `title` names it above the view.
-  void setGraph(InspectGraphPtr graph, const QString& title, ColourMode mode = ColourMode::kOpCategory);
+  /// Shows a graph, every group collapsed. `title` names it above the view. `overlay` colours
+  /// the boxes when it applies to the graph (overlayApplies), else op kind does.
+  void setGraph(InspectGraphPtr graph, const QString& title, Overlay overlay = Overlay::kOpKind);
+  /// Recolours the boxes (no new layout); false when the overlay does not apply to the graph.
+  bool setOverlay(Overlay overlay);
+  Overlay overlay() const { return overlay_; }
+  QComboBox* overlayPicker() const { return overlayBox_; }
+  /// The legend under the picker (HTML: a coloured square and a label per key).
+  QLabel* legend() const { return legend_; }
   /// Shows a message instead of a graph.
   void showMessage(const QString& message);
 
@@ -88,6 +97,8 @@ class GraphView : public QWidget {
   void goToResult(int delta);
   void setStatus(const QString& text);
   QString bigGraphNote() const;
+  void fillOverlayPicker();
+  void showLegend();
 
   std::shared_ptr<LayoutCache> cache_;
   LayoutEngine* engine_;
@@ -97,11 +108,13 @@ class GraphView : public QWidget {
   QLabel* status_;
   QLineEdit* searchBox_;
   QLabel* searchCount_;
+  QComboBox* overlayBox_;
+  QLabel* legend_;
   QTextBrowser* panel_;
   SourceView* source_;
 
   InspectGraphPtr graph_;
-  ColourMode mode_ = ColourMode::kOpCategory;
+  Overlay overlay_ = Overlay::kOpKind;
   std::set<int> expanded_;
   std::shared_ptr<const VisibleGraph> pendingVisible_;
   int pendingTicket_ = 0;

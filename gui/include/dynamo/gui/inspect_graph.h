@@ -45,6 +45,13 @@ OpCategory categorizeOp(std::string_view op, std::string_view target);
 /// A node's state in a diff (graph_diff.h); kNone outside a diff.
 enum class DiffStatus { kNone, kSame, kChanged, kAdded, kRemoved };
 
+/// A node's part in an AOT graph's partition (overlays.def); kNone outside AOT graphs.
+enum class PartitionRole {
+  kNone,
+#define DYNAMO_PARTITION_ROLE(id, name, fill, description) id,
+#include "dynamo/gui/overlays.def"
+};
+
 /// One node.
 struct InspectNode {
   int index = 0;                         ///< position in the graph (inputs, body, output)
@@ -60,6 +67,8 @@ struct InspectNode {
   std::string printed;                   ///< the node as the graph printer writes it
   std::string tensor;                    ///< "f32[1, 64, 56, 56]" or ""
   std::string tensorDetail;              ///< shape, strides, dtype, device, requires_grad
+  std::int64_t tensorBytes = -1;         ///< shape x dtype size; -1 when not a tensor
+  PartitionRole partition = PartitionRole::kNone;  ///< AOT graphs: saved, recomputed, ...
   std::vector<int> inputs;               ///< nodes it uses, in argument order, each once
   std::vector<int> users;                ///< nodes that use it, in graph order
   DiffStatus diff = DiffStatus::kNone;   ///< in a diff graph

@@ -4,7 +4,9 @@
 //   | runs              | [Compiles] [Graph] [Breaks] [Recompiles] [Diff]                |
 //   |  file.py          |  compiles of the frame: attempt, status, reason, time, entry   |
 //   |   forward :12  3  |  -------------------------------------------------------------- |
-//   |   ...             |  [Graphs] [Breaks] [Guards] [Why recompiled]  of the compile   |
+//   |   ...             |  [Graphs] [Breaks] [Guards] [Why recompiled] [Details]         |
+//   |                   |  of the compile (Graphs: Dynamo's and the AOT joint / forward  |
+//   |                   |  / backward graphs; Details: AOT summary, dynamic shapes)      |
 //   +-------------------+---------------------------------------------------------------+
 //   | message banner (bad input, deleted store, ...), also printed on stderr             |
 //
@@ -17,6 +19,7 @@
 #include <QMainWindow>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTextBrowser>
 #include <QTreeView>
 
 #include <memory>
@@ -61,6 +64,8 @@ class MainWindow : public QMainWindow {
   BreaksModel* breaks() const { return breaksModel_; }
   GuardsModel* guards() const { return guardsModel_; }
   FailuresModel* failures() const { return failuresModel_; }
+  /// The Details tab of the selected compile (AOT summary, dynamic shapes, other artifacts).
+  QTextBrowser* detailsView() const { return detailsView_; }
   GraphView* graphView() const { return graphView_; }
   BreaksPanel* breaksPanel() const { return breaksPanel_; }
   RecompilesPanel* recompilesPanel() const { return recompilesPanel_; }
@@ -101,6 +106,7 @@ class MainWindow : public QMainWindow {
   FailuresModel* failuresModel_;
   QTableView* failuresView_;
   QLabel* reasonLabel_;
+  QTextBrowser* detailsView_;
   SourceView* compileSource_;
   GraphView* graphView_;
   BreaksPanel* breaksPanel_;

@@ -4,7 +4,7 @@
 //
 //   RunTreeModel        runs -> source files -> frames (compile count, status colour)
 //   CompilesModel       the compiles of a frame (attempt, status, reason, time, phases, entry)
-//   GraphsModel         the graphs of a compile
+//   GraphsModel         the graphs of a compile (Dynamo's, then its AOT graphs)
 //   BreaksModel         the graph breaks of a compile
 //   GuardsModel         the guards of a compile
 //   FailuresModel       why a compile happened: the failing guards of the entries it replaced
@@ -103,11 +103,18 @@ class CompilesModel : public RecordTable {
   std::vector<storage::CompileRecord> compiles_;
 };
 
+/// The graphs of a compile: Dynamo's (index 0, 1, ...), then the AOT graphs stored as its
+/// artifacts (negative indexes, compile_artifacts.h).
 class GraphsModel : public RecordTable {
   Q_OBJECT
  public:
   using RecordTable::RecordTable;
   void setCompile(const storage::TraceReader& reader, RowId compileId);
+  /// The compile's artifacts, read by the last setCompile (the Details tab shows them).
+  const std::vector<storage::ArtifactRecord>& artifacts() const { return artifacts_; }
+
+ private:
+  std::vector<storage::ArtifactRecord> artifacts_;
 };
 
 class BreaksModel : public RecordTable {

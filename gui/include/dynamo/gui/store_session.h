@@ -34,7 +34,8 @@ struct GraphLoad {
   double readMs = 0, buildMs = 0;   ///< time to read the row, and to parse and build
 };
 
-/// Loads graph `index` of compile `compileId` from the store at `path` (any thread).
+/// Loads graph `index` of compile `compileId` from the store at `path` (any thread). A negative
+/// index is an AOT graph of the compile (compile_artifacts.h), with its partition roles.
 GraphLoad loadGraph(const std::string& path, storage::RowId compileId, int index);
 
 /// The message of an exception thrown while opening or reading a store ("summary (hint: ...)").

@@ -4,13 +4,15 @@
 
 #include <string>
 
+#include "dynamo/gui/overlays.h"
 #include "dynamo/gui/visible_graph.h"
 
 namespace dynamo::gui {
 
-/// Renders `visible` as laid out by `layout`; boxes coloured by op category, or by diff status
-/// when `diffColours` is set. `title` goes in the SVG's <title>.
+/// Renders `visible` as laid out by `layout`, boxes coloured by `overlay` (overlays.def).
+/// `title` goes in the SVG's <title>.
 std::string renderSvg(const InspectGraph& graph, const VisibleGraph& visible,
-                      const LayoutResult& layout, const std::string& title, bool diffColours = false);
+                      const LayoutResult& layout, const std::string& title,
+                      Overlay overlay = Overlay::kOpKind);
 
 }  // namespace dynamo::gui

@@ -67,6 +67,12 @@ std::string formatCrashMarker(const CrashMarker& marker);
 /// crash is known, "" otherwise. `frameFile` is the file as the report shows it (masked, or
 /// crash.frameFile).
 std::string describeCrash(const RunCrash& crash, const std::string& frameFile);
+/// How a run ended, in the words every report uses: "closed" for a run whose writer closed,
+/// describeCrash(...) for one that left a crash marker, else "did not close (still running, or
+/// killed)" (SIGKILL, os._exit, or still running: the store cannot tell which).
+std::string describeRunEnd(const RunRecord& run, const std::string& frameFile);
+/// "closed", "crashed" or "did_not_close": the same three cases, as a key for JSON reports.
+std::string_view runEndKind(const RunRecord& run);
 /// "SIGSEGV" for 11, "signal 42" for a number without a name here.
 std::string signalName(int signal);
 

@@ -124,6 +124,9 @@ class TraceReader {
   std::vector<CodeRecord> code(RowId runId, RowId compileId) const;
   /// Artifacts of a run, in id order.
   std::vector<ArtifactRecord> artifacts(RowId runId) const;
+  /// Artifacts recorded with one compile (its AOT graphs and summary, its dynamic-shapes
+  /// report, ...), in id order; none for an unknown compile.
+  std::vector<ArtifactRecord> artifactsOfCompile(RowId compileId) const;
   /// Row counts of a run, or of the file when runId is 0.
   StoreCounts counts(RowId runId = 0) const;
   /// The result of PRAGMA integrity_check: "ok" when the file is sound.

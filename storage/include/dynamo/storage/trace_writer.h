@@ -4,11 +4,15 @@
 //   --------------                      -----------------------------------
 //   recordX(row) --> [ queue ] -------> BEGIN IMMEDIATE; INSERT ... x N; COMMIT
 //   flush() --- commits the queue itself, on the caller's thread (after any batch in flight)
+//   persist() - one write() of the rows recorded since the last one to "<store>-rows-<run>"
+//               (the row journal, emptied after each batch; replayed by the next opener if the
+//               process dies first)
 //
 // record*() only assigns an id and appends to an in-memory queue: it never touches the disk and
 // never throws for I/O problems. A batch is committed by the writer thread when batchRows rows
 // are waiting or when the oldest has waited maxDelay, or by flush() at once (the compiler flushes
-// after every compile, so a compile is in the store before its code runs). The writer thread
+// after every compile, so a compile is in the store before its code runs; since the row journal
+// it persist()s instead, see below). The writer thread
 // also checkpoints the WAL, on a connection of its own. A row is *acknowledged* once a flush()
 // that began after it was enqueued has returned: it is then in the WAL, and survives the process
 // being killed (not necessarily a power loss: synchronous=NORMAL).
@@ -84,6 +88,14 @@ class TraceWriter {
   /// UserError(kTraceStore) if any row was lost since the writer opened (disk full, queue
   /// overflow, ...).
   void flush();
+  /// Makes every row enqueued before the call survive the process ending (SIGKILL, a crash,
+  /// os._exit; not a power loss) without committing it: one write() appends the rows to the
+  /// store's row journal "<store>-rows-<run>" (no fsync). The writer thread's next batch commits
+  /// them as usual and the journal is emptied; if the process dies first, the next writer or
+  /// reader that opens the store inserts them. The first call (and any call once the journal
+  /// cannot be written) commits like flush() instead. Throws like flush(). The compiler calls it
+  /// after every compile: a compile's rows then cost one write() before its code runs.
+  void persist();
   /// Flushes, records the run's end time, stops the writer thread and closes the file.
   /// Idempotent. Throws like flush(). record*() after close() throws UserError.
   void close();

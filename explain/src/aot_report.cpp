@@ -1,0 +1,305 @@
+// The AOT records of the trace store and their reports (aot_report.h).
+#include "dynamo/explain/aot_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "dynamo/common/format.h"
+#include "dynamo/explain/render_util.h"
+
+#include <nlohmann/json.hpp>
+
+namespace dynamo::explain {
+
+using storage::ArtifactRecord;
+using storage::RowId;
+
+namespace {
+
+constexpr const char* kAotArtifact = "dynamo.aot";
+constexpr const char* kGraphPrefix = "dynamo.aot.";
+
+// The phases in pipeline order; others (none today) after them, by name.
+const std::vector<std::string>& phaseOrder() {
+  static const std::vector<std::string> order = {"trace", "import", "partition", "compile_forward",
+                                                 "compile_backward"};
+  return order;
+}
+
+std::string str(const nlohmann::json& doc, const char* key) {
+  auto it = doc.find(key);
+  return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::vector<std::string> strings(const nlohmann::json& doc, const char* key) {
+  std::vector<std::string> out;
+  auto it = doc.find(key);
+  if (it == doc.end() || !it->is_array()) return out;
+  for (const nlohmann::json& v : *it)
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  return out;
+}
+
+std::optional<AotGraphSize> graphSize(const std::string& serialized) {
+  nlohmann::json doc = nlohmann::json::parse(serialized, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return std::nullopt;
+  auto nodes = doc.find("nodes");
+  if (nodes == doc.end() || !nodes->is_array()) return std::nullopt;
+  AotGraphSize size;
+  for (const nlohmann::json& node : *nodes) {
+    ++size.nodes;
+    std::string op = node.is_object() ? str(node, "op") : std::string();
+    if (op == "call_function" || op == "call_method" || op == "call_module") ++size.ops;
+  }
+  return size;
+}
+
+GraphAot parseRecord(const std::string& data) {
+  GraphAot aot;
+  nlohmann::json doc = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) {
+    aot.backend = "an AOT backend";
+    aot.fallback = "(the dynamo.aot artifact is not a JSON object)";
+    return aot;
+  }
+  aot.backend = str(doc, "backend");
+  aot.function = str(doc, "function");
+  aot.file = str(doc, "file");
+  if (auto it = doc.find("line"); it != doc.end() && it->is_number_integer())
+    aot.line = it->get<int>();
+  if (auto it = doc.find("training"); it != doc.end() && it->is_boolean())
+    aot.training = it->get<bool>();
+  aot.partitionMode = str(doc, "partition_mode");
+  aot.fallback = str(doc, "fallback");
+  if (auto it = doc.find("phases_ms"); it != doc.end() && it->is_object()) {
+    std::vector<std::pair<std::string, std::int64_t>> phases;
+    for (const auto& [name, ms] : it->items())
+      if (ms.is_number())
+        phases.emplace_back(name, std::llround(ms.get<double>() * 1000.0));
+    const auto& order = phaseOrder();
+    auto rank = [&](const std::string& name) {
+      return std::find(order.begin(), order.end(), name) - order.begin();
+    };
+    std::stable_sort(phases.begin(), phases.end(),
+                     [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+    aot.phasesUs = std::move(phases);
+  }
+  aot.mutatedInputs = strings(doc, "mutated_inputs");
+  aot.partitioned = doc.contains("summary");
+  aot.saved = strings(doc, "saved");
+  aot.recomputed = strings(doc, "recomputed");
+  if (auto it = doc.find("bytes_saved"); it != doc.end() && it->is_number_integer())
+    aot.bytesSaved = it->get<std::int64_t>();
+  aot.summary = str(doc, "summary");
+  if (auto it = doc.find("decompositions"); it != doc.end() && it->is_object())
+    for (const auto& [group, n] : it->items())
+      if (n.is_number_integer()) aot.decompositions[group] = n.get<int>();
+  return aot;
+}
+
+std::string sizeText(const AotGraphSize& s) {
+  return plural(s.nodes, "node") + " (" + plural(s.ops, "op") + ")";
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "-" : out;
+}
+
+std::string masked(const std::string& file, const ReportOptions& options) {
+  RenderOptions r;
+  r.masked = options.maskVolatile;
+  return displayPath(file, r);
+}
+
+std::string duration(std::int64_t us, const ReportOptions& options) {
+  return options.maskVolatile ? "<masked>" : formatMicroseconds(us);
+}
+
+}  // namespace
+
+std::int64_t GraphAot::compileUs() const {
+  std::int64_t total = 0;
+  for (const auto& [name, us] : phasesUs) total += us;
+  return total;
+}
+
+std::vector<GraphAot> readAotRecords(const std::vector<ArtifactRecord>& artifacts, bool keepGraphs) {
+  std::vector<const ArtifactRecord*> rows;
+  for (const ArtifactRecord& a : artifacts)
+    if (a.name.rfind(kAotArtifact, 0) == 0) rows.push_back(&a);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const ArtifactRecord* a, const ArtifactRecord* b) { return a->id < b->id; });
+  std::vector<GraphAot> out;
+  const std::string prefix = kGraphPrefix;
+  for (const ArtifactRecord* a : rows) {
+    if (a->name == kAotArtifact) {
+      out.push_back(parseRecord(a->data));
+      continue;
+    }
+    if (out.empty() || a->name.size() <= prefix.size() || a->name.rfind(prefix, 0) != 0) continue;
+    std::string which = a->name.substr(prefix.size());
+    GraphAot& aot = out.back();
+    std::optional<AotGraphSize> size = graphSize(a->data);
+    if (which == "joint") aot.joint = size;
+    else if (which == "forward") aot.forward = size;
+    else if (which == "backward") aot.backward = size;
+    else continue;
+    if (keepGraphs) aot.graphs.emplace_back(which, a->data);
+  }
+  return out;
+}
+
+std::map<RowId, std::vector<GraphAot>> aotRecordsOfRun(const storage::TraceReader& reader,
+                                                       RowId runId, bool keepGraphs) {
+  std::map<RowId, std::vector<ArtifactRecord>> byCompile;
+  for (ArtifactRecord& a : reader.artifacts(runId))
+    if (a.compileId != 0 && a.name.rfind(kAotArtifact, 0) == 0)
+      byCompile[a.compileId].push_back(std::move(a));
+  std::map<RowId, std::vector<GraphAot>> out;
+  for (const auto& [compileId, rows] : byCompile) {
+    std::vector<GraphAot> records = readAotRecords(rows, keepGraphs);
+    if (!records.empty()) out[compileId] = std::move(records);
+  }
+  return out;
+}
+
+std::vector<GraphAot> aotRecordsOfCompile(const storage::TraceReader& reader, RowId compileId) {
+  for (const storage::RunRecord& run : reader.runs()) {
+    std::vector<ArtifactRecord> rows;
+    for (ArtifactRecord& a : reader.artifacts(run.id))
+      if (a.compileId == compileId) rows.push_back(std::move(a));
+    if (!rows.empty()) return readAotRecords(rows, /*keepGraphs=*/true);
+  }
+  return {};
+}
+
+std::string renderAot(const storage::TraceReader& reader, const ReportOptions& options) {
+  std::ostringstream out;
+  int shown = 0;
+  for (const storage::RunRecord& run : reader.runs()) {
+    std::map<RowId, std::vector<GraphAot>> records = aotRecordsOfRun(reader, run.id);
+    if (records.empty()) continue;
+    out << (shown++ ? "\n" : "") << "run " << run.id << "\n";
+    for (const storage::FrameRecord& f : reader.frames(run.id)) {
+      bool frameShown = false;
+      for (const storage::CompileRecord& c : reader.compilesOfFrame(f.id)) {
+        auto it = records.find(c.id);
+        if (it == records.end()) continue;
+        if (!frameShown) {
+          out << "  " << f.name << " (" << masked(f.file, options) << ":" << f.firstLine << ")\n";
+          frameShown = true;
+        }
+        int index = 0;
+        for (const GraphAot& a : it->second) {
+          out << "    compile #" << c.attempt << " (id "
+              << (options.maskVolatile ? std::string("<masked>") : std::to_string(c.id))
+              << "), graph " << index++ << ": "
+              << a.backend;
+          if (!a.fallback.empty()) {
+            out << " runs it on the eager runner: " << a.fallback << "\n";
+            continue;
+          }
+          out << " (" << (a.training ? "training" : "inference") << ") in "
+              << duration(a.compileUs(), options) << "\n";
+          std::string sizes;
+          for (const auto& [name, size] : {std::pair{"joint", &a.joint}, std::pair{"forward", &a.forward},
+                                           std::pair{"backward", &a.backward}})
+            if (size->has_value())
+              sizes += (sizes.empty() ? "" : ", ") + std::string(name) + " " + sizeText(**size);
+          if (!sizes.empty()) out << "       graphs: " << sizes << "\n";
+          if (a.partitioned) {
+            out << "       partition (" << a.partitionMode << "): " << a.summary << "\n";
+            out << "         saved: " << joined(a.saved) << "\n";
+            out << "         recomputed: " << joined(a.recomputed) << "\n";
+          }
+          if (!a.mutatedInputs.empty())
+            out << "       mutated inputs: " << joined(a.mutatedInputs) << "\n";
+          if (!a.decompositions.empty()) {
+            std::string groups;
+            for (const auto& [group, n] : a.decompositions)
+              groups += (groups.empty() ? "" : ", ") + group + " " + std::to_string(n);
+            out << "       decompositions: " << groups << "\n";
+          }
+          std::string phases;
+          for (const auto& [name, us] : a.phasesUs)
+            phases += (phases.empty() ? "" : ", ") + name + " " + duration(us, options);
+          if (!phases.empty()) out << "       phases: " << phases << "\n";
+        }
+      }
+    }
+  }
+  if (shown == 0) out << "no AOT compiles (no graph went to aot_eager or another AOT backend)\n";
+  return out.str();
+}
+
+std::string aotLine(const GraphAot& a, const RenderOptions& o) {
+  if (!a.fallback.empty()) return a.backend + ": runs on the eager runner: " + a.fallback;
+  std::string line = a.backend + " (" + (a.training ? "training" : "inference") + "):";
+  std::string sizes;
+  for (const auto& [name, size] : {std::pair{"joint", &a.joint}, std::pair{"forward", &a.forward},
+                                   std::pair{"backward", &a.backward}})
+    if (size->has_value())
+      sizes += (sizes.empty() ? " " : ", ") + std::string(name) + " " +
+               plural((*size)->nodes, "node");
+  line += sizes;
+  if (a.partitioned) line += "; " + a.partitionMode + " partition: " + a.summary;
+  return line + "; " + displayDuration(a.compileUs(), o);
+}
+
+void jsonAot(JsonWriter& w, const GraphAot& a, const RenderOptions& o) {
+  w.beginObject();
+  w.key("backend").value(a.backend);
+  w.key("training").value(a.training);
+  w.key("fallback");
+  if (a.fallback.empty()) w.null();
+  else w.value(a.fallback);
+  for (const auto& [name, size] : {std::pair{"joint", &a.joint}, std::pair{"forward", &a.forward},
+                                   std::pair{"backward", &a.backward}}) {
+    w.key(name);
+    if (!size->has_value()) {
+      w.null();
+      continue;
+    }
+    w.beginObject();
+    w.key("nodes").value((*size)->nodes);
+    w.key("ops").value((*size)->ops);
+    w.endObject();
+  }
+  w.key("partition");
+  if (!a.partitioned) {
+    w.null();
+  } else {
+    w.beginObject();
+    w.key("mode").value(a.partitionMode);
+    w.key("saved_values").value(static_cast<std::int64_t>(a.saved.size()));
+    w.key("recomputed_nodes").value(static_cast<std::int64_t>(a.recomputed.size()));
+    w.key("bytes_saved").value(a.bytesSaved);
+    w.key("saved").beginArray();
+    for (const std::string& n : a.saved) w.value(n);
+    w.endArray();
+    w.key("recomputed").beginArray();
+    for (const std::string& n : a.recomputed) w.value(n);
+    w.endArray();
+    w.endObject();
+  }
+  w.key("mutated_inputs").beginArray();
+  for (const std::string& n : a.mutatedInputs) w.value(n);
+  w.endArray();
+  w.key("decompositions").beginObject();
+  for (const auto& [group, n] : a.decompositions) w.key(group).value(n);
+  w.endObject();
+  w.key("compile_time_us");
+  jsonTime(w, a.compileUs(), o);
+  w.key("phases_us").beginObject();
+  for (const auto& [name, us] : a.phasesUs) {
+    w.key(name);
+    jsonTime(w, us, o);
+  }
+  w.endObject();
+  w.endObject();
+}
+
+}  // namespace dynamo::explain

@@ -1,0 +1,269 @@
+// AOT records, graph indexes, partition roles and the Details text (see compile_artifacts.h).
+#include "dynamo/gui/compile_artifacts.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "dynamo/gui/graph_diff.h"
+#include "dynamo/gui/overlays.h"
+
+namespace dynamo::gui {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::string_view kGraphPrefix = "dynamo.aot.";
+
+/// The kind of a graph artifact name ("dynamo.aot.forward"), false for any other name.
+bool graphKindOf(const std::string& name, AotGraphKind& kind) {
+  if (name.rfind(kGraphPrefix, 0) != 0) return false;
+  const std::string_view rest = std::string_view(name).substr(kGraphPrefix.size());
+  for (AotGraphKind k : {AotGraphKind::kJoint, AotGraphKind::kForward, AotGraphKind::kBackward})
+    if (rest == aotGraphKindName(k)) {
+      kind = k;
+      return true;
+    }
+  return false;
+}
+
+std::vector<std::string> strings(const Json& doc, const char* key) {
+  std::vector<std::string> out;
+  auto it = doc.find(key);
+  if (it == doc.end() || !it->is_array()) return out;
+  for (const Json& v : *it)
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  return out;
+}
+
+std::string text(const Json& doc, const char* key) {
+  auto it = doc.find(key);
+  return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+void readSummary(const std::string& data, AotRecord& r) {
+  Json doc = Json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) {
+    r.error = "the dynamo.aot artifact is not a JSON object";
+    return;
+  }
+  r.backend = text(doc, "backend");
+  r.partitionMode = text(doc, "partition_mode");
+  r.summary = text(doc, "summary");
+  if (auto it = doc.find("fallback"); it != doc.end() && it->is_string()) r.fallback = it->get<std::string>();
+  if (auto it = doc.find("training"); it != doc.end() && it->is_boolean()) r.training = it->get<bool>();
+  if (auto it = doc.find("bytes_saved"); it != doc.end() && it->is_number_integer())
+    r.bytesSaved = it->get<std::int64_t>();
+  r.saved = strings(doc, "saved");
+  r.recomputed = strings(doc, "recomputed");
+  r.mutatedInputs = strings(doc, "mutated_inputs");
+  if (auto it = doc.find("phases_ms"); it != doc.end() && it->is_object())
+    for (auto p = it->begin(); p != it->end(); ++p)
+      if (p->is_number()) r.phasesMs.emplace_back(p.key(), p->get<double>());
+  if (auto it = doc.find("decompositions"); it != doc.end() && it->is_object())
+    for (auto p = it->begin(); p != it->end(); ++p)
+      if (p->is_number_integer()) r.decompositions.emplace_back(p.key(), p->get<std::int64_t>());
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string joined(const std::vector<std::string>& v, std::size_t most = 40) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size() && i < most; ++i) out += (i ? ", " : "") + v[i];
+  if (v.size() > most) out += ", ... (" + std::to_string(v.size() - most) + " more)";
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+std::string_view aotGraphKindName(AotGraphKind kind) {
+  switch (kind) {
+    case AotGraphKind::kJoint: return "joint";
+    case AotGraphKind::kForward: return "forward";
+    case AotGraphKind::kBackward: return "backward";
+  }
+  return "";
+}
+
+int aotGraphIndex(int ordinal, AotGraphKind kind) { return -1 - (3 * ordinal + static_cast<int>(kind)); }
+
+bool decodeAotGraphIndex(int index, int& ordinal, AotGraphKind& kind) {
+  if (index >= 0) return false;
+  const int k = -1 - index;
+  ordinal = k / 3;
+  kind = static_cast<AotGraphKind>(k % 3);
+  return true;
+}
+
+std::string graphIndexLabel(int index) {
+  int ordinal = 0;
+  AotGraphKind kind{};
+  if (!decodeAotGraphIndex(index, ordinal, kind)) return "graph " + std::to_string(index);
+  return std::string("AOT ") + (ordinal > 0 ? "#" + std::to_string(ordinal + 1) + " " : "") +
+         std::string(aotGraphKindName(kind)) + " graph";
+}
+
+std::vector<AotRecord> aotRecords(const std::vector<storage::ArtifactRecord>& artifacts) {
+  std::vector<AotRecord> out;
+  for (const storage::ArtifactRecord& a : artifacts) {
+    AotGraphKind kind{};
+    if (a.name == kAotArtifact) {
+      AotRecord r;
+      r.ordinal = static_cast<int>(out.size());
+      readSummary(a.data, r);
+      out.push_back(std::move(r));
+    } else if (graphKindOf(a.name, kind)) {
+      // A graph with no summary before it, or a second graph of a kind: a record of its own.
+      const bool fresh = out.empty() || std::any_of(out.back().graphs.begin(), out.back().graphs.end(),
+                                                    [&](const AotGraphRef& g) { return g.kind == kind; });
+      if (fresh) {
+        AotRecord r;
+        r.ordinal = static_cast<int>(out.size());
+        r.error = "no dynamo.aot summary was recorded before this graph";
+        out.push_back(std::move(r));
+      }
+      AotRecord& r = out.back();
+      r.graphs.push_back({kind, aotGraphIndex(r.ordinal, kind), a.id, a.data.size()});
+    }
+  }
+  return out;
+}
+
+const storage::ArtifactRecord* aotGraphArtifact(const std::vector<storage::ArtifactRecord>& artifacts,
+                                                int index) {
+  const std::vector<AotRecord> records = aotRecords(artifacts);
+  for (const AotRecord& r : records)
+    for (const AotGraphRef& g : r.graphs)
+      if (g.index == index)
+        for (const storage::ArtifactRecord& a : artifacts)
+          if (a.id == g.artifactId) return &a;
+  return nullptr;
+}
+
+InspectGraphPtr withPartitionRoles(const InspectGraph& graph, AotGraphKind kind, const AotRecord& record) {
+  if (record.error.empty() && !record.training) return std::make_shared<InspectGraph>(graph);  // no partition
+  const std::set<std::string> saved(record.saved.begin(), record.saved.end());
+  const std::set<std::string> recomputed(record.recomputed.begin(), record.recomputed.end());
+  std::vector<InspectNode> nodes = graph.nodes();
+  // Joint graph: backward = depends on a tangent (inputs come before their users).
+  std::vector<bool> backward(nodes.size(), kind == AotGraphKind::kBackward);
+  if (kind == AotGraphKind::kJoint)
+    for (InspectNode& n : nodes) {
+      if (n.op == "placeholder") backward[static_cast<size_t>(n.index)] = n.target.rfind("tangents", 0) == 0;
+      for (int in : n.inputs)
+        if (backward[static_cast<size_t>(in)]) backward[static_cast<size_t>(n.index)] = true;
+    }
+  for (InspectNode& n : nodes) {
+    if (n.op == "output") continue;
+    if (saved.count(n.name)) n.partition = PartitionRole::kSaved;
+    else if (recomputed.count(n.name)) n.partition = PartitionRole::kRecomputed;
+    else n.partition = backward[static_cast<size_t>(n.index)] ? PartitionRole::kBackward : PartitionRole::kForward;
+  }
+  return InspectGraph::make(std::move(nodes), graph.hash());
+}
+
+InspectGraphPtr withDynamoContext(const InspectGraph& aot, const InspectGraph& dynamo) {
+  const GraphDiff d = diffGraphs(dynamo, aot);
+  std::vector<InspectNode> nodes = aot.nodes();
+  std::vector<bool> matched(nodes.size(), false);
+  for (InspectNode& n : nodes) {
+    const int m = d.beforeOfAfter[static_cast<size_t>(n.index)];
+    if (m < 0 || n.op == "output") continue;
+    const InspectNode& from = dynamo.node(m);
+    matched[static_cast<size_t>(n.index)] = true;
+    n.modulePath = from.modulePath;
+    n.location = from.location;
+    n.userStack = from.userStack;
+  }
+  for (InspectNode& n : nodes) {
+    if (matched[static_cast<size_t>(n.index)] || n.op == "placeholder" || n.op == "output") continue;
+    const std::string* best = nullptr;
+    for (int in : n.inputs) {
+      const InspectNode& i = nodes[static_cast<size_t>(in)];
+      if (i.modulePath.empty()) continue;
+      if (matched[static_cast<size_t>(in)]) {
+        best = &i.modulePath;
+        break;
+      }
+      if (!best) best = &i.modulePath;
+    }
+    if (best) n.modulePath = *best;
+  }
+  return InspectGraph::make(std::move(nodes), aot.hash());
+}
+
+InspectGraphPtr withContextOf(const InspectGraph& graph, const InspectGraph& named) {
+  std::unordered_map<std::string, int> byName;
+  for (const InspectNode& n : named.nodes())
+    if (n.op != "output") byName.emplace(n.name, n.index);
+  std::vector<InspectNode> nodes = graph.nodes();
+  for (InspectNode& n : nodes) {
+    auto it = byName.find(n.name);
+    if (it == byName.end() || n.op == "output") continue;
+    const InspectNode& from = named.node(it->second);
+    n.modulePath = from.modulePath;
+    n.location = from.location;
+    n.userStack = from.userStack;
+  }
+  return InspectGraph::make(std::move(nodes), graph.hash());
+}
+
+std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts) {
+  std::ostringstream o;
+  const std::vector<AotRecord> records = aotRecords(artifacts);
+  for (const AotRecord& r : records) {
+    o << "AOT compile" << (records.size() > 1 ? " #" + std::to_string(r.ordinal + 1) : std::string()) << "\n";
+    if (!r.error.empty()) o << "  note: " << r.error << "\n";
+    if (!r.backend.empty())
+      o << "  backend: " << r.backend << " (" << (r.training ? "training" : "inference") << ")\n";
+    if (!r.fallback.empty()) o << "  runs on the eager runner: " << r.fallback << "\n";
+    if (r.training && !r.partitionMode.empty()) o << "  partition: " << r.partitionMode << ": " << r.summary << "\n";
+    if (r.training && r.fallback.empty()) {
+      o << "  saved for backward (" << r.saved.size() << ", " << formatBytes(r.bytesSaved) << "): "
+        << joined(r.saved) << "\n";
+      o << "  recomputed in backward (" << r.recomputed.size() << "): " << joined(r.recomputed) << "\n";
+    }
+    if (!r.mutatedInputs.empty()) o << "  inputs written in place: " << joined(r.mutatedInputs) << "\n";
+    if (!r.phasesMs.empty()) {
+      o << "  compile time:";
+      for (const auto& [phase, ms] : r.phasesMs) o << " " << phase << " " << fmt("%.1f", ms) << " ms";
+      o << "\n";
+    }
+    if (!r.decompositions.empty()) {
+      o << "  decompositions:";
+      for (const auto& [group, n] : r.decompositions) o << " " << group << " " << n;
+      o << "\n";
+    }
+    o << "  graphs:";
+    for (const AotGraphRef& g : r.graphs) o << " " << aotGraphKindName(g.kind) << " (" << formatBytes(static_cast<std::int64_t>(g.bytes)) << " of JSON)";
+    if (r.graphs.empty()) o << " none stored";
+    o << "\n\n";
+  }
+  for (const storage::ArtifactRecord& a : artifacts)
+    if (a.name == kDynamicShapesArtifact) {
+      o << "Dynamic shapes\n";
+      std::istringstream in(a.data);
+      for (std::string line; std::getline(in, line);) o << "  " << line << "\n";
+      o << "\n";
+    }
+  bool header = false;
+  for (const storage::ArtifactRecord& a : artifacts) {
+    AotGraphKind kind{};
+    if (a.name == kAotArtifact || a.name == kDynamicShapesArtifact || graphKindOf(a.name, kind)) continue;
+    if (!header) o << "Other artifacts\n";
+    header = true;
+    o << "  " << a.name << " (" << a.mediaType << ", " << formatBytes(static_cast<std::int64_t>(a.data.size())) << ")\n";
+  }
+  if (artifacts.empty()) o << "This compile recorded no artifacts (no AOT graphs, no dynamic shapes).\n";
+  return o.str();
+}
+
+}  // namespace dynamo::gui
