@@ -1,6 +1,7 @@
 """dynamo.optimize / compile / run / disable / reset: the user-facing API over the frame hook."""
 import functools
 import inspect
+import os
 import sys
 import threading
 
@@ -78,7 +79,12 @@ def _library_prefixes():
 
 
 def _make_handle(backend, fullgraph, force_codes=(), dynamic=None):
+    if os.environ.get("DYNAMO_BISECT_BACKEND"):
+        backend = os.environ["DYNAMO_BISECT_BACKEND"]   # dynamo-bisect's backend ladder (docs/bisect.md)
     name, fn = backends.lookup(backend)
+    if os.environ.get("DYNAMO_REPRO_AFTER"):
+        from dynamo.minifier import capture  # dynamo-minify's capture run (docs/minify.md)
+        name, fn = capture.wrap_backend(name, fn)
     if config.debug_function and config.debug_function not in _debug_function_seen:
         if not _debug_function_seen:
             import atexit

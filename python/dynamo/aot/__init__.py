@@ -15,6 +15,7 @@ to the trace store as artifacts of the compile (``dynamo.aot``, ``dynamo.aot.joi
 ``dynamo.aot.forward``, ``dynamo.aot.backward``).
 """
 import json
+import os
 import threading
 import time
 
@@ -79,6 +80,9 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
     if parts is not None and any(n.op != "placeholder" and n.op != "output" for n in parts[0].graph.nodes):
         return _compile_split(parts, examples, backend, function, file, line, fw_compiler, bw_compiler)
     sources = [n.meta.get("dynamo_source", n.name) for n in gm.graph.nodes if n.op == "placeholder"]
+    if os.environ.get("DYNAMO_REPRO_AFTER") == "aot":
+        from dynamo.minifier import aot_stage  # dynamo-minify --after=aot (docs/minify.md)
+        fw_compiler, bw_compiler = aot_stage.wrap_compilers(fw_compiler, bw_compiler, backend)
     try:
         fn = _compile(gm, list(examples), sources, rec, mode, decompose, fw_compiler, bw_compiler)
     except Fallback as e:

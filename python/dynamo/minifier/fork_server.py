@@ -159,16 +159,31 @@ class ForkServer:
     """
 
     def __init__(self, preload=("torch",), python: Optional[str] = None,
-                 env: Optional[dict] = None):
+                 env: Optional[dict] = None, stderr=None):
         self._preload = list(preload)
         self._python = python or sys.executable
         self._env = env
+        self._stderr = stderr    # where the queries' output goes (default: inherited)
         self._proc: Optional[subprocess.Popen] = None
+        self._ready = False
         self.queries = 0
 
+    def launch(self) -> "ForkServer":
+        """Starts the server process without waiting for it to import torch (start() or the
+        first query waits): the caller can do other work meanwhile."""
+        if self._proc is None:
+            self._spawn()
+        return self
+
     def start(self) -> "ForkServer":
-        if self._proc is not None:
-            return self
+        if self._proc is None:
+            self._spawn()
+        if not self._ready:
+            self._wait_ready()
+        return self
+
+    def _spawn(self) -> None:
+        self._ready = False
         env = dict(os.environ if self._env is None else self._env)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
@@ -176,13 +191,15 @@ class ForkServer:
             [self._python, "-c",
              "from dynamo.minifier.fork_server import _server_main; _server_main()",
              *self._preload],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+
+    def _wait_ready(self) -> None:
         ready = _recv(self._proc.stdout)
         if not ready:
             code = self._proc.wait()
             self._proc = None
             raise RuntimeError(f"the minifier's fork server did not start (exit code {code})")
-        return self
+        self._ready = True
 
     def query(self, target: str, *args, timeout: Optional[float] = None,
               **kwargs) -> QueryResult:
@@ -202,6 +219,7 @@ class ForkServer:
             self._proc.stdin.close()
             self._proc.wait()
             self._proc = None
+            self._ready = False
 
     def __enter__(self) -> "ForkServer":
         return self.start()

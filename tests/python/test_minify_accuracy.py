@@ -1,0 +1,31 @@
+"""dynamo-minify --accuracy: a backend whose relu is off by 1e-2 (tests/python/minify_faults.py) is
+minified to the relu alone; the repro raises AssertionError naming the divergence in a fresh
+process. The same through DYNAMO_REPRO_LEVEL=4."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from minify_util import SMALL_MODEL, repro_nodes, run, run_repro  # noqa: E402
+
+
+def test_divergence_is_minified_to_the_wrong_op(tmp_path):
+    code, _, err = run("dynamo-minify", "--accuracy", "--tol", "1e-4", "-o", tmp_path / "r.py",
+                       SMALL_MODEL, "wrong_on_relu", cwd=tmp_path)
+    assert code == 0, err
+    assert "graph 0 (13 nodes, backend wrong_on_relu) fails: divergence from fp64 eager beyond the tolerance" in err
+    nodes = repro_nodes((tmp_path / "r.py").read_text())
+    assert len(nodes) == 1 and ".relu()" in nodes[0], nodes
+    rc, out = run_repro(tmp_path / "r.py", tmp_path)
+    assert rc == 1
+    assert ("AssertionError: the compiled graph diverges from fp64 eager at a Tensor.relu node "
+            "(error 0.01, tolerance 0.0001)") in out
+
+
+def test_within_tolerance_is_not_a_failure(tmp_path):
+    """The same backend with a tolerance above its error: nothing to minify (exit 0)."""
+    code, _, err = run("dynamo-minify", "-o", tmp_path / "r.py", SMALL_MODEL, "wrong_on_relu",
+                       cwd=tmp_path, env={"DYNAMO_REPRO_LEVEL": "4"})
+    assert code == 0, err
+    assert "(no output diverged beyond --tol 0.001): nothing to minify, nothing written" in err
+    assert not (tmp_path / "r.py").exists() and not (tmp_path / "r_minify").exists()

@@ -1,0 +1,68 @@
+"""dynamo-bisect end to end on the small conv net with faults injected into a backend of the
+ladder (MINIFY_FAULT_OVERRIDE, tests/python/minify_faults.py): it names the backend, the
+decomposition group, the graph and the diverging node, with a command for each step, and leaves
+nothing behind outside its own run directory."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from minify_util import SMALL_MODEL, run  # noqa: E402
+
+
+def test_accuracy_bisect_names_backend_graph_and_node(tmp_path):
+    code, _, err = run("dynamo-bisect", "--accuracy", "--tol", "1e-4", "--workdir", "b",
+                       SMALL_MODEL, "aot_eager", cwd=tmp_path,
+                       env={"MINIFY_FAULT_OVERRIDE": "aot_eager:wrong_on_relu"})
+    assert code == 0, err
+    lines = err.splitlines()
+    assert "dynamo-bisect:   backend eager: passes" in lines
+    assert ("dynamo-bisect:   backend aot_eager: FAILS: divergence from fp64 eager beyond the "
+            "tolerance") in lines
+    assert "dynamo-bisect: backend: aot_eager is the first backend of the ladder that fails" in lines
+    assert (f"dynamo-bisect:   reproduce: DYNAMO_REPRO_AFTER=dynamo DYNAMO_REPRO_LEVEL=4 "
+            f"DYNAMO_REPRO_TOL=0.0001 DYNAMO_BISECT_BACKEND=aot_eager python3 {SMALL_MODEL} "
+            f"aot_eager") in lines
+    assert ("dynamo-bisect: pass: no pass of passes.def is involved (disabling all of them: "
+            "still fails)") in lines
+    assert any(line.startswith("dynamo-bisect: graph: graph 0 of the run (13 nodes, first op at "
+                               f"{SMALL_MODEL}:20: ") for line in lines), err
+    node = next(line for line in lines if line.startswith("dynamo-bisect: node: "))
+    assert node.startswith("dynamo-bisect: node: relu (Tensor.relu) is the first node whose value "
+                           "diverges from fp64 eager beyond 0.0001 (")
+    assert node.endswith(f"queries); from {SMALL_MODEL}:22: y = self.conv2(y).relu()")
+    # All state is in the run's directory; nothing else was written.
+    assert os.listdir(tmp_path) == ["b"]
+    result = json.loads((tmp_path / "b" / "result.json").read_text())
+    assert [s["step"] for s in result["steps"]] == ["backend", "pass", "graph", "node"]
+    assert [r["label"] for r in result["runs"]] == ["original", "backend-eager", "backend-aot_eager",
+                                                    "passes-1"]
+    # The trace store of the bisection: the bisection with its steps, then the script's 4 runs.
+    import dynamo.trace
+    with dynamo.trace.open(tmp_path / "b" / "trace.db") as store:
+        runs = store.runs()
+        assert [r["argv"][0] for r in runs] == ["dynamo-bisect"] + [SMALL_MODEL] * 4
+        arts = store.artifacts(runs[0]["id"])
+    assert [a["name"] for a in arts] == ["dynamo.bisect.step"] * 4 + ["dynamo.bisect.result"]
+    assert [json.loads(a["data"]) for a in arts[:4]] == result["steps"]
+
+
+def test_decomposition_group_is_found(tmp_path):
+    code, _, err = run("dynamo-bisect", "--backends", "aot_eager_decomp_partition", "--workdir",
+                       "b", SMALL_MODEL, "aot_eager_decomp_partition", cwd=tmp_path,
+                       env={"MINIFY_FAULT_OVERRIDE": "aot_eager_decomp_partition:decomp_raise_on_amax"})
+    assert code == 0, err
+    lines = err.splitlines()
+    assert ("dynamo-bisect: decomposition: disabling decomposition group softmax makes the failure "
+            "go away (4 runs)") in lines
+    assert (f"dynamo-bisect:   reproduce: DYNAMO_BISECT_BACKEND=aot_eager_decomp_partition "
+            f"DYNAMO_AOT_DISABLE_DECOMPS=softmax python3 {SMALL_MODEL} aot_eager_decomp_partition") in lines
+    assert "dynamo-bisect:   reproduce: dynamo-minify --resume b/backend-aot_eager_decomp_partition" in lines
+
+
+def test_script_that_does_not_fail(tmp_path):
+    code, _, err = run("dynamo-bisect", "--workdir", "b", SMALL_MODEL, "eager", cwd=tmp_path)
+    assert code == 0
+    assert err == (f"dynamo-bisect: {SMALL_MODEL} ran without a failure in any compiled graph: "
+                   f"nothing to bisect\n")
