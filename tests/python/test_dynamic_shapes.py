@@ -57,6 +57,10 @@ def test_twenty_batch_sizes_compile_at_most_three_times_and_match_eager(records)
     assert records.compiled[2]["reason"].startswith(
         "input.size()[0] is 1, outside [2, inf] (sizes 0 and 1 are specialised: a size that becomes 0 or 1 recompiles)")
     assert "sizes 0 and 1 are specialised" in records.compiled[2]["dynamic_shapes"]
+    # The shape-guard failure as data: which input, which dim, the range expected, the size seen.
+    failures = [f for m in records.compiled[2]["misses"] for f in m["failures"] if f["kind"] == "SHAPE_ENV"]
+    assert [(f["source"], f["dim"], f["property"], f["expected"], f["seen"]) for f in failures] == [
+        ("input", 0, "shape", "in [2, inf]", "1")]
 
 
 def test_training_step_with_dynamic_batch_matches_eager(records):
@@ -164,6 +168,8 @@ def test_duck_sized_relation_the_graph_depends_on_is_guarded(records):
     with pytest.raises(RuntimeError):
         cf(torch.randn(5, 3), torch.randn(7, 3))
     assert any("duck sizing" in r["reason"] for r in records.all[2:])
+    failures = [f for r in records.all[2:] for m in r["misses"] for f in m["failures"] if f["kind"] == "SHAPE_ENV"]
+    assert [(f["source"], f["dim"], f["expected"], f["seen"]) for f in failures] == [("x", 0, "== y.size()[0] (7)", "5")]
 
 
 def test_relation_the_graph_does_not_depend_on_is_not_guarded(records):

@@ -78,14 +78,7 @@ class GuardSetCheck : public GuardCheck {
     FrameValues v = valuesOf(frame);
     lastFailures_ = set_.failures(v);
     if (lastFailures_.empty() && shapes_) {
-      std::string r = shapes_->failureReason(v);
-      if (!r.empty()) {
-        GuardFailure f;
-        f.kind = GuardKind::kShapeEnv;
-        f.reason = std::move(r);
-        f.property = "shape";
-        lastFailures_.push_back(std::move(f));
-      }
+      if (std::optional<GuardFailure> f = shapes_->failure(v)) lastFailures_.push_back(std::move(*f));
     }
     std::string out;
     for (const GuardFailure& f : lastFailures_) out += (out.empty() ? "" : "\n") + f.str();
