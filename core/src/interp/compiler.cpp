@@ -265,8 +265,26 @@ class Compiler : public FrameCompiler {
       DYNAMO_INTERNAL_ASSERT(restart < 64, "too many restarts");
       auto ctx = std::make_unique<CompileContext>(fv, code, topts);
       auto root = std::make_unique<Tracer>(*ctx, code, frame.globals(), frame.builtins());
-      ValueRef returned = root->run();
+      ValueRef returned = runTrace(*ctx, *root);
       const RootBreak* brk = root->rootBreak();
+      if (brk && topts.symbolicInts && ctx->symIntsMade > 0) {
+        // A break in a trace with symbolic ints: trace again with every int constant. Where that
+        // trace breaks elsewhere (or not at all), the ints caused the break: keep the plain trace.
+        TraceOptions plain = topts;
+        plain.symbolicInts = false;
+        auto ctx2 = std::make_unique<CompileContext>(fv, code, plain);
+        auto root2 = std::make_unique<Tracer>(*ctx2, code, frame.globals(), frame.builtins());
+        ValueRef returned2 = runTrace(*ctx2, *root2);
+        const RootBreak* brk2 = root2->rootBreak();
+        if (!brk2 || brk2->instruction != brk->instruction || brk2->info.kind != brk->info.kind ||
+            brk2->needsRestart != brk->needsRestart) {
+          topts = plain;
+          root = std::move(root2);  // before ctx: the tracer refers to its context
+          ctx = std::move(ctx2);
+          returned = returned2;
+          brk = brk2;
+        }
+      }
       if (brk && brk->needsRestart) {
         rec.breaks.push_back(recordOf(brk->info));
         GraphBreak forced = brk->info;
@@ -291,8 +309,14 @@ class Compiler : public FrameCompiler {
         }
       }
       rec.captureMs = msSince(tTrace);
+      ActiveCompile active(*ctx);
       return finish(frame, code, *ctx, *root, returned, brk, rec);
     }
+  }
+
+  static ValueRef runTrace(CompileContext& ctx, Tracer& root) {
+    ActiveCompile active(ctx);
+    return root.run();
   }
 
   static bool initialGrad() {

@@ -8,6 +8,7 @@
 #include <opcode.h>
 
 #include "codegen.h"
+#include "sym_values.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
@@ -394,6 +395,8 @@ Source moduleGlobalsSource(PyObject* globals) {
 
 bool Tracer::truthiness(const ValueRef& v) {
   switch (v->kind) {
+    case ValueKind::kSymInt:
+      return symIntTruth(ctx_, v);
     case ValueKind::kConst: {
       int r = PyObject_IsTrue(v->py());
       if (r < 0) throw PythonError{};

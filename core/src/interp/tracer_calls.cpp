@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "dynamic.h"
+#include "sym_values.h"
 #include "torch_api.h"
 #include "tracer.h"
 
@@ -869,6 +870,9 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
       return args[0]->kind == ValueKind::kTuple ? makeTuple(items) : makeList(items);
     }
     if (name == "getitem" && args.size() == 2) return getItem(ctx, args[0], args[1]);
+    if (kwargs.empty() && anySymInt(args)) {
+      if (ValueRef r = symIntOperator(ctx, name, args)) return r;
+    }
     return foldOrBreak(ctx, fn, args, kwargs);
   }
   if (mod == "math" || mod == "cmath") {

@@ -109,6 +109,7 @@ std::optional<ShapeFailure> ShapeEnv::firstFailure(const std::vector<int64_t>& v
     if (!ranges_[id].contains(values[id])) {
       int64_t v = values[id];
       std::string why = (v == 0 || v == 1) ? " (sizes 0 and 1 are specialised: a size that becomes 0 or 1 recompiles)" : "";
+      if (sources_[id][0].dim < 0) why = v < 2 ? " (ints below 2 are constants: a value below 2 recompiles)" : "";
       auto pr = pinReasons_.find(id);
       if (pr != pinReasons_.end()) why = " (specialised: " + pr->second + ")";
       ShapeFailure f;
