@@ -351,6 +351,21 @@ std::string dimName(const ShapeGuards::DimSource& ds) {
   return ds.dim < 0 ? ds.tensor.name() : ds.tensor.name() + ".size()[" + std::to_string(ds.dim) + "]";
 }
 
+// The stripped text of file:line through linecache ("" when unknown). Slow path only.
+std::string sourceLineOf(const std::string& file, int line) {
+  static PyObject* linecache = PyImport_ImportModule("linecache");  // new ref, kept
+  if (linecache == nullptr) {
+    PyErr_Clear();
+    return "";
+  }
+  PyObject* text = PyObject_CallMethod(linecache, "getline", "si", file.c_str(), line);  // new ref
+  std::string out = text != nullptr && PyUnicode_Check(text) ? PyUnicode_AsUTF8(text) : "";
+  Py_XDECREF(text);
+  PyErr_Clear();
+  size_t a = out.find_first_not_of(" \t\r\n"), b = out.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : out.substr(a, b - a + 1);
+}
+
 GuardFailure shapeFailure(const ShapeGuards::DimSource& ds, std::string reason, std::string expected, std::string seen) {
   GuardFailure f;
   f.kind = GuardKind::kShapeEnv;
@@ -451,6 +466,17 @@ std::optional<GuardFailure> ShapeGuards::failure(const FrameValues& frame) const
   }
   GuardFailure out = shapeFailure(ds, f->reason, f->expected, f->seen);
   if (!ds.tensor) out.sourceName.clear();
+  // "file.py:12": the line of the guard or of the specialisation.
+  size_t colon = f->where.rfind(':');
+  if (colon != std::string::npos && colon > 0) {
+    try {
+      out.where.line = std::stoi(f->where.substr(colon + 1));
+      out.where.file = f->where.substr(0, colon);
+      out.where.sourceLine = sourceLineOf(out.where.file, out.where.line);
+    } catch (const std::exception&) {
+      out.where = {};
+    }
+  }
   return out;
 }
 

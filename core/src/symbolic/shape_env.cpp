@@ -85,6 +85,7 @@ int64_t ShapeEnv::pin(int id, const std::string& where, const std::string& why) 
   if (!pinned(id)) {
     ranges_[id] = Range{h, h};
     pinReasons_[id] = why + (where.empty() ? "" : " at " + where);
+    pinWhere_[id] = where;
   }
   return h;
 }
@@ -116,6 +117,8 @@ std::optional<ShapeFailure> ShapeEnv::firstFailure(const std::vector<int64_t>& v
       f.reason = sources_[id][0].name + " is " + std::to_string(v) + ", outside " + ranges_[id].str() + why;
       f.symbol = id;
       f.expected = pinned(id) ? "== " + std::to_string(ranges_[id].lo) : "in " + ranges_[id].str();
+      auto pw = pinWhere_.find(id);
+      if (pw != pinWhere_.end()) f.where = pw->second;
       f.seen = std::to_string(v);
       return f;
     }

@@ -164,7 +164,7 @@ struct ShapeFailure {
   int symbol = -1;       ///< the symbol whose range failed, or the first one of the failing relation
   std::string expected;  ///< "in [2, inf]", "== 8", or the relation: "x.size()[0] == 2*y.size()[0]"
   std::string seen;      ///< "1", or each symbol of the relation with its value: "x.size()[0] = 6, y.size()[0] = 4"
-  std::string where;     ///< the guard's user line ("model.py:41"), "" when none
+  std::string where;     ///< the user line of the guard or of the specialisation ("model.py:41"), "" when none
 };
 
 /// The symbols and guards of one compile (shape_env.cpp).
@@ -217,7 +217,8 @@ class ShapeEnv {
   std::vector<Range> ranges_;
   std::vector<std::vector<SymbolSource>> sources_;
   std::map<int64_t, int> duck_;
-  std::map<int, std::string> pinReasons_;  // symbol -> "Python loop count at m.py:3"  // hint -> symbol, for duck sizing
+  std::map<int, std::string> pinReasons_;  // symbol -> "Python loop count at m.py:3"
+  std::map<int, std::string> pinWhere_;    // symbol -> "m.py:3", the line that pinned it
   std::vector<ShapeGuard> guards_;
 };
 
