@@ -86,9 +86,25 @@ void addPhases(std::vector<storage::CompilePhase>& total,
   }
 }
 
+// The symbols and shape guards of the newest compile that has symbols; every specialisation and
+// note of every compile (they say why later compiles stayed static), each once.
+void mergeDynamicShapes(DynamicShapes& into, const DynamicShapes& d) {
+  if (!d.dynamic.empty()) {
+    into.dynamic = d.dynamic;
+    into.guards = d.guards;
+  }
+  auto addAll = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
+    for (const std::string& s : from)
+      if (std::find(to.begin(), to.end(), s) == to.end()) to.push_back(s);
+  };
+  addAll(into.specialised, d.specialised);
+  addAll(into.notes, d.notes);
+}
+
 FunctionReport buildFunction(const TraceReader& reader, const storage::FrameRecord& frame,
                              const std::vector<CompileRecord>& compiles,
                              const storage::EntryHits& hits,
+                             const std::map<RowId, std::string>& dynamicShapes,
                              std::vector<BreakGroup>& rawRunBreaks) {
   FunctionReport f;
   f.name = frame.name;
@@ -100,6 +116,8 @@ FunctionReport buildFunction(const TraceReader& reader, const storage::FrameReco
     f.compileUs += c.durationUs;
     addPhases(f.phases, c.phases);
     if (!storage::compileMadeEntry(c)) f.notCompiledReason = c.reason;
+    auto dyn = dynamicShapes.find(c.id);
+    if (dyn != dynamicShapes.end()) mergeDynamicShapes(f.dynamicShapes, parseDynamicShapes(dyn->second));
     for (const storage::GraphRecord& g : reader.graphs(c.id))
       f.graphs.push_back({c.id, c.attempt, g.index, g.numNodes, graphOpCounts(g.serialized)});
     f.guards += static_cast<std::int64_t>(reader.guards(c.id).size());
@@ -119,10 +137,13 @@ RunExplain buildRun(const TraceReader& reader, const storage::RunRecord& run) {
   r.run = run;
   storage::EntryHits hits = reader.entryHits(run.id);
   r.hitsRecorded = hits.recorded;
+  std::map<RowId, std::string> dynamicShapes;  // compile id -> its dynamic-shape record
+  for (const storage::ArtifactRecord& a : reader.artifacts(run.id))
+    if (a.name == kDynamicShapesArtifact && a.compileId != 0) dynamicShapes[a.compileId] = a.data;
   for (const storage::FrameRecord& frame : reader.frames(run.id)) {
     std::vector<CompileRecord> compiles = reader.compilesOfFrame(frame.id);
     if (compiles.empty()) continue;
-    r.functions.push_back(buildFunction(reader, frame, compiles, hits, r.breaks));
+    r.functions.push_back(buildFunction(reader, frame, compiles, hits, dynamicShapes, r.breaks));
     const FunctionReport& f = r.functions.back();
     r.compiles += f.compiles;
     r.graphs += static_cast<std::int64_t>(f.graphs.size());
