@@ -265,7 +265,16 @@ class Compiler : public FrameCompiler {
       DYNAMO_INTERNAL_ASSERT(restart < 64, "too many restarts");
       auto ctx = std::make_unique<CompileContext>(fv, code, topts);
       auto root = std::make_unique<Tracer>(*ctx, code, frame.globals(), frame.builtins());
-      ValueRef returned = runTrace(*ctx, *root);
+      ValueRef returned;
+      try {
+        returned = runTrace(*ctx, *root);
+      } catch (const std::exception&) {
+        // An error of a trace with symbolic ints: trace again with every int constant.
+        if (!topts.symbolicInts || ctx->symIntsMade == 0) throw;
+        PyErr_Clear();
+        topts.symbolicInts = false;
+        continue;
+      }
       const RootBreak* brk = root->rootBreak();
       if (brk && topts.symbolicInts && ctx->symIntsMade > 0) {
         // A break in a trace with symbolic ints: trace again with every int constant. Where that
@@ -366,6 +375,12 @@ class Compiler : public FrameCompiler {
     if (ctx.switchesGradMode) spec.restoreGradMode = ctx.initialGradEnabled ? 1 : 0;
     if (spec.hasGraph) {
       BackendRequest request{graph, ctx.realInputs, rec.function, rec.where, opts_.suppressErrors};
+      for (int id = 0; id < ctx.shapes.numSymbols() && !request.dynamic; ++id) request.dynamic = !ctx.shapes.pinned(id);
+      if (request.dynamic && !opts_.backendHandlesDynamic) {
+        rec.dynamicShapes += "backend '" + opts_.backendName + "' specialises its graph on the input sizes: this entry "
+                             "compiles the graph once per distinct input size when called (the function is not "
+                             "recompiled)\n";
+      }
       // A fatal signal from here on is "crashed in a backend" in a traced run's crash marker
       // (the sink names the compile's first call once the compile is recorded).
       if (const auto& sink = compileSink()) sink->backendStarting();
@@ -389,7 +404,7 @@ class Compiler : public FrameCompiler {
   // The dynamic-shape policy of `code` (null: every size static, with the reason in the record).
   std::shared_ptr<DynamicState> dynamicState(PyCodeObject* code, CompileRecord& rec) {
     if (opts_.dynamic == 0) return nullptr;
-    if (!opts_.backendHandlesDynamic) {
+    if (!opts_.backendHandlesDynamic && !opts_.backendPerSize) {
       rec.dynamicShapes = "every size is static: backend '" + opts_.backendName +
                           "' specialises its graph on the example sizes (one compile per size)\n";
       return nullptr;
