@@ -133,9 +133,10 @@ Suggestion shapeGuardSuggestion(const Pattern& p, const std::string& n) {
     std::string why = f.reason.substr(at + 14);
     if (!why.empty() && why.back() == ')') why.pop_back();
     return {p.id,
-            head + "it was specialised (" + why + "), so every value compiles its own entry; compute with tensor ops "
-                   "whose sizes follow the input (x.flatten(1) rather than x.view(x.shape[0], -1)) and keep the "
-                   "value out of Python code (loop counts, lists), or pad or bucket the input to a few sizes",
+            head + "it was specialised (" + why + "), so every value compiles its own entry; read sizes one by "
+                   "one (x.size(0), x.shape[0], b, t = x.shape) or use tensor ops whose sizes follow the input "
+                   "(x.flatten(1)), keep them out of Python code (loop counts, lists), or pad or bucket the input "
+                   "to a few sizes",
             f.createdAt};
   }
   if (f.expected.rfind("in [", 0) == 0) {

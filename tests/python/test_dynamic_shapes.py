@@ -142,8 +142,8 @@ def test_mark_static_keeps_a_size_static(records):
 
 def test_a_size_read_as_a_python_int_is_specialised_with_a_guard(records):
     def f(x):
-        b = x.shape[0]
-        return x.view(b, -1) * 2
+        shape = x.shape  # the whole torch.Size, as Python ints
+        return x.view(shape[0], -1) * 2
     cf = dynamo.compile(f)
     for b in [4, 6, 8, 10]:
         x = torch.randn(b, 3, 4)
@@ -304,3 +304,41 @@ def test_dynamic_dims_and_shape_guards_go_to_the_trace_store(tmp_path):
     assert len(failures) == 1
     assert failures[0]["caused_compile_id"] == compiles[2]["id"]
     assert failures[0]["reason"].startswith("input.size()[0] is 1, outside [2, inf]")
+
+
+def test_sizes_read_one_by_one_stay_symbolic(records):
+    # x.shape[0], x.size(1) and `b, t, d = x.shape` give symbolic ints (x.size(k) nodes in the
+    # graph) that view/reshape take without specialising.
+    def f(x):
+        b, t, d = x.shape
+        return x.view(b, -1).sum(1) + x.view(x.shape[0] * t, d).sum(0).sum() + x.size(2)
+    cf = dynamo.compile(f)
+    for b in [2, 3, 5, 8, 13]:
+        x = torch.randn(b, 4, 3)
+        assert torch.equal(cf(x), f(x)), b
+    assert len(records.compiled) == 2
+    assert "specialised" not in records.compiled[1]["dynamic_shapes"]
+    assert records.compiled[1]["graphs"][0]["op_counts"]["torch.Tensor.size"] >= 1
+
+
+def test_a_branch_on_a_size_relation_is_guarded_with_its_line(records):
+    def f(x, y):
+        if x.size(0) == 2 * y.size(0):
+            return x.sum(0) * 2 + y.sum(0)
+        return x.sum(0) - y.sum(0)
+    cf = dynamo.compile(f)
+    for b in [2, 3, 5, 7]:
+        x, y = torch.randn(2 * b, 3), torch.randn(b, 3)
+        assert torch.equal(cf(x, y), f(x, y)), b
+    assert len(records.compiled) == 2
+    text = records.compiled[1]["dynamic_shapes"]
+    line = f.__code__.co_firstlineno + 1
+    assert f"x.size()[0] == 2*y.size()[0]  # comparison at {__file__}:{line}" in text, text
+    # The relation changes: the guard fails (naming both sizes) and the other branch compiles.
+    x, y = torch.randn(10, 3), torch.randn(4, 3)
+    assert torch.equal(cf(x, y), f(x, y))
+    assert len(records.compiled) == 3
+    failures = [fl for m in records.compiled[2]["misses"] for fl in m["failures"] if fl["kind"] == "SHAPE_ENV"]
+    assert [(fl["source"], fl["dim"], fl["expected"], fl["seen"]) for fl in failures] == [
+        ("x", 0, "x.size()[0] == 2*y.size()[0]", "x.size()[0] = 10, y.size()[0] = 4")]
+    assert failures[0]["created_at"]["line"] == line

@@ -223,3 +223,19 @@ def test_the_int_is_a_graph_input(records):
     graph = compiled(records)[1]["graphs"][0]
     assert graph["num_inputs"] == 2 and graph["op_counts"] == {"operator.add": 1, "operator.mul": 1}
     assert '{"op":"placeholder","name":"n","source":"n"' in graph["json"]
+
+
+def test_ints_inside_a_tuple_argument_stay_exact(records):
+    # torchvision's clip_boxes_to_image(boxes, (height, width)): the tuple's ints become symbolic
+    # after they change; the tuple must not be folded into a constant with the first values.
+    def clip(boxes, size):
+        height, width = size
+        return torch.stack((boxes[..., 0::2].clamp(min=0, max=width),
+                            boxes[..., 1::2].clamp(min=0, max=height)), dim=2).reshape(boxes.shape)
+    cf = dynamo.compile(clip)
+    torch.manual_seed(0)
+    for size in [(128, 160), (120, 160), (146, 128), (120, 160), (146, 128), (99, 77)]:
+        boxes = torch.rand(50, 4) * 300
+        assert torch.equal(cf(boxes, size), clip(boxes, size)), size
+    assert len(compiled(records)) == 3
+    assert "size[1] is dynamic (s1)" in compiled(records)[2]["dynamic_shapes"]

@@ -237,7 +237,7 @@ def test_value_crossing_a_break_names_the_break_line_and_suggests_keeping_a_tens
 
 
 def by_shape(x):
-    return x.view(x.shape[0], -1) * 2
+    return x.view(tuple(x.shape)[0], -1) * 2
 
 
 def test_a_failing_shape_guard_of_a_dynamic_entry_is_a_shape_guard_suggestion():
@@ -255,5 +255,5 @@ def test_a_failing_shape_guard_of_a_dynamic_entry_is_a_shape_guard_suggestion():
         "seen: 4, 5, 6): it was specialised (x.shape read as Python ints at ")
     where = shape[0]["where"]
     assert where["file"].endswith("test_profile_api.py")
-    assert (where["line"], where["source_line"]) == (_line(by_shape, "x.view(x.shape[0]"),
-                                                     "return x.view(x.shape[0], -1) * 2")
+    assert (where["line"], where["source_line"]) == (_line(by_shape, "x.view(tuple(x.shape)"),
+                                                     "return x.view(tuple(x.shape)[0], -1) * 2")

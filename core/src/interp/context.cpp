@@ -176,9 +176,19 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
       } else if (PyTuple_CheckExact(obj)) {
         guard(source, makeTypeMatch(obj));
         guard(source, makeLengthCheck(PyTuple_GET_SIZE(obj)));
+        std::vector<ValueRef> items;
+        bool symbolic = false;
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
           PyObjectRef idx = PyObjectRef::steal(PyLong_FromSsize_t(i));
-          wrap(PyTuple_GET_ITEM(obj, i), Source::item(source, idx.get()), guarded);
+          items.push_back(wrap(PyTuple_GET_ITEM(obj, i), Source::item(source, idx.get()), guarded));
+          symbolic = symbolic || !items.back()->isConst();
+        }
+        // An item that is a symbolic int (its value guarded by the shape guards only) must not
+        // be folded into a constant tuple.
+        if (symbolic) {
+          ValueRef t = makeTuple(std::move(items));
+          t->source = source;
+          return t;
         }
       } else {
         guard(source, makeIdMatch(obj));

@@ -3,6 +3,7 @@
 // graph serves every value.
 //
 //   frame int `step` (changed since the last compile)      kSymInt: symInt = s0, node = placeholder
+//   x.size(0), x.shape[0], b, t = x.shape (dynamic dims)    kSymInt: symInt = s0, node = x.size(0)
 //   step * 2, step + n, step // 4 ...                       kSymInt: symInt = 2*s0 ..., node = operator.mul
 //   x * step, torch.add(x, step)                            graph node taking the int node as argument
 //   step > 10, if step % 10: ...                            constant bool, guard `s0 > 10` with its line
@@ -26,6 +27,12 @@ namespace dynamo::core::interp {
 /// kSymInt whose run-time value is a graph input (one per source), guarded by type only (its value
 /// by the shape guards). Null when it stays a constant.
 ValueRef wrapSymIntInput(CompileContext& ctx, PyObject* obj, const Source& source);
+
+/// Size `dim` of the tensor value `tensor` (x.size(0), x.shape[1], b, t = x.shape) as a kSymInt
+/// whose run-time value is an `x.size(dim)` node, when it depends on a free symbol; a constant
+/// int when it does not; null when symbolic ints are off or `dim` is out of range (the caller
+/// then reads the sizes as before: specialised).
+ValueRef symbolicSize(CompileContext& ctx, const ValueRef& tensor, int64_t dim);
 
 /// True when some argument is a kSymInt (not looking into containers).
 bool anySymInt(const std::vector<ValueRef>& args);

@@ -233,6 +233,7 @@ class Tracer {
   void push(ValueRef v) { stack_.push_back(std::move(v)); }
   void jumpTo(int target) { next_ = target; }
   bool truthiness(const ValueRef& v);
+  bool symbolicShapeRead(const ValueRef& tensor);
   ValueRef loadGlobal(const std::string& name);
   ValueRef loadName(const bytecode::Instruction& ins);
   void doCall(int nargs);

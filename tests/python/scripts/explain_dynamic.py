@@ -13,7 +13,7 @@ def f(x, n):
 
 
 def scaled(x):
-    return x.view(x.shape[0], -1) * 2
+    return x.view(tuple(x.shape)[0], -1) * 2
 
 
 f_c = dynamo.compile(f)
