@@ -4,18 +4,22 @@
     PYTHONPATH=build/python /usr/bin/python3 bench/dynamic_shapes.py --quick    # a few s
 
 1. A varying-length workload: a TransformerEncoder (2 layers, d_model 32, eval) fed 30 sequence
-   lengths (2..31) and an MLP fed 20 batch sizes (1..64), with dynamic=False (one compile per
-   size, until cache_size_limit, then eager) and with the default automatic dynamic shapes.
-   Reported: compiles, total compile time (sum of the compile records' totals), the workload's
-   time, and whether every output equals eager bitwise.
+   lengths (2..31), an MLP fed 20 batch sizes (1..64), a multi-head self-attention block fed 24
+   (batch, sequence) shapes, and a step function `x * step + step // 4` called with 30 step
+   counts (a symbolic int), each with dynamic=False (one compile per size, until
+   cache_size_limit, then eager) and with the default automatic dynamic shapes. Reported:
+   compiles, total compile time (sum of the compile records' totals), the workload's time, and
+   whether every output equals eager bitwise.
 2. Per-call cost of the guards: x * 2 on a (4, 8) tensor compiled static and with both dimensions
-   marked dynamic; each call's cost above eager (thread CPU time, medians of interleaved
-   repeats). The goal: the dynamic entry's added cost at most 1.2x the static one's.
+   marked dynamic; and `x * n` with a branch on `n > 4` (a relation guard on a symbolic int)
+   against the same code with n constant; each call's cost above eager (thread CPU time, medians
+   of interleaved repeats). The goal: the dynamic entry's added cost at most 1.2x the static one's.
 
 Output: one JSON line per measurement, then a table. Timings are never asserted.
 """
 import argparse
 import json
+import random
 import statistics
 import time
 
@@ -24,9 +28,41 @@ import torch
 import dynamo
 
 
+class Attention(torch.nn.Module):
+    """Multi-head self-attention over (batch, sequence, 32) with 4 heads."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(d, d) for _ in range(3))
+        self.out = torch.nn.Linear(d, d)
+        self.heads, self.scale = heads, (d // heads) ** -0.5
+
+    def forward(self, x):
+        q, k, v = (p(x).unflatten(-1, (self.heads, -1)).transpose(1, 2) for p in (self.q, self.k, self.v))
+        att = ((q @ k.transpose(-2, -1)) * self.scale).softmax(-1)
+        return self.out((att @ v).transpose(1, 2).flatten(2))
+
+
+def step_fn(x, step):
+    return x * step + step // 4
+
+
 def workload(kind, dynamic, quick):
     torch.manual_seed(0)
-    if kind == "transformer":
+    call = None
+    if kind == "attention":
+        model = Attention().eval()
+        shapes = [(b, t) for b in (2, 3, 5, 8) for t in (4, 7, 9, 16, 20, 31)]
+        random.Random(0).shuffle(shapes)
+        sizes = shapes[: 8 if quick else 24]
+        make = lambda bt: torch.randn(bt[0], bt[1], 32)  # noqa: E731
+    elif kind == "step-int":
+        model = step_fn
+        x = torch.randn(4, 8)
+        sizes = list(range(10 if quick else 30))
+        make = lambda n: n  # noqa: E731
+        call = lambda fn, n: fn(x, n)  # noqa: E731
+    elif kind == "transformer":
         layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0)
         model = torch.nn.TransformerEncoder(layer, num_layers=2).eval()
         sizes = list(range(2, 12 if quick else 32))
@@ -44,8 +80,9 @@ def workload(kind, dynamic, quick):
         t0 = time.perf_counter()
         with torch.no_grad():
             for n in sizes:
-                x = make(n)
-                exact = exact and torch.equal(f(x), model(x))
+                a = make(n)
+                run = call or (lambda fn, a: fn(a))
+                exact = exact and torch.equal(run(f, a), run(model, a))
         wall = time.perf_counter() - t0
     finally:
         dynamo.remove_compile_listener(records.append)
@@ -58,27 +95,44 @@ def workload(kind, dynamic, quick):
     }
 
 
-def guard_cost(quick):
-    def f(x):
-        return x * 2
+def times_two(x):
+    return x * 2
+
+
+def int_branch(x, n):
+    if n > 4:
+        return x * n
+    return x - n
+
+
+def guard_cost(quick, case="x_times_2"):
     calls, repeats = (5_000, 3) if quick else (40_000, 15)
-    xs, xd = torch.randn(4, 8), torch.randn(4, 8)
-    dynamo.mark_dynamic(xd, 0)
-    dynamo.mark_dynamic(xd, 1)
     dynamo.reset()
+    if case == "x_times_2":
+        f = times_two
+        xs, xd = (torch.randn(4, 8),), (torch.randn(4, 8),)
+        dynamo.mark_dynamic(xd[0], 0)
+        dynamo.mark_dynamic(xd[0], 1)
+        warm_d = [xd]
+    else:  # int_branch: n a symbolic int (after 5 -> 6) with the guard n > 4
+        f = int_branch
+        xs, xd = (torch.randn(4, 8), 6), (torch.randn(4, 8), 6)
+        warm_d = [(xd[0], 5), xd]
     static_f = dynamo.compile(f, dynamic=False)
-    dyn_f = dynamo.compile(f)
-    static_f(xs)
+    static_f(*xs)
     # Another code object for the dynamic entry, so each code has exactly one entry.
     g = type(f)(f.__code__.replace(co_name="g"), f.__globals__)
     dyn_f = dynamo.compile(g)
-    dyn_f(xd)
+    # int_branch: 5 compiles a constant entry, 6 the symbolic one; entries are tried newest
+    # first, so the timed calls check the symbolic entry's guards only.
+    for args in warm_d:
+        dyn_f(*args)
     variants = {"eager": (f, xs), "static": (static_f, xs), "dynamic": (dyn_f, xd)}
 
     def loop(fn, x):
         t0 = time.thread_time_ns()
         for _ in range(calls):
-            fn(x)
+            fn(*x)
         return (time.thread_time_ns() - t0) / calls / 1000.0
     for fn, x in variants.values():
         loop(fn, x)
@@ -89,7 +143,7 @@ def guard_cost(quick):
     added_s = statistics.median(s - e for s, e in zip(samples["static"], samples["eager"]))
     added_d = statistics.median(d - e for d, e in zip(samples["dynamic"], samples["eager"]))
     return {
-        "bench": "dynamic_shapes", "case": "guard_cost_x_times_2", "calls": calls, "repeats": repeats,
+        "bench": "dynamic_shapes", "case": "guard_cost_" + case, "calls": calls, "repeats": repeats,
         "eager_us": round(statistics.median(samples["eager"]), 3),
         "static_added_us": round(added_s, 3), "dynamic_added_us": round(added_d, 3),
         "dynamic_over_static": round(added_d / added_s, 3) if added_s > 0 else None, "goal": 1.2,
@@ -102,18 +156,20 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     rows = []
-    for kind in ("mlp", "transformer"):
+    for kind in ("mlp", "transformer", "attention", "step-int"):
         for dynamic in (False, None):
             rows.append(workload(kind, dynamic, args.quick))
             print(json.dumps(rows[-1]), flush=True)
-    cost = guard_cost(args.quick)
-    print(json.dumps(cost), flush=True)
+    costs = [guard_cost(args.quick, case) for case in ("x_times_2", "int_branch")]
+    for cost in costs:
+        print(json.dumps(cost), flush=True)
     print(f"{'workload':12} {'mode':10} {'sizes':>5} {'compiles':>8} {'limit':>5} {'compile_ms':>10} {'run_s':>7} exact")
     for r in rows:
         print(f"{r['workload']:12} {r['mode']:10} {r['sizes']:>5} {r['compiles']:>8} {r['cache_limit_hits']:>5} "
               f"{r['compile_ms']:>10} {r['workload_s']:>7} {r['exact']}")
-    print(f"guard cost per call above eager: static {cost['static_added_us']} us, dynamic "
-          f"{cost['dynamic_added_us']} us, ratio {cost['dynamic_over_static']} (goal <= 1.2)")
+    for cost in costs:
+        print(f"guard cost per call above eager ({cost['case']}): static {cost['static_added_us']} us, dynamic "
+              f"{cost['dynamic_added_us']} us, ratio {cost['dynamic_over_static']} (goal <= 1.2)")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@
 #include "backends_internal.h"
 #include "dynamo/core/graph_fx.h"
 
+#include <map>
+
 namespace dynamo::backends {
 namespace {
 
@@ -27,12 +29,50 @@ class AotFn final : public core::CompiledGraphFn {
   core::PyObjectRef fn_;
 };
 
+class AotBackend;
+
+// A graph with dynamic sizes (BackendRequest::dynamic): the AOT layer traces with the example
+// sizes, so each distinct input signature (tensor sizes and strides, int values) gets its own
+// AOT compile, made on the first call with it and kept in this cache entry. The function itself
+// is not recompiled, and no call runs eagerly for want of a cache entry.
+class PerSizeAotFn final : public core::CompiledGraphFn {
+ public:
+  PerSizeAotFn(const AotBackend& backend, const core::BackendRequest& r)
+      : backend_(backend), graph_(r.graph), function_(r.function), where_(r.where), suppress_(r.suppressErrors) {}
+  PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override;
+  /// Compiles for the example inputs now (errors surface at compile time, as without sizes).
+  void prime(const std::vector<PyObject*>& examples) const { forInputs(examples.data(), examples.size()); }
+
+ private:
+  const core::CompiledGraphFn& forInputs(PyObject* const* inputs, size_t count) const;
+  // The key of a call: per input, a tensor's sizes and strides, an int's value, else its type.
+  static std::string signature(PyObject* const* inputs, size_t count);
+
+  const AotBackend& backend_;  // the compiler's backend outlives its cache entries
+  core::Graph graph_;
+  std::string function_;
+  SourceLocation where_;
+  bool suppress_;
+  mutable std::map<std::string, std::unique_ptr<core::CompiledGraphFn>> bySignature_;  // GIL held
+};
+
 class AotBackend final : public core::Backend {
  public:
   explicit AotBackend(std::string name) : name_(std::move(name)) {}
   const std::string& name() const override { return name_; }
 
   std::unique_ptr<core::CompiledGraphFn> compile(const core::BackendRequest& r) const override {
+    if (r.dynamic) {
+      auto fn = std::make_unique<PerSizeAotFn>(*this, r);
+      std::vector<PyObject*> first;
+      for (const core::PyObjectRef& e : r.examples) first.push_back(e.get());
+      fn->prime(first);
+      return fn;
+    }
+    return compileStatic(r);
+  }
+
+  std::unique_ptr<core::CompiledGraphFn> compileStatic(const core::BackendRequest& r) const {
     core::PyObjectRef result = callPython(r);
     if (PyUnicode_Check(result.get())) return eager_->compile(r);  // the fallback reason
     return std::make_unique<AotFn>(std::move(result));
@@ -87,6 +127,52 @@ class AotBackend final : public core::Backend {
   std::string name_;
   std::shared_ptr<core::Backend> eager_ = makeEagerBackend();
 };
+
+using core::PyObjectRef;
+
+std::string PerSizeAotFn::signature(PyObject* const* inputs, size_t count) {
+  std::string key;
+  for (size_t i = 0; i < count; ++i) {
+    PyObject* in = inputs[i];  // borrowed
+    if (PyLong_CheckExact(in)) {
+      PyObjectRef text = PyObjectRef::steal(PyObject_Repr(in));
+      key += "i" + std::string(text ? PyUnicode_AsUTF8(text.get()) : "?") + ";";
+    } else if (PyObject_HasAttrString(in, "stride") && PyObject_HasAttrString(in, "shape")) {
+      PyObjectRef shape = PyObjectRef::steal(PyObject_GetAttrString(in, "shape"));
+      PyObjectRef stride = PyObjectRef::steal(PyObject_CallMethod(in, "stride", nullptr));
+      PyObjectRef a = PyObjectRef::steal(shape ? PyObject_Repr(shape.get()) : nullptr);
+      PyObjectRef b = PyObjectRef::steal(stride ? PyObject_Repr(stride.get()) : nullptr);
+      key += "t" + std::string(a ? PyUnicode_AsUTF8(a.get()) : "?") + std::string(b ? PyUnicode_AsUTF8(b.get()) : "?") + ";";
+    } else {
+      key += std::string("o") + Py_TYPE(in)->tp_name + ";";
+    }
+    PyErr_Clear();
+  }
+  return key;
+}
+
+const core::CompiledGraphFn& PerSizeAotFn::forInputs(PyObject* const* inputs, size_t count) const {
+  std::string key = signature(inputs, count);
+  auto it = bySignature_.find(key);
+  if (it != bySignature_.end()) return *it->second;
+  std::vector<core::PyObjectRef> examples;
+  for (size_t i = 0; i < count; ++i) examples.push_back(core::PyObjectRef::borrow(inputs[i]));
+  core::BackendRequest r{graph_, examples, function_, where_, suppress_};
+  auto fn = backend_.compileStatic(r);
+  return *bySignature_.emplace(key, std::move(fn)).first->second;
+}
+
+PyObject* PerSizeAotFn::call(PyObject* const* inputs, size_t count, size_t* failedAt) const {
+  const core::CompiledGraphFn* fn = nullptr;
+  try {
+    fn = &forInputs(inputs, count);
+  } catch (const std::exception& e) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_RuntimeError, (std::string("dynamo: compiling the graph for new input sizes failed: ") + e.what()).c_str());
+    return nullptr;
+  }
+  return fn->call(inputs, count, failedAt);
+}
 
 }  // namespace
 

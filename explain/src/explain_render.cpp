@@ -1,4 +1,5 @@
 // The explainer's renderers: text, JSON, JUnit XML, Markdown and SARIF (explain_report.h).
+#include <regex>
 #include <sstream>
 
 #include "dynamo/explain/explain_report.h"
@@ -74,6 +75,36 @@ void textBreak(std::ostringstream& out, size_t index, const BreakGroup& b, const
   }
 }
 
+// "dynamic: x.size()[0] as s0 in [2, inf] (why), ...; 2 shape guards", then what was
+// specialised and why sizes stayed static (the newest compile's record).
+// A dynamic-shape line with its "at file.py:12" locations shown by displayWhere.
+std::string shapeLine(const std::string& line, const RenderOptions& o) {
+  static const std::regex kAt(R"(( at )(\S+\.py):(\d+))");
+  std::string out;
+  auto begin = std::sregex_iterator(line.begin(), line.end(), kAt);
+  size_t last = 0;
+  for (auto it = begin; it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    out += line.substr(last, m.position(0) - last) + m[1].str() + displayWhere(m[2].str(), std::stoi(m[3].str()), o);
+    last = m.position(0) + m.length(0);
+  }
+  return out + line.substr(last);
+}
+
+void textDynamicShapes(std::ostringstream& out, const DynamicShapes& d, const RenderOptions& o) {
+  if (!d.dynamic.empty()) {
+    out << "     dynamic: ";
+    for (size_t i = 0; i < d.dynamic.size(); ++i) {
+      const DynamicDim& dim = d.dynamic[i];
+      out << (i ? ", " : "") << dim.source << " as " << dim.symbol << (dim.range.empty() ? "" : " in " + dim.range)
+          << " (" << dim.why << ")";
+    }
+    out << "; " << plural(static_cast<std::int64_t>(d.guards.size()), "shape guard") << "\n";
+  }
+  for (const std::string& s : d.specialised) out << "     specialised: " << shapeLine(s, o) << "\n";
+  for (const std::string& n : d.notes) out << "     static: " << shapeLine(n, o) << "\n";
+}
+
 void textFunction(std::ostringstream& out, const FunctionReport& f, const RenderOptions& o) {
   out << "  " << f.name << " (" << displayWhere(f.file, f.firstLine, o) << "): "
       << plural(f.compiles, "compile") << " (" << statusList(f) << "), "
@@ -91,6 +122,7 @@ void textFunction(std::ostringstream& out, const FunctionReport& f, const Render
   }
   for (const BreakGroup& b : f.breaks)
     out << "     break: " << breakTitle(b, o) << ", " << times(b.occurrences) << "\n";
+  textDynamicShapes(out, f.dynamicShapes, o);
 }
 
 }  // namespace
@@ -182,6 +214,27 @@ void jsonFunction(JsonWriter& w, const FunctionReport& f, const RenderOptions& o
   for (const BreakGroup& b : f.breaks) jsonBreak(w, b, o);
   w.endArray();
   w.key("guards").value(f.guards);
+  if (!f.dynamicShapes.empty()) {
+    const DynamicShapes& d = f.dynamicShapes;
+    w.key("dynamic_shapes").beginObject();
+    w.key("dynamic").beginArray();
+    for (const DynamicDim& dim : d.dynamic) {
+      w.beginObject();
+      w.key("source").value(dim.source);
+      w.key("symbol").value(dim.symbol);
+      w.key("range").value(dim.range);
+      w.key("why").value(dim.why);
+      w.endObject();
+    }
+    w.endArray();
+    for (const auto& [key, list] : {std::pair<const char*, const std::vector<std::string>*>{"specialised", &d.specialised},
+                                    {"guards", &d.guards}, {"notes", &d.notes}}) {
+      w.key(key).beginArray();
+      for (const std::string& s : *list) w.value(shapeLine(s, o));
+      w.endArray();
+    }
+    w.endObject();
+  }
   w.key("compile_time_us");
   jsonTime(w, f.compileUs, o);
   w.key("phases_us").beginObject();

@@ -89,10 +89,26 @@ void addPhases(std::vector<storage::CompilePhase>& total,
   }
 }
 
+// The symbols and shape guards of the newest compile that has symbols; every specialisation and
+// note of every compile (they say why later compiles stayed static), each once.
+void mergeDynamicShapes(DynamicShapes& into, const DynamicShapes& d) {
+  if (!d.dynamic.empty()) {
+    into.dynamic = d.dynamic;
+    into.guards = d.guards;
+  }
+  auto addAll = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
+    for (const std::string& s : from)
+      if (std::find(to.begin(), to.end(), s) == to.end()) to.push_back(s);
+  };
+  addAll(into.specialised, d.specialised);
+  addAll(into.notes, d.notes);
+}
+
 FunctionReport buildFunction(const TraceReader& reader, const storage::FrameRecord& frame,
                              const std::vector<CompileRecord>& compiles,
                              const storage::EntryHits& hits,
                              const std::map<RowId, std::vector<GraphAot>>& aot,
+                             const std::map<RowId, std::string>& dynamicShapes,
                              std::vector<BreakGroup>& rawRunBreaks) {
   FunctionReport f;
   f.name = frame.name;
@@ -107,6 +123,8 @@ FunctionReport buildFunction(const TraceReader& reader, const storage::FrameReco
       f.notCompiledReason = c.reason;
       f.notCompiled.emplace_back(c.status, c.reason);
     }
+    auto dyn = dynamicShapes.find(c.id);
+    if (dyn != dynamicShapes.end()) mergeDynamicShapes(f.dynamicShapes, parseDynamicShapes(dyn->second));
     auto aotOfCompile = aot.find(c.id);
     size_t k = 0;
     for (const storage::GraphRecord& g : reader.graphs(c.id)) {
@@ -137,10 +155,13 @@ RunExplain buildRun(const TraceReader& reader, const storage::RunRecord& run) {
   storage::EntryHits hits = reader.entryHits(run.id);
   r.hitsRecorded = hits.recorded;
   std::map<RowId, std::vector<GraphAot>> aot = aotRecordsOfRun(reader, run.id);
+  std::map<RowId, std::string> dynamicShapes;  // compile id -> its dynamic-shape record
+  for (const storage::ArtifactRecord& a : reader.artifacts(run.id))
+    if (a.name == kDynamicShapesArtifact && a.compileId != 0) dynamicShapes[a.compileId] = a.data;
   for (const storage::FrameRecord& frame : reader.frames(run.id)) {
     std::vector<CompileRecord> compiles = reader.compilesOfFrame(frame.id);
     if (compiles.empty()) continue;
-    r.functions.push_back(buildFunction(reader, frame, compiles, hits, aot, r.breaks));
+    r.functions.push_back(buildFunction(reader, frame, compiles, hits, aot, dynamicShapes, r.breaks));
     const FunctionReport& f = r.functions.back();
     r.compiles += f.compiles;
     r.graphs += static_cast<std::int64_t>(f.graphs.size());

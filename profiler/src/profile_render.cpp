@@ -322,13 +322,15 @@ std::string renderMarkdown(const ProfileReport& report, const RenderOptions& o) 
 std::string renderSarifReport(const ProfileReport& report, const RenderOptions& o) {
   static const std::vector<explain::SarifRule> rules = {
       {"changing-size", "recompile: a tensor size changes from call to call",
-       "pad or bucket the input to a few sizes; dynamic shapes are not supported yet"},
+       "automatic dynamic shapes did not apply: call dynamo.mark_dynamic(x, dim), or pad or bucket the input to a few sizes"},
+      {"shape-guard", "recompile: a shape guard of a dynamic entry fails from call to call",
+       "keep the size symbolic (tensor ops rather than Python ints), widen the mark_dynamic range, or give independent sizes their own symbols"},
       {"global-rebound", "recompile: a global is rebound from call to call",
        "pass it as an argument or make it constant"},
       {"value-across-break", "recompile: a Python value computed before a graph break varies",
        "keep it a tensor (drop .item() / float()), or do the conversion outside the compiled function"},
       {"varying-int", "recompile: a Python int argument varies",
-       "pass it as a tensor (torch.tensor(n)) or hoist it out of the compiled function"},
+       "automatic dynamic did not make it symbolic: pass it as a tensor (torch.tensor(n)) or hoist it out of the compiled function"},
       {"cache-limit", "the function hit cache_size_limit and runs eagerly",
        "remove the recompile causes, or raise dynamo.config.cache_size_limit"},
   };

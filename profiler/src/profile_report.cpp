@@ -105,6 +105,7 @@ struct Pattern {
 std::string patternId(const GuardFailureInfo& f) {
   bool global = f.source.rfind("G[", 0) == 0;
   if (f.guardKind == "TENSOR_MATCH" && f.property == "size" && f.dim >= 0) return "changing-size";
+  if (f.guardKind == "SHAPE_ENV" && !f.source.empty()) return "shape-guard";
   if ((f.guardKind == "EQUALS_MATCH" || f.guardKind == "ID_MATCH") && global) return "global-rebound";
   // A resume function's argument: a value the code computed before a graph break.
   if (f.guardKind == "EQUALS_MATCH" && f.source.rfind("___stack", 0) == 0) return "value-across-break";
@@ -120,6 +121,39 @@ std::string globalName(const std::string& source) {
                                                                      : source.substr(a + 2, b - a - 2);
 }
 
+// A dynamic entry's shape guard failed in several recompiles: say which kind of shape guard and
+// what keeps the size (or int) symbolic.
+Suggestion shapeGuardSuggestion(const Pattern& p, const std::string& n) {
+  const GuardFailureInfo& f = p.example;
+  std::string what = f.dim >= 0 ? "dim " + std::to_string(f.dim) + " of tensor '" + f.source + "'" : "int '" + f.source + "'";
+  std::string head = what + " fails a shape guard of a dynamic entry from call to call (" + n + " recompiles; " +
+                     "guard: " + f.expected + "; seen: " + joinValues(p.values) + "): ";
+  size_t at = f.reason.find("(specialised: ");
+  if (at != std::string::npos) {
+    std::string why = f.reason.substr(at + 14);
+    if (!why.empty() && why.back() == ')') why.pop_back();
+    return {p.id,
+            head + "it was specialised (" + why + "), so every value compiles its own entry; read sizes one by "
+                   "one (x.size(0), x.shape[0], b, t = x.shape) or use tensor ops whose sizes follow the input "
+                   "(x.flatten(1)), keep them out of Python code (loop counts, lists), or pad or bucket the input "
+                   "to a few sizes",
+            f.createdAt};
+  }
+  if (f.expected.rfind("in [", 0) == 0) {
+    return {p.id,
+            head + "the value left the range of its symbol (sizes 0 and 1, and values outside a mark_dynamic "
+                   "range, are specialised); widen the range given to dynamo.mark_dynamic(" +
+                (f.dim >= 0 ? f.source + ", " + std::to_string(f.dim) : f.source) + ", min=..., max=...) or expect one "
+                "compile per such value",
+            f.createdAt};
+  }
+  return {p.id,
+          head + "a relation traced on it holds for some calls and not for others, and each outcome compiles its "
+                 "own entry; give independent sizes their own symbols (dynamo.mark_dynamic on each input: sizes "
+                 "equal at the first compile share one) or move the branch out of the compiled function",
+          f.createdAt};
+}
+
 Suggestion suggestionFor(const Pattern& p) {
   const GuardFailureInfo& f = p.example;
   std::string n = std::to_string(p.attempts.size());
@@ -133,6 +167,7 @@ Suggestion suggestionFor(const Pattern& p) {
                 ") before the call, or pad or bucket the input to a few sizes",
             f.createdAt};
   }
+  if (p.id == "shape-guard") return shapeGuardSuggestion(p, n);
   if (p.id == "global-rebound") {
     return {p.id,
             "global '" + globalName(f.source) + "' is rebound from call to call (" + n +
@@ -150,7 +185,9 @@ Suggestion suggestionFor(const Pattern& p) {
   }
   return {p.id,
           "Python int '" + f.source + "' varies from call to call (" + n +
-              " recompiles; values seen: " + values + "): pass it as a tensor (torch.tensor(" +
+              " recompiles; values seen: " + values + "): automatic dynamic did not make it symbolic (turned off, "
+              "dynamic=False, a backend that specialises, or the value is needed as a Python value); pass it as a "
+              "tensor (torch.tensor(" +
               f.source + ")) or hoist it out of the compiled function",
           f.createdAt};
 }
@@ -166,7 +203,7 @@ void addSuggestions(FunctionProfile& fn) {
       });
       if (it == patterns.end()) it = patterns.insert(patterns.end(), Pattern{id, f, {}, {}});
       it->attempts.insert(r.attempt);
-      addValue(it->values, f.expected);
+      if (id != "shape-guard") addValue(it->values, f.expected);  // a shape guard's is a relation
       addValue(it->values, f.seen);
     }
   }

@@ -130,6 +130,19 @@ TEST_CASE("evaluate follows the hint and records a guard with its line") {
         "shape guard failed: x.size()[0] == 2*y.size()[0] (guard created at model.py:41: branch)");
   CHECK(env.failure({1, 5}) ==
         "x.size()[0] is 1, outside [2, inf] (sizes 0 and 1 are specialised: a size that becomes 0 or 1 recompiles)");
+  // The same failures as data: the symbol concerned, what was expected, what was seen.
+  CHECK_FALSE(env.firstFailure({8, 4}).has_value());
+  std::optional<ShapeFailure> rel = env.firstFailure({8, 5});
+  REQUIRE(rel.has_value());
+  CHECK(rel->symbol == 0);
+  CHECK(rel->expected == "x.size()[0] == 2*y.size()[0]");
+  CHECK(rel->seen == "x.size()[0] = 8, y.size()[0] = 5");
+  CHECK(rel->where == "model.py:41");
+  std::optional<ShapeFailure> range = env.firstFailure({8, 1});
+  REQUIRE(range.has_value());
+  CHECK(range->symbol == 1);
+  CHECK(range->expected == "in [2, inf]");
+  CHECK(range->seen == "1");
 }
 
 TEST_CASE("specialize guards a size that must be concrete") {

@@ -280,3 +280,28 @@ TEST_CASE("the dynamo.explain() summary of a run, from the same report") {
         "Guards: 1 (TENSOR_MATCH 1)\n"
         "Compile Time: 1.500 ms (capture 1.000, guards 0.000, backend 0.500)\n");
 }
+
+TEST_CASE("parseDynamicShapes sorts a dynamic-shape record into symbols, specialisations, guards and notes") {
+  DynamicShapes d = parseDynamicShapes(
+      "x.size()[0] is dynamic (s0): automatic dynamic: the size changed (8 -> 16)\n"
+      "y.size()[1] is 1: sizes 0 and 1 are specialised (dynamic=True not applied)\n"
+      "n is dynamic (s1): automatic dynamic: the value changed (2 -> 3)\n"
+      "x.size()[1] is dynamic (s2): mark_dynamic\n"
+      "x.size()[1] specialised to 6: x.shape read as Python ints at m.py:5\n"
+      "s0 = x.size()[0] in [2, inf] (dynamic; example 16)\n"
+      "  y.size()[0] == x.size()[0] (duck sizing: equal at the first compile)\n"
+      "s1 = n in [2, inf] (dynamic; example 3)\n"
+      "x.size()[1] == 6  # specialised: x.shape read as Python ints at m.py:5\n"
+      "Mod(n, 3) == 0  # comparison at m.py:7\n");
+  REQUIRE(d.dynamic.size() == 2);  // s2 was specialised: listed as such only
+  CHECK(d.dynamic[0].source == "x.size()[0]");
+  CHECK(d.dynamic[0].symbol == "s0");
+  CHECK(d.dynamic[0].range == "[2, inf]");
+  CHECK(d.dynamic[0].why == "automatic dynamic: the size changed (8 -> 16)");
+  CHECK(d.dynamic[1].source == "n");
+  CHECK(d.specialised == std::vector<std::string>{"x.size()[1] specialised to 6: x.shape read as Python ints at m.py:5"});
+  CHECK(d.guards == std::vector<std::string>{"y.size()[0] == x.size()[0] (duck sizing: equal at the first compile)",
+                                             "Mod(n, 3) == 0  # comparison at m.py:7"});
+  CHECK(d.notes == std::vector<std::string>{"y.size()[1] is 1: sizes 0 and 1 are specialised (dynamic=True not applied)"});
+  CHECK(parseDynamicShapes("").empty());
+}

@@ -94,3 +94,17 @@ def test_listing_cost_prints_both_modes():
                 "first_call_ratio", "total_ratio"):
         assert key in row, key
     assert "with listings" in out
+
+
+def test_dynamic_shapes_quick_prints_json_rows():
+    proc = subprocess.run([sys.executable, str(BENCH / "dynamic_shapes.py"), "--quick"], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    work = [r for r in rows if "workload" in r]
+    assert [(r["workload"], r["mode"]) for r in work] == [
+        (w, m) for w in ("mlp", "transformer", "attention", "step-int") for m in ("static", "automatic")]
+    assert all(r["exact"] for r in work)
+    # Compile counts are behaviour, not timings: automatic dynamic compiles at most 3 times.
+    assert all(r["compiles"] <= 3 for r in work if r["mode"] == "automatic")
+    assert [r["case"] for r in rows if "case" in r] == ["guard_cost_x_times_2", "guard_cost_int_branch"]

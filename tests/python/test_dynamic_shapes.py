@@ -57,6 +57,10 @@ def test_twenty_batch_sizes_compile_at_most_three_times_and_match_eager(records)
     assert records.compiled[2]["reason"].startswith(
         "input.size()[0] is 1, outside [2, inf] (sizes 0 and 1 are specialised: a size that becomes 0 or 1 recompiles)")
     assert "sizes 0 and 1 are specialised" in records.compiled[2]["dynamic_shapes"]
+    # The shape-guard failure as data: which input, which dim, the range expected, the size seen.
+    failures = [f for m in records.compiled[2]["misses"] for f in m["failures"] if f["kind"] == "SHAPE_ENV"]
+    assert [(f["source"], f["dim"], f["property"], f["expected"], f["seen"]) for f in failures] == [
+        ("input", 0, "shape", "in [2, inf]", "1")]
 
 
 def test_training_step_with_dynamic_batch_matches_eager(records):
@@ -138,8 +142,8 @@ def test_mark_static_keeps_a_size_static(records):
 
 def test_a_size_read_as_a_python_int_is_specialised_with_a_guard(records):
     def f(x):
-        b = x.shape[0]
-        return x.view(b, -1) * 2
+        shape = x.shape  # the whole torch.Size, as Python ints
+        return x.view(shape[0], -1) * 2
     cf = dynamo.compile(f)
     for b in [4, 6, 8, 10]:
         x = torch.randn(b, 3, 4)
@@ -164,6 +168,8 @@ def test_duck_sized_relation_the_graph_depends_on_is_guarded(records):
     with pytest.raises(RuntimeError):
         cf(torch.randn(5, 3), torch.randn(7, 3))
     assert any("duck sizing" in r["reason"] for r in records.all[2:])
+    failures = [f for r in records.all[2:] for m in r["misses"] for f in m["failures"] if f["kind"] == "SHAPE_ENV"]
+    assert [(f["source"], f["dim"], f["expected"], f["seen"]) for f in failures] == [("x", 0, "== y.size()[0] (7)", "5")]
 
 
 def test_relation_the_graph_does_not_depend_on_is_not_guarded(records):
@@ -215,15 +221,37 @@ def test_transformer_encoder_thirty_sequence_lengths_compile_at_most_twice(recor
     assert "src.size()[0] is dynamic (s0): automatic dynamic: the size changed (2 -> 3)" in records.compiled[1]["dynamic_shapes"]
 
 
-def test_aot_backend_stays_static_and_says_so(records):
+@pytest.mark.parametrize("backend", ["aot_eager", "aot_eager_decomp_partition"])
+def test_aot_backend_compiles_per_size_inside_one_dynamic_entry(records, backend):
+    # The AOT layer traces with the example sizes: the dynamic entry compiles the graph once per
+    # distinct input size when called, the function itself compiles twice (static, dynamic), and
+    # outputs and gradients equal eager bitwise for every size.
+    m, ref = mlp(), mlp()
+    cf = dynamo.compile(m, backend=backend)
+    for b in BATCHES:
+        x = torch.randn(b, 16)
+        out, want = cf(x), ref(x)
+        assert torch.equal(out, want), b
+        out.sum().backward()
+        want.sum().backward()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            assert torch.equal(p.grad, q.grad), b
+            p.grad = q.grad = None
+    assert len(records.compiled) == 3  # static 8, dynamic batch, size 1 specialised
+    assert all(r["status"] != "cache-limit" for r in records.all)  # nothing ran eagerly
+    assert (f"backend '{backend}' specialises its graph on the input sizes: this entry compiles the graph once "
+            "per distinct input size when called (the function is not recompiled)") in records.compiled[1]["dynamic_shapes"]
+
+
+def test_fused_backend_stays_static_and_says_so(records):
     def f(x):
         return x * 2
-    cf = dynamo.compile(f, backend="aot_eager")
+    cf = dynamo.compile(f, backend="fused")
     for b in [4, 6]:
         x = torch.randn(b)
         assert torch.equal(cf(x), f(x))
     assert len(records.compiled) == 2
-    assert "backend 'aot_eager' specialises its graph on the example sizes" in records.compiled[0]["dynamic_shapes"]
+    assert "backend 'fused' specialises its graph on the example sizes" in records.compiled[0]["dynamic_shapes"]
 
 
 def test_bad_arguments_are_user_errors():
@@ -276,3 +304,41 @@ def test_dynamic_dims_and_shape_guards_go_to_the_trace_store(tmp_path):
     assert len(failures) == 1
     assert failures[0]["caused_compile_id"] == compiles[2]["id"]
     assert failures[0]["reason"].startswith("input.size()[0] is 1, outside [2, inf]")
+
+
+def test_sizes_read_one_by_one_stay_symbolic(records):
+    # x.shape[0], x.size(1) and `b, t, d = x.shape` give symbolic ints (x.size(k) nodes in the
+    # graph) that view/reshape take without specialising.
+    def f(x):
+        b, t, d = x.shape
+        return x.view(b, -1).sum(1) + x.view(x.shape[0] * t, d).sum(0).sum() + x.size(2)
+    cf = dynamo.compile(f)
+    for b in [2, 3, 5, 8, 13]:
+        x = torch.randn(b, 4, 3)
+        assert torch.equal(cf(x), f(x)), b
+    assert len(records.compiled) == 2
+    assert "specialised" not in records.compiled[1]["dynamic_shapes"]
+    assert records.compiled[1]["graphs"][0]["op_counts"]["torch.Tensor.size"] >= 1
+
+
+def test_a_branch_on_a_size_relation_is_guarded_with_its_line(records):
+    def f(x, y):
+        if x.size(0) == 2 * y.size(0):
+            return x.sum(0) * 2 + y.sum(0)
+        return x.sum(0) - y.sum(0)
+    cf = dynamo.compile(f)
+    for b in [2, 3, 5, 7]:
+        x, y = torch.randn(2 * b, 3), torch.randn(b, 3)
+        assert torch.equal(cf(x, y), f(x, y)), b
+    assert len(records.compiled) == 2
+    text = records.compiled[1]["dynamic_shapes"]
+    line = f.__code__.co_firstlineno + 1
+    assert f"x.size()[0] == 2*y.size()[0]  # comparison at {__file__}:{line}" in text, text
+    # The relation changes: the guard fails (naming both sizes) and the other branch compiles.
+    x, y = torch.randn(10, 3), torch.randn(4, 3)
+    assert torch.equal(cf(x, y), f(x, y))
+    assert len(records.compiled) == 3
+    failures = [fl for m in records.compiled[2]["misses"] for fl in m["failures"] if fl["kind"] == "SHAPE_ENV"]
+    assert [(fl["source"], fl["dim"], fl["expected"], fl["seen"]) for fl in failures] == [
+        ("x", 0, "x.size()[0] == 2*y.size()[0]", "x.size()[0] = 10, y.size()[0] = 4")]
+    assert failures[0]["created_at"]["line"] == line

@@ -1,6 +1,6 @@
 """torchvision classifiers with a dynamic batch dimension (dynamo.mark_dynamic before the first
 call): one compile serves three batch sizes, exact against eager in eval mode (outputs) and
-train mode (outputs, BatchNorm statistics, gradients)."""
+train mode (outputs, BatchNorm statistics, gradients), with the eager and aot_eager backends."""
 import pytest
 import torch
 
@@ -20,16 +20,18 @@ def pair(name, train):
     return eager, compiled
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
 @pytest.mark.parametrize("name", MODELS)
-def test_dynamic_batch_one_compile_exact(name, train):
+def test_dynamic_batch_one_compile_exact(name, train, backend):
+    # aot_eager: one compile of the model; its entry AOT-compiles the graph per batch size.
     dynamo.reset()
     compiles = []
     listener = lambda r: compiles.append(r) if r["status"] == "compiled" else None  # noqa: E731
     dynamo.add_compile_listener(listener)
     try:
         eager, compiled = pair(name, train)
-        f = dynamo.compile(compiled, fullgraph=True)
+        f = dynamo.compile(compiled, fullgraph=True, backend=backend)
         for i, b in enumerate(BATCHES):
             torch.manual_seed(100 + i)
             x = torch.randn(b, 3, 64, 64)

@@ -297,3 +297,24 @@ def test_sarif_uri_is_percent_encoded(tmp_path):
             for res in sarif_run["results"]}
     quoted = str(tmp_path).replace("%", "%25").replace(" ", "%20")
     assert uris == {f"file://{quoted}/my%20dir%20%231/caf%C3%A9/a%20b.py"}
+
+
+def test_dynamic_shapes_text_and_json():
+    text = run(TOOL, "--mask", "explain_dynamic.py")
+    assert text.returncode == 0, text.stderr
+    assert ("     dynamic: n as s0 in [2, inf] (automatic dynamic: the value changed (5 -> 6)), x.size()[0] as s1 "
+            "in [2, inf] (automatic dynamic: the size changed (4 -> 6)); 1 shape guard\n") in text.stdout
+    assert (f"     specialised: x.size()[0] specialised to 6: x.shape read as Python ints at "
+            f"explain_dynamic.py:{line_of('explain_dynamic.py', 'x.view(tuple(x.shape)')}\n") in text.stdout
+    doc = json.loads(run(TOOL, "--json", "explain_dynamic.py").stdout)
+    fns = {f["name"]: f for f in doc["runs"][0]["functions"]}
+    assert fns["f"]["dynamic_shapes"] == {
+        "dynamic": [{"source": "n", "symbol": "s0", "range": "[2, inf]",
+                     "why": "automatic dynamic: the value changed (5 -> 6)"},
+                    {"source": "x.size()[0]", "symbol": "s1", "range": "[2, inf]",
+                     "why": "automatic dynamic: the size changed (4 -> 6)"}],
+        "specialised": [],
+        "guards": [f"n > 4  # comparison at explain_dynamic.py:{line_of('explain_dynamic.py', 'if n > 4:')}"],
+        "notes": []}
+    assert fns["scaled"]["dynamic_shapes"]["dynamic"] == []
+    assert len(fns["scaled"]["dynamic_shapes"]["specialised"]) == 1

@@ -7,6 +7,7 @@ import csv
 import gc
 import inspect
 import io
+import json
 import os
 import warnings
 
@@ -99,8 +100,9 @@ def test_varying_int_argument_suggestion():
     assert fl["created_at"]["line"] == line and fl["created_at"]["source_line"] == "return x * n"
     text = prof.report()
     assert "  #1 'n' changed: expected 1, got 2\n       guard EQUALS_MATCH on n (value): expected 1, seen 2\n" in text
-    assert ("    - Python int 'n' varies from call to call (2 recompiles; values seen: 1, 2, 3): pass it as a "
-            "tensor (torch.tensor(n)) or hoist it out of the compiled function") in text
+    assert ("    - Python int 'n' varies from call to call (2 recompiles; values seen: 1, 2, 3): automatic dynamic "
+            "did not make it symbolic (turned off, dynamic=False, a backend that specialises, or the value is needed "
+            "as a Python value); pass it as a tensor (torch.tensor(n)) or hoist it out of the compiled function") in text
 
 
 def test_rebound_global_suggestion_and_cache_limit():
@@ -232,3 +234,26 @@ def test_value_crossing_a_break_names_the_break_line_and_suggests_keeping_a_tens
                                      "changes from call to call (2 recompiles; values seen: ")
     assert sug["message"].endswith("keep it a tensor (drop .item() / float()), or do the conversion outside "
                                    "the compiled function")
+
+
+def by_shape(x):
+    return x.view(tuple(x.shape)[0], -1) * 2
+
+
+def test_a_failing_shape_guard_of_a_dynamic_entry_is_a_shape_guard_suggestion():
+    dynamo.config.automatic_dynamic_shapes = True
+    f = dynamo.compile(by_shape)
+    with dynamo.profile_recompiles() as prof:
+        for n in (2, 3, 4, 5, 6):
+            assert torch.equal(f(torch.ones(n, 3, 2)), by_shape(torch.ones(n, 3, 2)))
+    data = json.loads(prof.report(fmt="json"))
+    fn = next(f for r in data["runs"] for f in r["functions"] if f["name"] == "by_shape")
+    shape = [s for s in fn["suggestions"] if s["id"] == "shape-guard"]
+    assert len(shape) == 1, fn["suggestions"]
+    assert shape[0]["message"].startswith(
+        "dim 0 of tensor 'x' fails a shape guard of a dynamic entry from call to call (3 recompiles; guard: == 3; "
+        "seen: 4, 5, 6): it was specialised (x.shape read as Python ints at ")
+    where = shape[0]["where"]
+    assert where["file"].endswith("test_profile_api.py")
+    assert (where["line"], where["source_line"]) == (_line(by_shape, "x.view(tuple(x.shape)"),
+                                                     "return x.view(tuple(x.shape)[0], -1) * 2")

@@ -345,7 +345,41 @@ LeafGuardPtr makeDefaultDtypeFromCurrent() {
 ShapeGuards::ShapeGuards(sym::ShapeEnv env, std::vector<std::vector<DimSource>> sources)
     : env_(std::move(env)), sources_(std::move(sources)) {}
 
-bool ShapeGuards::read(const FrameValues& frame, std::vector<int64_t>& values, std::string* why) const {
+namespace {
+// "x.size()[0]", or "step" for an int input.
+std::string dimName(const ShapeGuards::DimSource& ds) {
+  return ds.dim < 0 ? ds.tensor.name() : ds.tensor.name() + ".size()[" + std::to_string(ds.dim) + "]";
+}
+
+// The stripped text of file:line through linecache ("" when unknown). Slow path only.
+std::string sourceLineOf(const std::string& file, int line) {
+  static PyObject* linecache = PyImport_ImportModule("linecache");  // new ref, kept
+  if (linecache == nullptr) {
+    PyErr_Clear();
+    return "";
+  }
+  PyObject* text = PyObject_CallMethod(linecache, "getline", "si", file.c_str(), line);  // new ref
+  std::string out = text != nullptr && PyUnicode_Check(text) ? PyUnicode_AsUTF8(text) : "";
+  Py_XDECREF(text);
+  PyErr_Clear();
+  size_t a = out.find_first_not_of(" \t\r\n"), b = out.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : out.substr(a, b - a + 1);
+}
+
+GuardFailure shapeFailure(const ShapeGuards::DimSource& ds, std::string reason, std::string expected, std::string seen) {
+  GuardFailure f;
+  f.kind = GuardKind::kShapeEnv;
+  f.property = "shape";
+  f.sourceName = ds.tensor.name();
+  f.dim = ds.dim;
+  f.reason = std::move(reason);
+  f.expected = std::move(expected);
+  f.seen = std::move(seen);
+  return f;
+}
+}  // namespace
+
+bool ShapeGuards::read(const FrameValues& frame, std::vector<int64_t>& values, GuardFailure* why) const {
   values.assign(sources_.size(), 0);
   for (std::size_t id = 0; id < sources_.size(); ++id) {
     for (std::size_t k = 0; k < sources_[id].size(); ++k) {
@@ -353,17 +387,31 @@ bool ShapeGuards::read(const FrameValues& frame, std::vector<int64_t>& values, s
       PyObject* t = ds.tensor.fetch(frame);  // new ref or null
       if (t == nullptr) {
         PyErr_Clear();
-        if (why) *why = "cannot read " + ds.tensor.name();
+        if (why) *why = shapeFailure(ds, "cannot read " + ds.tensor.name(), ds.dim < 0 ? "an int" : "a tensor", "nothing");
         return false;
       }
       int64_t size = -1;
-      if (THPVariable_Check(t)) {
+      bool ok = false;
+      if (ds.dim < 0) {
+        // An int input: TYPE_MATCH checked that it is an int; it may not fit in 64 bits.
+        int overflow = 0;
+        size = PyLong_CheckExact(t) ? PyLong_AsLongLongAndOverflow(t, &overflow) : 0;
+        ok = PyLong_CheckExact(t) && overflow == 0 && !PyErr_Occurred();
+        PyErr_Clear();
+      } else if (THPVariable_Check(t)) {
         c10::IntArrayRef sizes = THPVariable_Unpack(t).sizes();
-        if (ds.dim < static_cast<int>(sizes.size())) size = sizes[ds.dim];
+        if (ds.dim < static_cast<int>(sizes.size())) {
+          size = sizes[ds.dim];
+          ok = true;
+        }
       }
       Py_DECREF(t);
-      if (size < 0) {
-        if (why) *why = ds.tensor.name() + " has no dimension " + std::to_string(ds.dim);
+      if (!ok) {
+        if (why) {
+          *why = ds.dim < 0 ? shapeFailure(ds, ds.tensor.name() + " is not an int that fits in 64 bits", "a 64-bit int", "another value")
+                            : shapeFailure(ds, ds.tensor.name() + " has no dimension " + std::to_string(ds.dim),
+                                           "a dimension " + std::to_string(ds.dim), "none");
+        }
         return false;
       }
       if (k == 0) {
@@ -371,9 +419,11 @@ bool ShapeGuards::read(const FrameValues& frame, std::vector<int64_t>& values, s
       } else if (values[id] != size) {
         if (why) {
           const DimSource& d0 = sources_[id][0];
-          *why = "shape guard failed: " + ds.tensor.name() + ".size()[" + std::to_string(ds.dim) + "] == " +
-                 d0.tensor.name() + ".size()[" + std::to_string(d0.dim) + "] (duck sizing: the sizes were equal at the first compile; got " +
-                 std::to_string(size) + " and " + std::to_string(values[id]) + "; dynamo.mark_dynamic gives each its own symbol)";
+          *why = shapeFailure(ds,
+                              "shape guard failed: " + dimName(ds) + " == " + dimName(d0) +
+                                  " (duck sizing: the sizes were equal at the first compile; got " + std::to_string(size) +
+                                  " and " + std::to_string(values[id]) + "; dynamo.mark_dynamic gives each its own symbol)",
+                              "== " + dimName(d0) + " (" + std::to_string(values[id]) + ")", std::to_string(size));
         }
         return false;
       }
@@ -393,14 +443,41 @@ bool ShapeGuards::check(const FrameValues& frame) const {
 }
 
 std::string ShapeGuards::failureReason(const FrameValues& frame) const {
+  std::optional<GuardFailure> f = failure(frame);
+  return f ? f->reason : std::string();
+}
+
+std::optional<GuardFailure> ShapeGuards::failure(const FrameValues& frame) const {
   std::vector<int64_t> values;
-  std::string why;
+  GuardFailure why;
   if (!read(frame, values, &why)) return why;
+  std::optional<sym::ShapeFailure> f;
   try {
-    return env_.failure(values);
+    f = env_.firstFailure(values);
   } catch (const sym::SymbolicError& e) {
-    return std::string("shape guard failed: ") + e.what();
+    f = sym::ShapeFailure{std::string("shape guard failed: ") + e.what(), -1, "", "", ""};
   }
+  if (!f) return std::nullopt;
+  DimSource ds;
+  if (f->symbol >= 0 && f->symbol < static_cast<int>(sources_.size()) && !sources_[f->symbol].empty()) {
+    ds = sources_[f->symbol][0];
+  } else {
+    ds.dim = -1;
+  }
+  GuardFailure out = shapeFailure(ds, f->reason, f->expected, f->seen);
+  if (!ds.tensor) out.sourceName.clear();
+  // "file.py:12": the line of the guard or of the specialisation.
+  size_t colon = f->where.rfind(':');
+  if (colon != std::string::npos && colon > 0) {
+    try {
+      out.where.line = std::stoi(f->where.substr(colon + 1));
+      out.where.file = f->where.substr(0, colon);
+      out.where.sourceLine = sourceLineOf(out.where.file, out.where.line);
+    } catch (const std::exception&) {
+      out.where = {};
+    }
+  }
+  return out;
 }
 
 }  // namespace dynamo::core

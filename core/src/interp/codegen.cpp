@@ -124,6 +124,15 @@ class Planner {
         p.kind = OutPlan::Kind::kConst;
         p.obj = v->obj;
         return p;
+      case ValueKind::kSymInt:  // an int input is read again; a computed one comes out of the graph
+        if (v->source) {
+          p.kind = OutPlan::Kind::kFetched;
+          p.index = fetch(v->source);
+        } else {
+          p.kind = OutPlan::Kind::kGraphOutput;
+          p.index = outputIndex(v->node);
+        }
+        return p;
       case ValueKind::kLazy:  // passed through untouched: read again from the frame
         p.kind = OutPlan::Kind::kFetched;
         p.index = fetch(v->source);

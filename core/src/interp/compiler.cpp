@@ -78,14 +78,7 @@ class GuardSetCheck : public GuardCheck {
     FrameValues v = valuesOf(frame);
     lastFailures_ = set_.failures(v);
     if (lastFailures_.empty() && shapes_) {
-      std::string r = shapes_->failureReason(v);
-      if (!r.empty()) {
-        GuardFailure f;
-        f.kind = GuardKind::kShapeEnv;
-        f.reason = std::move(r);
-        f.property = "shape";
-        lastFailures_.push_back(std::move(f));
-      }
+      if (std::optional<GuardFailure> f = shapes_->failure(v)) lastFailures_.push_back(std::move(*f));
     }
     std::string out;
     for (const GuardFailure& f : lastFailures_) out += (out.empty() ? "" : "\n") + f.str();
@@ -283,8 +276,35 @@ class Compiler : public FrameCompiler {
       DYNAMO_INTERNAL_ASSERT(restart < 64, "too many restarts");
       auto ctx = std::make_unique<CompileContext>(fv, code, topts);
       auto root = std::make_unique<Tracer>(*ctx, code, frame.globals(), frame.builtins());
-      ValueRef returned = root->run();
+      ValueRef returned;
+      try {
+        returned = runTrace(*ctx, *root);
+      } catch (const std::exception&) {
+        // An error of a trace with symbolic ints: trace again with every int constant.
+        if (!topts.symbolicInts || ctx->symIntsMade == 0) throw;
+        PyErr_Clear();
+        topts.symbolicInts = false;
+        continue;
+      }
       const RootBreak* brk = root->rootBreak();
+      if (brk && topts.symbolicInts && ctx->symIntsMade > 0) {
+        // A break in a trace with symbolic ints: trace again with every int constant. Where that
+        // trace breaks elsewhere (or not at all), the ints caused the break: keep the plain trace.
+        TraceOptions plain = topts;
+        plain.symbolicInts = false;
+        auto ctx2 = std::make_unique<CompileContext>(fv, code, plain);
+        auto root2 = std::make_unique<Tracer>(*ctx2, code, frame.globals(), frame.builtins());
+        ValueRef returned2 = runTrace(*ctx2, *root2);
+        const RootBreak* brk2 = root2->rootBreak();
+        if (!brk2 || brk2->instruction != brk->instruction || brk2->info.kind != brk->info.kind ||
+            brk2->needsRestart != brk->needsRestart) {
+          topts = plain;
+          root = std::move(root2);  // before ctx: the tracer refers to its context
+          ctx = std::move(ctx2);
+          returned = returned2;
+          brk = brk2;
+        }
+      }
       if (brk && brk->needsRestart) {
         rec.breaks.push_back(recordOf(brk->info));
         GraphBreak forced = brk->info;
@@ -309,8 +329,14 @@ class Compiler : public FrameCompiler {
         }
       }
       rec.captureMs = msSince(tTrace);
+      ActiveCompile active(*ctx);
       return finish(frame, code, *ctx, *root, returned, brk, rec);
     }
+  }
+
+  static ValueRef runTrace(CompileContext& ctx, Tracer& root) {
+    ActiveCompile active(ctx);
+    return root.run();
   }
 
   static bool initialGrad() {
@@ -362,6 +388,12 @@ class Compiler : public FrameCompiler {
     if (ctx.switchesGradMode) spec.restoreGradMode = ctx.initialGradEnabled ? 1 : 0;
     if (spec.hasGraph) {
       BackendRequest request{graph, ctx.realInputs, rec.function, rec.where, opts_.suppressErrors};
+      for (int id = 0; id < ctx.shapes.numSymbols() && !request.dynamic; ++id) request.dynamic = !ctx.shapes.pinned(id);
+      if (request.dynamic && !opts_.backendHandlesDynamic) {
+        rec.dynamicShapes += "backend '" + opts_.backendName + "' specialises its graph on the input sizes: this entry "
+                             "compiles the graph once per distinct input size when called (the function is not "
+                             "recompiled)\n";
+      }
       // A fatal signal from here on is "crashed in a backend" in a traced run's crash marker
       // (the sink names the compile's first call once the compile is recorded).
       if (const auto& sink = compileSink()) sink->backendStarting();
@@ -386,7 +418,7 @@ class Compiler : public FrameCompiler {
   // The dynamic-shape policy of `code` (null: every size static, with the reason in the record).
   std::shared_ptr<DynamicState> dynamicState(PyCodeObject* code, CompileRecord& rec) {
     if (opts_.dynamic == 0) return nullptr;
-    if (!opts_.backendHandlesDynamic) {
+    if (!opts_.backendHandlesDynamic && !opts_.backendPerSize) {
       rec.dynamicShapes = "every size is static: backend '" + opts_.backendName +
                           "' specialises its graph on the example sizes (one compile per size)\n";
       return nullptr;

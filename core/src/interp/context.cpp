@@ -6,10 +6,20 @@
 #include "call_constructs.h"
 #include "graph_call.h"
 #include "dynamic.h"
+#include "sym_values.h"
 #include "torch_api.h"
 #include "tracer.h"
 
 namespace dynamo::core::interp {
+
+namespace {
+// The compile running on this thread (compiles run under the GIL, one per thread at a time;
+// a compile triggered while tracing nests and restores the outer one).
+CompileContext*& currentContext() {
+  thread_local CompileContext* ctx = nullptr;
+  return ctx;
+}
+}  // namespace
 
 CompileContext::CompileContext(const FrameValues& frame, PyCodeObject* rootCode,
                                TraceOptions opts)
@@ -20,6 +30,19 @@ CompileContext::CompileContext(const FrameValues& frame, PyCodeObject* rootCode,
   guards.add(Source{}, makeGradModeFromCurrent());
   // Factory ops and dtype facts of their results follow the default dtype.
   guards.add(Source{}, makeDefaultDtypeFromCurrent());
+}
+
+CompileContext* CompileContext::current() { return currentContext(); }
+
+ActiveCompile::ActiveCompile(CompileContext& ctx) : previous_(currentContext()) { currentContext() = &ctx; }
+
+ActiveCompile::~ActiveCompile() { currentContext() = previous_; }
+
+NodeRef CompileContext::addScalarInput(PyObject* obj, const Source& source) {
+  NodeRef node = graph.placeholder(source.name(), metaHere(nullptr));
+  inputs_.emplace_back(node, source);
+  realInputs.push_back(PyObjectRef::borrow(obj));
+  return node;
 }
 
 void CompileContext::breakHere(BreakKind kind, std::string detail) const {
@@ -144,6 +167,9 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
   }
   if (isTensor(obj)) return wrapTensor(obj, source);
   if (isConstantObject(obj)) {
+    if (source && guarded && PyLong_CheckExact(obj)) {
+      if (ValueRef s = wrapSymIntInput(*this, obj, source)) return s;
+    }
     if (source && guarded) {
       if (obj == Py_None || PyBool_Check(obj) || PyLong_CheckExact(obj) ||
           PyFloat_CheckExact(obj) || PyUnicode_CheckExact(obj)) {
@@ -151,9 +177,19 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
       } else if (PyTuple_CheckExact(obj)) {
         guard(source, makeTypeMatch(obj));
         guard(source, makeLengthCheck(PyTuple_GET_SIZE(obj)));
+        std::vector<ValueRef> items;
+        bool symbolic = false;
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
           PyObjectRef idx = PyObjectRef::steal(PyLong_FromSsize_t(i));
-          wrap(PyTuple_GET_ITEM(obj, i), Source::item(source, idx.get()), guarded);
+          items.push_back(wrap(PyTuple_GET_ITEM(obj, i), Source::item(source, idx.get()), guarded));
+          symbolic = symbolic || !items.back()->isConst();
+        }
+        // An item that is a symbolic int (its value guarded by the shape guards only) must not
+        // be folded into a constant tuple.
+        if (symbolic) {
+          ValueRef t = makeTuple(std::move(items));
+          t->source = source;
+          return t;
         }
       } else {
         guard(source, makeIdMatch(obj));
@@ -286,6 +322,12 @@ PyObjectRef concrete(const ValueRef& v) {
   switch (v->kind) {
     case ValueKind::kConst:
       return v->obj;
+    case ValueKind::kSymInt: {
+      // Its value is needed as a Python int: the int is specialised (guarded) at this line.
+      CompileContext* ctx = CompileContext::current();
+      if (ctx == nullptr) return {};
+      return PyObjectRef::steal(checkPy(PyLong_FromLongLong(specializeSymInt(*ctx, v, "used as a Python value"))));
+    }
     case ValueKind::kObject:
       if (unsafeToFold(*v)) return {};
       return v->obj;
@@ -361,6 +403,9 @@ PyObjectRef exampleOf(CompileContext& ctx, const ValueRef& v) {
     case ValueKind::kConst:
     case ValueKind::kObject:
       return v->obj;
+    case ValueKind::kSymInt:
+      return PyObjectRef::steal(checkPy(PyLong_FromLongLong(
+          ctx.probeValues ? v->symInt.eval(*ctx.probeValues) : ctx.shapes.evalHint(v->symInt))));
     default:
       ctx.breakHere(BreakKind::kUnsupported, "passing " + describe(*v) + " to a torch function");
   }
@@ -374,6 +419,7 @@ static std::string strOf(PyObject* o) {
 Arg argOf(CompileContext& ctx, const ValueRef& v) {
   switch (v->kind) {
     case ValueKind::kTensor:
+    case ValueKind::kSymInt:
       return Arg::node(v->node);
     case ValueKind::kTuple:
     case ValueKind::kList: {

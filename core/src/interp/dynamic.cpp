@@ -140,6 +140,26 @@ void DynamicState::keepStatic(const std::string& source, int dim, const std::str
   static_.emplace(std::make_pair(source, dim), why);
 }
 
+bool DynamicState::planInt(const std::string& source, int64_t value, std::string& why) {
+  auto prev = seenInts_.find(source);
+  bool changed = prev != seenInts_.end() && prev->second != value;
+  std::string from = changed ? " (" + std::to_string(prev->second) + " -> " + std::to_string(value) + ")" : "";
+  if (changed) changedInts_.insert(source);
+  seenInts_[source] = value;
+  if (mode_ == DynamicMode::kOff || static_.count({source, -1})) return false;
+  // dynamic=True makes every *size* dynamic; an int is symbolic once it changed (as automatic).
+  if ((automatic_ || mode_ == DynamicMode::kAll) && changedInts_.count(source)) {
+    why = "automatic dynamic: the value changed" + from;
+  } else {
+    return false;
+  }
+  if (value < 2) {
+    why = source + " is " + std::to_string(value) + ": ints below 2 stay constants (" + why + " not applied)";
+    return false;
+  }
+  return true;
+}
+
 std::shared_ptr<DynamicState> DynamicRegistry::forCode(PyCodeObject* code, DynamicMode mode, bool automatic) {
   PyObject* key = reinterpret_cast<PyObject*>(code);
   auto it = states_.find(key);
@@ -190,15 +210,29 @@ void collectTensors(const ValueRef& v, std::vector<ValueRef>& out) {
   for (const ValueRef& i : v->items) collectTensors(i, out);
 }
 
-std::vector<int> freeSymbols(const CompileContext& ctx, const std::vector<ValueRef>& tensors) {
-  std::set<int> ids;
-  for (const ValueRef& t : tensors) {
-    for (const sym::Expr& e : t->symSizes) {
-      for (int id : e.symbols()) {
-        if (!ctx.shapes.pinned(id)) ids.insert(id);
-      }
-    }
+void collectSymInts(const ValueRef& v, std::vector<ValueRef>& out) {
+  if (!v) return;
+  if (v->isSymInt()) {
+    out.push_back(v);
+    return;
   }
+  if (v->isTensor()) return;
+  for (const ValueRef& i : v->items) collectSymInts(i, out);
+}
+
+// The unpinned symbols of the tensors' sizes and of the symbolic ints.
+std::vector<int> freeSymbols(const CompileContext& ctx, const std::vector<ValueRef>& tensors,
+                             const std::vector<ValueRef>& ints = {}) {
+  std::set<int> ids;
+  auto add = [&](const sym::Expr& e) {
+    for (int id : e.symbols()) {
+      if (!ctx.shapes.pinned(id)) ids.insert(id);
+    }
+  };
+  for (const ValueRef& t : tensors) {
+    for (const sym::Expr& e : t->symSizes) add(e);
+  }
+  for (const ValueRef& i : ints) add(i->symInt);
   return {ids.begin(), ids.end()};
 }
 
@@ -296,6 +330,7 @@ bool probe(CompileContext& ctx, PyObject* fn, const std::string& method, const s
   }
   PyObjectRef exArgs, exKwargs;
   if (ok) {
+    ctx.probeValues = &values;  // symbolic ints evaluate at the probe point
     try {
       exArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
       for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(exArgs.get(), i, exampleOf(ctx, args[i]).release());
@@ -308,6 +343,7 @@ bool probe(CompileContext& ctx, PyObject* fn, const std::string& method, const s
       PyErr_Clear();
       ok = false;
     }
+    ctx.probeValues = nullptr;
   }
   // In reverse: a tensor met twice (x + x) saved its probe the second time.
   for (size_t i = saved.size(); i-- > 0;) tensors[i]->obj = saved[i];
@@ -365,6 +401,8 @@ void flattenValues(const ValueRef& v, std::vector<ValueRef>& out) {
   }
 }
 
+}  // namespace
+
 void specializeSymbols(CompileContext& ctx, const std::vector<int>& ids, const std::string& why) {
   std::string where = ctx.here().str();
   for (int id : ids) {
@@ -377,6 +415,8 @@ void specializeSymbols(CompileContext& ctx, const std::vector<int>& ids, const s
                                ": " + why + (where.empty() ? "" : " at " + where));
   }
 }
+
+namespace {
 
 bool sameLeaf(const Leaf& a, const Leaf& b) {
   if (a.tensor != b.tensor) return false;
@@ -393,9 +433,18 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
   std::vector<ValueRef> tensors;
   for (const ValueRef& a : args) collectTensors(a, tensors);
   for (const auto& kv : kwargs) collectTensors(kv.second, tensors);
-  std::vector<int> ids = freeSymbols(ctx, tensors);
+  std::vector<ValueRef> ints;
+  for (const ValueRef& a : args) collectSymInts(a, ints);
+  for (const auto& kv : kwargs) collectSymInts(kv.second, ints);
+  std::vector<int> ids = freeSymbols(ctx, tensors, ints);
   if (ids.empty()) return;
   std::string what = method.empty() ? callableName(fn) : "Tensor." + method;
+  if (tensors.empty()) {
+    // A factory (torch.zeros(n)) runs for real while tracing: probing it at other values would
+    // allocate (and move the random-number generator); its int arguments are specialised.
+    specializeSymbols(ctx, ids, what + "() takes an int that changes, and no tensor");
+    return;
+  }
   std::vector<ValueRef> outs;
   if (result) flattenValues(result, outs);
   // Device and dtype moves keep the sizes.

@@ -44,8 +44,13 @@ class DynamicState {
   };
   /// Decides each dimension of the tensor input reached through `source` and records its sizes.
   std::vector<DimPlan> plan(const std::string& source, PyObject* tensor);
-  /// A dimension specialised during a trace stays static in later compiles of this code.
+  /// A dimension specialised during a trace stays static in later compiles of this code
+  /// (dim -1: the Python int input `source`).
   void keepStatic(const std::string& source, int dim, const std::string& why);
+  /// Decides whether the Python int input reached through `source`, now `value`, is a symbol in
+  /// this compile (it changed since an earlier compile; with dynamic=True too) and records the value.
+  /// `why` says why it is, or why a changed int is not (0 and 1 are specialised, ...).
+  bool planInt(const std::string& source, int64_t value, std::string& why);
 
  private:
   DynamicMode mode_;
@@ -53,6 +58,8 @@ class DynamicState {
   std::map<std::string, std::vector<int64_t>> seen_;           // sizes at the last compile
   std::map<std::string, std::set<int>> changed_;               // dims seen with two sizes
   std::map<std::pair<std::string, int>, std::string> static_;  // kept static, why
+  std::map<std::string, int64_t> seenInts_;                    // int inputs at the last compile
+  std::set<std::string> changedInts_;                          // int inputs seen with two values
 };
 
 /// The DynamicState of each code object a compiler compiles.
@@ -83,6 +90,10 @@ void specializeSizes(CompileContext& ctx, const ValueRef& tensor, const std::str
 /// sizes (unsqueeze_, resize_) specialises the tensor's symbols (its size expressions no longer
 /// describe it).
 void checkInPlaceSizes(CompileContext& ctx, const ValueRef& tensor, const std::string& what);
+
+/// Symbols `ids` must be concrete: each is pinned to its example value (guarded, with `why` and
+/// the current line) and its sources stay static in later compiles of the code.
+void specializeSymbols(CompileContext& ctx, const std::vector<int>& ids, const std::string& why);
 
 /// The ShapeGuards of a finished trace, or null when it has no symbols.
 std::unique_ptr<ShapeGuards> makeShapeGuards(const CompileContext& ctx);

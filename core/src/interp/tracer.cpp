@@ -11,6 +11,7 @@
 #include <opcode.h>
 
 #include "codegen.h"
+#include "sym_values.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
@@ -461,8 +462,41 @@ Source moduleGlobalsSource(PyObject* globals) {
   return Source::object(globals, display + ".__dict__");
 }
 
+// `x.shape[k]` (k a constant) and `a, b = x.shape` on a tensor with dynamic sizes: the sizes as
+// symbolic ints, without making the torch.Size (whose other uses read every size as a Python
+// int: specialised). Looks at the next instructions; true when it handled them.
+bool Tracer::symbolicShapeRead(const ValueRef& tensor) {
+  if (tensor->symSizes.empty() || ip_ + 2 >= static_cast<int>(bc_.instructions.size())) return false;
+  const bc::Instruction& next = bc_.instructions[ip_ + 1];
+  const bc::Instruction& after = bc_.instructions[ip_ + 2];
+  if (next.opcode == LOAD_CONST && after.opcode == BINARY_SUBSCR) {
+    PyObject* k = PyTuple_GET_ITEM(code_->co_consts, next.arg);  // borrowed
+    if (!PyLong_CheckExact(k)) return false;
+    ValueRef s = symbolicSize(ctx_, tensor, PyLong_AsLongLong(k));
+    PyErr_Clear();
+    if (!s) return false;
+    push(s);
+    jumpTo(ip_ + 3);
+    return true;
+  }
+  if (next.opcode == UNPACK_SEQUENCE && next.arg == static_cast<int>(tensor->symSizes.size())) {
+    std::vector<ValueRef> sizes;
+    for (int d = 0; d < next.arg; ++d) {
+      ValueRef s = symbolicSize(ctx_, tensor, d);
+      if (!s) return false;
+      sizes.push_back(s);
+    }
+    for (int d = next.arg; d-- > 0;) push(sizes[d]);  // the first item on top, as UNPACK_SEQUENCE
+    jumpTo(ip_ + 2);
+    return true;
+  }
+  return false;
+}
+
 bool Tracer::truthiness(const ValueRef& v) {
   switch (v->kind) {
+    case ValueKind::kSymInt:
+      return symIntTruth(ctx_, v);
     case ValueKind::kConst: {
       int r = PyObject_IsTrue(v->py());
       if (r < 0) throw PythonError{};
@@ -670,6 +704,7 @@ bool Tracer::stepCalls(const bc::Instruction& ins) {
         return true;
       }
 #endif
+      if (name == "shape" && obj->isTensor() && symbolicShapeRead(obj)) return true;
       push(getAttr(*this, obj, name));
       return true;
     }

@@ -68,6 +68,9 @@ struct TraceOptions {
   std::vector<std::string> noInlinePrefixes;  ///< files whose functions are never traced into
   /// Dynamic-shape policy and history of the code being compiled (dynamic.h); null: all static.
   std::shared_ptr<class DynamicState> dynamic;
+  /// Int inputs the policy makes dynamic become kSymInt values (sym_values.h); off for a retrace
+  /// after a graph break that a symbolic int may have caused.
+  bool symbolicInts = true;
 };
 
 /// Everything one compile of one frame shares across the root and inlined Tracers.
@@ -76,6 +79,9 @@ class Tracer;
 class CompileContext {
  public:
   CompileContext(const FrameValues& frame, PyCodeObject* rootCode, TraceOptions options);
+  /// The compile being traced on this thread (ActiveCompile; for concrete(), which has no
+  /// context), or null.
+  static CompileContext* current();
 
   GraphBuilder graph;               ///< the graph being recorded
   GuardSetBuilder guards;           ///< guards on what was read
@@ -109,6 +115,15 @@ class CompileContext {
   sym::ShapeEnv shapes;
   /// Where each symbol is read at run time: (input tensor source, dim), defining one first.
   std::vector<std::vector<std::pair<Source, int>>> symbolSources;
+  /// kSymInt values of int inputs, by source (one symbol and one placeholder per source).
+  std::unordered_map<Source, ValueRef, SourceHash> symIntInputs;
+  /// kSymInt values made in this trace (a break then retraces without them: TraceOptions).
+  int symIntsMade = 0;
+  /// While probing shapes (dynamic.cpp): the symbol values at which exampleOf() evaluates a
+  /// kSymInt; null otherwise (the example values).
+  const std::vector<int64_t>* probeValues = nullptr;
+  /// Adds `obj`, read through `source`, as a graph input that is not a tensor (a symbolic int).
+  NodeRef addScalarInput(PyObject* obj, const Source& source);
   /// Notes for the compile record: which dimensions are dynamic or specialised, and why.
   std::vector<std::string> dynamicNotes;
   /// The real tensors behind the placeholders, in order (example inputs for backends).
@@ -140,6 +155,18 @@ class CompileContext {
   PyCodeObject* rootCode_;
   std::vector<std::pair<NodeRef, Source>> inputs_;
   ValueRef wrapTensor(PyObject* obj, const Source& source);
+};
+
+/// Makes `ctx` CompileContext::current() for its lifetime (scopes nest).
+class ActiveCompile {
+ public:
+  explicit ActiveCompile(CompileContext& ctx);
+  ~ActiveCompile();
+  ActiveCompile(const ActiveCompile&) = delete;
+  ActiveCompile& operator=(const ActiveCompile&) = delete;
+
+ private:
+  CompileContext* previous_;
 };
 
 /// Where the root Tracer stopped at a graph break: the state *before* the instruction.
@@ -206,6 +233,7 @@ class Tracer {
   void push(ValueRef v) { stack_.push_back(std::move(v)); }
   void jumpTo(int target) { next_ = target; }
   bool truthiness(const ValueRef& v);
+  bool symbolicShapeRead(const ValueRef& tensor);
   ValueRef loadGlobal(const std::string& name);
   ValueRef loadName(const bytecode::Instruction& ins);
   void doCall(int nargs);

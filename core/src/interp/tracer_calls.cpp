@@ -10,6 +10,7 @@
 #include "call_constructs.h"
 #include "dynamic.h"
 #include "dynamo/core/compiler.h"
+#include "sym_values.h"
 #include "torch_api.h"
 #include "tracer.h"
 
@@ -898,6 +899,9 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
       return args[0]->kind == ValueKind::kTuple ? makeTuple(items) : makeList(items);
     }
     if (name == "getitem" && args.size() == 2) return getItem(ctx, args[0], args[1]);
+    if (kwargs.empty() && anySymInt(args)) {
+      if (ValueRef r = symIntOperator(ctx, name, args)) return r;
+    }
     return foldOrBreak(ctx, fn, args, kwargs);
   }
   if (mod == "math" || mod == "cmath") {
@@ -943,6 +947,10 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
         ctx.breakHere(BreakKind::kTensorToPython, "Tensor." + name + "() needs the tensor's data");
       if (nameIn(name, kDynamicShape, std::size(kDynamicShape)))
         ctx.breakHere(BreakKind::kDynamicShape, "Tensor." + name + "() has a data-dependent output shape");
+      if (name == "size" && args.size() == 1 && kwargs.empty() && args[0]->isConst() && PyLong_CheckExact(args[0]->py())) {
+        if (ValueRef s = symbolicSize(ctx, fn->self, PyLong_AsLongLong(args[0]->py()))) return s;
+        PyErr_Clear();
+      }
       args.insert(args.begin(), fn->self);
       return ctx.recordCall(nullptr, name, args, kwargs);
     }

@@ -21,6 +21,8 @@
 //   kIterator   iterator over a known sequence            items (or self: a live list), index
 //   kGradMode   torch.no_grad()/enable_grad() object     flag
 //   kLazy       a root-frame value not looked at yet      obj (the object), source
+//   kSymInt     a Python int known only symbolically       symInt (expression), node (its run-time
+//               (dynamic shapes, sym_values.cpp)           value in the graph), obj (example), source
 //
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
 // when an instruction first consumes it, so values that only pass through the frame (arguments
@@ -60,6 +62,7 @@ enum class ValueKind {
   kIterator,
   kGradMode,
   kLazy,
+  kSymInt,
 };
 
 /// A cell's contents; shared by every function that closes over it.
@@ -102,10 +105,13 @@ struct Value {
   /// passed to any op: its real value, so item()/tolist()/int() on it are constants
   /// (call_constructs.cpp). Null otherwise.
   PyObjectRef constValue;
+  /// kSymInt: its value as an expression of the compile's symbols (obj holds the example value).
+  sym::Expr symInt;
 
   bool isConst() const { return kind == ValueKind::kConst; }
   bool isTensor() const { return kind == ValueKind::kTensor; }
   bool isNull() const { return kind == ValueKind::kNull; }
+  bool isSymInt() const { return kind == ValueKind::kSymInt; }
   /// A list or dict that exists outside the trace (read from the frame or through objects): its
   /// mutations are side effects to replay on it.
   bool external() const { return static_cast<bool>(source) || (kind != ValueKind::kTensor && static_cast<bool>(real)); }

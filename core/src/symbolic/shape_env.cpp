@@ -85,6 +85,7 @@ int64_t ShapeEnv::pin(int id, const std::string& where, const std::string& why) 
   if (!pinned(id)) {
     ranges_[id] = Range{h, h};
     pinReasons_[id] = why + (where.empty() ? "" : " at " + where);
+    pinWhere_[id] = where;
   }
   return h;
 }
@@ -99,14 +100,27 @@ int64_t ShapeEnv::specialize(const Expr& e, const std::string& where, const std:
 bool ShapeEnv::check(const std::vector<int64_t>& values) const { return failure(values).empty(); }
 
 std::string ShapeEnv::failure(const std::vector<int64_t>& values) const {
-  if (values.size() < hints_.size()) return "missing values for symbols";
+  std::optional<ShapeFailure> f = firstFailure(values);
+  return f ? f->reason : std::string();
+}
+
+std::optional<ShapeFailure> ShapeEnv::firstFailure(const std::vector<int64_t>& values) const {
+  if (values.size() < hints_.size()) return ShapeFailure{"missing values for symbols", -1, "", "", ""};
   for (int id = 0; id < numSymbols(); ++id) {
     if (!ranges_[id].contains(values[id])) {
       int64_t v = values[id];
       std::string why = (v == 0 || v == 1) ? " (sizes 0 and 1 are specialised: a size that becomes 0 or 1 recompiles)" : "";
+      if (sources_[id][0].dim < 0) why = v < 2 ? " (ints below 2 are constants: a value below 2 recompiles)" : "";
       auto pr = pinReasons_.find(id);
       if (pr != pinReasons_.end()) why = " (specialised: " + pr->second + ")";
-      return sources_[id][0].name + " is " + std::to_string(v) + ", outside " + ranges_[id].str() + why;
+      ShapeFailure f;
+      f.reason = sources_[id][0].name + " is " + std::to_string(v) + ", outside " + ranges_[id].str() + why;
+      f.symbol = id;
+      f.expected = pinned(id) ? "== " + std::to_string(ranges_[id].lo) : "in " + ranges_[id].str();
+      auto pw = pinWhere_.find(id);
+      if (pw != pinWhere_.end()) f.where = pw->second;
+      f.seen = std::to_string(v);
+      return f;
     }
   }
   for (const ShapeGuard& g : guards_) {
@@ -117,13 +131,19 @@ std::string ShapeEnv::failure(const std::vector<int64_t>& values) const {
       ok = false;
     }
     if (!ok) {
-      std::string text = "shape guard failed: " + sourceText(g.relation.lhs) + " " + relOpText(g.relation.op) + " " +
-                         sourceText(g.relation.rhs);
-      if (!g.where.empty()) text += " (guard created at " + g.where + (g.why.empty() ? "" : ": " + g.why) + ")";
-      return text;
+      ShapeFailure f;
+      f.expected = sourceText(g.relation.lhs) + " " + relOpText(g.relation.op) + " " + sourceText(g.relation.rhs);
+      f.reason = "shape guard failed: " + f.expected;
+      if (!g.where.empty()) f.reason += " (guard created at " + g.where + (g.why.empty() ? "" : ": " + g.why) + ")";
+      f.where = g.where;
+      for (int id : g.relation.diff().symbols()) {
+        if (f.symbol < 0) f.symbol = id;
+        f.seen += (f.seen.empty() ? "" : ", ") + sources_[id][0].name + " = " + std::to_string(values[id]);
+      }
+      return f;
     }
   }
-  return "";
+  return std::nullopt;
 }
 
 std::string ShapeEnv::sourceText(const Expr& e) const {

@@ -38,6 +38,9 @@ struct BackendRequest {
   std::string function;                        ///< the user function ("f", "Net.forward")
   SourceLocation where;                        ///< its file and first line
   bool suppressErrors = true;                  ///< a failure falls back (Error) instead of raising
+  /// The graph serves inputs of several sizes (dynamic shapes): a backend that traces with the
+  /// example sizes must specialise per call (CompilerOptions::backendPerSize).
+  bool dynamic = false;
 };
 
 /// A backend. Implementations must be stateless or thread-safe: one instance serves a compiler.

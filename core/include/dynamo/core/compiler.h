@@ -108,6 +108,10 @@ struct CompilerOptions {
   /// The backend runs a graph for any sizes (the eager runner, the FX bridge): when false the
   /// backend specialises on the example sizes and every size stays static.
   bool backendHandlesDynamic = true;
+  /// The backend specialises on example sizes but compiles once per distinct input size inside
+  /// one cache entry when BackendRequest::dynamic (the AOT backends): sizes are then dynamic for
+  /// the trace (one compile of the function), static for the backend.
+  bool backendPerSize = false;
 };
 
 /// A new compiler. Needs the GIL.

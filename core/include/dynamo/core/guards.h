@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -231,14 +232,17 @@ class GuardSetBuilder {
 class ShapeGuards {
  public:
   struct DimSource {
-    Source tensor;  ///< the input tensor
-    int dim = 0;
+    Source tensor;  ///< the input tensor (or, with dim -1, the Python int input)
+    int dim = 0;    ///< the dimension read; -1: the source is an int whose value is the symbol
   };
   /// `sources[id]`: where symbol id is read, defining source first.
   ShapeGuards(sym::ShapeEnv env, std::vector<std::vector<DimSource>> sources);
   bool check(const FrameValues& frame) const;
   /// "" when they pass, else the first failing check with the user line that created it.
   std::string failureReason(const FrameValues& frame) const;
+  /// The first failing check as data (kind SHAPE_ENV, property "shape"; the source and dim of
+  /// the symbol it concerns, the expected range or relation, the value seen), or nullopt.
+  std::optional<GuardFailure> failure(const FrameValues& frame) const;
   /// Every shape guard, one per line (ShapeEnv::describe).
   std::string describe() const { return env_.describe(); }
   bool empty() const { return sources_.empty() && env_.guards().empty(); }
@@ -246,7 +250,7 @@ class ShapeGuards {
  private:
   /// Reads every symbol's value (false when a source cannot be read or sources disagree; then
   /// `why` says which).
-  bool read(const FrameValues& frame, std::vector<int64_t>& values, std::string* why) const;
+  bool read(const FrameValues& frame, std::vector<int64_t>& values, GuardFailure* why) const;
   sym::ShapeEnv env_;
   std::vector<std::vector<DimSource>> sources_;
 };

@@ -158,6 +158,15 @@ struct SymbolSource {
   std::string name;
 };
 
+/// Why a set of symbol values fails a ShapeEnv, as data (ShapeEnv::firstFailure).
+struct ShapeFailure {
+  std::string reason;    ///< the text: "x.size()[0] is 1, outside [2, inf] (...)"
+  int symbol = -1;       ///< the symbol whose range failed, or the first one of the failing relation
+  std::string expected;  ///< "in [2, inf]", "== 8", or the relation: "x.size()[0] == 2*y.size()[0]"
+  std::string seen;      ///< "1", or each symbol of the relation with its value: "x.size()[0] = 6, y.size()[0] = 4"
+  std::string where;     ///< the user line of the guard or of the specialisation ("model.py:41"), "" when none
+};
+
 /// The symbols and guards of one compile (shape_env.cpp).
 class ShapeEnv {
  public:
@@ -195,6 +204,8 @@ class ShapeEnv {
   bool check(const std::vector<int64_t>& values) const;
   /// The first reason `values` fail, with the guard's line, or "" when they pass.
   std::string failure(const std::vector<int64_t>& values) const;
+  /// The same as data; nullopt when they pass.
+  std::optional<ShapeFailure> firstFailure(const std::vector<int64_t>& values) const;
   /// Text of every guard with sources substituted for symbols, one per line.
   std::string describe() const;
   /// `e` with symbols written as their defining source names ("2*x.size()[0]").
@@ -206,7 +217,8 @@ class ShapeEnv {
   std::vector<Range> ranges_;
   std::vector<std::vector<SymbolSource>> sources_;
   std::map<int64_t, int> duck_;
-  std::map<int, std::string> pinReasons_;  // symbol -> "Python loop count at m.py:3"  // hint -> symbol, for duck sizing
+  std::map<int, std::string> pinReasons_;  // symbol -> "Python loop count at m.py:3"
+  std::map<int, std::string> pinWhere_;    // symbol -> "m.py:3", the line that pinned it
   std::vector<ShapeGuard> guards_;
 };
 

@@ -54,6 +54,29 @@ struct BreakGroup {
   std::vector<std::string> functions;  ///< the functions whose compiles met it, first first
 };
 
+/// A dimension of an input tensor (or a Python int input) that a compile made dynamic.
+struct DynamicDim {
+  std::string source;  ///< "x.size()[0]", "self.step"
+  std::string symbol;  ///< "s0"
+  std::string range;   ///< "[2, inf]" ("" when the record does not say)
+  std::string why;     ///< "automatic dynamic: the size changed (8 -> 16)", "mark_dynamic", ...
+};
+
+/// A compile's dynamic-shape record (the "dynamo.dynamic_shapes" artifact, one line per fact,
+/// docs/dynamic-shapes.md), sorted into what is dynamic, what was specialised, the shape guards
+/// and the other notes.
+struct DynamicShapes {
+  std::vector<DynamicDim> dynamic;       ///< symbols, in order
+  std::vector<std::string> specialised;  ///< "x.size()[0] specialised to 6: x.shape read as Python ints at m.py:5"
+  std::vector<std::string> guards;       ///< "Mod(n, 3) == 0  # comparison at m.py:7", duck-sizing equalities
+  std::vector<std::string> notes;        ///< why a size stayed static ("every size is static: backend ...")
+  bool empty() const { return dynamic.empty() && specialised.empty() && guards.empty() && notes.empty(); }
+};
+/// Parses the artifact's text.
+DynamicShapes parseDynamicShapes(const std::string& text);
+/// The name of that artifact.
+inline constexpr const char* kDynamicShapesArtifact = "dynamo.dynamic_shapes";
+
 /// One compiled function (a frame of the store: file, first line, name).
 struct FunctionReport {
   std::string name;                     ///< co_qualname, "<resume in f>" for resume functions
@@ -70,6 +93,9 @@ struct FunctionReport {
   std::map<std::string, std::int64_t> guardKinds;  ///< those guards by kind ("TENSOR_MATCH": 3)
   std::int64_t compileUs = 0;           ///< total compile time
   std::vector<storage::CompilePhase> phases;  ///< summed phase times, in first-seen order
+  /// Symbols and shape guards of its newest compile that has symbols; the specialisations and
+  /// notes of all its compiles (empty: every size static, nothing to say).
+  DynamicShapes dynamicShapes;
   bool hasBreaks() const { return !breaks.empty(); }
 };
 

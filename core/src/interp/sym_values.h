@@ -1,0 +1,53 @@
+// Symbolic Python ints in the tracer (kSymInt values): an int input that changes between calls
+// (a step counter, a loop index passed in) becomes a graph input instead of a constant, so one
+// graph serves every value.
+//
+//   frame int `step` (changed since the last compile)      kSymInt: symInt = s0, node = placeholder
+//   x.size(0), x.shape[0], b, t = x.shape (dynamic dims)    kSymInt: symInt = s0, node = x.size(0)
+//   step * 2, step + n, step // 4 ...                       kSymInt: symInt = 2*s0 ..., node = operator.mul
+//   x * step, torch.add(x, step)                            graph node taking the int node as argument
+//   step > 10, if step % 10: ...                            constant bool, guard `s0 > 10` with its line
+//   anything else that needs the value (range(step),        specialised: s0 pinned to its example value
+//   list[step], str(step), float math)                      (guarded; the int stays static afterwards)
+//
+// The ShapeGuards of the entry read the int (a SymbolSource with dim -1) and check its range
+// ([2, inf]: 0 and 1 stay constants, as sizes do) and every relation traced on it. A graph break
+// in a trace that made symbolic ints is traced again without them (compiler.cpp), so a break
+// never comes from an int being symbolic.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tracer.h"
+
+namespace dynamo::core::interp {
+
+/// The int `obj` read through `source`, when the code's dynamic policy makes it symbolic: a
+/// kSymInt whose run-time value is a graph input (one per source), guarded by type only (its value
+/// by the shape guards). Null when it stays a constant.
+ValueRef wrapSymIntInput(CompileContext& ctx, PyObject* obj, const Source& source);
+
+/// Size `dim` of the tensor value `tensor` (x.size(0), x.shape[1], b, t = x.shape) as a kSymInt
+/// whose run-time value is an `x.size(dim)` node, when it depends on a free symbol; a constant
+/// int when it does not; null when symbolic ints are off or `dim` is out of range (the caller
+/// then reads the sizes as before: specialised).
+ValueRef symbolicSize(CompileContext& ctx, const ValueRef& tensor, int64_t dim);
+
+/// True when some argument is a kSymInt (not looking into containers).
+bool anySymInt(const std::vector<ValueRef>& args);
+
+/// `operator.<name>(*args)` where an argument is a kSymInt and the others are kSymInts or int
+/// constants: arithmetic (add, sub, mul, floordiv, mod, neg, pos, abs via neg/pos) gives a new
+/// kSymInt recorded as a graph node; a comparison (lt, le, eq, ne, gt, ge) a constant bool whose
+/// outcome is guarded. Null for anything else (the caller then needs the value: specialised).
+ValueRef symIntOperator(CompileContext& ctx, const std::string& name, const std::vector<ValueRef>& args);
+
+/// The truth of a kSymInt (its value != 0), guarded.
+bool symIntTruth(CompileContext& ctx, const ValueRef& v);
+
+/// The value of a kSymInt now; its symbols are pinned to their example values (guarded with `why`
+/// and the current line) and stay static in later compiles.
+int64_t specializeSymInt(CompileContext& ctx, const ValueRef& v, const std::string& why);
+
+}  // namespace dynamo::core::interp
