@@ -81,13 +81,14 @@ def test_explain_resets_before_and_after():
 def test_break_in_loop_is_one_reason_with_a_count():
     out = _explain(looped, torch.ones(3))
     # looped runs eagerly (a break inside its loop); stepper compiles for i = 0, 1 and 2 (from 2
-    # on i is a symbolic int: i = 3 reuses that entry) and meets the print each time: one distinct
-    # break, 3 occurrences. looped's own attempt met it too, inlined, on the first of those calls:
-    # counted once, not again.
+    # on i is a symbolic int: i = 3 reuses that entry, one runtime hit). Occurrences are passes
+    # through the break at run time (explain_report.h): 1 + 1 + (1 + 1 hit) = 4, one per call of
+    # stepper. looped's own attempt met it too, inlined, on the first of those calls: the larger
+    # sum counts, not both.
     assert len(out.break_reasons) == 1
     b = out.break_reasons[0]
-    assert (b.kind, b.line, b.count, b.compiles) == ("print", _line(stepper, 'print("step"'), 3, 4)
-    assert out.graph_break_count == 3
+    assert (b.kind, b.line, b.count, b.compiles) == ("print", _line(stepper, 'print("step"'), 4, 4)
+    assert out.graph_break_count == 4
     assert b.functions == ["looped", "stepper"]
     assert [s["line"] for s in b.user_stack] == [_line(looped, "x = stepper"), b.line]
     assert out.not_compiled[0][0] == "looped" and out.not_compiled[0][3] == "skipped"
@@ -128,7 +129,7 @@ def test_str_format_loop_shows_count_and_stack_once():
     text = _masked(str(_explain(looped, torch.ones(3))))
     assert """\
 Break Reasons (1 distinct):
-  1. print at FILE:N (3 times)
+  1. print at FILE:N (4 times)
        print("step", i)
      why: call to print(): print() writes to the console, a side effect that cannot be part of a graph
      hint: remove the print from the hot path, or log after the compiled function returns
