@@ -120,12 +120,20 @@ class _Context:
 
     def __call__(self, fn):
         remake = getattr(self, "_remake", None)
-        if remake is not None and _forward_code(fn) is not None:
+        forward = _forward_code(fn)
+        if remake is not None and forward is not None and _in_skipped_file(forward):
             # A module passed to optimize(...)(module) is compiled like compile(module): its
             # forward even when torch defines it (nn.Sequential), which the frame-level skip
-            # list would otherwise leave eager. The with-block form keeps the skip list.
-            return _wrap(fn, remake((_forward_code(fn),)))
+            # list would otherwise leave eager. That takes a handle of its own (force codes
+            # are fixed per handle); a module defined elsewhere shares this context's handle,
+            # and the with-block form keeps the skip list.
+            return _wrap(fn, remake((forward,)))
         return _wrap(fn, self)
+
+
+def _in_skipped_file(code):
+    """Whether frames of `code` are skipped by default (torch, the standard library, ...)."""
+    return any(code.co_filename.startswith(p) for p in _skip_file_prefixes() + list(_library_prefixes()))
 
 
 def _forward_code(fn):

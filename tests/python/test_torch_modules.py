@@ -179,3 +179,15 @@ def test_with_block_still_skips_torch_frames(records):
         out = seq(x)
     assert torch.equal(out, seq(x))
     assert compiled_graphs(records, "Sequential.forward") == 0
+
+
+def test_user_module_shares_the_context_handle(records):
+    """A module defined outside torch needs no forcing: optimize(...)(module) keeps the
+    context's compiler, so the with-block form reuses the entry the wrapped call compiled."""
+    model = ModuleListModel()
+    x = torch.randn(4, 16)
+    ctx = dynamo.optimize("eager")
+    ctx(model)(x)
+    with ctx:
+        model(x)
+    assert [r["function"] for r in records] == ["ModuleListModel.forward"]
