@@ -106,8 +106,8 @@ def _train_case(make_module, make_input):
         return (make_input(),)
 
     def compiled():
-        # a function calling the module: dynamo.optimize(module) of a torch.nn container
-        # (Sequential, TransformerEncoderLayer) runs eagerly, its forward being in torch's files
+        # a function calling the module (dynamo.optimize(module) of a torch.nn container once
+        # ran eagerly, its forward being in torch's files; fixed, see docs/capture.md)
         fwd = dynamo.optimize("fused")(lambda x: state["m"](x))
         return lambda x: step(fwd, x)
     return (lambda x: step(state["m"], x)), inputs, compiled

@@ -119,7 +119,30 @@ class _Context:
         return False
 
     def __call__(self, fn):
+        remake = getattr(self, "_remake", None)
+        forward = _forward_code(fn)
+        if remake is not None and forward is not None and _in_skipped_file(forward):
+            # A module passed to optimize(...)(module) is compiled like compile(module): its
+            # forward even when torch defines it (nn.Sequential), which the frame-level skip
+            # list would otherwise leave eager. That takes a handle of its own (force codes
+            # are fixed per handle); a module defined elsewhere shares this context's handle,
+            # and the with-block form keeps the skip list.
+            return _wrap(fn, remake((forward,)))
         return _wrap(fn, self)
+
+
+def _in_skipped_file(code):
+    """Whether frames of `code` are skipped by default (torch, the standard library, ...)."""
+    return any(code.co_filename.startswith(p) for p in _skip_file_prefixes() + list(_library_prefixes()))
+
+
+def _forward_code(fn):
+    """The code of an nn.Module's class-level forward (the frame its call runs), or None."""
+    import torch
+    if not isinstance(fn, torch.nn.Module):
+        return None
+    forward = getattr(type(fn), "forward", None)
+    return getattr(forward, "__code__", None)
 
 
 def _wrap(fn, ctx):
@@ -233,7 +256,16 @@ def optimize(backend="eager", nopython=False):
         @dynamo.optimize(my_compiler)
         def f(x): ...
     """
-    return _Context("compile", _make_handle(backend, nopython))
+    ctx = _Context("compile", _make_handle(backend, nopython))
+    ctx._remake = functools.partial(_module_context, backend, nopython, None)
+    return ctx
+
+
+def _module_context(backend, fullgraph, dynamic, force_codes):
+    """The context that compiles one module: its forward code is forced past the skip list."""
+    ctx = _Context("compile", _make_handle(backend, fullgraph, force_codes, dynamic))
+    ctx._compile_args = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic}
+    return ctx
 
 
 def compile(fn_or_module, backend="eager", fullgraph=False, dynamic=None):
@@ -252,14 +284,9 @@ def compile(fn_or_module, backend="eager", fullgraph=False, dynamic=None):
         raise _C.UserError(
             f"error: dynamo.compile needs a function or an nn.Module, got {type(fn_or_module).__name__} "
             f"({fn_or_module!r})\n  = hint: pass the function itself, e.g. dynamo.compile(model)")
-    import torch
-    force = ()
-    if isinstance(fn_or_module, torch.nn.Module):
-        # The module's own forward is compiled even when it lives in torch's files (nn.Linear).
-        forward = getattr(type(fn_or_module), "forward", None)
-        force = (forward.__code__,) if hasattr(forward, "__code__") else ()
-    ctx = _Context("compile", _make_handle(backend, fullgraph, force, dynamic))
-    ctx._compile_args = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic}
+    # The module's own forward is compiled even when it lives in torch's files (nn.Linear).
+    forward = _forward_code(fn_or_module)
+    ctx = _module_context(backend, fullgraph, dynamic, (forward,) if forward is not None else ())
     return _wrap(fn_or_module, ctx)
 
 

@@ -512,8 +512,10 @@ PyObjectRef makeResumeCode(PyCodeObject* code, const bc::Bytecode& body, int tar
   ResumeInfo info;
   info.originalName = orig.qualname;
   info.breakAt = breakAt;
+  info.rootCode = PyObjectRef::borrow(reinterpret_cast<PyObject*>(code));
   if (const ResumeInfo* parent = resumeInfo(code)) {
     info.firstArgName = parent->firstArgName;
+    info.rootCode = parent->rootCode;
   } else if (orig.argcount > 0 && !orig.varnames.empty()) {
     info.firstArgName = orig.varnames[0];
   }

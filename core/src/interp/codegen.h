@@ -27,6 +27,7 @@ namespace dynamo::core::interp {
 struct ResumeInfo {
   std::vector<int> preCelledSlots;
   std::string originalName;  ///< the user function it continues
+  PyObjectRef rootCode;      ///< the code object of that function (not a resume code)
   std::string firstArgName;  ///< the original's first argument (self for methods); "" if none
   SourceLocation breakAt;    ///< the user line whose break made it: its ___stack arguments are
                              ///< values computed there (guards on them are blamed on that line)

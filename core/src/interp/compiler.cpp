@@ -155,8 +155,12 @@ class Compiler : public FrameCompiler {
     auto t0 = Clock::now();
     if (!opts_.onlyFunction.empty() && userFunctionName(code) != opts_.onlyFunction)
       return CompileResult::skipCode();
+    // A forced code (the forward of a module passed to compile) is compiled even in a skipped
+    // file, and so are the resume functions that continue it after a graph break.
+    const ResumeInfo* resumed = resumeInfo(code);
+    PyObject* root = resumed != nullptr ? resumed->rootCode.get() : reinterpret_cast<PyObject*>(code);
     bool forced = false;
-    for (const PyObjectRef& c : opts_.forceCodes) forced = forced || c.get() == reinterpret_cast<PyObject*>(code);
+    for (const PyObjectRef& c : opts_.forceCodes) forced = forced || c.get() == root;
     for (const std::string& prefix : opts_.skipFilePrefixes) {
       if (!forced && rec.where.file.compare(0, prefix.size(), prefix) == 0) return CompileResult::skipCode();
     }

@@ -91,8 +91,9 @@ struct CompilerOptions {
   /// When not empty, only frames whose code name (co_name) is this are compiled
   /// (DYNAMO_DEBUG_FUNCTION); everything else runs as usual.
   std::string onlyFunction;
-  /// Code objects compiled even when their file is skipped: the forward of a module passed to
-  /// dynamo.compile (nn.Linear's forward lives in torch's files).
+  /// Code objects compiled even when their file is skipped, with the resume functions that
+  /// continue them: the forward of a module passed to dynamo.compile or
+  /// dynamo.optimize(backend) (nn.Sequential's forward lives in torch's files).
   std::vector<PyObjectRef> forceCodes;
   /// Libraries with nothing to capture (numpy, scipy, ...: the skip list in docs/capture.md):
   /// functions whose file starts with one of these are not traced into when user code calls them

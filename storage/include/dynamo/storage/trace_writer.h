@@ -62,6 +62,13 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
+  /// The WAL's bound, in pages (SQLite's 4096 bytes; a WAL frame is a page and 24 bytes): a
+  /// commit that leaves at least this many pages in the WAL checkpoints before it returns (after
+  /// any checkpoint of the writer thread that is running), so the `-wal` file never holds more
+  /// than this many pages plus one commit's, as long as no reader of another connection keeps a
+  /// read transaction open on older pages (docs/trace-store.md, "Checkpoints").
+  static constexpr int kWalLimitPages = 4000;
+
   /// The id of this writer's run.
   RowId runId() const;
   /// The file written.
