@@ -57,8 +57,8 @@ struct PassOptions {
   std::vector<std::pair<std::string, std::int64_t>> limits;
   /// Where applications are numbered; null: from 1 in this run alone.
   std::shared_ptr<PassCounters> counters;
-  /// Test only (DYNAMO_TEST_CORRUPT_NODE): turns on the test pass test_corrupt_node, which makes
-  /// the call nodes of this name wrong by 1e-2. Empty: test passes do not run.
+  /// Test only (DYNAMO_TEST_CORRUPT_NODE): turns on the test pass test_corrupt_node, which breaks
+  /// the call nodes of this name. Empty: test passes do not run.
   std::string corruptNode;
   bool printGraphs = true;            ///< fill PassRecord::graphText (only when a log or trace wants it)
 };
