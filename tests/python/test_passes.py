@@ -104,6 +104,8 @@ def test_passes_log(tmp_path):
     lines = p.stderr.splitlines()
     assert lines[0] == "[dynamo] pass dead_code_elimination on f (prog.py:4), attempt 0: changed (4 -> 3 nodes):"
     assert lines[1] == "    graph(%x):"
+    # Each application, numbered as DYNAMO_BISECT_PASS counts them.
+    assert "    application 1: cos (torch.Tensor.cos) at prog.py:5" in lines
     assert lines[-1] == ("[dynamo] pass dead_code_elimination on g (prog.py:8), attempt 0 (unchanged) "
                          "(3 -> 3 nodes)")
 
