@@ -115,10 +115,11 @@ def _first_disabling_that_fixes(runs, base_env, var, names, label):
     return lo[0], count
 
 
-def _bad_application(runs, base_env, culprit, cap):
+def _bad_application(runs, base_env, culprit, cap, fp):
     """(application, total, runs): the one application of pass `culprit` that brings the
-    failure, found by a binary search over N in DYNAMO_BISECT_PASS=culprit:N (the first N
-    applications go ahead) for the smallest N that fails. None when the failing run recorded no
+    failure `fp`, found by a binary search over N in DYNAMO_BISECT_PASS=culprit:N (the first N
+    applications go ahead) for the smallest N that fails the same way (a run that fails
+    differently counts as passing, and is reported). None when the failing run recorded no
     application of the pass."""
     apps = _capture.pass_applications(cap, culprit)
     total = max((a["index"] for a in apps), default=0)
@@ -132,6 +133,10 @@ def _bad_application(runs, base_env, culprit, cap):
         count += 1
         env = dict(base_env, DYNAMO_BISECT_PASS=f"{culprit}:{n}")
         found, c, *_ = runs.run(f"applications-{n}", env)
+        if found is not None and found[1] != fp:
+            _say(f"  {culprit}:{n} fails differently ({found[1].describe()}): counted as passing, "
+                 f"not followed")
+            return False
         if found is not None:
             last[n] = c
         return found is not None
@@ -232,8 +237,8 @@ def _step(result, name, text, command="", **extra):
         _say(f"  reproduce: {command}")
 
 
-def _application_step(result, runs, base_env, culprit, cap):
-    site, total, n = _bad_application(runs, base_env, culprit, cap)
+def _application_step(result, runs, base_env, culprit, cap, fp):
+    site, total, n = _bad_application(runs, base_env, culprit, cap, fp)
     if site is None:
         _step(result, "application", f"the failing run recorded no application of {culprit}: "
                                      f"nothing to count")
@@ -288,7 +293,7 @@ def _bisect(args, runs, result):
         env = dict(base_env, DYNAMO_DISABLE_PASSES=culprit)
         _step(result, "pass", f"disabling pass {culprit} makes the failure go away ({n} runs)",
               runs.command(env))
-        _application_step(result, runs, base_env, culprit, cap)
+        _application_step(result, runs, base_env, culprit, cap, found[1])
     else:
         _step(result, "pass", "no pass of passes.def is involved (disabling all of them: still fails)")
     if failing == "aot_eager_decomp_partition" or (not failing and own == "aot_eager_decomp_partition"):
