@@ -2,11 +2,11 @@
 //
 //   tracer -> Graph --[pass 1]--> Graph --[pass 2]--> ... --> backend
 //
-// A pass is a free function `Graph pass(const Graph&)` in a file of its own (core/src/passes),
-// listed in passes.def. It never edits a node: it builds a new graph with a GraphRewriter (or
-// returns its input unchanged). The pipeline records, for each pass, whether it changed the graph
-// and (only then) the graph it produced, for DYNAMO_LOGS=passes; a pass named in
-// PassOptions::disabled is skipped (the accuracy bisector finds a bad pass this way).
+// A pass is a free function `Graph pass(const Graph&, PassContext&)` in a file of its own
+// (core/src/passes), listed in passes.def. It never edits a node: it builds a new graph with a
+// GraphRewriter (or returns its input unchanged). The pipeline records, for each pass, whether it
+// changed the graph and (only then) the graph it produced, for DYNAMO_LOGS=passes; a pass named
+// in PassOptions::disabled is skipped (the accuracy bisector finds a bad pass this way).
 //
 // Applications: a pass asks PassContext::apply(site) before each rewrite it makes at one node.
 // The pipeline numbers them per pass over every run sharing PassOptions::counters (the Python
