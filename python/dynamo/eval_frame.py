@@ -96,7 +96,27 @@ def _make_handle(backend, fullgraph, force_codes=(), dynamic=None):
                              _skip_file_prefixes(), config.debug_function or "", tuple(force_codes),
                              _library_prefixes(), tuple(config.disabled_passes),
                              -1 if dynamic is None else int(bool(dynamic)),
-                             bool(config.automatic_dynamic_shapes))
+                             bool(config.automatic_dynamic_shapes), _pass_limits(),
+                             os.environ.get("DYNAMO_TEST_CORRUPT_NODE", "").strip())
+
+
+def _pass_limits():
+    """((pass, N), ...) of DYNAMO_BISECT_PASS=name:N[,name:N]: dynamo-bisect's counted passes
+    (docs/bisect.md): only the first N applications of the pass in this process go ahead."""
+    text = os.environ.get("DYNAMO_BISECT_PASS", "").strip()
+    if not text:
+        return ()
+    known = [name for name, _ in _C._compiler.pass_list(True)]
+    out = []
+    for item in (p.strip() for p in text.split(",") if p.strip()):
+        name, _, n = item.partition(":")
+        if name not in known or not n.isdigit():
+            raise _C.UserError(
+                f"error: DYNAMO_BISECT_PASS={text!r}: '{item}' is not <pass>:<applications>\n"
+                f"  = hint: a pass of passes.def ({', '.join(known)}) and how many of its first "
+                f"applications to make, e.g. DYNAMO_BISECT_PASS={known[0]}:3")
+        out.append((name, int(n)))
+    return tuple(out)
 
 
 class _Context:

@@ -1,8 +1,10 @@
 // dynamo._C._compiler: the frame compiler for the Python package (dynamo.optimize/compile).
 //
 //   make(backend_name, backend_or_None, fullgraph, cache_size_limit, suppress_errors, listener,
-//        skip_file_prefixes)
-//       -> Compiler handle
+//        skip_file_prefixes, [only_function, force_codes, no_inline_prefixes, disabled_passes,
+//        dynamic, automatic_dynamic, pass_limits, corrupt_node])
+//       -> Compiler handle  (pass_limits: ((pass, N), ...) of DYNAMO_BISECT_PASS; corrupt_node:
+//          DYNAMO_TEST_CORRUPT_NODE, tests only)
 //   set_mode("off" | "run_only" | "compile", handle_or_None) -> previous (mode, handle)
 //   reset()                  drop every compiled entry
 //   disable_code(code)       never capture this code object
@@ -132,6 +134,19 @@ PyObject* recordToDict(const core::CompileRecord& r) {
     setItem(pd, "nodes_before", PyLong_FromSize_t(p.nodesBefore));
     setItem(pd, "nodes_after", PyLong_FromSize_t(p.nodesAfter));
     setItem(pd, "graph", str(p.graphText));
+    PyObject* apps = check(PyList_New(0));
+    for (const core::PassApplication& a : p.applications) {
+      PyObject* ad = check(PyDict_New());
+      setItem(ad, "index", PyLong_FromLongLong(a.index));
+      setItem(ad, "node", str(a.node));
+      setItem(ad, "op", str(a.op));
+      setItem(ad, "where", str(a.where.str()));
+      setItem(ad, "source", str(a.where.sourceLine));
+      setItem(ad, "applied", PyBool_FromLong(a.applied));
+      PyList_Append(apps, ad);
+      Py_DECREF(ad);
+    }
+    setItem(pd, "applications", apps);
     PyList_Append(passes, pd);
     Py_DECREF(pd);
   }
@@ -196,9 +211,11 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   PyObject* noInlinePrefixes = nullptr;
   PyObject* disabledPasses = nullptr;
   int dynamic = -1, automaticDynamic = 1;
-  if (!PyArg_ParseTuple(args, "sOpipOO|sOOOip", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
+  PyObject* passLimits = nullptr;
+  const char* corruptNode = "";
+  if (!PyArg_ParseTuple(args, "sOpipOO|sOOOipOs", &backendName, &backend, &fullgraph, &cacheLimit, &suppress, &listener,
                         &skipPrefixes, &onlyFunction, &forceCodes, &noInlinePrefixes, &disabledPasses, &dynamic,
-                        &automaticDynamic))
+                        &automaticDynamic, &passLimits, &corruptNode))
     return nullptr;
   DYNAMO_PY_TRY
   core::CompilerOptions o;
@@ -221,6 +238,19 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(names.get()); ++i)
       o.passOptions.disabled.push_back(toString(PySequence_Fast_GET_ITEM(names.get(), i)));
   }
+  if (passLimits != nullptr && passLimits != Py_None) {
+    PyRef limits = PyRef::steal(check(PySequence_Fast(passLimits, "pass_limits must be a sequence of (name, n)")));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(limits.get()); ++i) {
+      const char* name = nullptr;
+      long long n = 0;
+      if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(limits.get(), i), "sL", &name, &n)) return nullptr;
+      o.passOptions.limits.emplace_back(name, n);
+    }
+  }
+  o.passOptions.corruptNode = corruptNode;
+  // Applications are numbered over the whole process (DYNAMO_BISECT_PASS=name:N counts them so).
+  static const auto kProcessCounters = std::make_shared<core::PassCounters>();
+  o.passOptions.counters = kProcessCounters;
   o.backendName = backendName;
   o.backend = backend != Py_None ? backends::makeCallableBackend(backend, backendName) : backends::makeBackend(backendName);
   if (!o.backend)
@@ -365,10 +395,13 @@ PyObject* backendList(PyObject*, PyObject*) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
-PyObject* passList(PyObject*, PyObject*) {
+PyObject* passList(PyObject*, PyObject* args) {
+  int withTests = 0;
+  if (!PyArg_ParseTuple(args, "|p", &withTests)) return nullptr;
   DYNAMO_PY_TRY
   PyObject* out = check(PyList_New(0));
   for (const core::PassInfo& p : core::passList()) {
+    if (p.testOnly && !withTests) continue;
     PyObject* row = check(Py_BuildValue("(ss)", p.name, p.description));
     PyList_Append(out, row);
     Py_DECREF(row);
@@ -540,7 +573,9 @@ PyMethodDef methods[] = {
      "cache_entries(code) -> [{id, hits, code}]: its cache entries, most recently hit first."},
     {"break_kinds", breakKinds, METH_NOARGS, "[(slug, explanation, hint)] of every graph-break kind."},
     {"backend_list", backendList, METH_NOARGS, "[(name, description)] of the C++ backends of backends.def."},
-    {"pass_list", passList, METH_NOARGS, "[(name, description)] of the passes of passes.def, in pipeline order."},
+    {"pass_list", passList, METH_VARARGS,
+     "pass_list(with_tests=False) -> [(name, description)] of the passes of passes.def, in pipeline order "
+     "(with_tests: also the test-only passes)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

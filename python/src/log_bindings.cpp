@@ -151,6 +151,11 @@ void listingLines(std::vector<std::string>& out, const core::CompileRecord& r) {
         out.push_back(std::string(kPrefix) + "pass " + p.name + " on " + of + " (unchanged)" + nodes);
       else
         out.push_back(std::string(kPrefix) + "pass " + p.name + " on " + of + ": " + p.status + nodes);
+      // Numbered as DYNAMO_BISECT_PASS=name:N counts them.
+      for (const core::PassApplication& a : p.applications)
+        out.push_back("    application " + std::to_string(a.index) + ": " + a.node + " (" + a.op + ")" +
+                      (a.where.known() ? " at " + where(a.where.file, a.where.line) : "") +
+                      (a.applied ? "" : " (skipped: past DYNAMO_BISECT_PASS)"));
     }
   }
   if (level("graph")) {

@@ -66,3 +66,30 @@ def test_script_that_does_not_fail(tmp_path):
     assert code == 0
     assert err == (f"dynamo-bisect: {SMALL_MODEL} ran without a failure in any compiled graph: "
                    f"nothing to bisect\n")
+
+
+def test_counted_pass_names_the_bad_application(tmp_path):
+    # test_corrupt_node (passes.def, test only) applies once per call node and breaks the one
+    # named relu: the bisector finds the pass, then the number of the application that breaks it.
+    code, _, err = run("dynamo-bisect", "--backends", "eager", "--workdir", "b", SMALL_MODEL, "eager",
+                       cwd=tmp_path, env={"DYNAMO_TEST_CORRUPT_NODE": "relu"})
+    assert code == 0, err
+    lines = err.splitlines()
+    assert "dynamo-bisect: pass: disabling pass test_corrupt_node makes the failure go away (2 runs)" in lines
+    app = next(line for line in lines if line.startswith("dynamo-bisect: application: "))
+    result = json.loads((tmp_path / "b" / "result.json").read_text())
+    step = next(s for s in result["steps"] if s["step"] == "application")
+    k = step["application"]["index"]
+    # The relu of the model (its 7th call node), found by node name and line, not by number.
+    assert app == (f"dynamo-bisect: application: application {k} of 13 of pass test_corrupt_node brings "
+                   f"the failure (with its first {k - 1} the script passes; 3 runs): node relu "
+                   f"(torch.Tensor.relu) at {SMALL_MODEL}:22: y = self.conv2(y).relu(), in the graph of "
+                   f"Net.forward ({SMALL_MODEL}:19)")
+    assert step["command"] == (f"DYNAMO_BISECT_BACKEND=eager DYNAMO_BISECT_PASS=test_corrupt_node:{k} "
+                               f"python3 {SMALL_MODEL} eager")
+    assert f"dynamo-bisect:   reproduce: {step['command']}" in lines
+    # The search's own runs: k applications fail, k - 1 pass.
+    runs = {r["label"]: r for r in result["runs"]}
+    assert runs[f"applications-{k}"]["failure"] is not None
+    assert runs[f"applications-{k - 1}"]["failure"] is None
+    assert [s["step"] for s in result["steps"]] == ["backend", "pass", "application", "graph"]

@@ -21,6 +21,12 @@ def test_exception_in_backend_shrinks_to_the_relu(tmp_path):
     text = (tmp_path / "repro.py").read_text()
     nodes = repro_nodes(text)
     assert len(nodes) <= 3 and any(".relu()" in n for n in nodes), nodes
+    # The failure does not depend on the input values: generate_inputs replaced every one of them
+    # by a call that makes them again, and nothing is saved beside the repro.
+    inputs = text.split("def load_inputs", 1)[1].split("    ]\n", 1)[0].splitlines()[3:]
+    assert inputs and all(line.strip().startswith("torch.randn(") and
+                          "generator=torch.Generator().manual_seed(0))" in line for line in inputs), inputs
+    assert not (tmp_path / "repro_inputs.pt").exists()
     # The repro alone, in a fresh interpreter, fails the same way.
     rc, out = run_repro(tmp_path / "repro.py", tmp_path)
     assert rc == 1 and "RuntimeError: fault injected: this backend cannot compile relu" in out

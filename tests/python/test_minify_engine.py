@@ -9,7 +9,7 @@ import torch.fx
 
 from dynamo.minifier import defs, engine
 from dynamo.minifier.passes import load
-from dynamo.minifier.unit import Unit
+from dynamo.minifier.unit import Unit, is_generated
 
 
 def chain(n=40, bad_at=23):
@@ -38,7 +38,7 @@ def has_sin(unit):
 def test_def_file_and_pass_modules_agree():
     names = [p.name for p in defs.reduction_passes()]
     assert names == ["truncate_suffix", "remove_outputs", "dead_code", "replace_with_values",
-                     "remove_unused_inputs", "shrink_shapes"]
+                     "remove_unused_inputs", "shrink_shapes", "generate_inputs"]
     folder = os.path.dirname(load("dead_code").__file__)
     modules = sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".py") and f != "__init__.py")
     assert modules == sorted(names)
@@ -51,11 +51,15 @@ def test_engine_shrinks_a_chain_to_the_one_failing_op():
     eng = engine.Engine(has_sin)
     small = eng.run(unit)
     assert [n.target for n in small.calls()] == [torch.sin]
-    # The value the sin reads is the real one: recorded from an eager run of the original.
+    # has_sin does not look at values: generate_inputs replaced the one the sin reads.
     (value,) = small.inputs
+    assert value.numel() == 1 and is_generated(value)
+    assert eng.queries <= 26, eng.queries
+    # Without generate_inputs it is the real one: recorded from an eager run of the original.
+    names = [p.name for p in defs.reduction_passes() if p.name != "generate_inputs"]
+    (value,) = engine.Engine(has_sin, passes=names).run(unit).inputs
     expected = unit.recorded_values()[next(n for n in unit.calls() if n.target is torch.sin).args[0].name]
     assert value.numel() == 1 and value.item() == expected.reshape(-1)[0].item()
-    assert eng.queries <= 25, eng.queries
     # Each accepted step is recorded, and sizes never grow.
     sizes = [s["size"] for s in eng.steps]
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
@@ -99,6 +103,34 @@ def test_shrink_shapes_halves_while_the_failure_holds():
     small = engine.Engine(lambda u: u.inputs[0].shape[0] >= 2, passes=["shrink_shapes"]).run(unit)
     assert tuple(small.inputs[0].shape) == (2, 1) and tuple(small.inputs[1].shape) == (1, 1)
     torch.testing.assert_close(small.inputs[0], unit.inputs[0][:2, :1], rtol=0, atol=0)
+
+
+def test_generate_inputs_replaces_the_values_the_failure_does_not_depend_on():
+    """x's values matter to the test (its first element must stay negative), w's do not: w gets
+    generated values, which repro.py writes as the call that makes them again."""
+    from dynamo.minifier import repro
+    from dynamo.minifier.unit import generated_like, is_generated
+    unit = chain(n=4, bad_at=1)
+    x = unit.inputs[0].clone()
+    x[0, 0] = -5.0
+    unit = Unit(unit.gm, (x, unit.inputs[1].int()))
+    eng = engine.Engine(lambda u: u.inputs[0].reshape(-1)[0].item() == -5.0, passes=["generate_inputs"])
+    small = eng.run(unit)
+    assert [is_generated(v) for v in small.inputs] == [False, True]
+    assert small.inputs[0] is x
+    assert torch.equal(small.inputs[1], torch.zeros(8, 6, dtype=torch.int32))  # zeros for integers
+    # both (no), x (no), w (yes); x again after the success, and once more in the second round
+    assert eng.queries == 5
+    # Floating-point inputs get seeded normal values, the same every time.
+    f = generated_like(torch.ones(3, 2, requires_grad=True))
+    assert f.requires_grad and torch.equal(f.detach(), torch.randn(3, 2, generator=torch.Generator().manual_seed(0)))
+    code, saved = repro.inputs_code([f, small.inputs[1]], "r_inputs.pt")
+    assert not saved
+    assert ("torch.randn((3, 2), dtype=torch.float32, generator=torch.Generator().manual_seed(0))"
+            ".requires_grad_(),  # (3, 2) torch.float32") in code
+    assert "torch.zeros((8, 6), dtype=torch.int32),  # (8, 6) torch.int32" in code
+    # The query cache tells a unit with generated values from the one with the real ones.
+    assert small.key() != unit.key()
 
 
 def test_oracle_counts_and_drops():

@@ -68,7 +68,7 @@ def test_print_passes_lists_the_def_file(tmp_path):
     assert code == 0
     assert [line.split()[0] for line in out.splitlines()] == [
         "truncate_suffix", "remove_outputs", "dead_code", "replace_with_values",
-        "remove_unused_inputs", "shrink_shapes"]
+        "remove_unused_inputs", "shrink_shapes", "generate_inputs"]
 
 
 def test_from_trace_without_a_store(tmp_path):

@@ -104,6 +104,8 @@ def test_passes_log(tmp_path):
     lines = p.stderr.splitlines()
     assert lines[0] == "[dynamo] pass dead_code_elimination on f (prog.py:4), attempt 0: changed (4 -> 3 nodes):"
     assert lines[1] == "    graph(%x):"
+    # Each application, numbered as DYNAMO_BISECT_PASS counts them.
+    assert "    application 1: cos (torch.Tensor.cos) at prog.py:5" in lines
     assert lines[-1] == ("[dynamo] pass dead_code_elimination on g (prog.py:8), attempt 0 (unchanged) "
                          "(3 -> 3 nodes)")
 
@@ -131,3 +133,54 @@ def test_in_place_and_out_ops_are_never_removed():
     got = dynamo.compile(f)(*c)
     assert all(torch.equal(a, b) for a, b in zip(got, expected))
     assert torch.equal(c[0], e[0]) and torch.equal(c[1], e[1])
+
+
+_COUNTED = textwrap.dedent("""\
+    import torch
+    import dynamo
+
+    def f(x):
+        a = x.cos()
+        b = x.sin()
+        return x + 1
+
+    recs = []
+    dynamo.add_compile_listener(recs.append, listings=False)
+    dynamo.compile(f)(torch.ones(2))
+    (dce,) = recs[0]["passes"]
+    print([(a["index"], a["node"], a["op"], a["where"].rsplit("/", 1)[-1], a["applied"]) for a in dce["applications"]])
+    """)
+
+
+def _run_counted(tmp_path, **env):
+    (tmp_path / "prog.py").write_text(_COUNTED)
+    e = {k: v for k, v in os.environ.items() if not k.startswith("DYNAMO_")}
+    e.update(env)
+    return subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=e, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_applications_are_numbered_and_limited(tmp_path):
+    # Dead-code elimination walks backwards: sin is its first application, cos its second.
+    p = _run_counted(tmp_path)
+    assert p.stdout == ("[(1, 'sin', 'torch.Tensor.sin', 'prog.py:6', True), "
+                        "(2, 'cos', 'torch.Tensor.cos', 'prog.py:5', True)]\n"), p.stderr
+    p = _run_counted(tmp_path, DYNAMO_BISECT_PASS="dead_code_elimination:1")
+    assert p.stdout == ("[(1, 'sin', 'torch.Tensor.sin', 'prog.py:6', True), "
+                        "(2, 'cos', 'torch.Tensor.cos', 'prog.py:5', False)]\n"), p.stderr
+
+
+def test_bisect_pass_bad_value(tmp_path):
+    p = _run_counted(tmp_path, DYNAMO_BISECT_PASS="dce:1")
+    assert p.returncode == 1
+    assert p.stderr.splitlines()[-2:] == [
+        "dynamo.UserError: error: DYNAMO_BISECT_PASS='dce:1': 'dce:1' is not <pass>:<applications>",
+        "  = hint: a pass of passes.def (dead_code_elimination, test_corrupt_node) and how many of its first "
+        "applications to make, e.g. DYNAMO_BISECT_PASS=dead_code_elimination:3"]
+
+
+def test_test_pass_is_off_and_unlisted_unless_turned_on():
+    assert "test_corrupt_node" not in [name for name, _ in dynamo.list_passes()]
+    # Known to the switches, so that dynamo-bisect can disable it.
+    dynamo.config.disabled_passes = ("test_corrupt_node",)
+    dynamo.config.disabled_passes = ()

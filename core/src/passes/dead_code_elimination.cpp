@@ -5,6 +5,7 @@
 //   - may raise on some input the guards admit (x[idx] with a tensor index, integer division,
 //     reductions of possibly empty tensors, device moves): an unused x[idx] still raises as in
 //     eager.
+// Each removed node is one application (PassContext::apply), numbered in the backward walk.
 // What may go is listed below by op key (Node::opKey()): ops whose success on the meta example
 // means success on every input with the same guarded sizes, dtypes and devices.
 #include <set>
@@ -43,7 +44,7 @@ bool removableOp(const std::string& key) {
 
 }  // namespace
 
-Graph runDeadCodeElimination(const Graph& graph) {
+Graph runDeadCodeElimination(const Graph& graph, PassContext& ctx) {
   const auto& body = graph.body();
   std::unordered_set<const Node*> dead;
   // Walk backwards: a node is dead when every user is dead (or it has none) and it may go.
@@ -56,7 +57,7 @@ Graph runDeadCodeElimination(const Graph& graph) {
     bool used = false;
     for (const NodeRef& u : graph.users(n))
       if (!dead.count(u.get())) used = true;
-    if (!used) dead.insert(n.get());
+    if (!used && ctx.apply(n)) dead.insert(n.get());
   }
   if (dead.empty()) return graph;
   GraphRewriter rewriter(graph);

@@ -8,6 +8,9 @@ node a failure comes from, and prints the command that reproduces each step by h
   2. pass / decomposition: inside that backend, every pass of passes.def is disabled
      (DYNAMO_DISABLE_PASSES), then the decomposition groups (DYNAMO_AOT_DISABLE_DECOMPS, a binary
      search over the groups); a subsystem whose disabling makes the failure go away is named;
+     for a pass, a binary search over how many of its applications go ahead
+     (DYNAMO_BISECT_PASS=name:N) then names the one application, the node it rewrote, that
+     brings the failure;
   3. graph: the first graph of the run whose compile or run fails (the capture of
      DYNAMO_REPRO_AFTER=dynamo);
   4. node (--accuracy): the first node of that graph whose value diverges from fp64 eager
@@ -112,6 +115,44 @@ def _first_disabling_that_fixes(runs, base_env, var, names, label):
     return lo[0], count
 
 
+def _bad_application(runs, base_env, culprit, cap, fp):
+    """(application, total, runs): the one application of pass `culprit` that brings the
+    failure `fp`, found by a binary search over N in DYNAMO_BISECT_PASS=culprit:N (the first N
+    applications go ahead) for the smallest N that fails the same way (a run that fails
+    differently counts as passing, and is reported). None when the failing run recorded no
+    application of the pass."""
+    apps = _capture.pass_applications(cap, culprit)
+    total = max((a["index"] for a in apps), default=0)
+    if total == 0:
+        return None, 0, 0
+    count = 0
+    last = {}
+
+    def fails(n):
+        nonlocal count
+        count += 1
+        env = dict(base_env, DYNAMO_BISECT_PASS=f"{culprit}:{n}")
+        found, c, *_ = runs.run(f"applications-{n}", env)
+        if found is not None and found[1] != fp:
+            _say(f"  {culprit}:{n} fails differently ({found[1].describe()}): counted as passing, "
+                 f"not followed")
+            return False
+        if found is not None:
+            last[n] = c
+        return found is not None
+
+    lo, hi = 1, total  # all `total` applications: the failing run itself
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fails(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    site_from = last.get(lo, cap)
+    site = next((a for a in _capture.pass_applications(site_from, culprit) if a["index"] == lo), None)
+    return dict(site or {"index": lo}), total, count
+
+
 def _first_diverging_node(cap, graph, tol, timeout):
     """(node name, op kind, location) of the first call node whose value diverges, found by a
     binary search over the graph cut after each node (the value of that node its output)."""
@@ -184,8 +225,8 @@ def main(argv=None):
             json.dump(result, f, indent=1)
 
 
-def _step(result, name, text, command=""):
-    step = {"step": name, "result": text, "command": command}
+def _step(result, name, text, command="", **extra):
+    step = {"step": name, "result": text, "command": command, **extra}
     result["steps"].append(step)
     runs = result["runs_store"]
     if runs.writer is not None:
@@ -194,6 +235,22 @@ def _step(result, name, text, command=""):
     _say(f"{name}: {text}")
     if command:
         _say(f"  reproduce: {command}")
+
+
+def _application_step(result, runs, base_env, culprit, cap, fp):
+    site, total, n = _bad_application(runs, base_env, culprit, cap, fp)
+    if site is None:
+        _step(result, "application", f"the failing run recorded no application of {culprit}: "
+                                     f"nothing to count")
+        return
+    k = site["index"]
+    where = f" at {site['where']}: {site['source']}" if site.get("where") else ""
+    what = (f"node {site['node']} ({site['op']}){where}, in the graph of {site['function']} "
+            f"({site['compile_where']})" if "node" in site else "its node was not recorded")
+    before = f"with its first {k - 1} the script passes" if k > 1 else "with none the script passes"
+    _step(result, "application", f"application {k} of {total} of pass {culprit} brings the "
+                                 f"failure ({before}; {n} runs): {what}",
+          runs.command(dict(base_env, DYNAMO_BISECT_PASS=f"{culprit}:{k}")), application=site)
 
 
 def _bisect(args, runs, result):
@@ -229,13 +286,14 @@ def _bisect(args, runs, result):
                                  f"script's own backend '{own}'", runs.command({}))
 
     # 2. passes, then decomposition groups
-    from dynamo import list_passes
-    names = [n for n, _ in list_passes()]
+    from dynamo import _C
+    names = [n for n, _ in _C._compiler.pass_list(True)]  # test-only passes too: they may be on
     culprit, n = _first_disabling_that_fixes(runs, base_env, "DYNAMO_DISABLE_PASSES", names, "passes")
     if culprit:
         env = dict(base_env, DYNAMO_DISABLE_PASSES=culprit)
         _step(result, "pass", f"disabling pass {culprit} makes the failure go away ({n} runs)",
               runs.command(env))
+        _application_step(result, runs, base_env, culprit, cap, found[1])
     else:
         _step(result, "pass", "no pass of passes.def is involved (disabling all of them: still fails)")
     if failing == "aot_eager_decomp_partition" or (not failing and own == "aot_eager_decomp_partition"):

@@ -8,7 +8,8 @@
 DIR gets, per graph i, ``graph_<i>.pt`` (the torch.fx.GraphModule, its real inputs, the backend
 spec, the dynamo.config values in force) written before the graph is compiled, and one line per
 event in ``events.jsonl``: start, ok (the first run passed), fail (stage, exception, traceback or
-diverging node). A graph that started and never ended in a run that died by a signal is the one
+diverging node), and per compile whose passes made applications, passes (each application of
+each pass: number, node, op, user line, applied or skipped under DYNAMO_BISECT_PASS). A graph that started and never ended in a run that died by a signal is the one
 that crashed. ``dynamo-minify --resume DIR`` minifies the failing graph of such a directory.
 """
 from __future__ import annotations
@@ -85,6 +86,7 @@ def wrap_backend(name, fn):
         return name, fn
     import torch
     d = capture_dir()
+    _listen_to_passes(d)
     spec = _probe.backend_spec(name, fn)
     cfg = config_snapshot()
     offset = {}
@@ -113,6 +115,35 @@ def wrap_backend(name, fn):
 
     p = _probe.Probe(name, fn, accuracy_tol(), on_event)
     return name, p.backend()
+
+
+def _listen_to_passes(d):
+    """Records, once per process, the pass applications of every compile (dynamo-bisect's
+    counted passes read them)."""
+    if _ACTIVE.get("passes"):
+        return
+    _ACTIVE["passes"] = True
+    from dynamo import eval_frame
+
+    def on_compile(record):
+        apps = {p["name"]: p["applications"] for p in record.get("passes", ()) if p.get("applications")}
+        if apps:
+            _event(d, {"event": "passes", "function": record.get("function", ""),
+                       "where": f"{record.get('file', '')}:{record.get('line', 0)}",
+                       "applications": apps})
+
+    eval_frame.add_compile_listener(on_compile, listings=False)
+
+
+def pass_applications(d, name) -> list:
+    """Every application of pass `name` a capture run recorded, in order, each with the function
+    and place of the compile it was made in."""
+    out = []
+    for e in read_events(d):
+        if e["event"] == "passes":
+            for a in e["applications"].get(name, ()):
+                out.append(dict(a, function=e["function"], compile_where=e["where"]))
+    return out
 
 
 def locations(gm) -> dict:

@@ -120,6 +120,11 @@ ENV_VARS = (
     ("DYNAMO_REPRO_DIR", "the capture", "where it writes (default `./dynamo_minify/run-<pid>`)"),
     ("DYNAMO_BISECT_BACKEND", "dynamo.compile / optimize", "replaces the backend every compile asks for (dynamo-bisect's ladder)"),
     ("DYNAMO_DISABLE_PASSES", "dynamo.config.disabled_passes", "comma-separated passes not to run"),
+    ("DYNAMO_BISECT_PASS", "dynamo.compile / optimize", "`name:N[,name:N]`: only the first N applications "
+     "of the pass in the process go ahead (dynamo-bisect's counted passes; DYNAMO_LOGS=passes and the "
+     "compile records number them)"),
+    ("DYNAMO_TEST_CORRUPT_NODE", "dynamo.compile / optimize", "tests only: turns on the test pass "
+     "`test_corrupt_node`, which breaks the call nodes of this name (docs/bisect.md)"),
     ("DYNAMO_AOT_DISABLE_DECOMPS", "dynamo.aot", "comma-separated decomposition groups not to apply"),
     ("DYNAMO_LOGS", "dynamo.logs", "one line per event to stderr (docs/logs.md)"),
     ("DYNAMO_TRACE", "dynamo.config.trace_path", "the SQLite trace store to record into"),

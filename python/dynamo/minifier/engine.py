@@ -108,7 +108,8 @@ class Engine:
         return unit
 
     def run(self, unit):
-        """Repeats the passes while the unit gets smaller (in nodes, then in input elements)."""
+        """Repeats the passes while the unit gets smaller (in nodes, then in input elements, then
+        in input elements holding real values)."""
         self._start_size = unit.size()
         for _ in range(self._max_rounds):
             before = _complexity(unit)
@@ -121,5 +122,8 @@ class Engine:
 
 def _complexity(unit):
     import torch
-    numel = sum(v.numel() for v in unit.inputs if isinstance(v, torch.Tensor))
-    return (unit.size(), len(unit.inputs), numel)
+    from dynamo.minifier.unit import is_generated
+    tensors = [v for v in unit.inputs if isinstance(v, torch.Tensor)]
+    numel = sum(v.numel() for v in tensors)
+    real = sum(v.numel() for v in tensors if not is_generated(v))
+    return (unit.size(), len(unit.inputs), numel, real)

@@ -225,7 +225,9 @@ class Minifier:
     def checkpoint(self, unit, step):
         import torch
         self.record("dynamo.minify.step", step)
-        torch.save({"gm": unit.gm, "inputs": list(unit.inputs)},
+        from dynamo.minifier.unit import is_generated
+        torch.save({"gm": unit.gm, "inputs": list(unit.inputs),
+                    "generated": [is_generated(v) for v in unit.inputs]},
                    os.path.join(self.workdir, "checkpoint.pt.tmp"))
         os.replace(os.path.join(self.workdir, "checkpoint.pt.tmp"),
                    os.path.join(self.workdir, "checkpoint.pt"))
@@ -284,7 +286,9 @@ def _load_unit(d):
     import torch
     from dynamo.minifier import aot_stage
     from dynamo.minifier.unit import Unit
+    from dynamo.minifier.unit import mark_generated
     blob = torch.load(d)
+    mark_generated(blob["inputs"], blob.get("generated"))
     if blob.get("stage") == "aot":
         return aot_stage.load_unit(blob), blob
     return Unit(blob["gm"], tuple(blob["inputs"])), blob

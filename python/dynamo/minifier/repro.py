@@ -2,7 +2,8 @@
 code and its inputs, that fails the way the minified graph fails.
 
 Small tensors (at most INLINE_MAX elements) are written inline with their exact values; larger
-ones are saved beside the script (``<name>_inputs.pt``), exact too. Returns (path, text) pairs:
+ones are saved beside the script (``<name>_inputs.pt``), exact too. An input whose values the
+failure does not depend on (generate_inputs replaced them) is one call that makes them again. Returns (path, text) pairs:
 only the CLI writes files.
 """
 from __future__ import annotations
@@ -49,7 +50,13 @@ def _literal(v):
 
 def _tensor_expr(t, i, big_name):
     import torch
+    from dynamo.minifier.unit import is_generated
     rg = ".requires_grad_()" if t.requires_grad else ""
+    if is_generated(t):  # the same call as unit.generated_like()
+        if t.is_floating_point() or t.is_complex():
+            return (f"torch.randn({tuple(t.shape)}, dtype={t.dtype}, "
+                    f"generator=torch.Generator().manual_seed(0)){rg}", False)
+        return f"torch.zeros({tuple(t.shape)}, dtype={t.dtype}){rg}", False
     if t.numel() <= INLINE_MAX and t.device.type == "cpu" and t.layout == torch.strided:
         values = t.detach().reshape(-1).tolist()
         vals = ", ".join(_literal(x) for x in values)
@@ -71,7 +78,8 @@ def inputs_code(inputs, big_name):
             lines.append(f"        {_literal(v)},")
     load = (f"    _saved = torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "
             f"{big_name!r}))\n") if saved else ""
-    return (f"def load_inputs():\n    \"\"\"The graph's real inputs, exact values.\"\"\"\n{load}"
+    return (f"def load_inputs():\n    \"\"\"The graph's inputs: exact values, or generated ones where the failure does "
+            f"not depend on them.\"\"\"\n{load}"
             f"    return [\n" + "\n".join(lines) + "\n    ]\n", saved)
 
 

@@ -4,6 +4,10 @@ inputs) and the real values of its inputs.
 A `Unit` is never changed: a reduction pass returns a new one (`Unit.edit()` gives a copy whose
 graph may be edited, `Editor.done()` the new unit). The recorded values of every node (an eager
 run on the real inputs) are computed once per unit, on demand, for replace_with_values.
+
+An input whose values the failure does not depend on may be replaced by generated values
+(generate_inputs): `generated_like(t)` makes them, deterministically, and marks the tensor, so that
+repro.py writes one call that makes them again instead of the values.
 """
 from __future__ import annotations
 
@@ -35,9 +39,10 @@ class Unit:
         return len(self.calls())
 
     def key(self) -> str:
-        """Identifies the unit for the query cache: its code and its input shapes."""
+        """Identifies the unit for the query cache: its code, its input shapes and which inputs
+        hold generated values."""
         import torch
-        shapes = tuple(tuple(v.shape) if isinstance(v, torch.Tensor) else repr(v)
+        shapes = tuple((tuple(v.shape), is_generated(v)) if isinstance(v, torch.Tensor) else repr(v)
                        for v in self.inputs)
         return self.gm.code + repr(shapes)
 
@@ -120,6 +125,37 @@ def target_name(node) -> str:
     if mod == "_operator":
         return f"operator.{name}"
     return f"{mod}.{name}"
+
+
+_GENERATED = "_dynamo_minify_generated"  # set on a tensor made by generated_like()
+
+
+def generated_like(t):
+    """A tensor of t's shape, dtype and requires_grad with values made by a call repro.py can
+    repeat: seeded standard normal values for floating-point tensors, zeros for the others."""
+    import torch
+    if t.is_floating_point() or t.is_complex():
+        out = torch.randn(tuple(t.shape), dtype=t.dtype, generator=torch.Generator().manual_seed(0))
+    else:
+        out = torch.zeros(tuple(t.shape), dtype=t.dtype)
+    if t.requires_grad:
+        out.requires_grad_(True)
+    setattr(out, _GENERATED, True)
+    return out
+
+
+def is_generated(v) -> bool:
+    """Whether v was made by generated_like() (and so is not a real input value)."""
+    return bool(getattr(v, _GENERATED, False))
+
+
+def mark_generated(inputs, flags):
+    """Marks again the inputs a checkpoint recorded as generated (the mark is not saved with the
+    tensor); one whose values are not those generated_like() makes is left unmarked."""
+    import torch
+    for v, flag in zip(inputs, flags or ()):
+        if flag and isinstance(v, torch.Tensor) and torch.equal(v.detach(), generated_like(v).detach()):
+            setattr(v, _GENERATED, True)
 
 
 def _clone_value(v):
