@@ -347,57 +347,80 @@ void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, 
   }
 }
 
-// A column sum: one outer dim, one stored sum stage, and a load that walks the outer dim
-// contiguously but the inner dims with a stride (a bias gradient, a sum over dim 0). Emitted with
-// the loops exchanged: a block of outer points keeps its accumulators in an array, the inner
-// loops walk rows, and the innermost loop runs over the block's columns (vectorised).
+// A column sum: one outer dim, one or more sum stages (none reading another's result) and
+// outer stores of their results, and a load that walks the outer dim contiguously but
+// the inner dims with a stride (a bias gradient, a sum over dim 0, layer_norm's weight and bias
+// gradients). Emitted with the loops exchanged: a block of outer points keeps its accumulators
+// in arrays, the inner loops walk rows, and the innermost loop runs over the block's columns
+// (vectorised).
 bool isColumnSum(const Kernel& k) {
-  if (k.outerSizes.size() != 1 || k.innerSizes.empty() || k.stages.size() != 1) return false;
-  const Stage& st = k.stages[0];
-  if (st.kind != Stage::Kind::kReduce || st.reduce != ReduceOp::kSum || st.buffer < 0) return false;
-  if (!isFloating(st.value->dtype())) return false;
+  if (k.outerSizes.size() != 1 || k.innerSizes.empty() || k.stages.empty()) return false;
   bool column = false;
-  forEachExpr(st.value, [&](const ExprNode& x) {
-    if (x.kind() != ExprKind::kLoad) return;
-    const auto& c = x.index().coeffs;
-    bool strided = c.size() == 1 + k.innerSizes.size() && c[0] == 1;
-    for (size_t r = 1; strided && r < c.size(); ++r) strided = c[r] != 1 && c[r] != -1;
-    column = column || strided;
-  });
-  return column;
+  for (const Stage& st : k.stages) {
+    if (st.kind == Stage::Kind::kStoreOuter) continue;
+    if (st.kind != Stage::Kind::kReduce || st.reduce != ReduceOp::kSum) return false;
+    if (!isFloating(st.value->dtype())) return false;
+    bool dependent = false;
+    forEachExpr(st.value, [&](const ExprNode& x) {
+      if (x.kind() == ExprKind::kReduced) dependent = true;
+      if (x.kind() != ExprKind::kLoad) return;
+      const auto& c = x.index().coeffs;
+      bool strided = c.size() == 1 + k.innerSizes.size() && c[0] == 1;
+      for (size_t r = 1; strided && r < c.size(); ++r) strided = c[r] != 1 && c[r] != -1;
+      column = column || strided;
+    });
+    if (dependent) return false;
+  }
+  return column && k.stages.front().kind == Stage::Kind::kReduce;
 }
 
 void emitColumnSum(std::ostringstream& o, const Kernel& k, int64_t work) {
-  const Stage& st = k.stages[0];
   constexpr int64_t kBlock = 64;
-  DType t = st.value->dtype();
   int64_t extent = 1;
   for (int64_t s : k.innerSizes) extent *= s;
-  const char* A = (t == DType::kFloat32 && extent > 4096) ? "double" : dtypeCType(t);
   int64_t n = k.outerSizes[0];
-  Printer p(1, -1), raw(1, 0);
+  Printer p(1, -1);
+  auto accType = [&](const Stage& st) {
+    DType t = st.value->dtype();
+    return (t == DType::kFloat32 && extent > 4096) ? "double" : dtypeCType(t);
+  };
   o << "  #pragma omp parallel for schedule(static) if(" << work << "LL >= 32768LL)\n"
     << "  for (long long xb = 0; xb < " << n << "LL; xb += " << kBlock << "LL) {\n"
-    << "    long long xe = xb + " << kBlock << "LL < " << n << "LL ? xb + " << kBlock << "LL : " << n << "LL;\n"
-    << "    " << A << " accv[" << kBlock << "];\n"
-    << "    for (long long i = 0; i < " << kBlock << "LL; ++i) accv[i] = 0;\n";
+    << "    long long xe = xb + " << kBlock << "LL < " << n << "LL ? xb + " << kBlock << "LL : " << n << "LL;\n";
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    if (k.stages[i].kind != Stage::Kind::kReduce) continue;
+    o << "    " << accType(k.stages[i]) << " accv" << i << "[" << kBlock << "];\n"
+      << "    for (long long i = 0; i < " << kBlock << "LL; ++i) accv" << i << "[i] = 0;\n";
+  }
   std::string in = "    ";
   for (size_t r = 0; r < k.innerSizes.size(); ++r) {
     o << in << "for (long long r" << r << " = 0; r" << r << " < " << k.innerSizes[r] << "LL; ++r" << r << ") {\n";
     in += "  ";
   }
-  o << in << "#pragma omp simd\n"
-    << in << "for (long long x0 = xb; x0 < xe; ++x0) accv[x0 - xb] += (" << A << ")" << p.print(st.value) << ";\n";
+  o << in << "#pragma omp simd\n" << in << "for (long long x0 = xb; x0 < xe; ++x0) {\n";
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    const Stage& st = k.stages[i];
+    if (st.kind != Stage::Kind::kReduce) continue;
+    o << in << "  accv" << i << "[x0 - xb] += (" << accType(st) << ")" << p.print(st.value) << ";\n";
+  }
+  o << in << "}\n";
   for (size_t r = 0; r < k.innerSizes.size(); ++r) {
     in.resize(in.size() - 2);
     o << in << "}\n";
   }
-  const char* FT = dtypeCType(st.finish->dtype());
-  o << "    for (long long x0 = xb; x0 < xe; ++x0) {\n"
-    << "      " << A << " acc0 = accv[x0 - xb];\n"
-    << "      " << FT << " red0 = " << raw.print(st.finish) << ";\n"
-    << "      b" << st.buffer << "[" << affine(st.index, 1) << "] = red0;\n"
-    << "    }\n  }\n";
+  o << "    for (long long x0 = xb; x0 < xe; ++x0) {\n";
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    const Stage& st = k.stages[i];
+    if (st.kind == Stage::Kind::kReduce) {
+      Printer raw(1, static_cast<int>(i));
+      o << "      " << accType(st) << " acc" << i << " = accv" << i << "[x0 - xb];\n"
+        << "      " << dtypeCType(st.finish->dtype()) << " red" << i << " = " << raw.print(st.finish) << ";\n";
+      if (st.buffer >= 0) o << "      b" << st.buffer << "[" << affine(st.index, 1) << "] = red" << i << ";\n";
+    } else {
+      o << "      b" << st.buffer << "[" << affine(st.index, 1) << "] = " << p.print(st.value) << ";\n";
+    }
+  }
+  o << "    }\n  }\n";
 }
 
 std::set<int> writtenSet(const Kernel& k) { return std::set<int>(k.writes.begin(), k.writes.end()); }

@@ -40,6 +40,16 @@ size_t countOuter(const std::vector<bool>& reduced) {
   return static_cast<size_t>(std::count(reduced.begin(), reduced.end(), false));
 }
 
+// True when some kept dim comes after a reduced one (the reduction walks its rows with a stride).
+bool columnReduction(const std::vector<bool>& reduced) {
+  bool seenReduced = false;
+  for (bool r : reduced) {
+    if (r) seenReduced = true;
+    else if (seenReduced) return true;
+  }
+  return false;
+}
+
 // Index of the group's full shape over its vars (outer vars first, then inner).
 IndexVec fullIndex(const std::vector<bool>& reduced) {
   size_t nOuter = countOuter(reduced), nv = reduced.size();
@@ -227,7 +237,13 @@ class Fuser {
     for (int b : s.reads) reads = reads || g.writes.count(b);
     // Unrelated work shares a loop only between pointwise nodes (a reduction group's loop
     // nest may be serial: a full reduction has no outer loop to run in parallel).
-    if (!reads) return g0.reduction ? countOuter(g0.reduced) > 0 : !s.reduction;
+    // Nor does unrelated pointwise work join a reduction over leading dims (a column sum: a
+    // layer_norm weight gradient over [B, T, C]): its loops walk rows with a stride, which a
+    // pointwise store would inherit, and the sums alone can be emitted column-blocked.
+    if (!reads) {
+      if (!g0.reduction) return !s.reduction;
+      return countOuter(g0.reduced) > 0 && (s.reduction || !columnReduction(g0.reduced));
+    }
     // Same index: every load of a buffer the group writes must be where the group stored it.
     std::map<int, Affine> stores;
     for (int m : g.members) {

@@ -308,3 +308,22 @@ def test_where_on_bool_buffers_matches_eager():
     m = torch.rand(64, 300) > 0.5
     check(lambda t, k: (torch.where(k, t * 2, t.relu()), torch.where(k, t > 0, t < -1), k.sum(1)), x, m)
     check(lambda t, k: torch.where(k, t * 0.5, t / 3).sum(0), x, m)
+
+
+def test_several_column_sums_share_one_blocked_kernel():
+    # layer_norm's weight and bias gradients: two sums over the leading dims of [B, T, C], emitted
+    # column-blocked in one kernel (with an outer epilogue), and an unrelated pointwise value of
+    # the same shape is not pulled into their strided loops
+    g, x, w = torch.randn(4, 96, 80), torch.randn(4, 96, 80), torch.randn(80)
+    fn = lambda a, b, c: ((a * b).sum((0, 1)) * c, a.sum((0, 1)), a * c + b)  # noqa: E731
+    f = fused(fn, g, x, w)
+    sums = [k for k in f.report["kernels"] if "accv" in k["source"]]
+    assert len(sums) == 1 and sums[0]["source"].count("[64];") == 2, f.report["program"]
+    assert len(f.report["kernels"]) == 2, f.report["program"]
+    check(fn, g, x, w)
+    # in float32 over more than 4096 rows the blocked sums accumulate in double
+    y = torch.randn(8192, 3) + 1.0
+    got = fused(lambda a: (a.sum(0), (a * a).sum(0)), y)(y)
+    ref = (y.double().sum(0), (y.double() ** 2).sum(0))
+    for a, r in zip(got, ref):
+        assert ((a.double() - r).abs() / r.abs()).max().item() < 2e-7
