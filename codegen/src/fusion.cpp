@@ -166,6 +166,7 @@ class Fuser {
         st.node = it.node;
         st.result = it.result;
         st.conv = it.conv;
+        st.matmul = it.matmul;
       }
       p.steps.push_back(st);
     }

@@ -21,6 +21,8 @@ struct LoweringOptions {
   int maxFusedNodes = 64;      ///< the fusion-size cap: scheduler nodes per kernel
   int maxExprSize = 400;       ///< expression nodes per stage before a value is materialised
   int inlineCost = 24;         ///< a value with several users is recomputed below this size
+  bool matmulSteps = true;     ///< linear/mm/addmm as matmul steps (at::mm_out into pooled
+                               ///< memory; the bias joins the fused pointwise epilogue)
   bool convSteps = true;       ///< 2-d convolutions as conv steps (channels-last weights, an
                                ///< eval batch_norm folded in); off: plain extern calls
 };
