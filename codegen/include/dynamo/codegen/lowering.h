@@ -34,7 +34,7 @@ Program lowerGraph(const core::Graph& graph, const LoweringOptions& options = {}
 /// One entry of lowered_ops.def: the op name and the forms it is lowered from.
 struct LoweredOpInfo {
   const char* name;   ///< "add"
-  const char* kind;   ///< "pointwise", "reduction", "composite", "view" or "extern" (a conv step)
+  const char* kind;   ///< "pointwise", "reduction", "composite", "view", "extern" (a conv step) or "matmul" (a matmul step)
   const char* forms;  ///< "aten::add.Tensor/Scalar, torch.add, operator.add, Tensor.add"
 };
 /// The ops the generator lowers (docs and tests enumerate them).
