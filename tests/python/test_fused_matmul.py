@@ -88,3 +88,19 @@ def test_training_dropout_and_float64_stay_extern():
         torch.manual_seed(0)
         got = dynamo.optimize("fused")(lambda t: F.dropout(t, 0.5, training=True) * 2)(y)
     assert ((got == 0) | (got == y * 4)).all()
+
+
+def test_zero_size_and_weight_updates_between_calls():
+    # an empty inner dim gives zeros (+ bias), an empty batch an empty result, as eager
+    fn = lambda t, ww, bb: torch.relu(F.linear(t, ww, bb))  # noqa: E731
+    for x, w in ((torch.randn(5, 0), torch.randn(3, 0)), (torch.randn(0, 4), torch.randn(3, 4))):
+        bias = torch.randn(3)
+        f = torch_level(fn, x, w, bias)
+        assert "matmul #" in f.report["program"]
+        torch.testing.assert_close(f(x, w, bias), fn(x, w, bias))
+    # weights are read at each call (no cached copy): an update is seen
+    x, w, bias = torch.randn(6, 4), torch.randn(3, 4), torch.randn(3)
+    f = torch_level(fn, x, w, bias)
+    f(x, w, bias)
+    w.mul_(-2)
+    torch.testing.assert_close(f(x, w, bias), fn(x, w, bias), rtol=1e-5, atol=1e-5)
