@@ -17,6 +17,7 @@
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/mm.h>
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/version.h>
@@ -241,6 +242,8 @@ class FusedFn final : public core::CompiledGraphFn {
         runKernel(s.kernel, f);
       } else if (s.conv >= 0) {
         runConv(s.conv, f);
+      } else if (s.matmul >= 0) {
+        runMatmul(s.matmul, f);
       } else if (!runExtern(s, f)) {
         if (failedAt) *failedAt = static_cast<size_t>(s.node);
         return nullptr;
@@ -331,6 +334,29 @@ class FusedFn final : public core::CompiledGraphFn {
     }
     f.tensors[c.result] = inLayout(out, program_.buffers[c.result]);
     f.ptrs[c.result] = f.tensors[c.result].data_ptr();
+  }
+
+  // The product into a buffer of the caching pool (already faulted in after the first call), by
+  // at::mm_out with the GIL released; a linear's N-d input is a matrix of its rows.
+  void runMatmul(int k, Frame& f) const {
+    const codegen::MatmulStep& m = program_.matmuls[k];
+    const codegen::Buffer& rb = program_.buffers[m.result];
+    at::Tensor out = newOutput(rb);
+    PyThreadState* ts = PyEval_SaveThread();
+    try {
+      at::NoGradGuard noGrad;
+      const at::Tensor& a = f.tensors[m.a];
+      const at::Tensor& b = f.tensors[m.b];
+      at::Tensor a2 = a.dim() == 2 ? a : a.reshape({-1, a.size(-1)});
+      at::Tensor out2 = out.dim() == 2 ? out : out.view({-1, out.size(-1)});
+      at::mm_out(out2, a2, m.transposeB ? b.t() : b);
+    } catch (...) {
+      PyEval_RestoreThread(ts);
+      throw;
+    }
+    PyEval_RestoreThread(ts);
+    f.tensors[m.result] = out;
+    f.ptrs[m.result] = out.data_ptr();
   }
 
   // t in the buffer's strides (a copy when ATen chose another layout).
@@ -523,6 +549,9 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   // over many channels ~7x further from fp64 than the NCHW one (1.4e-5 against 2e-6 on 256
   // channels), which small-batch batch_norm amplifies in the gradients.
   lowering.convSteps = !options.insideAutograd;
+  // (Their products stay ATen calls too: the AOT graphs take weights through aten::t views,
+  // which a matmul step would have to materialise.)
+  lowering.matmulSteps = !options.insideAutograd;
   codegen::Program program = codegen::lowerGraph(graph, lowering);
   std::vector<codegen::CompileJob> jobs;
   for (const codegen::Kernel& k : program.kernels) {

@@ -20,6 +20,9 @@ namespace {
 // Helpers shared by both targets. DYN_FN is `static inline` on the host and
 // `__device__ __forceinline__` under NVRTC.
 const char* kHelpers = R"(
+// where(): both values are computed (every load is in bounds), then selected, so the compiler
+// vectorises it with a blend instead of a masked load per branch.
+template <class T> DYN_FN T dyn_select(bool c, T a, T b) { return c ? a : b; }
 template <class T> DYN_FN T dyn_max(T a, T b) { return (a < b) ? b : a; }
 template <class T> DYN_FN T dyn_min(T a, T b) { return (b < a) ? b : a; }
 template <class T> DYN_FN T dyn_maxnan(T a, T b) { return (a != a) ? a : ((b != b) ? b : ((a > b) ? a : b)); }
@@ -134,12 +137,17 @@ class Printer {
     const char* T = dtypeCType(e->dtype());
     const auto& ops = e->operands();
     switch (e->kind()) {
-      case ExprKind::kLoad: return "b" + std::to_string(e->buffer()) + "[" + affine(e->index(), nOuter_) + "]";
+      case ExprKind::kLoad: {
+        std::string l = "b" + std::to_string(e->buffer()) + "[" + affine(e->index(), nOuter_) + "]";
+        return e->dtype() == DType::kBool ? "((bool)" + l + ")" : l;
+      }
       case ExprKind::kConst: return number(e->dtype(), e->value());
       case ExprKind::kReduced:
         return (e->stage() == rawStage_ ? "acc" : "red") + std::to_string(e->stage());
       case ExprKind::kCast: return std::string("((") + T + ")(" + print(ops[0]) + "))";
-      case ExprKind::kWhere: return "(" + print(ops[0]) + " ? " + print(ops[1]) + " : " + print(ops[2]) + ")";
+      case ExprKind::kWhere:
+        return std::string("dyn_select<") + T + ">((bool)(" + print(ops[0]) + "), (" + T + ")(" + print(ops[1]) + "), (" + T + ")(" +
+               print(ops[2]) + "))";
       case ExprKind::kUnary: return unary(e, T);
       case ExprKind::kBinary: return binary(e);
     }
@@ -262,10 +270,39 @@ void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, 
           int64_t extent = 1;
           for (int64_t s : k.innerSizes) extent *= s;
           const char* A = (t == DType::kFloat32 && extent > 4096) ? "double" : T;
-          o << in << A << " " << acc << " = 0;\n";
-          innerLoops(in, true, acc);
-          o << in << acc << " = (" << A << ")(" << acc << " + (" << A << ")" << v << ");\n";
-          close(in);
+          size_t nInner = k.innerSizes.size();
+          if (t == DType::kFloat32 && extent > 4096 && nInner >= 2 && k.innerSizes.back() <= 4096) {
+            // Each innermost run (at most 4096 elements, vectorised) sums in float, as ATen's
+            // cascade does; the runs add up in double. Converting every element to double
+            // would halve the vector width.
+            std::string part = "part" + std::to_string(i);
+            o << in << "double " << acc << " = 0;\n";
+            for (size_t r = 0; r + 1 < nInner; ++r) {
+              if (r == 0 && parallelWork > 0) {
+                o << in << "#pragma omp parallel for reduction(+:" << acc << ") schedule(static) if("
+                  << parallelWork << "LL >= 32768LL)\n";
+              }
+              o << in << "for (long long r" << r << " = 0; r" << r << " < " << k.innerSizes[r] << "LL; ++r" << r << ") {\n";
+              in += "  ";
+            }
+            o << in << "float " << part << " = 0;\n";
+            if (simd) o << in << "#pragma omp simd reduction(+:" << part << ")\n";
+            size_t last = nInner - 1;
+            o << in << "for (long long r" << last << " = 0; r" << last << " < " << k.innerSizes[last] << "LL; ++r" << last
+              << ") {\n";
+            o << in << "  " << part << " = (float)(" << part << " + (float)" << v << ");\n";
+            o << in << "}\n";
+            o << in << acc << " += (double)" << part << ";\n";
+            for (size_t r = 0; r + 1 < nInner; ++r) {
+              in.resize(in.size() - 2);
+              o << in << "}\n";
+            }
+          } else {
+            o << in << A << " " << acc << " = 0;\n";
+            innerLoops(in, true, acc);
+            o << in << acc << " = (" << A << ")(" << acc << " + (" << A << ")" << v << ");\n";
+            close(in);
+          }
         } else if (simd && !k.innerSizes.empty()) {
           o << in << T << " " << acc << " = " << reduceInit(st.reduce, t) << ";\n";
           // max/min: an OpenMP simd max/min reduction (vectorised), NaN tracked on the side so it
@@ -310,64 +347,91 @@ void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, 
   }
 }
 
-// A column sum: one outer dim, one stored sum stage, and a load that walks the outer dim
-// contiguously but the inner dims with a stride (a bias gradient, a sum over dim 0). Emitted with
-// the loops exchanged: a block of outer points keeps its accumulators in an array, the inner
-// loops walk rows, and the innermost loop runs over the block's columns (vectorised).
+// A column sum: one outer dim, one or more sum stages (none reading another's result) and
+// outer stores of their results, and a load that walks the outer dim contiguously but
+// the inner dims with a stride (a bias gradient, a sum over dim 0, layer_norm's weight and bias
+// gradients). Emitted with the loops exchanged: a block of outer points keeps its accumulators
+// in arrays, the inner loops walk rows, and the innermost loop runs over the block's columns
+// (vectorised).
 bool isColumnSum(const Kernel& k) {
-  if (k.outerSizes.size() != 1 || k.innerSizes.empty() || k.stages.size() != 1) return false;
-  const Stage& st = k.stages[0];
-  if (st.kind != Stage::Kind::kReduce || st.reduce != ReduceOp::kSum || st.buffer < 0) return false;
-  if (!isFloating(st.value->dtype())) return false;
+  if (k.outerSizes.size() != 1 || k.innerSizes.empty() || k.stages.empty()) return false;
   bool column = false;
-  forEachExpr(st.value, [&](const ExprNode& x) {
-    if (x.kind() != ExprKind::kLoad) return;
-    const auto& c = x.index().coeffs;
-    bool strided = c.size() == 1 + k.innerSizes.size() && c[0] == 1;
-    for (size_t r = 1; strided && r < c.size(); ++r) strided = c[r] != 1 && c[r] != -1;
-    column = column || strided;
-  });
-  return column;
+  for (const Stage& st : k.stages) {
+    if (st.kind == Stage::Kind::kStoreOuter) continue;
+    if (st.kind != Stage::Kind::kReduce || st.reduce != ReduceOp::kSum) return false;
+    if (!isFloating(st.value->dtype())) return false;
+    bool dependent = false;
+    forEachExpr(st.value, [&](const ExprNode& x) {
+      if (x.kind() == ExprKind::kReduced) dependent = true;
+      if (x.kind() != ExprKind::kLoad) return;
+      const auto& c = x.index().coeffs;
+      bool strided = c.size() == 1 + k.innerSizes.size() && c[0] == 1;
+      for (size_t r = 1; strided && r < c.size(); ++r) strided = c[r] != 1 && c[r] != -1;
+      column = column || strided;
+    });
+    if (dependent) return false;
+  }
+  return column && k.stages.front().kind == Stage::Kind::kReduce;
 }
 
 void emitColumnSum(std::ostringstream& o, const Kernel& k, int64_t work) {
-  const Stage& st = k.stages[0];
   constexpr int64_t kBlock = 64;
-  DType t = st.value->dtype();
   int64_t extent = 1;
   for (int64_t s : k.innerSizes) extent *= s;
-  const char* A = (t == DType::kFloat32 && extent > 4096) ? "double" : dtypeCType(t);
   int64_t n = k.outerSizes[0];
-  Printer p(1, -1), raw(1, 0);
+  Printer p(1, -1);
+  auto accType = [&](const Stage& st) {
+    DType t = st.value->dtype();
+    return (t == DType::kFloat32 && extent > 4096) ? "double" : dtypeCType(t);
+  };
   o << "  #pragma omp parallel for schedule(static) if(" << work << "LL >= 32768LL)\n"
     << "  for (long long xb = 0; xb < " << n << "LL; xb += " << kBlock << "LL) {\n"
-    << "    long long xe = xb + " << kBlock << "LL < " << n << "LL ? xb + " << kBlock << "LL : " << n << "LL;\n"
-    << "    " << A << " accv[" << kBlock << "];\n"
-    << "    for (long long i = 0; i < " << kBlock << "LL; ++i) accv[i] = 0;\n";
+    << "    long long xe = xb + " << kBlock << "LL < " << n << "LL ? xb + " << kBlock << "LL : " << n << "LL;\n";
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    if (k.stages[i].kind != Stage::Kind::kReduce) continue;
+    o << "    " << accType(k.stages[i]) << " accv" << i << "[" << kBlock << "];\n"
+      << "    for (long long i = 0; i < " << kBlock << "LL; ++i) accv" << i << "[i] = 0;\n";
+  }
   std::string in = "    ";
   for (size_t r = 0; r < k.innerSizes.size(); ++r) {
     o << in << "for (long long r" << r << " = 0; r" << r << " < " << k.innerSizes[r] << "LL; ++r" << r << ") {\n";
     in += "  ";
   }
-  o << in << "#pragma omp simd\n"
-    << in << "for (long long x0 = xb; x0 < xe; ++x0) accv[x0 - xb] += (" << A << ")" << p.print(st.value) << ";\n";
+  o << in << "#pragma omp simd\n" << in << "for (long long x0 = xb; x0 < xe; ++x0) {\n";
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    const Stage& st = k.stages[i];
+    if (st.kind != Stage::Kind::kReduce) continue;
+    o << in << "  accv" << i << "[x0 - xb] += (" << accType(st) << ")" << p.print(st.value) << ";\n";
+  }
+  o << in << "}\n";
   for (size_t r = 0; r < k.innerSizes.size(); ++r) {
     in.resize(in.size() - 2);
     o << in << "}\n";
   }
-  const char* FT = dtypeCType(st.finish->dtype());
-  o << "    for (long long x0 = xb; x0 < xe; ++x0) {\n"
-    << "      " << A << " acc0 = accv[x0 - xb];\n"
-    << "      " << FT << " red0 = " << raw.print(st.finish) << ";\n"
-    << "      b" << st.buffer << "[" << affine(st.index, 1) << "] = red0;\n"
-    << "    }\n  }\n";
+  o << "    for (long long x0 = xb; x0 < xe; ++x0) {\n";
+  for (size_t i = 0; i < k.stages.size(); ++i) {
+    const Stage& st = k.stages[i];
+    if (st.kind == Stage::Kind::kReduce) {
+      Printer raw(1, static_cast<int>(i));
+      o << "      " << accType(st) << " acc" << i << " = accv" << i << "[x0 - xb];\n"
+        << "      " << dtypeCType(st.finish->dtype()) << " red" << i << " = " << raw.print(st.finish) << ";\n";
+      if (st.buffer >= 0) o << "      b" << st.buffer << "[" << affine(st.index, 1) << "] = red" << i << ";\n";
+    } else {
+      o << "      b" << st.buffer << "[" << affine(st.index, 1) << "] = " << p.print(st.value) << ";\n";
+    }
+  }
+  o << "    }\n  }\n";
 }
 
 std::set<int> writtenSet(const Kernel& k) { return std::set<int>(k.writes.begin(), k.writes.end()); }
 
+// The element type of a buffer pointer: bool buffers are `unsigned char` (GCC does not
+// vectorise a loop that loads `bool` next to wider types; loads cast back to bool).
+const char* memCType(DType t) { return t == DType::kBool ? "unsigned char" : dtypeCType(t); }
+
 std::string paramDecl(const Kernel& k, const Program& p, int b) {
   bool w = writtenSet(k).count(b) > 0;
-  return std::string(w ? "" : "const ") + dtypeCType(p.buffers[b].dtype) + "* __restrict__ b" + std::to_string(b);
+  return std::string(w ? "" : "const ") + memCType(p.buffers[b].dtype) + "* __restrict__ b" + std::to_string(b);
 }
 
 int64_t product(const std::vector<int64_t>& v) {
@@ -395,7 +459,7 @@ std::string emitCpp(const Kernel& k, const Program& p) {
   std::vector<int> params = kernelParams(k);
   for (size_t i = 0; i < params.size(); ++i) {
     o << "  " << paramDecl(k, p, params[i]) << " = (" << (writtenSet(k).count(params[i]) ? "" : "const ")
-      << dtypeCType(p.buffers[params[i]].dtype) << "*)args[" << i << "];\n";
+      << memCType(p.buffers[params[i]].dtype) << "*)args[" << i << "];\n";
   }
   size_t nOuter = k.outerSizes.size();
   int64_t work = product(k.outerSizes) * std::max<int64_t>(product(k.innerSizes), 1);
@@ -463,7 +527,7 @@ std::string emitCuda(const Kernel& k, const Program& p) {
     << "      blockIdx.x = b; threadIdx.x = t;\n      " << k.name << "(";
   for (size_t i = 0; i < params.size(); ++i) {
     bool w = writtenSet(k).count(params[i]) > 0;
-    o << (i ? ", " : "") << "(" << (w ? "" : "const ") << dtypeCType(p.buffers[params[i]].dtype) << "*)args[" << i << "]";
+    o << (i ? ", " : "") << "(" << (w ? "" : "const ") << memCType(p.buffers[params[i]].dtype) << "*)args[" << i << "]";
   }
   o << ");\n    }\n  }\n}\n#endif\n";
   return o.str();

@@ -40,6 +40,16 @@ size_t countOuter(const std::vector<bool>& reduced) {
   return static_cast<size_t>(std::count(reduced.begin(), reduced.end(), false));
 }
 
+// True when some kept dim comes after a reduced one (the reduction walks its rows with a stride).
+bool columnReduction(const std::vector<bool>& reduced) {
+  bool seenReduced = false;
+  for (bool r : reduced) {
+    if (r) seenReduced = true;
+    else if (seenReduced) return true;
+  }
+  return false;
+}
+
 // Index of the group's full shape over its vars (outer vars first, then inner).
 IndexVec fullIndex(const std::vector<bool>& reduced) {
   size_t nOuter = countOuter(reduced), nv = reduced.size();
@@ -156,6 +166,7 @@ class Fuser {
         st.node = it.node;
         st.result = it.result;
         st.conv = it.conv;
+        st.matmul = it.matmul;
       }
       p.steps.push_back(st);
     }
@@ -227,7 +238,13 @@ class Fuser {
     for (int b : s.reads) reads = reads || g.writes.count(b);
     // Unrelated work shares a loop only between pointwise nodes (a reduction group's loop
     // nest may be serial: a full reduction has no outer loop to run in parallel).
-    if (!reads) return g0.reduction ? countOuter(g0.reduced) > 0 : !s.reduction;
+    // Nor does unrelated pointwise work join a reduction over leading dims (a column sum: a
+    // layer_norm weight gradient over [B, T, C]): its loops walk rows with a stride, which a
+    // pointwise store would inherit, and the sums alone can be emitted column-blocked.
+    if (!reads) {
+      if (!g0.reduction) return !s.reduction;
+      return countOuter(g0.reduced) > 0 && (s.reduction || !columnReduction(g0.reduced));
+    }
     // Same index: every load of a buffer the group writes must be where the group stored it.
     std::map<int, Affine> stores;
     for (int m : g.members) {
@@ -271,7 +288,11 @@ class Fuser {
       }
       k.stages.push_back(st);
     }
-    if (k.innerSizes.empty()) coalesce(k);
+    if (k.innerSizes.empty()) {
+      coalesce(k);
+    } else {
+      coalesceInner(k);
+    }
     std::set<int> reads, writes;
     for (const Stage& st : k.stages) {
       if (st.buffer >= 0) writes.insert(st.buffer);
@@ -413,6 +434,68 @@ class Fuser {
       });
     }
     sizes = newSizes;
+  }
+
+  // A reduction kernel's inner (reduced) dims: adjacent ones that every access walks
+  // contiguously merge into one (a batch_norm statistic over [N, C, H, W] walks H*W as one loop,
+  // not H rows of W), and size-1 ones drop. The order is kept: a sum's order of accumulation
+  // changes only within what was already one contiguous run.
+  static void coalesceInner(Kernel& k) {
+    size_t nOuter = k.outerSizes.size(), n = k.innerSizes.size();
+    std::vector<std::vector<int64_t>> coeffSets;
+    auto collect = [&](const Affine& a) { coeffSets.push_back(a.coeffs); };
+    for (const Stage& st : k.stages) {
+      collect(st.index);
+      forEachExpr(st.value, [&](const ExprNode& x) {
+        if (x.kind() == ExprKind::kLoad) collect(x.index());
+      });
+    }
+    for (const auto& c : coeffSets) {
+      if (c.size() != nOuter + n) return;  // not padded to the kernel's vars: leave it alone
+    }
+    const std::vector<int64_t>& sizes = k.innerSizes;
+    std::vector<std::vector<size_t>> dims;  // groups of old inner dims forming each new one
+    for (size_t d = 0; d < n; ++d) {
+      if (sizes[d] == 1 && n > 1) continue;
+      if (!dims.empty()) {
+        size_t prev = dims.back().back();
+        bool ok = true;
+        for (const auto& c : coeffSets) ok = ok && c[nOuter + prev] == c[nOuter + d] * sizes[d];
+        if (ok) {
+          dims.back().push_back(d);
+          continue;
+        }
+      }
+      dims.push_back({d});
+    }
+    if (dims.empty()) dims.push_back({0});
+    if (dims.size() == n) return;
+    std::vector<int64_t> newSizes;
+    for (const auto& grp : dims) {
+      int64_t s = 1;
+      for (size_t d : grp) s *= sizes[d];
+      newSizes.push_back(s);
+    }
+    auto remap = [&](const Affine& a) {
+      if (a.coeffs.size() != nOuter + n) return a;  // an outer-only index (a finish's loads)
+      Affine r;
+      r.offset = a.offset;
+      r.coeffs.assign(a.coeffs.begin(), a.coeffs.begin() + static_cast<std::ptrdiff_t>(nOuter));
+      for (const auto& grp : dims) r.coeffs.push_back(a.coeffs[nOuter + grp.back()]);
+      return r;
+    };
+    for (Stage& st : k.stages) {
+      st.index = remap(st.index);
+      st.value = rebuild(st.value, [&](const Expr& x) {
+        return ExprNode::makeLoad(x->buffer(), x->dtype(), remap(x->index()));
+      });
+      if (st.finish) {
+        st.finish = rebuild(st.finish, [&](const Expr& x) {
+          return ExprNode::makeLoad(x->buffer(), x->dtype(), remap(x->index()));
+        });
+      }
+    }
+    k.innerSizes = newSizes;
   }
 
   // Memory planning: intermediates (written and read by kernels only) share one arena, reused

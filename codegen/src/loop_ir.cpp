@@ -264,6 +264,12 @@ std::string printProgram(const Program& p) {
       o << " -> b" << c.result << "   # " << list(c.nodes) << "\n";
       continue;
     }
+    if (!s.isKernel && s.matmul >= 0) {
+      const MatmulStep& m = p.matmuls[s.matmul];
+      o << "matmul #" << s.node << " b" << m.a << " @ b" << m.b << (m.transposeB ? ".T" : "") << " -> b" << m.result
+        << "   # " << list(m.nodes) << "\n";
+      continue;
+    }
     if (!s.isKernel) {
       o << "extern #" << s.node;
       if (s.result >= 0) o << " -> b" << s.result;

@@ -30,7 +30,7 @@ const std::unordered_set<std::string>& supported() {
       "int", "long", "bool", "clone", "sum", "mean", "amax", "amin", "_softmax", "_log_softmax",
       "softmax", "log_softmax", "native_layer_norm", "layer_norm", "getitem", "expand", "permute",
       "t", "transpose", "unsqueeze", "view", "_unsafe_view", "reshape", "alias", "detach",
-      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh", "erf"};
+      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh", "erf", "F_dropout"};
   return kOps;
 }
 
@@ -74,6 +74,7 @@ std::string canonicalOp(const core::Node& n) {
       if (isViewOp(name) || name == "clone") return {};  // torch.reshape & co: keep it simple
       // F.batch_norm and torch.batch_norm order their arguments differently: only F's is lowered.
       if (name == "batch_norm") name = prefix == "torch.nn.functional." ? "F_batch_norm" : "";
+      if (name == "dropout") name = prefix == "torch.nn.functional." ? "F_dropout" : "";
     }
   } else {
     return {};
@@ -786,6 +787,7 @@ const std::vector<std::string>& paramsOf(const std::string& op, bool aten) {
       {"reshape", {"self", "size"}},
       {"scalar_tensor", {"self", "dtype", "layout", "device", "pin_memory"}},
       {"hardtanh", {"self", "min_val", "max_val", "inplace"}},
+      {"F_dropout", {"self", "p", "training", "inplace"}},
       {"F_batch_norm", {"self", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"}}};
   static const std::vector<std::string> kSelf = {"self"};
   (void)aten;
@@ -865,6 +867,20 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
   if (op == "_log_softmax" || op == "log_softmax") return lowerSoftmax(true, b, c);
   if (op == "native_layer_norm" || op == "layer_norm") return lowerLayerNorm(op == "native_layer_norm", b, c);
   if (op == "F_batch_norm") return lowerBatchNorm(b, c);
+  if (op == "F_dropout") {
+    // eval mode (training=False given): ATen returns its input itself, so it is lowered as an
+    // alias (a view: only when the result does not escape)
+    if (!b.has("self") || !isTensor(b.get("self"))) return none(c, "dropout operand");
+    if (!b.has("training") || b.get("training").kind != LValue::Kind::kNumber || b.get("training").number != 0) {
+      return none(c, "dropout in training mode (random)");
+    }
+    if (b.has("inplace") && (b.get("inplace").kind != LValue::Kind::kNumber || b.get("inplace").number != 0)) {
+      return none(c, "in-place dropout");
+    }
+    LValue r = b.get("self");
+    r.isView = true;
+    return r;
+  }
   if (op == "getitem") {
     if (!b.has("self") || b.get("self").kind != LValue::Kind::kTuple || !b.has("index") || !isNumber(b.get("index"))) {
       return none(c, "getitem of something other than a lowered tuple");

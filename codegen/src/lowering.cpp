@@ -401,6 +401,14 @@ class Lowerer final : public LoweringContext {
       }
     }
     if (v->isView) ++viewsLowered_;
+    place(n, *v);
+    return true;
+  }
+
+  // n's lowered value v: inlined into its users, or materialised (an output, an expensive value
+  // with several users).
+  void place(const core::NodeRef& n, const LValue& val) {
+    const LValue* v = &val;
     values_[n.get()] = *v;
     out_.program.lowered.push_back(n->name());
     if (v->kind == LValue::Kind::kTensor && v->buffer < 0 && !v->isView) {
@@ -416,7 +424,6 @@ class Lowerer final : public LoweringContext {
     } else if (v->kind == LValue::Kind::kTensor && v->buffer >= 0) {
       out_.program.nodeBuffer[position_.at(n.get())] = v->buffer;
     }
-    return true;
   }
 
   // True when an in-place op may later write n (its value then changes after this point).
@@ -438,6 +445,7 @@ class Lowerer final : public LoweringContext {
     std::string why;
     if (folded_.count(n.get())) return;  // an eval batch_norm folded into the conv step before it
     if (tryConv(i, n)) return;
+    if (tryMatmul(i, n)) return;
     std::string base = inplaceBase(*n);
     if (!base.empty()) {
       if (canConvert(*n) && tryLower(n, &why, base)) {
@@ -589,6 +597,55 @@ class Lowerer final : public LoweringContext {
     out_.program.nodeBuffer[position_.at(result.get())] = c.result;
     out_.program.externs.emplace_back(n->name(), bn ? "conv step (channels-last weight, " + result->name() + " folded in)"
                                                     : "conv step (channels-last weight)");
+    return true;
+  }
+
+  // A linear / mm / addmm (lower_matmul.cpp) as a matmul step: the product goes into pooled
+  // memory, and the node's value is `product + bias` as a lowered pointwise value, so the bias,
+  // an activation and a residual after it become one kernel over the product.
+  bool tryMatmul(int i, const core::NodeRef& n) {
+    if (!options_.matmulSteps || mutating_) return false;
+    std::optional<MatmulMatch> m = matchMatmul(*n);
+    if (!m) return false;
+    const auto& meta = n->meta().tensor;
+    LValue bias;
+    if (m->bias) {
+      bias = argValue(core::Arg::node(m->bias));
+      if (bias.kind != LValue::Kind::kTensor || bias.dtype != DType::kFloat32) return false;
+    }
+    MatmulStep s;
+    s.a = operandBuffer(m->a);
+    s.b = operandBuffer(m->b);
+    if (s.a < 0 || s.b < 0) return false;
+    s.transposeB = m->transposeB;
+    s.nodes = {n->name()};
+    std::vector<int64_t> strides = contiguousStrides(meta->shape);
+    s.result = newBuffer(n->name() + (m->bias ? "_mm" : ""), DType::kFloat32, meta->shape, strides,
+                         BufferKind::kExtern);
+    out_.program.matmuls.push_back(s);
+    Item it;
+    it.extern_ = true;
+    it.node = i;
+    it.matmul = static_cast<int>(out_.program.matmuls.size()) - 1;
+    it.result = s.result;
+    it.reads = {s.a, s.b};
+    externItem_[n.get()] = static_cast<int>(out_.items.size());
+    out_.items.push_back(it);
+    LValue product = bufferValue(s.result, DType::kFloat32, meta->shape, strides);
+    out_.program.externs.emplace_back(n->name(), m->bias ? "matmul step (at::mm_out; the bias is fused into the epilogue)"
+                                                         : "matmul step (at::mm_out)");
+    if (!m->bias) {
+      values_[n.get()] = product;
+      out_.program.nodeBuffer[position_.at(n.get())] = s.result;
+      return true;
+    }
+    LValue v = product;
+    v.buffer = -1;
+    std::vector<int64_t> shape = meta->shape;
+    v.fn = [product, bias, shape](const IndexVec& idx) {
+      return ExprNode::makeBinary(BinaryOp::kAdd, product.fn(idx), bias.fn(broadcastIndex(idx, bias.shape)));
+    };
+    place(n, v);
     return true;
   }
 

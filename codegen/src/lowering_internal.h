@@ -58,6 +58,7 @@ struct Item {
   int node = -1;           ///< extern: body index
   int result = -1;         ///< extern: its result buffer, or -1
   int conv = -1;           ///< extern: a conv step (Program::convs) rather than a call
+  int matmul = -1;         ///< extern: a matmul step (Program::matmuls) rather than a call
   bool barrier = false;    ///< extern that may mutate memory: fusion does not cross it
   std::vector<int> reads;  ///< extern: buffers it takes as arguments
 };
@@ -134,6 +135,15 @@ struct BatchNormMatch {
 };
 /// `bn` as an eval-mode F.batch_norm of `input` whose tensors are graph inputs, or nullopt.
 std::optional<BatchNormMatch> matchEvalBatchNorm(const core::Node& bn, const core::Node& input);
+
+/// A matrix product node the generator runs as a matmul step (lower_matmul.cpp).
+struct MatmulMatch {
+  core::NodeRef a, b, bias;  ///< bias may be null (linear, addmm)
+  bool transposeB = false;   ///< linear: b is [out, in]
+};
+/// F.linear / aten::linear (2-d weight, 1-d bias or none), torch.mm / aten::mm, aten::addmm
+/// (beta = alpha = 1) of float32 CPU tensors, or nullopt.
+std::optional<MatmulMatch> matchMatmul(const core::Node& n);
 
 /// Groups scheduler nodes into kernels, plans the arena; fills program.kernels/steps.
 Program fuseProgram(Lowered lowered, const LoweringOptions& options);

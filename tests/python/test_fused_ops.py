@@ -281,3 +281,49 @@ def test_long_float32_sums_stay_accurate():
 def test_integer_overflow_wraps_like_eager():
     x = torch.tensor([2**31 - 1, -2**31, 5], dtype=torch.int32)
     check(lambda t: (t + 1) * 3 - t.abs(), x, exact=True)
+
+
+def test_channel_statistics_coalesce_inner_loops():
+    # a batch_norm-style statistic over (N, H, W) of NCHW: H*W is one contiguous inner loop, and
+    # each run sums in float (as ATen's cascade) while the runs add up in double
+    x = torch.randn(8, 3, 32, 32) + 3.0
+    f = fused(lambda t: (t.sum((0, 2, 3)), (t * t).mean((0, 2, 3))), x)
+    assert "inner [8, 1024]" in f.report["program"], f.report["program"]
+    got = f(x)
+    ref = (x.double().sum((0, 2, 3)), (x.double() * x.double()).mean((0, 2, 3)))
+    for g, r in zip(got, ref):
+        assert ((g.double() - r).abs() / r.abs()).max().item() < 2e-7
+    check(lambda t: (t.sum((0, 2, 3)), (t * t).mean((0, 2, 3))), x)
+    # a reduction whose inner dims are not contiguous together keeps them apart
+    y = torch.randn(4, 6, 5, 7)
+    g = fused(lambda t: t.sum((0, 2)), y)
+    assert "inner [4, 5]" in g.report["program"], g.report["program"]
+    check(lambda t: t.sum((0, 2)), y)
+
+
+def test_where_on_bool_buffers_matches_eager():
+    # bool inputs and intermediates are stored as bytes (so the loops vectorise) and still read
+    # as bool: a mask input, a comparison result stored for another kernel, a bool output
+    x = torch.randn(64, 300)
+    m = torch.rand(64, 300) > 0.5
+    check(lambda t, k: (torch.where(k, t * 2, t.relu()), torch.where(k, t > 0, t < -1), k.sum(1)), x, m)
+    check(lambda t, k: torch.where(k, t * 0.5, t / 3).sum(0), x, m)
+
+
+def test_several_column_sums_share_one_blocked_kernel():
+    # layer_norm's weight and bias gradients: two sums over the leading dims of [B, T, C], emitted
+    # column-blocked in one kernel (with an outer epilogue), and an unrelated pointwise value of
+    # the same shape is not pulled into their strided loops
+    g, x, w = torch.randn(4, 96, 80), torch.randn(4, 96, 80), torch.randn(80)
+    fn = lambda a, b, c: ((a * b).sum((0, 1)) * c, a.sum((0, 1)), a * c + b)  # noqa: E731
+    f = fused(fn, g, x, w)
+    sums = [k for k in f.report["kernels"] if "accv" in k["source"]]
+    assert len(sums) == 1 and sums[0]["source"].count("[64];") == 2, f.report["program"]
+    assert len(f.report["kernels"]) == 2, f.report["program"]
+    check(fn, g, x, w)
+    # in float32 over more than 4096 rows the blocked sums accumulate in double
+    y = torch.randn(8192, 3) + 1.0
+    got = fused(lambda a: (a.sum(0), (a * a).sum(0)), y)(y)
+    ref = (y.double().sum(0), (y.double() ** 2).sum(0))
+    for a, r in zip(got, ref):
+        assert ((a.double() - r).abs() / r.abs()).max().item() < 2e-7

@@ -171,6 +171,19 @@ struct ConvStep {
   std::vector<std::string> nodes;  ///< the conv node [, the folded batch_norm node]
 };
 
+/// A matrix product the runtime computes with at::mm_out into a buffer of Dynamo's caching
+/// pool (no fresh pages per call): `a @ b` (`a @ b.T` for a linear's [out, in] weight). An
+/// N-d `a` of a linear is taken as a matrix of its rows. A linear's bias is not added here: it is
+/// the first op of the pointwise epilogue (bias, activation, residual) that the kernels fuse into
+/// one pass over the product.
+struct MatmulStep {
+  int a = -1;                      ///< left operand buffer ([..., k])
+  int b = -1;                      ///< right operand buffer ([k, n], or [n, k] when transposeB)
+  bool transposeB = false;         ///< b is a linear's weight
+  int result = -1;                 ///< the product's buffer ([..., n], contiguous)
+  std::vector<std::string> nodes;  ///< the matmul/linear node
+};
+
 /// One step of a program, in execution order.
 struct Step {
   bool isKernel = true;    ///< a kernel, or an extern call of one graph node
@@ -178,6 +191,7 @@ struct Step {
   int node = -1;           ///< extern: index of the node in the graph's body
   int result = -1;         ///< extern: the buffer its tensor result fills, or -1
   int conv = -1;           ///< extern: a conv step (index in Program::convs), not a call
+  int matmul = -1;         ///< extern: a matmul step (index in Program::matmuls), not a call
 };
 
 /// The lowered graph.
@@ -186,6 +200,7 @@ struct Program {
   std::vector<Kernel> kernels;  ///< every kernel
   std::vector<Step> steps;      ///< execution order
   std::vector<ConvStep> convs;  ///< the conv steps
+  std::vector<MatmulStep> matmuls;  ///< the matmul steps
   std::vector<int> inputBuffer; ///< per graph input: its buffer, or -1 when no kernel reads it
   /// Per body node: the buffer that holds its value when a kernel makes it, else -1.
   std::vector<int> nodeBuffer;

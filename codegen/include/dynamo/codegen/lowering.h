@@ -21,6 +21,8 @@ struct LoweringOptions {
   int maxFusedNodes = 64;      ///< the fusion-size cap: scheduler nodes per kernel
   int maxExprSize = 400;       ///< expression nodes per stage before a value is materialised
   int inlineCost = 24;         ///< a value with several users is recomputed below this size
+  bool matmulSteps = true;     ///< linear/mm/addmm as matmul steps (at::mm_out into pooled
+                               ///< memory; the bias joins the fused pointwise epilogue)
   bool convSteps = true;       ///< 2-d convolutions as conv steps (channels-last weights, an
                                ///< eval batch_norm folded in); off: plain extern calls
 };
@@ -32,7 +34,7 @@ Program lowerGraph(const core::Graph& graph, const LoweringOptions& options = {}
 /// One entry of lowered_ops.def: the op name and the forms it is lowered from.
 struct LoweredOpInfo {
   const char* name;   ///< "add"
-  const char* kind;   ///< "pointwise", "reduction", "composite", "view" or "extern" (a conv step)
+  const char* kind;   ///< "pointwise", "reduction", "composite", "view", "extern" (a conv step) or "matmul" (a matmul step)
   const char* forms;  ///< "aten::add.Tensor/Scalar, torch.add, operator.add, Tensor.add"
 };
 /// The ops the generator lowers (docs and tests enumerate them).

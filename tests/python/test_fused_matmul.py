@@ -1,0 +1,106 @@
+"""Matmul steps of the fused backend (codegen/src/lower_matmul.cpp): linear / mm / addmm computed
+with at::mm_out into pooled memory, the bias and what follows (activation, residual) one fused
+kernel over the product; eval-mode dropout an alias. Results against eager and a float64 run."""
+import torch
+import torch.nn.functional as F
+
+import dynamo
+from fused_harness import fused, reference
+
+
+def close_to_reference(got, fn, *inputs):
+    """got within float32 tolerance of fn's float64 result, scaled by eager's own error."""
+    want, ref = fn(*inputs), reference(fn, *inputs)
+    err_eager = (want.double() - ref).abs().max().item()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert (got.double() - ref).abs().max().item() <= 2 * err_eager + 1e-6
+
+
+def torch_level(fn, *inputs):
+    """fn as the torch-level graph capture makes (F.linear, F.gelu, F.dropout calls), compiled."""
+    import dynamo._C as C
+    from fused_harness import to_dynamo_graph
+    gm = torch.fx.symbolic_trace(fn)
+    return C._codegen.compile(to_dynamo_graph(gm, inputs).serialize(), list(inputs))
+
+
+def mlp(x, w1, b1, w2, b2):
+    return x + F.dropout(F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2), 0.1, training=False)
+
+
+def test_linear_bias_gelu_and_residual_fuse_after_the_product():
+    fc1, fc2 = torch.nn.Linear(64, 256), torch.nn.Linear(256, 64)
+    args = (torch.randn(32, 64), fc1.weight.detach(), fc1.bias.detach(), fc2.weight.detach(), fc2.bias.detach())
+    f = torch_level(mlp, *args)
+    prog = f.report["program"]
+    # two matmul steps; bias + gelu one kernel, bias + dropout (eval: an alias) + residual another
+    assert prog.count("matmul #") == 2 and len(f.report["kernels"]) == 2, prog
+    assert f.report["externs"] == [("linear", "matmul step (at::mm_out; the bias is fused into the epilogue)"),
+                                   ("linear_1", "matmul step (at::mm_out; the bias is fused into the epilogue)")]
+    close_to_reference(f(*args), mlp, *args)
+    close_to_reference(f(*args), mlp, *args)  # second call: pooled blocks reused
+
+
+def test_module_mlp_through_dynamo_matches_eager():
+    m = torch.nn.Sequential(torch.nn.Linear(96, 384), torch.nn.GELU(), torch.nn.Linear(384, 96),
+                            torch.nn.Dropout(0.1)).eval()
+    x = torch.randn(40, 96)
+    with torch.no_grad():
+        got = dynamo.optimize("fused")(lambda t: t + m(t))(x)
+        want = x + m(x)
+        ref = x.double() + m.double()(x.double())
+    m.float()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert (got.double() - ref).abs().max().item() <= 2 * (want.double() - ref).abs().max().item() + 1e-6
+
+
+def test_aten_mm_and_addmm_with_epilogues():
+    a, b, bias = torch.randn(48, 80), torch.randn(80, 56), torch.randn(56)
+    fn = lambda x, y, z: torch.relu(torch.ops.aten.addmm(z, x, y)) * 2 + torch.ops.aten.mm(x, y)  # noqa: E731
+    f = fused(fn, a, b, bias)
+    prog = f.report["program"]
+    assert prog.count("matmul #") == 2, prog
+    assert len(f.report["kernels"]) == 1, prog  # bias, relu, scale and the sum: one pass
+    close_to_reference(f(a, b, bias), fn, a, b, bias)
+
+
+def test_linear_of_3d_input_and_non_contiguous_operands():
+    x = torch.randn(4, 10, 32)
+    w = torch.randn(32, 24).t()   # [24, 32] non-contiguous weight
+    bias = torch.randn(24)
+    fn = lambda t, ww, bb: F.gelu(F.linear(t, ww, bb))  # noqa: E731
+    f = fused(fn, x, w, bias)
+    assert "matmul #" in f.report["program"], f.report["program"]
+    close_to_reference(f(x, w, bias), fn, x, w, bias)
+    # a plain product escaping as the output
+    g = fused(lambda p, q: torch.ops.aten.mm(p, q), torch.randn(8, 16), torch.randn(16, 4).t().contiguous().t())
+    p, q = torch.randn(8, 16), torch.randn(16, 4).t().contiguous().t()
+    torch.testing.assert_close(g(p, q), p @ q, rtol=1e-5, atol=1e-5)
+
+
+def test_training_dropout_and_float64_stay_extern():
+    x, w = torch.randn(8, 16, dtype=torch.float64), torch.randn(4, 16, dtype=torch.float64)
+    f = fused(lambda t, ww: F.linear(t, ww).relu(), x, w)
+    assert "matmul #" not in f.report["program"]
+    torch.testing.assert_close(f(x, w), F.linear(x, w).relu())
+    y = torch.randn(8, 16)
+    with torch.no_grad():
+        torch.manual_seed(0)
+        got = dynamo.optimize("fused")(lambda t: F.dropout(t, 0.5, training=True) * 2)(y)
+    assert ((got == 0) | (got == y * 4)).all()
+
+
+def test_zero_size_and_weight_updates_between_calls():
+    # an empty inner dim gives zeros (+ bias), an empty batch an empty result, as eager
+    fn = lambda t, ww, bb: torch.relu(F.linear(t, ww, bb))  # noqa: E731
+    for x, w in ((torch.randn(5, 0), torch.randn(3, 0)), (torch.randn(0, 4), torch.randn(3, 4))):
+        bias = torch.randn(3)
+        f = torch_level(fn, x, w, bias)
+        assert "matmul #" in f.report["program"]
+        torch.testing.assert_close(f(x, w, bias), fn(x, w, bias))
+    # weights are read at each call (no cached copy): an update is seen
+    x, w, bias = torch.randn(6, 4), torch.randn(3, 4), torch.randn(3)
+    f = torch_level(fn, x, w, bias)
+    f(x, w, bias)
+    w.mul_(-2)
+    torch.testing.assert_close(f(x, w, bias), fn(x, w, bias), rtol=1e-5, atol=1e-5)
