@@ -18,6 +18,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/version.h>
 
