@@ -214,7 +214,9 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     ctx.breakHere(BreakKind::kUnsupportedAttribute,
                   std::string(Py_TYPE(obj)->tp_name) + " has no attribute ." + name);
   }
-  if (PyMethod_Check(r.get()) && PyMethod_GET_SELF(r.get()) == obj) {
+  // Fn.apply of a torch.autograd.Function (torch 2.x: a classmethod) stays the bound method, so
+  // that its call is the one graph node of call_constructs.cpp rather than an inlined apply.
+  if (PyMethod_Check(r.get()) && PyMethod_GET_SELF(r.get()) == obj && autogradFunctionOf(r.get()) == nullptr) {
     // A bound method of this object (through __getattr__ or a descriptor): trace it with self.
     return methodOf(v, PyMethod_GET_FUNCTION(r.get()));
   }
