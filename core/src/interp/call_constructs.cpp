@@ -1,6 +1,7 @@
 // Constructs of real model code captured the way eager runs them (see call_constructs.h).
 #include "call_constructs.h"
 
+#include <cstring>
 #include <functional>
 
 #include "torch_api.h"
@@ -359,7 +360,9 @@ ValueRef variable(CompileContext& ctx, const std::vector<ValueRef>& args, const 
 bool pureNumpy(PyObject* fn) {
   static PyObject* ufuncType = lookup("numpy", "ufunc");
   if (ufuncType != nullptr && PyObject_TypeCheck(fn, (PyTypeObject*)ufuncType)) return true;
-  if (!PyFunction_Check(fn) || moduleOf(fn) != "numpy") return false;
+  // numpy >= 1.25 wraps its array functions in _ArrayFunctionDispatcher objects (not functions).
+  const bool dispatcher = std::strcmp(Py_TYPE(fn)->tp_name, "numpy._ArrayFunctionDispatcher") == 0;
+  if ((!PyFunction_Check(fn) && !dispatcher) || moduleOf(fn) != "numpy") return false;
   static const char* kPure[] = {"prod", "sum", "mean", "round", "around", "clip", "amax", "amin", "max", "min",
                                 "median", "std", "var", "cumsum", "cumprod", "isclose", "allclose"};
   const std::string name = callableName(fn);
