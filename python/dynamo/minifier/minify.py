@@ -284,7 +284,7 @@ def _load_unit(d):
     import torch
     from dynamo.minifier import aot_stage
     from dynamo.minifier.unit import Unit
-    blob = torch.load(d)
+    blob = torch.load(d, weights_only=False)  # the tool's own unit (a GraphModule): not weights only
     if blob.get("stage") == "aot":
         return aot_stage.load_unit(blob), blob
     return Unit(blob["gm"], tuple(blob["inputs"])), blob
