@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import dynamo
-from stacks import known_gap_on_stack2
 
 
 def two_breaks(x, n):
@@ -79,13 +78,6 @@ def test_explain_resets_before_and_after():
         dynamo.remove_compile_listener(listener)
 
 
-LOOP_COUNT_GAP = known_gap_on_stack2(
-    "the print inside the loop is tallied 4 times, not 3 (BreakTally: looped's inlined attempt or "
-    "stepper's reused entry counted once more); not investigated. Stack 1 shows the same 4 when "
-    "these functions are run from a script's __main__")
-
-
-@LOOP_COUNT_GAP
 def test_break_in_loop_is_one_reason_with_a_count():
     out = _explain(looped, torch.ones(3))
     # looped runs eagerly (a break inside its loop); stepper compiles for i = 0, 1 and 2 (from 2
@@ -132,7 +124,6 @@ Compile Time: T ms (capture T, guards T, backend T)
 """
 
 
-@LOOP_COUNT_GAP
 def test_str_format_loop_shows_count_and_stack_once():
     text = _masked(str(_explain(looped, torch.ones(3))))
     assert """\
