@@ -19,3 +19,7 @@ def only_on_stack1(reason):
 def known_gap_on_stack2(reason):
     return pytest.mark.xfail(STACK2, reason="known gap on stack 2 (Python 3.12 + torch 2.x): " + reason,
                              strict=True)
+
+
+def only_on_stack2(reason):
+    return pytest.mark.skipif(not STACK2, reason="stack 1 (Python 3.11 + torch 1.13): " + reason)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from stacks import known_gap_on_stack2, only_on_stack1
+from stacks import known_gap_on_stack2, only_on_stack1, only_on_stack2
 
 SOURCE = Path(os.environ.get("DYNAMO_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BENCH = SOURCE / "bench"
@@ -81,6 +81,18 @@ def test_aot_eager_quick_prints_json_rows():
     assert r["saved_MiB_ours_aot_eager"] <= r["saved_MiB_ours_default_partitioner"]
     assert r["saved_MiB_ours_default_partitioner"] == r["saved_MiB_functorch_default"]
     assert "transformer_layer" in out.splitlines()[-1]
+
+
+@only_on_stack2("torch 1.13 has no torch.compile to compare with")
+def test_side_by_side_compares_dynamo_with_torch_compile():
+    rows, out = run_bench("side_by_side.py", "--quick")
+    assert [r["case"] for r in rows] == ["tiny_add", "mlp3"]
+    for r in rows:
+        for key in ("eager_us", "dynamo_us", "torch_compile_eager_us"):
+            assert r[key] > 0, key
+        # the ratio is of the unrounded medians; the printed times are rounded to 1 ns
+        assert abs(r["dynamo_over_torch_compile"] - r["dynamo_us"] / r["torch_compile_eager_us"]) < 0.01
+    assert out.splitlines()[-1].startswith("mlp3 ")
 
 
 def test_no_bench_script_shadows_a_standard_module():
