@@ -131,7 +131,8 @@ def _profiled_peak(step):
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    events.sort(key=lambda e: e.start_us())  # stable: ties keep the recorded order
+    # stable: ties keep the recorded order (torch 2.x's events give start_ns, 1.13's start_us)
+    events.sort(key=lambda e: e.start_ns() if hasattr(e, "start_ns") else e.start_us() * 1000)
     live = peak = 0
     for e in events:
         live += e.nbytes()

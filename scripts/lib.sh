@@ -68,7 +68,8 @@ dynamo_build() {
 # The first creation downloads about 3 GB (torch's PyPI wheel brings CUDA's runtime libraries;
 # nothing else is published there for Linux) and took 3 min 36 s here; afterwards a stamp file
 # makes this a no-op.
-DYNAMO_STACK2_PINS="torch==2.11.0 torchvision==0.26.0 pytest==9.2.0"
+# jsonschema: test_explain_schemas validates the reports (python3-jsonschema on stack 1).
+DYNAMO_STACK2_PINS="torch==2.11.0 torchvision==0.26.0 pytest==9.2.0 jsonschema==4.23.0"
 DYNAMO_STACK2_ENV="${DYNAMO_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dynamo}/py312-torch2.11"
 
 # Prints the newest pyenv Python 3.12 interpreter, or nothing.
@@ -92,10 +93,18 @@ dynamo_stack2_env() {
     dynamo_log "stack 2: no Python 3.12 under ${PYENV_ROOT:-$HOME/.pyenv}/versions (install one with pyenv, or set PYENV_ROOT)"
     return 1
   fi
-  dynamo_log "stack 2: creating $env with $base and $DYNAMO_STACK2_PINS (first time only: about 3 GB from PyPI)"
-  "$base" -m venv --clear "$env" >&2
+  if [ -x "$env/bin/python" ] && [ -f "$stamp" ]; then
+    # Pins changed: pip brings the environment to them in place (only what changed is fetched).
+    dynamo_log "stack 2: updating $env to $DYNAMO_STACK2_PINS"
+  else
+    dynamo_log "stack 2: creating $env with $base and $DYNAMO_STACK2_PINS (first time only: about 3 GB from PyPI)"
+    "$base" -m venv --clear "$env" >&2 || return 1
+  fi
   # shellcheck disable=SC2086
-  "$env/bin/python" -m pip install --disable-pip-version-check -q $DYNAMO_STACK2_PINS >&2
+  if ! "$env/bin/python" -m pip install --disable-pip-version-check -q $DYNAMO_STACK2_PINS >&2; then
+    dynamo_log "stack 2: pip could not install $DYNAMO_STACK2_PINS into $env (is PyPI reachable?)"
+    return 1
+  fi
   printf '%s\n' "$DYNAMO_STACK2_PINS" > "$stamp"
   printf '%s' "$env/bin/python"
 }

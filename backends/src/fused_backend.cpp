@@ -19,6 +19,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/mm.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/version.h>
 

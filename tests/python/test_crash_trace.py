@@ -275,7 +275,9 @@ def test_dynamo_explain_names_the_crashing_compile(tmp_path, monkeypatch):
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))
     r = run_tool("dynamo-explain", "--mask", script, cwd=tmp_path)
-    assert list(tmp.iterdir()) == []
+    # torch 2.x's own compiler makes its cache directory (torchinductor_<user>) under TMPDIR when
+    # the crashing script's torch starts up: torch's, not the tool's.
+    assert [p for p in tmp.iterdir() if not p.name.startswith("torchinductor_")] == []
     f_line = line_of(CRASHING, "def f(x):")
     assert "dynamo-explain: the script was killed by signal 11" in r.stderr
     assert r.stdout.startswith(

@@ -16,6 +16,7 @@ SRC = os.environ.get("DYNAMO_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.
 BUILD = os.environ.get("DYNAMO_BUILD_DIR") or os.path.join(SRC, "build")
 sys.path.insert(0, os.path.join(SRC, "scripts"))
 import check_deps  # noqa: E402
+from stacks import only_on_stack1  # noqa: E402
 from check_deps import DpkgDb, Use  # noqa: E402
 
 on_debian = pytest.mark.skipif(not os.path.exists("/var/lib/dpkg/status"), reason="no dpkg here")
@@ -41,6 +42,7 @@ def lib_sh_without(tmp_path, package):
 
 # ---- this machine's real build ----------------------------------------------------------------
 
+@only_on_stack1("its Python, torch and their headers come from PyPI, which no Debian package brings in: the Debian provenance check is stack 1's")
 @on_debian
 def test_passes_on_this_build_and_is_fast():
     start = time.monotonic()
@@ -52,6 +54,7 @@ def test_passes_on_this_build_and_is_fast():
     assert time.monotonic() - start < 10
 
 
+@only_on_stack1("its Python, torch and their headers come from PyPI, which no Debian package brings in: the Debian provenance check is stack 1's")
 @on_debian
 def test_taking_pybind11_out_fails_naming_it(tmp_path):
     lib_sh = lib_sh_without(tmp_path, "pybind11-dev")
@@ -68,6 +71,7 @@ def test_taking_pybind11_out_fails_naming_it(tmp_path):
     assert ", 1 not installed by the set-up (" in lines[-1]
 
 
+@only_on_stack1("its Python, torch and their headers come from PyPI, which no Debian package brings in: the Debian provenance check is stack 1's")
 @on_debian
 def test_taking_sqlite_out_fails_with_the_exact_message(tmp_path):
     lib_sh = lib_sh_without(tmp_path, "libsqlite3-dev")
@@ -90,6 +94,7 @@ def test_reads_the_list_from_lib_sh(tmp_path):
     assert check_deps.read_package_list(str(f)) == ["a", "b", "e"]
 
 
+@only_on_stack1("its Python, torch and their headers come from PyPI, which no Debian package brings in: the Debian provenance check is stack 1's")
 @on_debian
 def test_real_libc_is_found_under_both_spellings():
     db = DpkgDb.load()

@@ -1,6 +1,7 @@
 // Constructs of real model code captured the way eager runs them (see call_constructs.h).
 #include "call_constructs.h"
 
+#include <cstring>
 #include <functional>
 
 #include "torch_api.h"
@@ -63,13 +64,45 @@ ValueRef valueOf(CompileContext& ctx, PyObject* o) {
 
 // ---- torch.autograd.Function.apply --------------------------------------------------------------
 
-// The class whose apply `fn` is (Fn.apply is a builtin bound to the class), or null.
-PyObject* autogradFunctionOf(PyObject* fn) {
-  if (!PyCFunction_Check(fn)) return nullptr;
-  PyObject* self = PyCFunction_GET_SELF(fn);  // borrowed ref
-  if (self == nullptr || !PyType_Check(self) || callableName(fn) != "apply") return nullptr;
+// The function under torch 2.x's Function.apply, a Python classmethod around the builtin apply
+// (torch 1.13: Fn.apply is the builtin itself), or null.
+PyObject* pythonApplyOf(PyObject* functionType) {
+  PyObjectRef bound = PyObjectRef::steal(PyObject_GetAttrString(functionType, "apply"));
+  if (!bound) PyErr_Clear();
+  if (!bound || !PyMethod_Check(bound.get())) return nullptr;
+  PyObject* f = PyMethod_GET_FUNCTION(bound.get());  // borrowed; the class keeps it
+  return PyFunction_Check(f) ? f : nullptr;
+}
+
+// True when `cls` keeps the setup_context torch's Function classes inherit (forward takes ctx).
+bool inheritsSetupContext(PyObject* cls) {
+  static PyObject* base = lookup("torch.autograd.function", "_SingleLevelFunction");
+  if (base == nullptr) return true;  // torch 1.13: no setup_context at all
+  PyObjectRef mine = PyObjectRef::steal(PyObject_GetAttrString(cls, "setup_context"));
+  PyObjectRef inherited = PyObjectRef::steal(PyObject_GetAttrString(base, "setup_context"));
+  if (!mine || !inherited) PyErr_Clear();
+  return mine && mine.get() == inherited.get();
+}
+
+// The class whose apply `fn` is (Fn.apply bound to the class), or null. torch 2.x's Python apply
+// only adds functorch's dead-wrapper unwrapping (none in a trace) before the builtin, for Function
+// classes whose forward takes ctx; setup_context-style classes are not taken here.
+PyObject* autogradFunctionOfImpl(PyObject* fn) {
   static PyObject* functionType = lookup("torch.autograd.function", "Function");
-  if (functionType == nullptr || !PyType_IsSubtype((PyTypeObject*)self, (PyTypeObject*)functionType)) return nullptr;
+  if (functionType == nullptr) return nullptr;
+  PyObject* self = nullptr;
+  if (PyCFunction_Check(fn)) {
+    self = PyCFunction_GET_SELF(fn);  // borrowed ref
+    if (self == nullptr || !PyType_Check(self) || callableName(fn) != "apply") return nullptr;
+  } else if (PyMethod_Check(fn)) {
+    static PyObject* pyApply = pythonApplyOf(functionType);
+    if (pyApply == nullptr || PyMethod_GET_FUNCTION(fn) != pyApply) return nullptr;
+    self = PyMethod_GET_SELF(fn);  // borrowed ref
+    if (!PyType_Check(self) || !inheritsSetupContext(self)) return nullptr;
+  } else {
+    return nullptr;
+  }
+  if (!PyType_IsSubtype((PyTypeObject*)self, (PyTypeObject*)functionType)) return nullptr;
   return self;
 }
 
@@ -327,7 +360,9 @@ ValueRef variable(CompileContext& ctx, const std::vector<ValueRef>& args, const 
 bool pureNumpy(PyObject* fn) {
   static PyObject* ufuncType = lookup("numpy", "ufunc");
   if (ufuncType != nullptr && PyObject_TypeCheck(fn, (PyTypeObject*)ufuncType)) return true;
-  if (!PyFunction_Check(fn) || moduleOf(fn) != "numpy") return false;
+  // numpy >= 1.25 wraps its array functions in _ArrayFunctionDispatcher objects (not functions).
+  const bool dispatcher = std::strcmp(Py_TYPE(fn)->tp_name, "numpy._ArrayFunctionDispatcher") == 0;
+  if ((!PyFunction_Check(fn) && !dispatcher) || moduleOf(fn) != "numpy") return false;
   static const char* kPure[] = {"prod", "sum", "mean", "round", "around", "clip", "amax", "amin", "max", "min",
                                 "median", "std", "var", "cumsum", "cumprod", "isclose", "allclose"};
   const std::string name = callableName(fn);
@@ -564,6 +599,8 @@ bool mutatingSetMethod(const std::string& name) {
 }
 
 }  // namespace
+
+PyObject* autogradFunctionOf(PyObject* fn) { return autogradFunctionOfImpl(fn); }
 
 bool isTraceSet(const Value& v) {
   return v.kind == ValueKind::kObject && !v.source && v.name == kMadeInTrace && v.obj &&
@@ -935,7 +972,7 @@ ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<Val
 ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef>& args, Kw& kwargs) {
   CompileContext& ctx = tr.ctx();
   PyObject* fn = fnValue->py();
-  if (PyObject* cls = autogradFunctionOf(fn)) return applyAutogradFunction(tr, fnValue, cls, args, kwargs);
+  if (PyObject* cls = autogradFunctionOfImpl(fn)) return applyAutogradFunction(tr, fnValue, cls, args, kwargs);
   // super().__init__() reaching object.__init__ in the __init__ of an object made in the trace.
   if (fn == objectInit() && args.size() == 1 && kwargs.empty() && args[0]->kind == ValueKind::kObject &&
       !args[0]->source && args[0]->name == kMadeInTrace)

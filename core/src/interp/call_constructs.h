@@ -52,6 +52,10 @@ namespace dynamo::core::interp {
 ValueRef callConstruct(Tracer& tr, const ValueRef& fn, std::vector<ValueRef>& args,
                        std::vector<std::pair<std::string, ValueRef>>& kwargs);
 
+/// The torch.autograd.Function subclass whose apply `fn` is (borrowed), or null: torch 1.13's
+/// builtin apply bound to the class, or torch 2.x's Python classmethod around it.
+PyObject* autogradFunctionOf(PyObject* fn);
+
 /// Value::name of objects made during the trace that the graph's code cannot hand out anew on
 /// each call (a set, a module made in forward): codegen breaks when one outlives the graph.
 inline constexpr const char kMadeInTrace[] = "__made_in_trace__";

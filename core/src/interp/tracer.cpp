@@ -183,6 +183,21 @@ bool isLocalRestoreReraise(const std::vector<bc::Instruction>& ins, int t) {
   }
   return false;
 }
+
+// Python 3.12 covers a generator's whole body with a handler that turns a StopIteration escaping
+// it into RuntimeError (PEP 479: CALL_INTRINSIC_1 INTRINSIC_STOPITERATION_ERROR; RERAISE). No
+// tensor operation raises StopIteration: for graph code it handles nothing.
+bool isStopIterationGuard(const std::vector<bc::Instruction>& ins, int t) {
+#ifdef CALL_INTRINSIC_1
+  constexpr int kStopIterationError = 3;
+  return t + 1 < static_cast<int>(ins.size()) && ins[t].opcode == CALL_INTRINSIC_1 &&
+         ins[t].arg == kStopIterationError && ins[t + 1].opcode == RERAISE;
+#else
+  (void)ins;
+  (void)t;
+  return false;
+#endif
+}
 }  // namespace
 
 bool Tracer::underUserHandler() const {
@@ -200,7 +215,7 @@ bool Tracer::underUserHandler() const {
       h = ins[t].handler;
       continue;
     }
-    if (isLocalRestoreReraise(ins, t)) {
+    if (isLocalRestoreReraise(ins, t) || isStopIterationGuard(ins, t)) {
       h = ins[t].handler;
       continue;
     }
@@ -909,6 +924,25 @@ bool Tracer::stepOperators(const bc::Instruction& ins) {
       PyObjectRef f = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().operatorModule, "pos")));
       push(callValue(*this, makeObject(f.get()), {v}, {}));
       return true;
+    }
+#endif
+#ifdef CALL_INTRINSIC_1
+    // 3.12 moved a few one-operand instructions behind CALL_INTRINSIC_1 (Include/internal/
+    // pycore_intrinsics.h): unary `+` and the list-to-tuple of `(*a, *b)` and `f(*a, *b)`.
+    case CALL_INTRINSIC_1: {
+      constexpr int kUnaryPositive = 5, kListToTuple = 6;
+      if (arg == kUnaryPositive) {
+        ValueRef v = pop();
+        PyObjectRef f = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().operatorModule, "pos")));
+        push(callValue(*this, makeObject(f.get()), {v}, {}));
+        return true;
+      }
+      if (arg == kListToTuple) {
+        ValueRef l = pop();
+        push(makeTuple(l->items));
+        return true;
+      }
+      return false;
     }
 #endif
     case UNARY_NOT: {

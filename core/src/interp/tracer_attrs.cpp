@@ -97,6 +97,18 @@ ValueRef tensorAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
 }
 
 // Attribute `name` of an object known exactly (modules, user objects, Python modules, classes).
+// A class's own attribute `name` (borrowed; nullptr when absent). From 3.12 the static builtin
+// types (object, dict, ...) keep their dict in the interpreter and tp_dict is NULL:
+// PyType_GetDict reads it there. The class outlives the call, so its dict's item stays valid.
+PyObject* typeDictItem(PyTypeObject* t, const std::string& name) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObjectRef dict = PyObjectRef::steal(PyType_GetDict(t));
+  return dict ? PyDict_GetItemString(dict.get(), name.c_str()) : nullptr;
+#else
+  return t->tp_dict ? PyDict_GetItemString(t->tp_dict, name.c_str()) : nullptr;
+#endif
+}
+
 ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
   CompileContext& ctx = tr.ctx();
   PyObject* obj = v->py();
@@ -114,7 +126,7 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
       PyObject* cls = PyTuple_GET_ITEM(mro, i);  // borrowed ref
       if (after) {
-        PyObject* d = PyDict_GetItemString(((PyTypeObject*)cls)->tp_dict, name.c_str());  // borrowed
+        PyObject* d = typeDictItem((PyTypeObject*)cls, name);  // borrowed
         if (d != nullptr) {
           if (Py_TYPE(d)->tp_descr_get != nullptr && !PyType_Check(d)) return methodOf(v->self, d);
           // A class attribute (super().k): read from that class object and guarded there.
@@ -202,7 +214,9 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     ctx.breakHere(BreakKind::kUnsupportedAttribute,
                   std::string(Py_TYPE(obj)->tp_name) + " has no attribute ." + name);
   }
-  if (PyMethod_Check(r.get()) && PyMethod_GET_SELF(r.get()) == obj) {
+  // Fn.apply of a torch.autograd.Function (torch 2.x: a classmethod) stays the bound method, so
+  // that its call is the one graph node of call_constructs.cpp rather than an inlined apply.
+  if (PyMethod_Check(r.get()) && PyMethod_GET_SELF(r.get()) == obj && autogradFunctionOf(r.get()) == nullptr) {
     // A bound method of this object (through __getattr__ or a descriptor): trace it with self.
     return methodOf(v, PyMethod_GET_FUNCTION(r.get()));
   }

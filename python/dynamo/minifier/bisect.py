@@ -159,7 +159,7 @@ def _first_diverging_node(cap, graph, tol, timeout):
     import torch
     from dynamo.minifier.fork_server import ForkServer
     from dynamo.minifier.unit import Unit, target_name
-    blob = torch.load(os.path.join(cap, f"graph_{graph}.pt"))
+    blob = torch.load(os.path.join(cap, f"graph_{graph}.pt"), weights_only=False)  # our GraphModule
     unit = Unit(blob["gm"], tuple(blob["inputs"]))
     calls = [n.name for n in unit.calls()]
 

@@ -166,4 +166,5 @@ def locations(gm) -> dict:
 
 def load_graph(d, i):
     import torch
-    return torch.load(os.path.join(d, f"graph_{i}.pt"))
+    # The tool's own file holding a GraphModule: torch >= 2.6 loads weights only by default.
+    return torch.load(os.path.join(d, f"graph_{i}.pt"), weights_only=False)

@@ -287,7 +287,7 @@ def _load_unit(d):
     from dynamo.minifier import aot_stage
     from dynamo.minifier.unit import Unit
     from dynamo.minifier.unit import mark_generated
-    blob = torch.load(d)
+    blob = torch.load(d, weights_only=False)  # the tool's own unit (a GraphModule): not weights only
     mark_generated(blob["inputs"], blob.get("generated"))
     if blob.get("stage") == "aot":
         return aot_stage.load_unit(blob), blob
