@@ -54,6 +54,8 @@ dynamo_install_deps() {
 # Configures and builds into $DYNAMO_BUILD_DIR (default: build/ beside this script's parent).
 dynamo_build() {
   local src="$1" build="$2"
+  # ccache: paths relative to the folder above the clone, so clones and worktrees share hits.
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$src")}"
   local jobs
   jobs=$(nproc 2>/dev/null || echo 2)
   if [ ! -f "$build/build.ninja" ]; then
@@ -112,6 +114,7 @@ dynamo_stack2_env() {
 # Configures and builds the stack-2 tree (its own build directory) against that environment.
 dynamo_build_stack2() {
   local src="$1" build="$2" py root jobs
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$src")}"
   py="$(dynamo_stack2_env)" || return 1
   root="$("$py" -c 'import sys; print(sys.base_prefix)')"
   jobs=$(nproc 2>/dev/null || echo 2)
