@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import dynamo
+from stacks import known_gap_on_stack2
 
 
 @pytest.fixture()
@@ -94,11 +95,24 @@ CASES = {
 }
 
 
+# torch 2.x's Transformer*.forward in eval mode runs its inference fast-path checks, which use
+# `yield from` (GET_YIELD_FROM_ITER, not captured yet) with an iterator live across the break: the
+# frame is skipped and the module runs eagerly (results equal, no graph).
+EVAL_FAST_PATH_GAP = known_gap_on_stack2(
+    "Transformer*.forward in eval mode: GET_YIELD_FROM_ITER in torch 2.x's fast-path checks, frame skipped")
+
+
+def _mark_eval_fast_path_gap(request, case, train):
+    if not train and case.startswith("TransformerEncoder"):
+        request.node.add_marker(EVAL_FAST_PATH_GAP)
+
+
 @pytest.mark.parametrize("api", ["optimize", "compile"])
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 @pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_module_forward_is_compiled_and_bitwise(records, case, train, backend, api):
+def test_module_forward_is_compiled_and_bitwise(request, records, case, train, backend, api):
+    _mark_eval_fast_path_gap(request, case, train)
     factory, make_input, function = CASES[case]
     module = factory().train(train)
     compiled = wrap(api, backend, module)
@@ -112,7 +126,8 @@ def test_module_forward_is_compiled_and_bitwise(records, case, train, backend, a
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_explain_agrees_with_the_run(records, case):
+def test_explain_agrees_with_the_run(request, records, case):
+    _mark_eval_fast_path_gap(request, case, False)
     factory, make_input, function = CASES[case]
     module = factory().eval()
     x = make_input()
@@ -124,6 +139,7 @@ def test_explain_agrees_with_the_run(records, case):
     assert compiled_graphs(records, function) == 1
 
 
+@EVAL_FAST_PATH_GAP
 def test_eval_dropout_under_no_grad_is_compiled(records):
     """Eval mode with dropout > 0 and no grad (torch's inference fast-path conditions)."""
     module = encoder_layer(0.3).eval()
