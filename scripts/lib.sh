@@ -51,15 +51,17 @@ dynamo_install_deps() {
   dynamo_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# Configures and builds into $DYNAMO_BUILD_DIR (default: build/ beside this script's parent).
+# Configures SRC into BUILD (once) and builds it. Further arguments go to that first configure;
+# without any, the tree is built for Debian's /usr/bin/python3 (stack 1).
 dynamo_build() {
-  local src="$1" build="$2"
+  local src="$1" build="$2" jobs
+  shift 2
+  [ $# -gt 0 ] || set -- -DPython3_EXECUTABLE=/usr/bin/python3
   # ccache: paths relative to the folder above the clone, so clones and worktrees share hits.
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$src")}"
-  local jobs
   jobs=$(nproc 2>/dev/null || echo 2)
   if [ ! -f "$build/build.ninja" ]; then
-    cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=/usr/bin/python3
+    cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
   fi
   cmake --build "$build" -j "$jobs"
 }
@@ -113,14 +115,9 @@ dynamo_stack2_env() {
 
 # Configures and builds the stack-2 tree (its own build directory) against that environment.
 dynamo_build_stack2() {
-  local src="$1" build="$2" py root jobs
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$src")}"
+  local src="$1" build="$2" py root
   py="$(dynamo_stack2_env)" || return 1
   root="$("$py" -c 'import sys; print(sys.base_prefix)')"
-  jobs=$(nproc 2>/dev/null || echo 2)
-  if [ ! -f "$build/build.ninja" ]; then
-    cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$py" \
-      -DPython3_ROOT_DIR="$root" -DPython3_FIND_STRATEGY=LOCATION -DDYNAMO_BUILD_GUI=OFF >&2
-  fi
-  cmake --build "$build" -j "$jobs" >&2
+  dynamo_build "$src" "$build" -DPython3_EXECUTABLE="$py" -DPython3_ROOT_DIR="$root" \
+    -DPython3_FIND_STRATEGY=LOCATION -DDYNAMO_BUILD_GUI=OFF >&2
 }
