@@ -235,18 +235,42 @@ void BreakTally::add(const CompileRecord& c, const GraphBreakRecord& b, const En
     auto it = hits.byCompile.find(c.id);
     if (it != hits.byCompile.end()) n += it->second;
   }
-  (b.userStack.size() > 1 ? inlined_ : direct_) += n;
+  std::vector<std::string> callers;
+  if (!b.userStack.empty()) callers.assign(b.userStack.rbegin() + 1, b.userStack.rend());
+  passes_[callers] += n;
   ++records_;
 }
 
 void BreakTally::merge(const BreakTally& other) {
-  direct_ += other.direct_;
-  inlined_ += other.inlined_;
+  for (const auto& [callers, n] : other.passes_) passes_[callers] += n;
   records_ += other.records_;
 }
 
+namespace {
+
+using ChainPasses = std::map<std::vector<std::string>, std::int64_t>;
+
+// The passes through the chain that [first, last) share as their first `depth` callers: the
+// larger of the records of exactly that chain (the map orders it first) and the sum over the
+// longer chains one caller further out.
+std::int64_t chainPasses(ChainPasses::const_iterator first, ChainPasses::const_iterator last,
+                         size_t depth) {
+  std::int64_t own = 0;
+  if (first != last && first->first.size() == depth) own = (first++)->second;
+  std::int64_t callers = 0;
+  while (first != last) {
+    const std::string& next = first->first[depth];
+    auto end = std::find_if(first, last, [&](const auto& e) { return e.first[depth] != next; });
+    callers += chainPasses(first, end, depth + 1);
+    first = end;
+  }
+  return std::max(own, callers);
+}
+
+}  // namespace
+
 std::int64_t BreakTally::occurrences() const {
-  return std::max<std::int64_t>({direct_, inlined_, 1});
+  return std::max<std::int64_t>(chainPasses(passes_.begin(), passes_.end(), 0), 1);
 }
 
 EntryHits TraceReader::entryHits(RowId runId) const {

@@ -219,6 +219,80 @@ TEST_CASE("a break in a called function counts once per call, in every report") 
   CHECK(groups[0].records == 2);
 }
 
+TEST_CASE("a callee's break met by a skipped caller and an inlining caller counts each pass once") {
+  // tests/python/scripts/explain_same_breaks.py: main (skipped: the break is in its loop) calls
+  // outer 5 times, outer inlines helper and breaks at the call, helper breaks on its own. The
+  // three compiles met the same 5 passes: 5, not 1 + 5 (main's and outer's chains summed).
+  ScratchDir dir;
+  std::string path = dir.file("chain.db");
+  auto w = TraceWriter::open(path, RunRecord{});
+  std::string hits;
+  const std::vector<std::string> chain = {"/src/model.py:21: x = outer(x)",
+                                          "/src/model.py:15: return helper(x * 3) - 1",
+                                          "/src/model.py:12: if y.sum() > 0:"};
+  for (const char* name : {"main", "outer", "helper"}) {
+    RowId frame = w->recordFrame({0, 0, "/src/model.py", 10, name});
+    CompileRecord c;
+    c.frameId = frame;
+    c.status = std::string(name) == "main" ? "skipped" : "graph_break";
+    RowId id = w->recordCompile(c);
+    size_t depth = std::string(name) == "main" ? 3 : std::string(name) == "outer" ? 2 : 1;
+    w->recordGraphBreak(branchBreak(id, {chain.end() - static_cast<long>(depth), chain.end()}));
+    if (c.status == "graph_break") hits += std::to_string(id) + " 4\n";
+  }
+  w->recordArtifact({0, 0, 0, kEntryHitsArtifact, "text/plain", hits, 0});
+  w->close();
+  auto reader = TraceReader::open(path);
+  ExplainReport report = buildExplainReport(*reader);
+  REQUIRE(report.runs[0].breaks.size() == 1);
+  CHECK(report.runs[0].breaks[0].occurrences == 5);
+  CHECK(report.runs[0].breaks[0].compiles == 3);
+  std::vector<GraphBreakGroup> groups = reader->graphBreakGroups();  // dynamo-trace breaks
+  REQUIRE(groups.size() == 1);
+  CHECK(groups[0].count == 5);
+  CHECK(groups[0].records == 3);
+}
+
+TEST_CASE("BreakTally: chains of one length add up, a longer chain is within its shorter one") {
+  EntryHits hits;
+  hits.recorded = true;
+  auto record = [&](RowId id, const char* status, std::int64_t entryHits) {
+    CompileRecord c;
+    c.id = id;
+    c.status = status;
+    hits.byCompile[id] = entryHits;
+    return c;
+  };
+  const std::string site = "/src/model.py:12: if y.sum() > 0:";
+  SECTION("two callers inline the callee, which is never compiled on its own: their sum") {
+    BreakTally t;
+    t.add(record(1, "graph_break", 2), branchBreak(1, {"a.py:3: helper(x)", site}), hits);
+    t.add(record(2, "graph_break", 3), branchBreak(2, {"b.py:7: helper(x)", site}), hits);
+    CHECK(t.occurrences() == 3 + 4);
+    CHECK(t.records() == 2);
+  }
+  SECTION("the callee's own compiles see every caller's passes and more: the callee's") {
+    BreakTally t;
+    t.add(record(1, "graph_break", 2), branchBreak(1, {"a.py:3: helper(x)", site}), hits);
+    t.add(record(2, "graph_break", 3), branchBreak(2, {"b.py:7: helper(x)", site}), hits);
+    t.add(record(3, "graph_break", 9), branchBreak(3, {site}), hits);
+    CHECK(t.occurrences() == 10);
+  }
+  SECTION("a skipped outer caller's pass is one of the inlining caller's") {
+    BreakTally t, outer;
+    t.add(record(1, "skipped", 0), branchBreak(1, {"m.py:1: outer(x)", "a.py:3: helper(x)", site}), hits);
+    outer.add(record(2, "graph_break", 4), branchBreak(2, {"a.py:3: helper(x)", site}), hits);
+    t.merge(outer);
+    CHECK(t.occurrences() == 5);
+    CHECK(t.records() == 2);
+  }
+  SECTION("no stack at all counts as the site's own record, and never below 1") {
+    BreakTally t;
+    t.add(record(1, "failed", 0), branchBreak(1, {}), hits);
+    CHECK(t.occurrences() == 1);
+  }
+}
+
 TEST_CASE("SARIF URIs are RFC 3986 references: file URIs or relative, percent-encoded") {
   CHECK(uriReference("model.py") == "model.py");
   CHECK(uriReference("sub dir/a#b?.py") == "sub%20dir/a%23b%3F.py");

@@ -1,6 +1,7 @@
 # dynamo.explain() and dynamo-explain on the same program (tests/python/test_explain_consistency.py):
 # a break in a callee met on every pass of a loop (main itself runs eagerly: the break is in its
-# loop). Both must group the breaks and count their occurrences the same way (storage::BreakTally).
+# loop). Both must group the breaks and count their occurrences the same way (storage::BreakTally):
+# 5, one per pass, though main's, outer's and helper's compiles each recorded the break.
 import torch
 
 

@@ -9,8 +9,8 @@
 // storage::BreakTally says (trace_reader.h), the one definition dynamo-trace and dynamo.explain()
 // use too: 1 + the runtime hits of the cache entry for each compile that met the break
 // (cache_entry_hits, counted by the entry itself; the "dynamo.entry_hits" artifact in v1-v2
-// stores), 1 for a compile that made no entry; a break in a callee, met both by its callers' compiles (inlined) and by its own
-// compile, counts the larger of the two sums, not both.
+// stores), 1 for a compile that made no entry; a break in a callee, met by its callers' compiles
+// (inlined, one call chain each) and by its own compile, counts each pass once.
 #pragma once
 
 #include <cstdint>

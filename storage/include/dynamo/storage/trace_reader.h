@@ -26,31 +26,34 @@ struct EntryHits {
 };
 
 /// Break occurrences: the one definition every report uses (dynamo-trace breaks, dynamo-explain
-/// in every format, dynamo.explain(); docs/explain.md "Counting graph breaks").
+/// in every format, dynamo.explain(); docs/explain.md "Occurrence counts").
 ///
 /// One occurrence is one pass of the program through a break site at run time:
 ///   - a break recorded by a compile that made a cache entry happened on the compiling call and
 ///     on every later call that hit the entry: 1 + the entry's hits;
 ///   - a break recorded by a compile that made no entry (skipped, failed, cache limit): 1.
-/// A break inside a called function is recorded twice: by the caller's compile, which inlined
-/// the callee, met the break (user stack of 2+ frames) and restarted with a break at the call;
-/// and by the callee's own compile when the call then runs (user stack of 1 frame). Both see
-/// the same passes, so a site counts the larger of its two sums ("direct" and "inlined"), never
-/// their total, and at least 1.
+/// A break inside a called function is recorded by every compile that met it: the callee's own
+/// (user stack of 1 frame) and each caller's that inlined the callee (its call chain, 2+ frames),
+/// up to a skipped outer caller. The passes a chain sees are passes its shorter chains see too
+/// (the caller's call runs the callee), while different chains of one length see different
+/// passes. So the records form a tree keyed by the call chain, innermost caller first, and a node
+/// counts the larger of its own records and the sum of its children: `main` -> `outer` ->
+/// `helper`, 5 passes, counts 5 however many of the three compiles recorded it, never their total.
 class BreakTally {
  public:
   /// Adds one recorded break: `b` recorded by compile `c`, with the run's entry hits.
   void add(const CompileRecord& c, const GraphBreakRecord& b, const EntryHits& hits);
   /// Adds another tally of the same site (the same run).
   void merge(const BreakTally& other);
-  /// Occurrences of the site (see the class comment).
+  /// Occurrences of the site (see the class comment), at least 1.
   std::int64_t occurrences() const;
   /// Break rows counted (compiles that met the site).
   std::int64_t records() const { return records_; }
 
  private:
-  std::int64_t direct_ = 0;   ///< passes seen by compiles of the function that holds the break
-  std::int64_t inlined_ = 0;  ///< passes seen by compiles of callers that inlined it
+  /// The callers of the site (user stack without its last entry, innermost first) -> passes
+  /// seen by the records with that chain.
+  std::map<std::vector<std::string>, std::int64_t> passes_;
   std::int64_t records_ = 0;  ///< break rows
 };
 
