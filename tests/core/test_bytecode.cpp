@@ -95,3 +95,74 @@ TEST_CASE("verify names a stack underflow", "[bytecode]") {
     CHECK_THROWS_AS(bc::verify(broken, &opts), dynamo::InternalError);
   }
 }
+
+namespace {
+
+constexpr const char* kHandlersSource =
+    "def g(xs, y, ctx):\n"
+    "    try:\n"
+    "        a = y + 1\n"                          // 3: under the try's handler
+    "    except ValueError:\n"
+    "        a = y - 2\n"                          // 5: the except body's cleanup only
+    "    c = [v * 3 for v in xs]\n"                // 6: 3.12: the comprehension's restore only
+    "    with ctx:\n"
+    "        d = y * 4\n"                          // 8: the with's exit
+    "    try:\n"
+    "        e = [v * 5 for v in xs]\n"            // 10: 3.12: restore, then the try's handler
+    "    finally:\n"
+    "        y = 0\n"
+    "    return a, c, d, e\n";
+
+// The first BINARY_OP on `line` of g's decoded body, or -1.
+int binaryOpOnLine(const bc::Bytecode& code, int line) {
+  for (size_t i = 0; i < code.instructions.size(); ++i)
+    if (code.instructions[i].pos.line == line && std::string(code.instructions[i].name()) == "BINARY_OP")
+      return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("firstUserHandler walks out through CPython's cleanup handlers", "[bytecode]") {
+  ensureInterpreter();
+  {
+    PyObjectRef globals = PyObjectRef::steal(PyDict_New());
+    PyDict_SetItemString(globals.get(), "__builtins__", PyEval_GetBuiltins());
+    PyObjectRef r = PyObjectRef::steal(PyRun_String(kHandlersSource, Py_file_input, globals.get(), globals.get()));
+    REQUIRE(r);
+    PyObject* fn = PyDict_GetItemString(globals.get(), "g");  // borrowed ref
+    REQUIRE(fn);
+    bc::Bytecode code = bc::decode(reinterpret_cast<PyCodeObject*>(PyFunction_GetCode(fn)));
+    auto userHandlerAt = [&](int line) {
+      const int i = binaryOpOnLine(code, line);
+      REQUIRE(i >= 0);
+      return bc::firstUserHandler(code, code.instructions[i].handler);
+    };
+
+    const bc::ExceptionHandler inTry = userHandlerAt(3);
+    CHECK(inTry.active());
+    CHECK(inTry == code.instructions[binaryOpOnLine(code, 3)].handler);  // the try's own
+    CHECK_FALSE(bc::isWithExitHandler(code, inTry));
+
+    const int inExcept = binaryOpOnLine(code, 5);
+    CHECK(code.instructions[inExcept].handler.active());  // the exception-state cleanup
+    CHECK_FALSE(userHandlerAt(5).active());
+
+    const bc::ExceptionHandler inWith = userHandlerAt(8);
+    CHECK(inWith.active());
+    CHECK(bc::isWithExitHandler(code, inWith));
+
+    if (bc::kPython312) {
+      const int inComprehension = binaryOpOnLine(code, 6);
+      CHECK(code.instructions[inComprehension].handler.active());  // the locals' restore
+      CHECK_FALSE(userHandlerAt(6).active());
+      const bc::ExceptionHandler inTryComprehension = userHandlerAt(10);
+      CHECK(inTryComprehension.active());
+      CHECK(inTryComprehension != code.instructions[binaryOpOnLine(code, 10)].handler);
+      CHECK_FALSE(bc::isWithExitHandler(code, inTryComprehension));
+    } else {
+      CHECK(binaryOpOnLine(code, 6) == -1);  // 3.11: the comprehension is its own code object
+    }
+    CHECK_FALSE(bc::firstUserHandler(code, bc::ExceptionHandler{}).active());
+  }
+}

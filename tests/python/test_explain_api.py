@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import dynamo
+from stacks import only_on_stack2
 
 
 def two_breaks(x, n):
@@ -139,6 +140,48 @@ Break Reasons (1 distinct):
 Not compiled: looped (FILE:N) skipped: graph break inside a loop (call to print()); the function runs eagerly and the functions it calls are compiled on their own
 """ in text
     assert text.count("user stack") == 1
+
+
+def comprehension_break(x):
+    ys = [x * i for i in range(3) if print(i) is None]
+    return ys[0] + 1
+
+
+def comprehension_break_in_try(x):
+    try:
+        ys = [x * i for i in range(3) if print(i) is None]
+    except ValueError:
+        ys = [x]
+    return ys[0] + 1
+
+
+def _skip_reasons(out):
+    return [reason for _, _, _, status, reason in out.not_compiled if status == "skipped"]
+
+
+_LOOP_SKIP = "); the function runs eagerly and the functions it calls are compiled on their own"
+
+
+def test_a_break_in_a_comprehension_is_a_break_in_a_loop_not_in_a_try_block():
+    # On 3.11 the comprehension is its own function, skipped for its loop; 3.12 inlines it
+    # (PEP 709) under a handler that only restores the loop variable and re-raises, which
+    # bytecode::firstUserHandler walks through (below, the 3.12 message).
+    reasons = _skip_reasons(_explain(comprehension_break, torch.ones(3)))
+    assert any(r.startswith("graph break inside a loop (") and r.endswith(_LOOP_SKIP) for r in reasons)
+    assert not any("try block" in r for r in reasons)
+
+
+@only_on_stack2("3.11 does not inline comprehensions (PEP 709)")
+def test_a_break_in_an_inlined_comprehension_names_the_loop():
+    reasons = _skip_reasons(_explain(comprehension_break, torch.ones(3)))
+    assert "graph break inside a loop (call to print()" + _LOOP_SKIP in reasons
+
+
+def test_a_break_in_a_comprehension_inside_a_try_is_in_a_try_block():
+    out = _explain(comprehension_break_in_try, torch.ones(3))
+    assert "graph break inside a try block (call to print()); the function runs eagerly so its exception handlers stay in force" in _skip_reasons(out)
+    assert torch.equal(dynamo.compile(comprehension_break_in_try)(torch.ones(3)),
+                       comprehension_break_in_try(torch.ones(3)))
 
 
 def test_old_form_warns_and_works():

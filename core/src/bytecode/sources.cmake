@@ -5,5 +5,6 @@ target_sources(dynamo_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/decode.cpp
   ${CMAKE_CURRENT_LIST_DIR}/builder.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analysis.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/handlers.cpp
   ${CMAKE_CURRENT_LIST_DIR}/assemble.cpp
   ${CMAKE_CURRENT_LIST_DIR}/printer.cpp)

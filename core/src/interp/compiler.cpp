@@ -322,11 +322,16 @@ class Compiler : public FrameCompiler {
         if (brk->info.wholeFrame) {
           return skip(rec, brk->info.detail + "; the function runs as Python");
         }
-        if (root->bytecode().instructions[brk->instruction].handler.active()) {
+        const bytecode::Bytecode& rootCode = root->bytecode();
+        const bytecode::ExceptionHandler breakHandler = rootCode.instructions[brk->instruction].handler;
+        if (bytecode::firstUserHandler(rootCode, breakHandler).active()) {
           return skip(rec, "graph break inside a try block (" + brk->info.detail + "); the function runs eagerly so its exception handlers stay in force");
         }
         if (root->insideLoop(brk->instruction)) {
           return skip(rec, "graph break inside a loop (" + brk->info.detail + "); the function runs eagerly and the functions it calls are compiled on their own");
+        }
+        if (breakHandler.active()) {  // only CPython's own cleanup handler: no resume under it
+          return skip(rec, "graph break inside a block CPython covers with a cleanup handler (" + brk->info.detail + "); the function runs eagerly");
         }
         if (ctx->gradEnabled != initialGrad()) {
           return skip(rec, "graph break inside a `with torch.no_grad()/enable_grad()` block");

@@ -168,66 +168,19 @@ static bool isNoOpExit(const Value& exit) {
   return isNoOpContextManagerClass((PyObject*)type) && std::string(type->tp_name) == "nullcontext";
 }
 
-namespace {
-// Python 3.12 inlines comprehensions (PEP 709): the loop body is covered by a handler that only
-// puts back the locals the comprehension shadowed (SWAP/POP_TOP/STORE_FAST) and re-raises. It
-// handles nothing: an exception still leaves through whatever handler covers the cleanup block.
-bool isLocalRestoreReraise(const std::vector<bc::Instruction>& ins, int t) {
-  const int n = static_cast<int>(ins.size());
-  bool restores = false;
-  for (int i = t; i < n; ++i) {
-    const int op = ins[i].opcode;
-    if (op == RERAISE) return restores && ins[i].arg == 0;
-    if (op == STORE_FAST) restores = true;
-    else if (op != SWAP && op != POP_TOP) return false;
-  }
-  return false;
-}
-
-// Python 3.12 covers a generator's whole body with a handler that turns a StopIteration escaping
-// it into RuntimeError (PEP 479: CALL_INTRINSIC_1 INTRINSIC_STOPITERATION_ERROR; RERAISE). No
-// tensor operation raises StopIteration: for graph code it handles nothing.
-bool isStopIterationGuard(const std::vector<bc::Instruction>& ins, int t) {
-#ifdef CALL_INTRINSIC_1
-  constexpr int kStopIterationError = 3;
-  return t + 1 < static_cast<int>(ins.size()) && ins[t].opcode == CALL_INTRINSIC_1 &&
-         ins[t].arg == kStopIterationError && ins[t + 1].opcode == RERAISE;
-#else
-  (void)ins;
-  (void)t;
-  return false;
-#endif
-}
-}  // namespace
-
 bool Tracer::underUserHandler() const {
   const auto& ins = bc_.instructions;
   const int n = static_cast<int>(ins.size());
   if (ip_ < 0 || ip_ >= n) return false;
-  bc::ExceptionHandler h = ins[ip_].handler;
-  // Walk out through the handlers that only clean up: a traced grad-mode `with` (its __exit__
-  // is replayed by the graph) and the exception-state cleanup blocks CPython adds around them.
-  for (int hops = 0; h.active() && hops < 64; ++hops) {
-    const int t = h.target;
-    if (t < 0 || t >= n) return true;
-    if (ins[t].opcode == COPY && ins[t].arg == 3 && t + 2 < n && ins[t + 1].opcode == POP_EXCEPT &&
-        ins[t + 2].opcode == RERAISE) {
-      h = ins[t].handler;
-      continue;
-    }
-    if (isLocalRestoreReraise(ins, t) || isStopIterationGuard(ins, t)) {
-      h = ins[t].handler;
-      continue;
-    }
-    if (ins[t].opcode == PUSH_EXC_INFO && t + 1 < n && ins[t + 1].opcode == WITH_EXCEPT_START) {
-      const int exitAt = h.depth - 1;  // the with's __exit__ sits just below the handler depth
-      const ValueRef* exit = exitAt >= 0 && exitAt < static_cast<int>(stack_.size()) ? &stack_[exitAt] : nullptr;
-      const bool gradWith = exit && *exit && (*exit)->kind == ValueKind::kGradMode;
-      if (!gradWith && !(exit && *exit && isNoOpExit(**exit))) return true;
-      h = ins[t].handler;
-      continue;
-    }
-    return true;
+  // Walk out through CPython's pass-through handlers (bytecode::firstUserHandler) and through a
+  // `with` whose exit the graph replays (a traced grad-mode manager) or that does nothing.
+  bc::ExceptionHandler h = bc::firstUserHandler(bc_, ins[ip_].handler);
+  for (int hops = 0; h.active() && bc::isWithExitHandler(bc_, h) && hops < 64; ++hops) {
+    const int exitAt = h.depth - 1;  // the with's __exit__ sits just below the handler depth
+    const ValueRef* exit = exitAt >= 0 && exitAt < static_cast<int>(stack_.size()) ? &stack_[exitAt] : nullptr;
+    const bool gradWith = exit && *exit && (*exit)->kind == ValueKind::kGradMode;
+    if (!gradWith && !(exit && *exit && isNoOpExit(**exit))) return true;
+    h = bc::firstUserHandler(bc_, ins[h.target].handler);
   }
   return h.active();
 }

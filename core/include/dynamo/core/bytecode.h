@@ -177,6 +177,19 @@ std::vector<int> stackDepths(const Bytecode& bc, int coFlags);
 /// (cells) are not tracked. Result: [instruction][slot], nlocals slots each.
 std::vector<std::vector<bool>> liveLocals(const Bytecode& bc, int nlocals);
 
+/// The handler an exception raised under `h` first reaches that is not one of CPython's
+/// pass-through blocks, which only clean up and re-raise into whatever handler covers them: the
+/// exception-state cleanup around an `except` body or a `with` exit (COPY 3, POP_EXCEPT,
+/// RERAISE), 3.12's restore of the locals an inlined comprehension shadowed (PEP 709), and
+/// 3.12's StopIteration guard around a generator body (PEP 479). Inactive when the exception
+/// leaves the frame. A handler whose target is out of range counts as the user's. The one walk
+/// behind "is this instruction inside the user's try block" (the tracer's capture decision and
+/// the compiler's "graph break inside a try block").
+ExceptionHandler firstUserHandler(const Bytecode& bc, ExceptionHandler h);
+/// True when `h` is a `with` statement's exit on an exception (PUSH_EXC_INFO, WITH_EXCEPT_START):
+/// its context manager's __exit__ sits at stack depth h.depth - 1 under the handler.
+bool isWithExitHandler(const Bytecode& bc, ExceptionHandler h);
+
 /// dis-like listing: one line per instruction (line, index, opcode, arg, arg meaning, jump
 /// target as "to #N", handler), then the exception table. Uses opts for arg meanings when given.
 std::string print(const Bytecode& bc, const CodeOptions* opts = nullptr);
