@@ -18,19 +18,19 @@ namespace dynamo::py {
 namespace {
 
 PyRef str(const std::string& s) {
-  return PyRef::steal(check(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()))));
+  return PyRef::steal(checkPy(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()))));
 }
 
 PyRef strList(const std::vector<std::string>& items) {
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (const std::string& s : items) {
-    if (PyList_Append(list.get(), str(s).get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyList_Append(list.get(), str(s).get()) < 0) throw PythonError{};
   }
   return list;
 }
 
 void setItem(PyObject* dict, const char* key, PyRef value) {
-  if (PyDict_SetItemString(dict, key, value.get()) < 0) throw PythonErrorAlreadySet{};
+  if (PyDict_SetItemString(dict, key, value.get()) < 0) throw PythonError{};
 }
 
 PyObject* partition(PyObject*, PyObject* args, PyObject* kwargs) {
@@ -48,19 +48,19 @@ PyObject* partition(PyObject*, PyObject* args, PyObject* kwargs) {
   backends::PartitionOptions opts;
   opts.mode = saveAll ? backends::PartitionMode::kSaveAll : backends::PartitionMode::kMinCut;
   if (disabled != nullptr && disabled != Py_None) {
-    PyRef fast = PyRef::steal(check(PySequence_Fast(disabled, "disabled_ops must be a sequence of str")));
+    PyRef fast = PyRef::steal(checkPy(PySequence_Fast(disabled, "disabled_ops must be a sequence of str")));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.get()); ++i)
       opts.disabledRecomputeOps.push_back(toString(PySequence_Fast_GET_ITEM(fast.get(), i)));
   }
   core::Graph joint = core::readGraphJson(toString(json));
   backends::JointSignature sig{static_cast<size_t>(numPrimals), static_cast<size_t>(numFwd)};
   backends::Partition p = backends::partitionJoint(joint, sig, opts);
-  PyRef out = PyRef::steal(check(PyDict_New()));
+  PyRef out = PyRef::steal(checkPy(PyDict_New()));
   setItem(out.get(), "forward", str(core::serializeGraph(p.forward)));
   setItem(out.get(), "backward", str(core::serializeGraph(p.backward)));
   setItem(out.get(), "saved", strList(p.saved));
   setItem(out.get(), "recomputed", strList(p.recomputed));
-  setItem(out.get(), "bytes_saved", PyRef::steal(check(PyLong_FromLongLong(p.bytesSaved))));
+  setItem(out.get(), "bytes_saved", PyRef::steal(checkPy(PyLong_FromLongLong(p.bytesSaved))));
   setItem(out.get(), "summary", str(p.summary()));
   return out.release();
   DYNAMO_PY_CATCH(nullptr)
@@ -75,12 +75,12 @@ std::vector<std::string> splitWords(const char* text) {
 
 PyObject* decompositionGroups(PyObject*, PyObject*) {
   DYNAMO_PY_TRY
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
 #define DYNAMO_DECOMP_GROUP(Name, name, ops, description)                                       \
   {                                                                                             \
-    PyRef row = PyRef::steal(check(PyTuple_Pack(3, str(name).get(), strList(splitWords(ops)).get(), \
+    PyRef row = PyRef::steal(checkPy(PyTuple_Pack(3, str(name).get(), strList(splitWords(ops)).get(), \
                                                 str(description).get())));                     \
-    if (PyList_Append(list.get(), row.get()) < 0) throw PythonErrorAlreadySet{};                \
+    if (PyList_Append(list.get(), row.get()) < 0) throw PythonError{};                \
   }
 #include "../../backends/decompositions.def"
   return list.release();

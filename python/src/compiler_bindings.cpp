@@ -59,13 +59,13 @@ thread_local PyObject* currentHandle = nullptr;  // strong ref
 PyObject* str(const std::string& s) { return PyUnicode_DecodeUTF8(s.data(), s.size(), "replace"); }
 
 void setItem(PyObject* d, const char* key, PyObject* value) {  // steals value
-  if (value == nullptr) throw PythonErrorAlreadySet{};
+  if (value == nullptr) throw PythonError{};
   PyDict_SetItemString(d, key, value);
   Py_DECREF(value);
 }
 
 PyObject* locationToDict(const SourceLocation& loc) {
-  PyObject* d = check(PyDict_New());
+  PyObject* d = checkPy(PyDict_New());
   setItem(d, "file", str(loc.file));
   setItem(d, "line", PyLong_FromLong(loc.line));
   setItem(d, "source", str(loc.sourceLine));
@@ -73,7 +73,7 @@ PyObject* locationToDict(const SourceLocation& loc) {
 }
 
 PyObject* stackToList(const std::vector<SourceLocation>& stack) {
-  PyObject* l = check(PyList_New(0));
+  PyObject* l = checkPy(PyList_New(0));
   for (const SourceLocation& s : stack) {
     PyObject* d = locationToDict(s);
     PyList_Append(l, d);
@@ -83,7 +83,7 @@ PyObject* stackToList(const std::vector<SourceLocation>& stack) {
 }
 
 PyObject* recordToDict(const core::CompileRecord& r) {
-  PyRef d = PyRef::steal(check(PyDict_New()));
+  PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "function", str(r.function));
   setItem(d.get(), "file", str(r.where.file));
   setItem(d.get(), "line", PyLong_FromLong(r.where.line));
@@ -91,14 +91,14 @@ PyObject* recordToDict(const core::CompileRecord& r) {
   setItem(d.get(), "status", str(std::string(compileStatusListenerName(r.status))));
   setItem(d.get(), "store_status", str(std::string(compileStatusName(r.status))));
   setItem(d.get(), "reason", str(r.reason));
-  PyObject* graphs = check(PyList_New(0));
+  PyObject* graphs = checkPy(PyList_New(0));
   for (size_t i = 0; i < r.graphs.size(); ++i) {
     const core::Graph& g = r.graphs[i];
-    PyObject* gd = check(PyDict_New());
+    PyObject* gd = checkPy(PyDict_New());
     // "" when no one asked for the listings (add_compile_listener(fn, listings=False)).
     setItem(gd, "text", str(i < r.printedGraphs.size() ? r.printedGraphs[i] : std::string()));
     setItem(gd, "json", str(i < r.serializedGraphs.size() ? r.serializedGraphs[i] : std::string()));
-    PyObject* ops = check(PyDict_New());
+    PyObject* ops = checkPy(PyDict_New());
     for (const auto& [k, v] : g.opCounts()) {
       PyObject* n = PyLong_FromLong(v);
       PyDict_SetItemString(ops, k.c_str(), n);
@@ -111,9 +111,9 @@ PyObject* recordToDict(const core::CompileRecord& r) {
     Py_DECREF(gd);
   }
   setItem(d.get(), "graphs", graphs);
-  PyObject* breaks = check(PyList_New(0));
+  PyObject* breaks = checkPy(PyList_New(0));
   for (const core::BreakRecord& b : r.breaks) {
-    PyObject* bd = check(PyDict_New());
+    PyObject* bd = checkPy(PyDict_New());
     setItem(bd, "kind", str(b.kind));
     setItem(bd, "detail", str(b.detail));
     setItem(bd, "explanation", str(b.explanation));
@@ -126,17 +126,17 @@ PyObject* recordToDict(const core::CompileRecord& r) {
     Py_DECREF(bd);
   }
   setItem(d.get(), "breaks", breaks);
-  PyObject* passes = check(PyList_New(0));
+  PyObject* passes = checkPy(PyList_New(0));
   for (const core::PassRecord& p : r.passes) {
-    PyObject* pd = check(PyDict_New());
+    PyObject* pd = checkPy(PyDict_New());
     setItem(pd, "name", str(p.name));
     setItem(pd, "status", str(p.status));
     setItem(pd, "nodes_before", PyLong_FromSize_t(p.nodesBefore));
     setItem(pd, "nodes_after", PyLong_FromSize_t(p.nodesAfter));
     setItem(pd, "graph", str(p.graphText));
-    PyObject* apps = check(PyList_New(0));
+    PyObject* apps = checkPy(PyList_New(0));
     for (const core::PassApplication& a : p.applications) {
-      PyObject* ad = check(PyDict_New());
+      PyObject* ad = checkPy(PyDict_New());
       setItem(ad, "index", PyLong_FromLongLong(a.index));
       setItem(ad, "node", str(a.node));
       setItem(ad, "op", str(a.op));
@@ -151,9 +151,9 @@ PyObject* recordToDict(const core::CompileRecord& r) {
     Py_DECREF(pd);
   }
   setItem(d.get(), "passes", passes);
-  PyObject* guards = check(PyList_New(0));
+  PyObject* guards = checkPy(PyList_New(0));
   for (const core::GuardInfo& g : r.guards) {
-    PyObject* gd = check(PyDict_New());
+    PyObject* gd = checkPy(PyDict_New());
     setItem(gd, "kind", str(g.kindName));
     setItem(gd, "source", str(g.sourceName));
     setItem(gd, "checked", str(g.checked));
@@ -164,13 +164,13 @@ PyObject* recordToDict(const core::CompileRecord& r) {
     Py_DECREF(gd);
   }
   setItem(d.get(), "guards", guards);
-  PyObject* misses = check(PyList_New(0));
+  PyObject* misses = checkPy(PyList_New(0));
   for (const core::EntryMiss& m : r.misses) {
-    PyObject* md = check(PyDict_New());
+    PyObject* md = checkPy(PyDict_New());
     setItem(md, "entry_id", PyLong_FromUnsignedLongLong(m.entryId));
-    PyObject* failures = check(PyList_New(0));
+    PyObject* failures = checkPy(PyList_New(0));
     for (const core::GuardFailure& f : m.failures) {
-      PyObject* fd = check(PyDict_New());
+      PyObject* fd = checkPy(PyDict_New());
       setItem(fd, "kind", str(core::guardKindInfo(f.kind).name));
       setItem(fd, "source", str(f.sourceName));
       setItem(fd, "reason", str(f.reason));
@@ -221,25 +221,25 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   core::CompilerOptions o;
   o.onlyFunction = onlyFunction;
   if (forceCodes != nullptr && forceCodes != Py_None) {
-    PyRef codes = PyRef::steal(check(PySequence_Fast(forceCodes, "force_codes must be a sequence of code objects")));
+    PyRef codes = PyRef::steal(checkPy(PySequence_Fast(forceCodes, "force_codes must be a sequence of code objects")));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(codes.get()); ++i)
       o.forceCodes.push_back(core::PyObjectRef::borrow(PySequence_Fast_GET_ITEM(codes.get(), i)));
   }
-  PyRef seq = PyRef::steal(check(PySequence_Fast(skipPrefixes, "skip_file_prefixes must be a sequence of str")));
+  PyRef seq = PyRef::steal(checkPy(PySequence_Fast(skipPrefixes, "skip_file_prefixes must be a sequence of str")));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i)
     o.skipFilePrefixes.push_back(toString(PySequence_Fast_GET_ITEM(seq.get(), i)));
   if (noInlinePrefixes != nullptr && noInlinePrefixes != Py_None) {
-    PyRef libs = PyRef::steal(check(PySequence_Fast(noInlinePrefixes, "no_inline_prefixes must be a sequence of str")));
+    PyRef libs = PyRef::steal(checkPy(PySequence_Fast(noInlinePrefixes, "no_inline_prefixes must be a sequence of str")));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(libs.get()); ++i)
       o.noInlineFilePrefixes.push_back(toString(PySequence_Fast_GET_ITEM(libs.get(), i)));
   }
   if (disabledPasses != nullptr && disabledPasses != Py_None) {
-    PyRef names = PyRef::steal(check(PySequence_Fast(disabledPasses, "disabled_passes must be a sequence of str")));
+    PyRef names = PyRef::steal(checkPy(PySequence_Fast(disabledPasses, "disabled_passes must be a sequence of str")));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(names.get()); ++i)
       o.passOptions.disabled.push_back(toString(PySequence_Fast_GET_ITEM(names.get(), i)));
   }
   if (passLimits != nullptr && passLimits != Py_None) {
-    PyRef limits = PyRef::steal(check(PySequence_Fast(passLimits, "pass_limits must be a sequence of (name, n)")));
+    PyRef limits = PyRef::steal(checkPy(PySequence_Fast(passLimits, "pass_limits must be a sequence of (name, n)")));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(limits.get()); ++i) {
       const char* name = nullptr;
       long long n = 0;
@@ -361,15 +361,15 @@ PyObject* cacheEntries(PyObject*, PyObject* code) {
     return nullptr;
   }
   DYNAMO_PY_TRY
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   core::CodeState* state = core::CodeState::find(code);
   if (state == nullptr) return list.release();
   for (const auto& entry : state->entries()) {
-    PyRef dict = PyRef::steal(check(PyDict_New()));
+    PyRef dict = PyRef::steal(checkPy(PyDict_New()));
     setItem(dict.get(), "id", PyLong_FromUnsignedLongLong(entry->id));
     setItem(dict.get(), "hits", PyLong_FromUnsignedLongLong(entry->hits));
     setItem(dict.get(), "code", Py_NewRef(entry->code));
-    if (PyList_Append(list.get(), dict.get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyList_Append(list.get(), dict.get()) < 0) throw PythonError{};
   }
   return list.release();
   DYNAMO_PY_CATCH(nullptr)
@@ -385,9 +385,9 @@ PyObject* setListenerListings(PyObject*, PyObject* flag) {
 
 PyObject* backendList(PyObject*, PyObject*) {
   DYNAMO_PY_TRY
-  PyObject* out = check(PyList_New(0));
+  PyObject* out = checkPy(PyList_New(0));
   for (const backends::BackendInfo& b : backends::backendList()) {
-    PyObject* row = check(Py_BuildValue("(ss)", b.name, b.description));
+    PyObject* row = checkPy(Py_BuildValue("(ss)", b.name, b.description));
     PyList_Append(out, row);
     Py_DECREF(row);
   }
@@ -399,10 +399,10 @@ PyObject* passList(PyObject*, PyObject* args) {
   int withTests = 0;
   if (!PyArg_ParseTuple(args, "|p", &withTests)) return nullptr;
   DYNAMO_PY_TRY
-  PyObject* out = check(PyList_New(0));
+  PyObject* out = checkPy(PyList_New(0));
   for (const core::PassInfo& p : core::passList()) {
     if (p.testOnly && !withTests) continue;
-    PyObject* row = check(Py_BuildValue("(ss)", p.name, p.description));
+    PyObject* row = checkPy(Py_BuildValue("(ss)", p.name, p.description));
     PyList_Append(out, row);
     Py_DECREF(row);
   }

@@ -24,18 +24,6 @@
 #include "dynamo/core/graph_serializer.h"
 #include "py_util.h"
 
-// Like DYNAMO_PY_TRY/CATCH, and a core::PythonError leaves the pending Python error as it is.
-#define GRAPH_TRY try {
-#define GRAPH_CATCH(failure_value)               \
-  }                                              \
-  catch (const ::dynamo::core::PythonError&) {   \
-    return failure_value;                        \
-  }                                              \
-  catch (...) {                                  \
-    ::dynamo::py::translateException();          \
-    return failure_value;                        \
-  }
-
 namespace dynamo::py {
 namespace {
 
@@ -71,13 +59,13 @@ extern PyTypeObject RunnerType;
 
 // str(o) as UTF-8. o is a new ref (the result of a C API call), released here.
 std::string str(PyObject* o) {
-  PyObjectRef owned = PyObjectRef::steal(core::checkPy(o));
+  PyObjectRef owned = PyObjectRef::steal(checkPy(o));
   return toString(owned.get());
 }
 
 PyObjectRef pyStr(const std::string& s) {
   return PyObjectRef::steal(
-      core::checkPy(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()))));
+      checkPy(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()))));
 }
 
 PyObject* wrapNode(const NodeRef& node) {  // new ref
@@ -109,7 +97,7 @@ UserError badArgument(PyObject* o) {
 Arg toArg(PyObject* o);  // borrowed ref
 
 std::vector<Arg> toArgList(PyObject* seq) {  // borrowed ref
-  PyObjectRef fast = PyObjectRef::steal(core::checkPy(PySequence_Fast(seq, "expected a sequence")));
+  PyObjectRef fast = PyObjectRef::steal(checkPy(PySequence_Fast(seq, "expected a sequence")));
   std::vector<Arg> out;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(fast.get());
   for (Py_ssize_t i = 0; i < n; ++i) out.push_back(toArg(PySequence_Fast_GET_ITEM(fast.get(), i)));
@@ -139,7 +127,7 @@ Arg toArg(PyObject* o) {  // borrowed ref
   if (typeName == "torch.layout") return Arg::layout(str(PyObject_Str(o)));
   if (PySlice_Check(o)) {
     auto part = [o](const char* name) {
-      PyObjectRef v = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(o, name)));
+      PyObjectRef v = PyObjectRef::steal(checkPy(PyObject_GetAttrString(o, name)));
       return toArg(v.get());
     };
     return Arg::slice(part("start"), part("stop"), part("step"));
@@ -231,7 +219,7 @@ struct MetaArgs {
     if (tensorMeta != Py_None) meta.tensor = toTensorMeta(tensorMeta);
     if (location != Py_None) meta.location = toLocation(location);
     if (userStack != Py_None) {
-      PyObjectRef fast = PyObjectRef::steal(core::checkPy(PySequence_Fast(userStack, "user_stack")));
+      PyObjectRef fast = PyObjectRef::steal(checkPy(PySequence_Fast(userStack, "user_stack")));
       for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.get()); ++i) {
         meta.userStack.push_back(toLocation(PySequence_Fast_GET_ITEM(fast.get(), i)));
       }
@@ -255,9 +243,9 @@ void nodeDealloc(PyObject* self) {
 }
 
 PyObject* nodeRepr(PyObject* self) {
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   return pyStr("<Node " + core::printNode(nodeOf(self)) + ">").release();
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 // Hash of the node's address (nodes compare by identity); never -1, which means "error".
@@ -284,28 +272,28 @@ PyObject* nodeArgToPython(const Arg& arg) {
 }
 
 PyObject* nodeGetName(PyObject* self, void*) {
-  GRAPH_TRY return pyStr(nodeOf(self).name()).release(); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return pyStr(nodeOf(self).name()).release(); DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetOp(PyObject* self, void*) {
   return PyUnicode_FromString(core::nodeOpName(nodeOf(self).op()));
 }
 PyObject* nodeGetTarget(PyObject* self, void*) {
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   const core::Node& n = nodeOf(self);
   if (n.op() == core::NodeOp::kCallFunction && n.target().hasCallable()) {
     return Py_NewRef(n.target().callable());
   }
   if (n.op() == core::NodeOp::kCallMethod) return pyStr(n.method()).release();
   Py_RETURN_NONE;
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetTargetName(PyObject* self, void*) {
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   const core::Node& n = nodeOf(self);
   if (n.op() == core::NodeOp::kCallFunction) return pyStr(n.target().qualifiedName()).release();
   if (n.op() == core::NodeOp::kCallMethod) return pyStr(n.method()).release();
   Py_RETURN_NONE;
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetTargetKind(PyObject* self, void*) {
   const core::Node& n = nodeOf(self);
@@ -313,28 +301,28 @@ PyObject* nodeGetTargetKind(PyObject* self, void*) {
   Py_RETURN_NONE;
 }
 PyObject* nodeGetSchema(PyObject* self, void*) {
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   const core::Node& n = nodeOf(self);
   if (n.op() == core::NodeOp::kCallFunction && n.target().kind() == core::TargetKind::kAtenOp) {
     return pyStr(n.target().schemaName()).release();
   }
   Py_RETURN_NONE;
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetSource(PyObject* self, void*) {
-  GRAPH_TRY return pyStr(nodeOf(self).source()).release(); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return pyStr(nodeOf(self).source()).release(); DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetArgs(PyObject* self, void*) {
-  GRAPH_TRY return nodeArgToPython(Arg::tuple(nodeOf(self).args())); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return nodeArgToPython(Arg::tuple(nodeOf(self).args())); DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetKwargs(PyObject* self, void*) {
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   const core::Kwargs& kw = nodeOf(self).kwargs();
   return nodeArgToPython(Arg::dict({kw.begin(), kw.end()}));
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetStackTrace(PyObject* self, void*) {
-  GRAPH_TRY return pyStr(nodeOf(self).meta().stackTrace).release(); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return pyStr(nodeOf(self).meta().stackTrace).release(); DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetLocation(PyObject* self, void*) {
   const SourceLocation& loc = nodeOf(self).meta().location;
@@ -342,7 +330,7 @@ PyObject* nodeGetLocation(PyObject* self, void*) {
   return Py_BuildValue("(sis)", loc.file.c_str(), loc.line, loc.sourceLine.c_str());
 }
 PyObject* nodeGetTensorMeta(PyObject* self, void*) {
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   const auto& t = nodeOf(self).meta().tensor;
   if (!t) Py_RETURN_NONE;
   std::vector<Arg> dims;
@@ -350,17 +338,17 @@ PyObject* nodeGetTensorMeta(PyObject* self, void*) {
   PyObjectRef shape = core::constantToPython(Arg::tuple(std::move(dims)));
   return Py_BuildValue("(OssO)", shape.get(), t->dtype.c_str(), t->device.c_str(),
                        t->requiresGrad ? Py_True : Py_False);
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetTensorLayout(PyObject* self, void*) {
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   const auto& t = nodeOf(self).meta().tensor;
   if (!t || !t->strides) Py_RETURN_NONE;
   std::vector<Arg> strides;
   for (int64_t d : *t->strides) strides.push_back(Arg::integer(d));
   PyObjectRef tuple = core::constantToPython(Arg::tuple(std::move(strides)));
   return Py_BuildValue("(Os)", tuple.get(), core::memoryFormatName(t->memoryFormat));
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyGetSetDef nodeGetSet[] = {
@@ -406,14 +394,14 @@ int builderInit(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "GraphBuilder(graph): graph must be a Graph or None");
     return -1;
   }
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   auto* b = reinterpret_cast<BuilderObject*>(self);
   delete b->builder;
   b->builder = base == Py_None
                    ? new core::GraphBuilder()
                    : new core::GraphBuilder(*reinterpret_cast<GraphObject*>(base)->graph);
   return 0;
-  GRAPH_CATCH(-1)
+  DYNAMO_PY_CATCH(-1)
 }
 
 void builderDealloc(PyObject* self) {
@@ -438,9 +426,9 @@ PyObject* builderPlaceholder(PyObject* self, PyObject* args, PyObject* kwargs) {
                                    &m.location, &m.userStack, &m.stackTrace)) {
     return nullptr;
   }
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   return wrapNode(builderOf(self).placeholder(toString(source), m.toMeta(), optionalStr(name)));
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* builderCall(PyObject* self, PyObject* args, PyObject* kwargs, bool method) {
@@ -454,7 +442,7 @@ PyObject* builderCall(PyObject* self, PyObject* args, PyObject* kwargs, bool met
                                    &m.location, &m.userStack, &m.stackTrace)) {
     return nullptr;
   }
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   std::vector<Arg> positional = callArgs ? toArgList(callArgs) : std::vector<Arg>();
   core::Kwargs kw = toKwargs(callKwargs);
   if (method) {
@@ -469,7 +457,7 @@ PyObject* builderCall(PyObject* self, PyObject* args, PyObject* kwargs, bool met
   return wrapNode(builderOf(self).callFunction(core::Target::fromCallable(target),
                                                std::move(positional), std::move(kw), m.toMeta(),
                                                optionalStr(name)));
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* builderCallFunction(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -491,15 +479,15 @@ PyObject* builderOutput(PyObject* self, PyObject* args, PyObject* kwargs) {
                                    &m.stackTrace)) {
     return nullptr;
   }
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   builderOf(self).output(toArg(value), m.toMeta());
   Py_RETURN_NONE;
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* builderBuild(PyObject* self, PyObject*) {
   if (!checkBuilder(self)) return nullptr;
-  GRAPH_TRY return wrapGraph(builderOf(self).build()); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return wrapGraph(builderOf(self).build()); DYNAMO_PY_CATCH(nullptr)
 }
 
 Py_ssize_t builderLen(PyObject* self) {
@@ -538,7 +526,7 @@ void graphDealloc(PyObject* self) {
 }
 
 PyObject* graphStr(PyObject* self) {
-  GRAPH_TRY return pyStr(core::printGraph(graphOf(self))).release(); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return pyStr(core::printGraph(graphOf(self))).release(); DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* graphFormat(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -548,12 +536,12 @@ PyObject* graphFormat(PyObject* self, PyObject* args, PyObject* kwargs) {
                                    &locations, &meta)) {
     return nullptr;
   }
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   core::PrintOptions options;
   options.showLocations = locations != 0;
   options.showTensorMeta = meta != 0;
   return pyStr(core::printGraph(graphOf(self), options)).release();
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* graphSerialize(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -563,43 +551,43 @@ PyObject* graphSerialize(PyObject* self, PyObject* args, PyObject* kwargs) {
                                    &pretty)) {
     return nullptr;
   }
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   core::SerializeOptions options;
   options.pretty = pretty != 0;
   return pyStr(core::serializeGraph(graphOf(self), options)).release();
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* graphOpCounts(PyObject* self, PyObject*) {
-  GRAPH_TRY
-  PyObjectRef out = PyObjectRef::steal(core::checkPy(PyDict_New()));
+  DYNAMO_PY_TRY
+  PyObjectRef out = PyObjectRef::steal(checkPy(PyDict_New()));
   for (const auto& [key, count] : graphOf(self).opCounts()) {
-    PyObjectRef n = PyObjectRef::steal(core::checkPy(PyLong_FromLong(count)));
+    PyObjectRef n = PyObjectRef::steal(checkPy(PyLong_FromLong(count)));
     if (PyDict_SetItem(out.get(), pyStr(key).get(), n.get()) < 0) return nullptr;
   }
   return out.release();
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* graphToFx(PyObject* self, PyObject*) {
-  GRAPH_TRY return core::toFxGraphModule(graphOf(self)).release(); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return core::toFxGraphModule(graphOf(self)).release(); DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* runnerVectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames);
 
 PyObject* graphRunner(PyObject* self, PyObject*) {
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   auto runner = std::make_unique<core::GraphRunner>(graphOf(self));
   RunnerObject* r = PyObject_New(RunnerObject, &RunnerType);  // new ref
   if (r == nullptr) return nullptr;
   r->vectorcall = runnerVectorcall;
   r->runner = runner.release();
   return reinterpret_cast<PyObject*>(r);
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* nodeList(const std::vector<NodeRef>& nodes) {
-  PyObjectRef list = PyObjectRef::steal(core::checkPy(PyList_New(0)));
+  PyObjectRef list = PyObjectRef::steal(checkPy(PyList_New(0)));
   for (const NodeRef& n : nodes) {
     PyObjectRef w = PyObjectRef::steal(wrapNode(n));
     if (PyList_Append(list.get(), w.get()) < 0) throw core::PythonError{};
@@ -608,13 +596,13 @@ PyObject* nodeList(const std::vector<NodeRef>& nodes) {
 }
 
 PyObject* graphGetNodes(PyObject* self, void*) {
-  GRAPH_TRY return nodeList(graphOf(self).nodes()); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return nodeList(graphOf(self).nodes()); DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* graphGetInputs(PyObject* self, void*) {
-  GRAPH_TRY return nodeList(graphOf(self).inputs()); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return nodeList(graphOf(self).inputs()); DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* graphGetOutput(PyObject* self, void*) {
-  GRAPH_TRY return wrapNode(graphOf(self).output()); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return wrapNode(graphOf(self).output()); DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* graphUsers(PyObject* self, PyObject* node) {
@@ -622,28 +610,28 @@ PyObject* graphUsers(PyObject* self, PyObject* node) {
     PyErr_SetString(PyExc_TypeError, "users() takes a Node");
     return nullptr;
   }
-  GRAPH_TRY return nodeList(graphOf(self).users(nodeOf(node))); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return nodeList(graphOf(self).users(nodeOf(node))); DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* graphResolve(PyObject* self, PyObject*) {
-  GRAPH_TRY return wrapGraph(core::resolveTargets(graphOf(self))); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return wrapGraph(core::resolveTargets(graphOf(self))); DYNAMO_PY_CATCH(nullptr)
 }
 
 // Graphs compare by content (core::sameGraph): a graph read back from JSON equals the original.
 PyObject* graphRichCompare(PyObject* a, PyObject* b, int op) {
   if ((op != Py_EQ && op != Py_NE) || Py_TYPE(b) != &GraphType) Py_RETURN_NOTIMPLEMENTED;
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   bool same = core::sameGraph(graphOf(a), graphOf(b));
   return PyBool_FromLong((op == Py_EQ) == same);
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* graphFind(PyObject* self, PyObject* name) {
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   NodeRef n = graphOf(self).find(toString(name));
   if (!n) Py_RETURN_NONE;
   return wrapNode(n);
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 Py_ssize_t graphLen(PyObject* self) { return static_cast<Py_ssize_t>(graphOf(self).size()); }
@@ -691,20 +679,20 @@ void runnerDealloc(PyObject* self) {
 }
 
 PyObject* runnerGetGraph(PyObject* self, void*) {
-  GRAPH_TRY return wrapGraph(reinterpret_cast<RunnerObject*>(self)->runner->graph());
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return wrapGraph(reinterpret_cast<RunnerObject*>(self)->runner->graph());
+  DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* runnerGetInputCount(PyObject* self, void*) {
   return PyLong_FromSize_t(reinterpret_cast<RunnerObject*>(self)->runner->inputCount());
 }
 PyObject* runnerGetLastUses(PyObject* self, void*) {
-  GRAPH_TRY
+  DYNAMO_PY_TRY
   std::vector<Arg> uses;
   for (int u : reinterpret_cast<RunnerObject*>(self)->runner->lastUses()) {
     uses.push_back(Arg::integer(u));
   }
   return core::constantToPython(Arg::list(std::move(uses))).release();
-  GRAPH_CATCH(nullptr)
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyGetSetDef runnerGetSet[] = {
@@ -777,7 +765,7 @@ int readyTypes() {
 }
 
 PyObject* moduleReadGraph(PyObject*, PyObject* text) {
-  GRAPH_TRY return wrapGraph(core::readGraphJson(toString(text))); GRAPH_CATCH(nullptr)
+  DYNAMO_PY_TRY return wrapGraph(core::readGraphJson(toString(text))); DYNAMO_PY_CATCH(nullptr)
 }
 
 PyMethodDef moduleMethods[] = {
@@ -793,7 +781,7 @@ int initGraphBindings(PyObject* module) {
   if (readyTypes() < 0) return -1;
   // The Python half of Graph -> torch.fx.GraphModule, imported when first needed.
   core::setFxBridgeLoader([] {
-    return core::PyObjectRef::steal(core::checkPy(PyImport_ImportModule("dynamo.fx_bridge")));  // new ref
+    return core::PyObjectRef::steal(checkPy(PyImport_ImportModule("dynamo.fx_bridge")));  // new ref
   });
   PyObject* sub = PyModule_New("dynamo._C._graph");  // new ref
   if (sub == nullptr) return -1;

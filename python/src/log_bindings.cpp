@@ -195,7 +195,7 @@ PyObject* setLevels(PyObject*, PyObject* levels) {
   Py_ssize_t pos = 0;
   while (PyDict_Next(levels, &pos, &key, &value)) {
     long n = PyLong_AsLong(value);
-    if (n == -1 && PyErr_Occurred()) throw PythonErrorAlreadySet{};
+    if (n == -1 && PyErr_Occurred()) throw PythonError{};
     if (n > 0) parsed[toString(key)] = static_cast<int>(n);
   }
   state().levels = std::move(parsed);
@@ -207,12 +207,12 @@ PyObject* setLevels(PyObject*, PyObject* levels) {
 // graph_break_counts() -> {(kind, file, line): times met}
 PyObject* graphBreakCounts(PyObject*, PyObject*) {
   DYNAMO_PY_TRY
-  PyRef out = PyRef::steal(check(PyDict_New()));
+  PyRef out = PyRef::steal(checkPy(PyDict_New()));
   for (const auto& [key, n] : state().breaks) {
     const auto& [kind, file, line] = key;
-    PyRef k = PyRef::steal(check(Py_BuildValue("(ssi)", kind.c_str(), file.c_str(), line)));
-    PyRef v = PyRef::steal(check(PyLong_FromLongLong(n)));
-    if (PyDict_SetItem(out.get(), k.get(), v.get()) < 0) throw PythonErrorAlreadySet{};
+    PyRef k = PyRef::steal(checkPy(Py_BuildValue("(ssi)", kind.c_str(), file.c_str(), line)));
+    PyRef v = PyRef::steal(checkPy(PyLong_FromLongLong(n)));
+    if (PyDict_SetItem(out.get(), k.get(), v.get()) < 0) throw PythonError{};
   }
   return out.release();
   DYNAMO_PY_CATCH(nullptr)

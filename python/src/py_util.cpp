@@ -17,7 +17,7 @@ ExceptionTypes& exceptionTypes() {
 std::string toString(PyObject* str) {
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(str, &size);  // borrowed buffer, owned by str
-  if (data == nullptr) throw PythonErrorAlreadySet{};
+  if (data == nullptr) throw PythonError{};
   return std::string(data, static_cast<size_t>(size));
 }
 
@@ -36,10 +36,8 @@ static PyObject* typeForUserError(const UserError& e) {
 void translateException() {
   try {
     throw;
-  } catch (const PythonErrorAlreadySet&) {
+  } catch (const PythonError&) {
     // The error is already set by the failing C API call.
-  } catch (const core::PythonErrorSet&) {
-    // Same, thrown by the frame hook's code.
   } catch (const UserError& e) {
     PyObject* type = typeForUserError(e);  // borrowed ref
     PyRef args = PyRef::steal(Py_BuildValue("(s)", e.what()));

@@ -21,15 +21,11 @@ namespace dynamo::py {
 /// An owned (strong) reference: the core's type, shared by every layer.
 using PyRef = core::PyObjectRef;
 
-/// Thrown by binding code when a Python error is already set (a C API call returned NULL/-1):
-/// the core's type, so errors thrown in core code keep their pending Python error too.
-using PythonErrorAlreadySet = core::PythonError;
-
-/// Returns o, or throws PythonErrorAlreadySet when it is NULL.
-inline PyObject* check(PyObject* o) {
-  if (o == nullptr) throw PythonErrorAlreadySet{};
-  return o;
-}
+/// Thrown when a Python error is already set (a C API call returned NULL/-1): core's one type,
+/// so errors thrown in core code and in binding code keep their pending Python error alike.
+using core::PythonError;
+/// Returns o, or throws PythonError when it is NULL.
+using core::checkPy;
 
 /// Runs fn with the GIL released; C++ exceptions propagate after the GIL is taken back.
 template <typename Fn>
@@ -50,7 +46,7 @@ auto withoutGil(Fn&& fn) -> decltype(fn()) {
   }
 }
 
-/// UTF-8 view of a str object; throws PythonErrorAlreadySet on failure.
+/// UTF-8 view of a str object; throws PythonError on failure.
 std::string toString(PyObject* str);
 
 /// Sets the Python error matching the exception in flight. Call only inside a catch block.

@@ -484,11 +484,11 @@ PyObject* attached(PyObject*, PyObject* writer) {
 
 PyObject* recordHits(PyObject*, PyObject*) {
   DYNAMO_PY_TRY
-  PyRef out = PyRef::steal(check(PyDict_New()));
+  PyRef out = PyRef::steal(checkPy(PyDict_New()));
   for (const auto& [compileId, hits] : theSink()->recordHits()) {
-    PyRef k = PyRef::steal(check(PyLong_FromLongLong(compileId)));
-    PyRef v = PyRef::steal(check(PyLong_FromLongLong(hits)));
-    if (PyDict_SetItem(out.get(), k.get(), v.get()) < 0) throw PythonErrorAlreadySet{};
+    PyRef k = PyRef::steal(checkPy(PyLong_FromLongLong(compileId)));
+    PyRef v = PyRef::steal(checkPy(PyLong_FromLongLong(hits)));
+    if (PyDict_SetItem(out.get(), k.get(), v.get()) < 0) throw PythonError{};
   }
   return out.release();
   DYNAMO_PY_CATCH(nullptr)

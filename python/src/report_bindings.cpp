@@ -44,14 +44,14 @@ Format parseFormat(const char* name) {
 storage::RowId parseRunId(PyObject* o) {
   if (o == nullptr || o == Py_None) return 0;
   long long id = PyLong_AsLongLong(o);
-  if (id == -1 && PyErr_Occurred()) throw PythonErrorAlreadySet{};
+  if (id == -1 && PyErr_Occurred()) throw PythonError{};
   if (id <= 0)
     throw UserError(UserErrorKind::kInvalidArgument, detail::concat("run_id must be positive, got ", id));
   return id;
 }
 
 PyObject* newStr(const std::string& s) {
-  return check(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+  return checkPy(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
 }
 
 template <typename Render>
@@ -112,21 +112,21 @@ PyObject* profileReport(PyObject*, PyObject* args, PyObject* kwargs) {
 
 // d[key] = value; steals value.
 void setItem(PyObject* d, const char* key, PyObject* value) {
-  PyRef owned = PyRef::steal(check(value));
-  if (PyDict_SetItemString(d, key, owned.get()) < 0) throw PythonErrorAlreadySet{};
+  PyRef owned = PyRef::steal(checkPy(value));
+  if (PyDict_SetItemString(d, key, owned.get()) < 0) throw PythonError{};
 }
 
 PyObject* newList(const std::vector<std::string>& items) {
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (const std::string& s : items) {
     PyRef item = PyRef::steal(newStr(s));
-    if (PyList_Append(list.get(), item.get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyList_Append(list.get(), item.get()) < 0) throw PythonError{};
   }
   return list.release();
 }
 
 PyObject* breakDict(const explain::BreakGroup& b) {
-  PyRef d = PyRef::steal(check(PyDict_New()));
+  PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "kind", newStr(b.kind));
   setItem(d.get(), "file", newStr(b.location.file));
   setItem(d.get(), "line", PyLong_FromLong(b.location.line));
@@ -141,12 +141,12 @@ PyObject* breakDict(const explain::BreakGroup& b) {
 }
 
 PyObject* graphDict(const explain::FunctionReport& f, const explain::GraphSummary& g) {
-  PyRef d = PyRef::steal(check(PyDict_New()));
+  PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "function", newStr(f.name));
   setItem(d.get(), "compile_id", PyLong_FromLongLong(g.compileId));
   setItem(d.get(), "text", newStr(g.printed));
   setItem(d.get(), "num_nodes", PyLong_FromLong(g.numNodes));
-  PyRef ops = PyRef::steal(check(PyDict_New()));
+  PyRef ops = PyRef::steal(checkPy(PyDict_New()));
   for (const auto& [op, n] : g.opCounts) setItem(ops.get(), op.c_str(), PyLong_FromLong(n));
   setItem(d.get(), "op_counts", ops.release());
   return d.release();
@@ -154,37 +154,37 @@ PyObject* graphDict(const explain::FunctionReport& f, const explain::GraphSummar
 
 // The run's data as dynamo.explain() exposes it, and its text (renderExplainSummary).
 PyObject* runDict(const explain::RunExplain& run, const RenderOptions& options) {
-  PyRef d = PyRef::steal(check(PyDict_New()));
+  PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "summary", newStr(explain::renderExplainSummary(run, options)));
-  PyRef breaks = PyRef::steal(check(PyList_New(0)));
+  PyRef breaks = PyRef::steal(checkPy(PyList_New(0)));
   std::int64_t occurrences = 0;
   for (const explain::BreakGroup& b : run.breaks) {
     PyRef item = PyRef::steal(breakDict(b));
-    if (PyList_Append(breaks.get(), item.get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyList_Append(breaks.get(), item.get()) < 0) throw PythonError{};
     occurrences += b.occurrences;
   }
   setItem(d.get(), "breaks", breaks.release());
   setItem(d.get(), "break_occurrences", PyLong_FromLongLong(occurrences));
   // Graphs in compile order, whichever function they belong to.
-  PyRef graphList = PyRef::steal(check(PyList_New(0)));
+  PyRef graphList = PyRef::steal(checkPy(PyList_New(0)));
   std::vector<std::tuple<storage::RowId, int, const explain::FunctionReport*, const explain::GraphSummary*>> order;
   for (const explain::FunctionReport& f : run.functions)
     for (const explain::GraphSummary& g : f.graphs) order.emplace_back(g.compileId, g.index, &f, &g);
   std::sort(order.begin(), order.end());
   for (const auto& [id, index, f, g] : order) {
     PyRef item = PyRef::steal(graphDict(*f, *g));
-    if (PyList_Append(graphList.get(), item.get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyList_Append(graphList.get(), item.get()) < 0) throw PythonError{};
   }
   setItem(d.get(), "graphs", graphList.release());
   setItem(d.get(), "ops", PyLong_FromLongLong(run.ops));
-  PyRef notCompiled = PyRef::steal(check(PyList_New(0)));
-  PyRef guardKinds = PyRef::steal(check(PyDict_New()));
+  PyRef notCompiled = PyRef::steal(checkPy(PyList_New(0)));
+  PyRef guardKinds = PyRef::steal(checkPy(PyDict_New()));
   std::map<std::string, std::int64_t> phases;
   for (const explain::FunctionReport& f : run.functions) {
     for (const auto& [status, reason] : f.notCompiled) {
-      PyRef row = PyRef::steal(check(Py_BuildValue("(NNiNN)", newStr(f.name), newStr(f.file), f.firstLine,
+      PyRef row = PyRef::steal(checkPy(Py_BuildValue("(NNiNN)", newStr(f.name), newStr(f.file), f.firstLine,
                                                    newStr(status), newStr(reason))));
-      if (PyList_Append(notCompiled.get(), row.get()) < 0) throw PythonErrorAlreadySet{};
+      if (PyList_Append(notCompiled.get(), row.get()) < 0) throw PythonError{};
     }
     for (const auto& [kind, n] : f.guardKinds) {
       PyObject* old = PyDict_GetItemString(guardKinds.get(), kind.c_str());  // borrowed ref
@@ -194,7 +194,7 @@ PyObject* runDict(const explain::RunExplain& run, const RenderOptions& options) 
   }
   setItem(d.get(), "not_compiled", notCompiled.release());
   setItem(d.get(), "guard_kinds", guardKinds.release());
-  PyRef times = PyRef::steal(check(PyDict_New()));
+  PyRef times = PyRef::steal(checkPy(PyDict_New()));
   setItem(times.get(), "capture_ms", PyFloat_FromDouble(phases["capture"] / 1000.0));
   setItem(times.get(), "guard_ms", PyFloat_FromDouble(phases["guards"] / 1000.0));
   setItem(times.get(), "backend_ms", PyFloat_FromDouble(phases["backend"] / 1000.0));
@@ -238,7 +238,7 @@ PyObject* explainPolicy(PyObject*, PyObject* args, PyObject* kwargs) {
   policy.fullgraph = fullgraph != 0;
   if (maxBreaks != nullptr && maxBreaks != Py_None) {
     long long n = PyLong_AsLongLong(maxBreaks);
-    if (n == -1 && PyErr_Occurred()) throw PythonErrorAlreadySet{};
+    if (n == -1 && PyErr_Occurred()) throw PythonError{};
     if (n < 0)
       throw UserError(UserErrorKind::kInvalidArgument,
                       detail::concat("max_breaks must be a non-negative int, got ", n));

@@ -58,7 +58,7 @@ std::vector<std::string> toStringList(PyObject* o, const char* what) {
   if (PyUnicode_Check(o))
     throw UserError(UserErrorKind::kInvalidArgument,
                     detail::concat(what, " must be a list of str, not a single str"));
-  PyRef iter = PyRef::steal(check(PyObject_GetIter(o)));
+  PyRef iter = PyRef::steal(checkPy(PyObject_GetIter(o)));
   while (PyRef item = PyRef::steal(PyIter_Next(iter.get()))) {
     if (!PyUnicode_Check(item.get()))
       throw UserError(UserErrorKind::kInvalidArgument,
@@ -66,7 +66,7 @@ std::vector<std::string> toStringList(PyObject* o, const char* what) {
                                      Py_TYPE(item.get())->tp_name));
     out.push_back(toString(item.get()));
   }
-  if (PyErr_Occurred()) throw PythonErrorAlreadySet{};
+  if (PyErr_Occurred()) throw PythonError{};
   return out;
 }
 
@@ -74,28 +74,28 @@ std::vector<std::string> toStringList(PyObject* o, const char* what) {
 std::vector<CompilePhase> toPhases(PyObject* o) {
   std::vector<CompilePhase> out;
   if (o == nullptr || o == Py_None) return out;
-  PyRef items = PyDict_Check(o) ? PyRef::steal(check(PyDict_Items(o))) : PyRef::borrow(o);
-  PyRef iter = PyRef::steal(check(PyObject_GetIter(items.get())));
+  PyRef items = PyDict_Check(o) ? PyRef::steal(checkPy(PyDict_Items(o))) : PyRef::borrow(o);
+  PyRef iter = PyRef::steal(checkPy(PyObject_GetIter(items.get())));
   while (PyRef item = PyRef::steal(PyIter_Next(iter.get()))) {
     const char* name = nullptr;
     long long us = 0;
     if (!PyArg_ParseTuple(item.get(), "sL;phases must be (name, microseconds) pairs", &name, &us))
-      throw PythonErrorAlreadySet{};
+      throw PythonError{};
     out.push_back({name, us});
   }
-  if (PyErr_Occurred()) throw PythonErrorAlreadySet{};
+  if (PyErr_Occurred()) throw PythonError{};
   return out;
 }
 
 PyObject* newStr(const std::string& s) {  // new ref
-  return check(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+  return checkPy(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
 }
 PyObject* newBytes(const std::string& s) {  // new ref
-  return check(PyBytes_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
+  return checkPy(PyBytes_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
 }
-PyObject* newInt(long long v) { return check(PyLong_FromLongLong(v)); }  // new ref
+PyObject* newInt(long long v) { return checkPy(PyLong_FromLongLong(v)); }  // new ref
 PyObject* newList(const std::vector<std::string>& items) {  // new ref
-  PyRef list = PyRef::steal(check(PyList_New(static_cast<Py_ssize_t>(items.size()))));
+  PyRef list = PyRef::steal(checkPy(PyList_New(static_cast<Py_ssize_t>(items.size()))));
   for (size_t i = 0; i < items.size(); ++i)
     PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), newStr(items[i]));  // steals
   return list.release();
@@ -104,10 +104,10 @@ PyObject* newList(const std::vector<std::string>& items) {  // new ref
 // Builds a dict key by key; every value passed in is a new reference it takes over.
 class DictBuilder {
  public:
-  DictBuilder() : dict_(PyRef::steal(check(PyDict_New()))) {}
+  DictBuilder() : dict_(PyRef::steal(checkPy(PyDict_New()))) {}
   DictBuilder& set(const char* key, PyObject* value) {
     PyRef owned = PyRef::steal(value);  // new ref, taken over
-    if (PyDict_SetItemString(dict_.get(), key, owned.get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyDict_SetItemString(dict_.get(), key, owned.get()) < 0) throw PythonError{};
     return *this;
   }
   DictBuilder& location(const SourceLocation& where) {
@@ -123,10 +123,10 @@ class DictBuilder {
 
 // The phases of a compile as [(name, microseconds)].
 PyObject* phasesToPy(const std::vector<CompilePhase>& phases) {  // new ref
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (const CompilePhase& p : phases) {
-    PyRef pair = PyRef::steal(check(Py_BuildValue("(NN)", newStr(p.name), newInt(p.durationUs))));
-    if (PyList_Append(list.get(), pair.get()) < 0) throw PythonErrorAlreadySet{};
+    PyRef pair = PyRef::steal(checkPy(Py_BuildValue("(NN)", newStr(p.name), newInt(p.durationUs))));
+    if (PyList_Append(list.get(), pair.get()) < 0) throw PythonError{};
   }
   return list.release();
 }
@@ -141,7 +141,7 @@ PyObject* toInt(long long v) { return newInt(v); }                              
 PyObject* toStr(const std::string& s) { return newStr(s); }                        // new ref
 PyObject* toBytes(const std::string& s) { return newBytes(s); }                    // new ref
 PyObject* toStrList(const std::vector<std::string>& items) { return newList(items); }  // new ref
-PyObject* toObj(PyObject* o) { return check(o); }  // the expression's new ref
+PyObject* toObj(PyObject* o) { return checkPy(o); }  // the expression's new ref
 
 // toPy(const Record&) -> a new dict, one per record of storage_rows.def.
 #define DYNAMO_ROW(Type) \
@@ -160,7 +160,7 @@ PyObject* toObj(PyObject* o) { return check(o); }  // the expression's new ref
 
 template <typename T>
 PyObject* toPyList(const std::vector<T>& rows) {  // new ref
-  PyRef list = PyRef::steal(check(PyList_New(static_cast<Py_ssize_t>(rows.size()))));
+  PyRef list = PyRef::steal(checkPy(PyList_New(static_cast<Py_ssize_t>(rows.size()))));
   for (size_t i = 0; i < rows.size(); ++i)
     PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), toPy(rows[i]));  // steals
   return list.release();
@@ -216,7 +216,7 @@ PyObject* writerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   std::string file = toString(path);
   std::unique_ptr<TraceWriter> writer =
       withoutGil([&] { return TraceWriter::open(file, run, options); });
-  PyRef self = PyRef::steal(check(type->tp_alloc(type, 0)));
+  PyRef self = PyRef::steal(checkPy(type->tp_alloc(type, 0)));
   auto* obj = reinterpret_cast<WriterObject*>(self.get());
   obj->runId = writer->runId();
   obj->schemaVersion = writer->schemaVersion();
@@ -579,7 +579,7 @@ PyObject* readerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   DYNAMO_PY_TRY
   std::string file = toString(path);
   std::unique_ptr<TraceReader> reader = withoutGil([&] { return TraceReader::open(file); });
-  PyRef self = PyRef::steal(check(type->tp_alloc(type, 0)));
+  PyRef self = PyRef::steal(checkPy(type->tp_alloc(type, 0)));
   reinterpret_cast<ReaderObject*>(self.get())->reader = reader.release();
   return self.release();
   DYNAMO_PY_CATCH(nullptr)
@@ -803,7 +803,7 @@ int addType(PyObject* module, const char* name, PyType_Spec* spec) {
 std::shared_ptr<TraceWriter> writerOf(PyObject* obj) {
   if (writerType == nullptr || !PyObject_TypeCheck(obj, writerType)) {
     PyErr_SetString(PyExc_TypeError, "expected a dynamo.trace.TraceWriter");
-    throw PythonErrorAlreadySet{};
+    throw PythonError{};
   }
   auto* w = reinterpret_cast<WriterObject*>(obj);
   liveWriter(w);  // throws when closed

@@ -88,10 +88,10 @@ CodeState& CodeState::getOrCreate(PyObject* code) {
   Py_ssize_t index = codeExtraIndex();
   if (index < 0) {
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "no free co_extra index");
-    throw PythonErrorSet{};
+    throw PythonError{};
   }
   auto state = std::make_unique<CodeState>(code);
-  if (setExtra(code, index, state.get()) < 0) throw PythonErrorSet{};
+  if (setExtra(code, index, state.get()) < 0) throw PythonError{};
   registry().insert(state.get());
   return *state.release();  // owned by the code object now
 }

@@ -64,11 +64,11 @@ ThreadHookState& threadState() {
   DYNAMO_INTERNAL_ASSERT(dict != nullptr, "frame hook used without a Python thread state");
   auto owned = std::make_unique<ThreadHookState>();
   PyObject* capsule = PyCapsule_New(owned.get(), kCapsuleName, destroyThreadState);  // new ref
-  if (capsule == nullptr) throw PythonErrorSet{};
+  if (capsule == nullptr) throw PythonError{};
   ThreadHookState* state = owned.release();  // the capsule owns it now
   int rc = PyDict_SetItemString(dict, kThreadDictKey, capsule);
   Py_DECREF(capsule);
-  if (rc < 0) throw PythonErrorSet{};
+  if (rc < 0) throw PythonError{};
   tlsState = state;
   return *state;
 }
@@ -141,10 +141,10 @@ DynamoDispatch dispatch(ThreadHookState& thread, const DynamoFrameInfo& info, Py
   return *codeOut != nullptr ? DYNAMO_DISPATCH_RUN : DYNAMO_DISPATCH_DEFAULT;
 }
 
-// Compares two tuples of names; true when equal. Throws PythonErrorSet on error.
+// Compares two tuples of names; true when equal. Throws PythonError on error.
 bool sameTuple(PyObject* a, PyObject* b) {
   int eq = PyObject_RichCompareBool(a, b, Py_EQ);
-  if (eq < 0) throw PythonErrorSet{};
+  if (eq < 0) throw PythonError{};
   return eq == 1;
 }
 
@@ -157,7 +157,7 @@ extern "C" DynamoDispatch dynamo_frame_dispatch(const DynamoFrameInfo* info, PyO
   }
   try {
     return dispatch(*thread, *info, codeOut);
-  } catch (const PythonErrorSet&) {
+  } catch (const PythonError&) {
     if (!PyErr_Occurred()) {
       PyErr_SetString(PyExc_SystemError, "dynamo frame hook: error reported but none set");
     }
@@ -225,7 +225,7 @@ std::string checkCompatibleCode(PyCodeObject* original, PyCodeObject* transforme
     PyObject* nameA = PyTuple_GET_ITEM(a->co_localsplusnames, i);  // borrowed ref
     PyObject* nameB = PyTuple_GET_ITEM(b->co_localsplusnames, i);  // borrowed ref
     if (PyUnicode_Compare(nameA, nameB) != 0) {
-      if (PyErr_Occurred()) throw PythonErrorSet{};
+      if (PyErr_Occurred()) throw PythonError{};
       return "argument names differ";
     }
   }
@@ -238,14 +238,14 @@ std::string checkCompatibleCode(PyCodeObject* original, PyCodeObject* transforme
   try {
     if (!failed && !sameTuple(cellsA, cellsB)) mismatch = "co_cellvars differ";
     if (!failed && mismatch.empty() && !sameTuple(freesA, freesB)) mismatch = "co_freevars differ";
-  } catch (const PythonErrorSet&) {
+  } catch (const PythonError&) {
     failed = true;
   }
   Py_XDECREF(cellsA);
   Py_XDECREF(cellsB);
   Py_XDECREF(freesA);
   Py_XDECREF(freesB);
-  if (failed) throw PythonErrorSet{};
+  if (failed) throw PythonError{};
   return mismatch;
 }
 

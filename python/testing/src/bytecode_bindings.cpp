@@ -47,12 +47,12 @@ PyObject* intOrNone(int v) {  // new ref
 
 // Sets d[key] = value, stealing value (a new ref, may be NULL on error).
 void setItem(PyObject* d, const char* key, PyObject* value) {
-  PyRef owned = PyRef::steal(check(value));
-  if (PyDict_SetItemString(d, key, owned.get()) < 0) throw PythonErrorAlreadySet{};
+  PyRef owned = PyRef::steal(checkPy(value));
+  if (PyDict_SetItemString(d, key, owned.get()) < 0) throw PythonError{};
 }
 
 PyObject* instrToDict(const bc::Instruction& ins) {  // new ref
-  PyRef d = PyRef::steal(check(PyDict_New()));
+  PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "opname", PyUnicode_FromString(ins.name()));
   setItem(d.get(), "opcode", PyLong_FromLong(ins.opcode));
   setItem(d.get(), "arg", PyLong_FromLong(ins.arg));
@@ -72,10 +72,10 @@ PyObject* instrToDict(const bc::Instruction& ins) {  // new ref
 }
 
 PyObject* bytecodeToList(const bc::Bytecode& code) {  // new ref
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (const bc::Instruction& ins : code.instructions) {
     PyRef item = PyRef::steal(instrToDict(ins));
-    if (PyList_Append(list.get(), item.get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyList_Append(list.get(), item.get()) < 0) throw PythonError{};
   }
   return list.release();
 }
@@ -85,7 +85,7 @@ int intField(PyObject* d, const char* key, int dflt) {
   PyObject* v = PyDict_GetItemString(d, key);  // borrowed ref
   if (v == nullptr || v == Py_None) return dflt;
   long x = PyLong_AsLong(v);
-  if (x == -1 && PyErr_Occurred()) throw PythonErrorAlreadySet{};
+  if (x == -1 && PyErr_Occurred()) throw PythonError{};
   return static_cast<int>(x);
 }
 
@@ -113,7 +113,7 @@ bc::Instruction dictToInstr(PyObject* d) {  // borrowed ref
     int lasti = 0;
     if (!PyArg_ParseTuple(h, "iip;handler must be (target, depth, lasti)", &ins.handler.target,
                           &ins.handler.depth, &lasti)) {
-      throw PythonErrorAlreadySet{};
+      throw PythonError{};
     }
     ins.handler.lasti = lasti != 0;
   }
@@ -121,7 +121,7 @@ bc::Instruction dictToInstr(PyObject* d) {  // borrowed ref
 }
 
 bc::Bytecode listToBytecode(PyObject* seq) {  // borrowed ref
-  PyRef fast = PyRef::steal(check(PySequence_Fast(seq, "instructions must be a sequence")));
+  PyRef fast = PyRef::steal(checkPy(PySequence_Fast(seq, "instructions must be a sequence")));
   bc::Bytecode code;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(fast.get());
   for (Py_ssize_t i = 0; i < n; ++i) {
@@ -134,7 +134,7 @@ std::vector<std::string> stringList(PyObject* d, const char* key) {
   std::vector<std::string> out;
   PyObject* v = PyDict_GetItemString(d, key);  // borrowed ref
   if (v == nullptr) return out;
-  PyRef fast = PyRef::steal(check(PySequence_Fast(v, "expected a sequence of str")));
+  PyRef fast = PyRef::steal(checkPy(PySequence_Fast(v, "expected a sequence of str")));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.get()); ++i) {
     out.push_back(toString(PySequence_Fast_GET_ITEM(fast.get(), i)));  // borrowed ref
   }
@@ -155,7 +155,7 @@ bc::CodeOptions dictToOptions(PyObject* d) {  // borrowed ref
   o.flags = intField(d, "flags", 0);
   o.firstlineno = intField(d, "firstlineno", 1);
   if (PyObject* consts = PyDict_GetItemString(d, "consts")) {  // borrowed ref
-    PyRef fast = PyRef::steal(check(PySequence_Fast(consts, "consts must be a sequence")));
+    PyRef fast = PyRef::steal(checkPy(PySequence_Fast(consts, "consts must be a sequence")));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.get()); ++i) {
       o.consts.push_back(bc::ObjRef::borrow(PySequence_Fast_GET_ITEM(fast.get(), i)));
     }
@@ -171,24 +171,24 @@ bc::CodeOptions dictToOptions(PyObject* d) {  // borrowed ref
 }
 
 PyObject* strTuple(const std::vector<std::string>& items) {  // new ref
-  PyRef t = PyRef::steal(check(PyTuple_New(static_cast<Py_ssize_t>(items.size()))));
+  PyRef t = PyRef::steal(checkPy(PyTuple_New(static_cast<Py_ssize_t>(items.size()))));
   for (size_t i = 0; i < items.size(); ++i) {
     PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i),
-                     check(PyUnicode_FromString(items[i].c_str())));  // steals the new ref
+                     checkPy(PyUnicode_FromString(items[i].c_str())));  // steals the new ref
   }
   return t.release();
 }
 
 PyObject* optionsToDict(const bc::CodeOptions& o) {  // new ref
-  PyRef d = PyRef::steal(check(PyDict_New()));
+  PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "argcount", PyLong_FromLong(o.argcount));
   setItem(d.get(), "posonlyargcount", PyLong_FromLong(o.posonlyargcount));
   setItem(d.get(), "kwonlyargcount", PyLong_FromLong(o.kwonlyargcount));
   setItem(d.get(), "flags", PyLong_FromLong(o.flags));
   setItem(d.get(), "firstlineno", PyLong_FromLong(o.firstlineno));
-  PyRef consts = PyRef::steal(check(PyList_New(0)));
+  PyRef consts = PyRef::steal(checkPy(PyList_New(0)));
   for (const bc::ObjRef& c : o.consts) {
-    if (PyList_Append(consts.get(), c.get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyList_Append(consts.get(), c.get()) < 0) throw PythonError{};
   }
   setItem(d.get(), "consts", consts.release());
   setItem(d.get(), "names", strTuple(o.names));
@@ -211,11 +211,11 @@ PyObject* pyDecode(PyObject*, PyObject* code) {
 
 PyObject* pyExceptionTable(PyObject*, PyObject* code) {
   DYNAMO_PY_TRY
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (const bc::ExceptionEntry& e : bc::decode(asCode(code)).exceptionTable()) {
-    PyRef t = PyRef::steal(check(Py_BuildValue("(iiiiO)", e.start, e.end, e.target, e.depth,
+    PyRef t = PyRef::steal(checkPy(Py_BuildValue("(iiiiO)", e.start, e.end, e.target, e.depth,
                                                 e.lasti ? Py_True : Py_False)));
-    if (PyList_Append(list.get(), t.get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyList_Append(list.get(), t.get()) < 0) throw PythonError{};
   }
   return list.release();
   DYNAMO_PY_CATCH(nullptr)
@@ -251,7 +251,7 @@ struct Parsed {
 Parsed parseCodeArgs(PyObject* args, const char* fname) {
   PyObject *first = nullptr, *options = Py_None;  // borrowed refs
   std::string format = std::string("O|O:") + fname;
-  if (!PyArg_ParseTuple(args, format.c_str(), &first, &options)) throw PythonErrorAlreadySet{};
+  if (!PyArg_ParseTuple(args, format.c_str(), &first, &options)) throw PythonError{};
   Parsed p;
   if (PyCode_Check(first) || PyFunction_Check(first)) {
     PyCodeObject* co = asCode(first);  // borrowed ref
@@ -271,7 +271,7 @@ Parsed parseCodeArgs(PyObject* args, const char* fname) {
 PyObject* pyDis(PyObject*, PyObject* args) {
   DYNAMO_PY_TRY
   Parsed p = parseCodeArgs(args, "dis");
-  return check(PyUnicode_FromString(bc::print(p.code, p.hasOptions ? &p.options : nullptr).c_str()));
+  return checkPy(PyUnicode_FromString(bc::print(p.code, p.hasOptions ? &p.options : nullptr).c_str()));
   DYNAMO_PY_CATCH(nullptr)
 }
 
@@ -287,10 +287,10 @@ PyObject* pyStackDepths(PyObject*, PyObject* args) {
   DYNAMO_PY_TRY
   Parsed p = parseCodeArgs(args, "stack_depths");
   std::vector<int> depths = bc::stackDepths(p.code, p.hasOptions ? p.options.flags : 0);
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (int d : depths) {
-    PyRef v = PyRef::steal(check(PyLong_FromLong(d)));
-    if (PyList_Append(list.get(), v.get()) < 0) throw PythonErrorAlreadySet{};
+    PyRef v = PyRef::steal(checkPy(PyLong_FromLong(d)));
+    if (PyList_Append(list.get(), v.get()) < 0) throw PythonError{};
   }
   return list.release();
   DYNAMO_PY_CATCH(nullptr)
@@ -312,9 +312,9 @@ PyObject* pyInsert(PyObject*, PyObject* args) {
 
 PyObject* pyOpcodes(PyObject*, PyObject*) {
   DYNAMO_PY_TRY
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (const bc::OpcodeInfo& info : bc::allOpcodes()) {
-    PyRef d = PyRef::steal(check(PyDict_New()));
+    PyRef d = PyRef::steal(checkPy(PyDict_New()));
     setItem(d.get(), "name", PyUnicode_FromString(info.name));
     setItem(d.get(), "opcode", PyLong_FromLong(info.opcode));
     setItem(d.get(), "cache_entries", PyLong_FromLong(info.cacheEntries));
@@ -325,7 +325,7 @@ PyObject* pyOpcodes(PyObject*, PyObject*) {
         {"has_local", bc::kHasLocal}, {"has_free", bc::kHasFree},
         {"only_311", bc::kOnly311},  {"only_312", bc::kOnly312}};
     for (const auto& [key, bit] : flags) setItem(d.get(), key, PyBool_FromLong(info.has(bit)));
-    if (PyList_Append(list.get(), d.get()) < 0) throw PythonErrorAlreadySet{};
+    if (PyList_Append(list.get(), d.get()) < 0) throw PythonError{};
   }
   return list.release();
   DYNAMO_PY_CATCH(nullptr)

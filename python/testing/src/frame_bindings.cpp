@@ -28,12 +28,6 @@ using core::CodeState;
 using core::CompileResult;
 using core::FrameView;
 using core::HookMode;
-using core::PythonErrorSet;
-
-PyObject* checked(PyObject* o) {
-  if (o == nullptr) throw PythonErrorSet{};
-  return o;
-}
 
 // "module.qualname" of a callable, for messages; never throws.
 std::string describeCallable(PyObject* fn) {
@@ -59,10 +53,10 @@ class PythonGuard : public core::GuardCheck {
  public:
   explicit PythonGuard(PyObject* fn) : fn_(PyRef::borrow(fn)) {}
   bool check(const FrameView& frame) override {
-    PyRef locals = PyRef::steal(checked(frame.localsDict()));
-    PyRef result = PyRef::steal(checked(PyObject_CallOneArg(fn_.get(), locals.get())));
+    PyRef locals = PyRef::steal(checkPy(frame.localsDict()));
+    PyRef result = PyRef::steal(checkPy(PyObject_CallOneArg(fn_.get(), locals.get())));
     int truth = PyObject_IsTrue(result.get());
-    if (truth < 0) throw PythonErrorSet{};
+    if (truth < 0) throw PythonError{};
     return truth == 1;
   }
   std::string failureReason(const FrameView&) override {
@@ -86,8 +80,8 @@ class PythonCompiler : public core::FrameCompiler {
  public:
   explicit PythonCompiler(PyObject* cb) : cb_(PyRef::borrow(cb)) {}
   CompileResult compile(const FrameView& frame, CodeState&) override {
-    PyRef locals = PyRef::steal(checked(frame.localsDict()));
-    PyRef result = PyRef::steal(checked(PyObject_CallFunctionObjArgs(
+    PyRef locals = PyRef::steal(checkPy(frame.localsDict()));
+    PyRef result = PyRef::steal(checkPy(PyObject_CallFunctionObjArgs(
         cb_.get(), reinterpret_cast<PyObject*>(frame.code()), locals.get(), nullptr)));
     if (result.get() == Py_None) return CompileResult::runDefault();
     if (result.get() == Py_False) return CompileResult::skipCode();
@@ -195,8 +189,8 @@ PyObject* disableCode(PyObject*, PyObject* code) {
 
 // Sets dict[key] = value, stealing value (a new ref or NULL).
 void setItem(PyObject* dict, const char* key, PyObject* value) {
-  PyRef owned = PyRef::steal(checked(value));
-  if (PyDict_SetItemString(dict, key, owned.get()) < 0) throw PythonErrorSet{};
+  PyRef owned = PyRef::steal(checkPy(value));
+  if (PyDict_SetItemString(dict, key, owned.get()) < 0) throw PythonError{};
 }
 
 PyObject* codeStats(PyObject*, PyObject* code) {
@@ -204,7 +198,7 @@ PyObject* codeStats(PyObject*, PyObject* code) {
   CodeState* state = CodeState::find(requireCode(code));
   if (state == nullptr) Py_RETURN_NONE;
   const core::CodeStats& s = state->stats();
-  PyRef dict = PyRef::steal(checked(PyDict_New()));
+  PyRef dict = PyRef::steal(checkPy(PyDict_New()));
   setItem(dict.get(), "hits", PyLong_FromUnsignedLongLong(s.hits));
   setItem(dict.get(), "misses", PyLong_FromUnsignedLongLong(s.misses));
   setItem(dict.get(), "compiles", PyLong_FromUnsignedLongLong(s.compiles));
@@ -221,16 +215,16 @@ PyObject* codeStats(PyObject*, PyObject* code) {
 PyObject* cacheEntries(PyObject*, PyObject* code) {
   DYNAMO_PY_TRY
   CodeState* state = CodeState::find(requireCode(code));
-  PyRef list = PyRef::steal(checked(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   if (state == nullptr) return list.release();
   for (const auto& entry : state->entries()) {
-    PyRef dict = PyRef::steal(checked(PyDict_New()));
+    PyRef dict = PyRef::steal(checkPy(PyDict_New()));
     setItem(dict.get(), "id", PyLong_FromUnsignedLongLong(entry->id));
     setItem(dict.get(), "hits", PyLong_FromUnsignedLongLong(entry->hits));
     setItem(dict.get(), "code", Py_NewRef(entry->code));
     auto* guard = dynamic_cast<PythonGuard*>(entry->guard.get());
     setItem(dict.get(), "guard", Py_NewRef(guard != nullptr ? guard->function() : Py_None));
-    if (PyList_Append(list.get(), dict.get()) < 0) throw PythonErrorSet{};
+    if (PyList_Append(list.get(), dict.get()) < 0) throw PythonError{};
   }
   return list.release();
   DYNAMO_PY_CATCH(nullptr)
@@ -239,11 +233,11 @@ PyObject* cacheEntries(PyObject*, PyObject* code) {
 PyObject* lastMissReasons(PyObject*, PyObject* code) {
   DYNAMO_PY_TRY
   CodeState* state = CodeState::find(requireCode(code));
-  PyRef list = PyRef::steal(checked(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   if (state == nullptr) return list.release();
   for (const std::string& reason : state->lastMissReasons()) {
-    PyRef text = PyRef::steal(checked(PyUnicode_FromString(reason.c_str())));
-    if (PyList_Append(list.get(), text.get()) < 0) throw PythonErrorSet{};
+    PyRef text = PyRef::steal(checkPy(PyUnicode_FromString(reason.c_str())));
+    if (PyList_Append(list.get(), text.get()) < 0) throw PythonError{};
   }
   return list.release();
   DYNAMO_PY_CATCH(nullptr)

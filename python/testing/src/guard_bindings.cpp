@@ -124,7 +124,7 @@ PyObject* sourceItem(PyObject* self, PyObject* key) {
 
 // Frame values from Python arguments: `locals` a list/tuple (kept alive in `holder`).
 FrameValues frameFrom(PyObject* locals, PyObject* globals, PyObject* builtins, PyRef& holder) {
-  holder = PyRef::steal(check(PySequence_Fast(locals, "locals must be a list or tuple")));
+  holder = PyRef::steal(checkPy(PySequence_Fast(locals, "locals must be a list or tuple")));
   FrameValues f;
   f.locals = PySequence_Fast_ITEMS(holder.get());  // borrowed refs, owned by holder
   f.nlocals = static_cast<int>(PySequence_Fast_GET_SIZE(holder.get()));
@@ -204,7 +204,7 @@ SourceLocation whereFrom(PyObject* where) {
   int line = 0;
   if (!PyArg_ParseTuple(where, "si|s;where must be (file, line[, source_line])", &file, &line,
                         &code)) {
-    throw PythonErrorAlreadySet{};
+    throw PythonError{};
   }
   loc.file = file;
   loc.line = line;
@@ -227,7 +227,7 @@ core::LeafGuardPtr makeGuard(core::GuardKind kind, PyObject* value, int present)
     case core::GuardKind::kLengthCheck: {
       need("the length");
       Py_ssize_t n = PyNumber_AsSsize_t(value, PyExc_OverflowError);
-      if (n == -1 && PyErr_Occurred()) throw PythonErrorAlreadySet{};
+      if (n == -1 && PyErr_Occurred()) throw PythonError{};
       return core::makeLengthCheck(n);
     }
     case core::GuardKind::kDictKeys: need("an example dict"); return core::makeDictKeys(value);
@@ -357,12 +357,12 @@ PyObject* guardSetFailures(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyRef holder;
   if (!parseFrame(args, kwargs, f, holder, nullptr)) return nullptr;
   std::vector<core::GuardFailure> failures = unwrapSet(self).failures(f);
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (const core::GuardFailure& fail : failures) {
-    PyRef d = PyRef::steal(check(Py_BuildValue(
+    PyRef d = PyRef::steal(checkPy(Py_BuildValue(
         "{s:s,s:s,s:s,s:s}", "kind", core::guardKindInfo(fail.kind).name, "source",
         fail.sourceName.c_str(), "reason", fail.reason.c_str(), "text", fail.str().c_str())));
-    check(locationDict(d.get(), fail.where));
+    checkPy(locationDict(d.get(), fail.where));
     if (PyList_Append(list.get(), d.get()) < 0) return nullptr;
   }
   return list.release();
@@ -371,12 +371,12 @@ PyObject* guardSetFailures(PyObject* self, PyObject* args, PyObject* kwargs) {
 
 PyObject* guardSetGuards(PyObject* self, PyObject*) {
   DYNAMO_PY_TRY
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (const core::GuardInfo& g : unwrapSet(self).guards()) {
-    PyRef d = PyRef::steal(check(Py_BuildValue("{s:s,s:s,s:s}", "kind", g.kindName.c_str(),
+    PyRef d = PyRef::steal(checkPy(Py_BuildValue("{s:s,s:s,s:s}", "kind", g.kindName.c_str(),
                                                "source", g.sourceName.c_str(), "checked",
                                                g.checked.c_str())));
-    check(locationDict(d.get(), g.where));
+    checkPy(locationDict(d.get(), g.where));
     if (PyList_Append(list.get(), d.get()) < 0) return nullptr;
   }
   return list.release();
@@ -450,9 +450,9 @@ PyObject* fnBuiltin(PyObject*, PyObject* arg) {
 
 PyObject* fnGuardKinds(PyObject*, PyObject*) {
   DYNAMO_PY_TRY
-  PyRef list = PyRef::steal(check(PyList_New(0)));
+  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (const core::GuardKindInfo& k : core::guardKinds()) {
-    PyRef row = PyRef::steal(check(Py_BuildValue("(sis)", k.name, k.cost, k.description)));
+    PyRef row = PyRef::steal(checkPy(Py_BuildValue("(sis)", k.name, k.cost, k.description)));
     if (PyList_Append(list.get(), row.get()) < 0) return nullptr;
   }
   return list.release();

@@ -17,21 +17,16 @@
 #include <vector>
 
 #include "dynamo/core/frame_view.h"
+#include "dynamo/core/graph_pyref.h"
 
 namespace dynamo::core {
-
-/// Thrown by guards and compilers written in C++ when a Python error is already set (a C API call
-/// failed); the hook then lets that Python error propagate to the caller of the frame.
-struct PythonErrorSet : std::exception {
-  const char* what() const noexcept override { return "a Python error is set"; }
-};
 
 /// Decides whether a cache entry may run for a frame.
 class GuardCheck {
  public:
   virtual ~GuardCheck() = default;
   /// Fast path, run on every call: true when the entry is valid for this frame. May throw
-  /// (PythonErrorSet or any C++ exception); the error then propagates to the frame's caller.
+  /// (PythonError or any C++ exception); the error then propagates to the frame's caller.
   virtual bool check(const FrameView& frame) = 0;
   /// Slow path, run only after a miss: a sentence saying why check() failed, e.g.
   /// "tensor 'x' size mismatch at index 0. expected 4, actual 8".
@@ -71,7 +66,7 @@ class CodeState {
  public:
   /// The state of `code`, or nullptr if it has none. `code` is a borrowed ref; GIL held.
   static CodeState* find(PyObject* code);
-  /// The state of `code`, created on first use. Throws PythonErrorSet on failure.
+  /// The state of `code`, created on first use. Throws PythonError on failure.
   static CodeState& getOrCreate(PyObject* code);
   /// Number of code objects that currently carry a state.
   static size_t liveCount();

@@ -53,7 +53,7 @@ class FrameCompiler {
   virtual ~FrameCompiler() = default;
   /// Called on a cache miss, with the hook suspended on this thread. `state` shows the existing
   /// entries and lastMissReasons(). The entry's code must be compatible with frame.code() (see
-  /// checkCompatibleCode()). Throw PythonErrorSet (or any C++ exception) to fail the call.
+  /// checkCompatibleCode()). Throw PythonError (or any C++ exception) to fail the call.
   virtual CompileResult compile(const FrameView& frame, CodeState& state) = 0;
   /// A process-unique id; the hook runs only entries made by the thread's current compiler (or
   /// entries with no owner). 0: no ownership (entries of any compiler run).
@@ -104,7 +104,7 @@ void resetFrameCaches();
 std::string checkCompatibleCode(PyCodeObject* original, PyCodeObject* transformed);
 
 /// Sets the Python error for the C++ exception in flight; called inside a catch block when a
-/// guard or compiler throws something other than PythonErrorSet. The Python bindings install
+/// guard or compiler throws something other than PythonError. The Python bindings install
 /// their mapping (user errors to dynamo.UserError, ...); the default raises RuntimeError.
 using ErrorTranslator = void (*)();
 void setErrorTranslator(ErrorTranslator translator);

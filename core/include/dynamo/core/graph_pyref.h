@@ -43,8 +43,10 @@ class PyObjectRef {
   PyObject* obj_ = nullptr;
 };
 
-/// Thrown by core code when a CPython call failed and left a Python error set. Binding code
-/// catches it and returns NULL so the pending Python error propagates unchanged.
+/// Thrown when a CPython call failed and left a Python error set: the one such type of core (the
+/// frame hook, guards, the compiler, the graph runner) and of the bindings. Binding code catches
+/// it and returns NULL so the pending Python error propagates unchanged; the frame hook lets it
+/// propagate to the caller of the frame.
 struct PythonError {};
 
 /// Returns o, or throws PythonError when it is NULL (a C API call failed).
