@@ -17,22 +17,6 @@
 namespace dynamo::py {
 namespace {
 
-PyRef str(const std::string& s) {
-  return PyRef::steal(checkPy(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()))));
-}
-
-PyRef strList(const std::vector<std::string>& items) {
-  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
-  for (const std::string& s : items) {
-    if (PyList_Append(list.get(), str(s).get()) < 0) throw PythonError{};
-  }
-  return list;
-}
-
-void setItem(PyObject* dict, const char* key, PyRef value) {
-  if (PyDict_SetItemString(dict, key, value.get()) < 0) throw PythonError{};
-}
-
 PyObject* partition(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"joint_json", "num_primals", "num_fwd_outputs", "save_all",
                                  "disabled_ops", nullptr};
@@ -56,12 +40,12 @@ PyObject* partition(PyObject*, PyObject* args, PyObject* kwargs) {
   backends::JointSignature sig{static_cast<size_t>(numPrimals), static_cast<size_t>(numFwd)};
   backends::Partition p = backends::partitionJoint(joint, sig, opts);
   PyRef out = PyRef::steal(checkPy(PyDict_New()));
-  setItem(out.get(), "forward", str(core::serializeGraph(p.forward)));
-  setItem(out.get(), "backward", str(core::serializeGraph(p.backward)));
-  setItem(out.get(), "saved", strList(p.saved));
-  setItem(out.get(), "recomputed", strList(p.recomputed));
-  setItem(out.get(), "bytes_saved", PyRef::steal(checkPy(PyLong_FromLongLong(p.bytesSaved))));
-  setItem(out.get(), "summary", str(p.summary()));
+  setItem(out.get(), "forward", newStr(core::serializeGraph(p.forward)));
+  setItem(out.get(), "backward", newStr(core::serializeGraph(p.backward)));
+  setItem(out.get(), "saved", newStrList(p.saved));
+  setItem(out.get(), "recomputed", newStrList(p.recomputed));
+  setItem(out.get(), "bytes_saved", newInt(p.bytesSaved));
+  setItem(out.get(), "summary", newStr(p.summary()));
   return out.release();
   DYNAMO_PY_CATCH(nullptr)
 }
@@ -78,9 +62,9 @@ PyObject* decompositionGroups(PyObject*, PyObject*) {
   PyRef list = PyRef::steal(checkPy(PyList_New(0)));
 #define DYNAMO_DECOMP_GROUP(Name, name, ops, description)                                       \
   {                                                                                             \
-    PyRef row = PyRef::steal(checkPy(PyTuple_Pack(3, str(name).get(), strList(splitWords(ops)).get(), \
-                                                str(description).get())));                     \
-    if (PyList_Append(list.get(), row.get()) < 0) throw PythonError{};                \
+    PyRef n = PyRef::steal(newStr(name)), o = PyRef::steal(newStrList(splitWords(ops)));      \
+    PyRef d = PyRef::steal(newStr(description));                                              \
+    appendItem(list.get(), PyTuple_Pack(3, n.get(), o.get(), d.get()));                       \
   }
 #include "../../backends/decompositions.def"
   return list.release();
@@ -92,7 +76,7 @@ PyObject* coreOps(PyObject*, PyObject*) {
   std::vector<std::string> ops;
 #define DYNAMO_CORE_OP(op) ops.push_back(op);
 #include "../../backends/decompositions.def"
-  return strList(ops).release();
+  return newStrList(ops);
   DYNAMO_PY_CATCH(nullptr)
 }
 
@@ -116,13 +100,7 @@ PyModuleDef aotModuleDef = {
 }  // namespace
 
 int initAotBindings(PyObject* module) {
-  PyObject* sub = PyModule_Create(&aotModuleDef);  // new ref
-  if (sub == nullptr) return -1;
-  if (PyModule_AddObject(module, "_aot", sub) < 0) {  // steals sub on success
-    Py_DECREF(sub);
-    return -1;
-  }
-  return 0;
+  return addSubmodule(module, "_aot", PyModule_Create(&aotModuleDef));
 }
 
 }  // namespace dynamo::py

@@ -54,57 +54,31 @@ PyGetSetDef fusedGetSet[] = {
 
 PyTypeObject FusedType{};  // filled in initCodegenBindings
 
-// A new dict from (key, new ref) pairs; NULL when a value is NULL.
-PyObject* dictOf(std::initializer_list<std::pair<const char*, PyObject*>> items) {
-  PyObject* d = PyDict_New();
-  bool ok = d != nullptr;
-  for (const auto& [k, v] : items) {
-    if (ok && (!v || PyDict_SetItemString(d, k, v) < 0)) ok = false;
-    Py_XDECREF(v);
-  }
-  if (!ok) {
-    Py_XDECREF(d);
-    return nullptr;
-  }
-  return d;
-}
-
-PyObject* strList(const std::vector<std::string>& v) {
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.size()));
-  if (!l) return nullptr;
-  for (size_t i = 0; i < v.size(); ++i) PyList_SET_ITEM(l, i, PyUnicode_FromString(v[i].c_str()));
-  return l;
-}
-
+// The fused backend's report as a dict (new ref); throws PythonError.
 PyObject* reportToPython(const backends::FusedReport& r) {
-  PyObject* kernels = PyList_New(0);
+  PyRef kernels = PyRef::steal(checkPy(PyList_New(0)));
   for (const auto& k : r.kernels) {
-    PyObject* d = dictOf({{"name", PyUnicode_FromString(k.name.c_str())},
-                          {"nodes", strList(k.nodes)},
-                          {"source", PyUnicode_FromString(k.source.c_str())},
-                          {"cuda_source", PyUnicode_FromString(k.cudaSource.c_str())},
-                          {"loops", PyUnicode_FromString(k.loops.c_str())},
-                          {"cache_key", PyUnicode_FromString(k.cacheKey.c_str())},
-                          {"cache_hit", PyBool_FromLong(k.cacheHit)},
-                          {"compile_ms", PyFloat_FromDouble(k.compileMs)}});
-    if (!d || PyList_Append(kernels, d) < 0) {
-      Py_XDECREF(d);
-      Py_DECREF(kernels);
-      return nullptr;
-    }
-    Py_DECREF(d);
+    PyRef d = PyRef::steal(checkPy(PyDict_New()));
+    setItem(d.get(), "name", newStr(k.name));
+    setItem(d.get(), "nodes", newStrList(k.nodes));
+    setItem(d.get(), "source", newStr(k.source));
+    setItem(d.get(), "cuda_source", newStr(k.cudaSource));
+    setItem(d.get(), "loops", newStr(k.loops));
+    setItem(d.get(), "cache_key", newStr(k.cacheKey));
+    setItem(d.get(), "cache_hit", PyBool_FromLong(k.cacheHit));
+    setItem(d.get(), "compile_ms", PyFloat_FromDouble(k.compileMs));
+    appendItem(kernels.get(), d.release());
   }
-  PyObject* externs = PyList_New(0);
-  for (const auto& [node, why] : r.externs) {
-    PyObject* t = Py_BuildValue("(ss)", node.c_str(), why.c_str());
-    PyList_Append(externs, t);
-    Py_XDECREF(t);
-  }
-  return dictOf({{"program", PyUnicode_FromString(r.program.c_str())},
-                 {"kernels", kernels},
-                 {"externs", externs},
-                 {"arena_bytes", PyLong_FromLongLong(r.arenaBytes)},
-                 {"eager_reason", PyUnicode_FromString(r.eagerReason.c_str())}});
+  PyRef externs = PyRef::steal(checkPy(PyList_New(0)));
+  for (const auto& [node, why] : r.externs)
+    appendItem(externs.get(), Py_BuildValue("(NN)", newStr(node), newStr(why)));
+  PyRef d = PyRef::steal(checkPy(PyDict_New()));
+  setItem(d.get(), "program", newStr(r.program));
+  setItem(d.get(), "kernels", std::move(kernels));
+  setItem(d.get(), "externs", std::move(externs));
+  setItem(d.get(), "arena_bytes", newInt(r.arenaBytes));
+  setItem(d.get(), "eager_reason", newStr(r.eagerReason));
+  return d.release();
 }
 
 PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
@@ -133,7 +107,6 @@ PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
   options.insideAutograd = insideAutograd != 0;
   std::unique_ptr<core::CompiledGraphFn> fn = backends::compileFused(req, &report, options);
   PyObject* rep = reportToPython(report);
-  if (!rep) return nullptr;
   auto* o = PyObject_New(FusedObject, &FusedType);
   if (!o) {
     Py_DECREF(rep);
@@ -176,8 +149,10 @@ PyObject* cubinFunctions(PyObject*, PyObject* arg) {
   char* data;
   Py_ssize_t size;
   if (PyBytes_AsStringAndSize(arg, &data, &size) < 0) return nullptr;
+  DYNAMO_PY_TRY
   codegen::CubinInfo info = codegen::readCubin(std::string(data, static_cast<size_t>(size)));
-  return Py_BuildValue("(iN)", info.machine, strList(info.functions));
+  return Py_BuildValue("(iN)", info.machine, newStrList(info.functions));
+  DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* cacheDir(PyObject*, PyObject*) { return PyUnicode_FromString(codegen::kernelCacheDir().c_str()); }

@@ -56,19 +56,11 @@ bool listenerListings = false;
 // The handle currently installed on each thread's hook, to report it back from set_mode.
 thread_local PyObject* currentHandle = nullptr;  // strong ref
 
-PyObject* str(const std::string& s) { return PyUnicode_DecodeUTF8(s.data(), s.size(), "replace"); }
-
-void setItem(PyObject* d, const char* key, PyObject* value) {  // steals value
-  if (value == nullptr) throw PythonError{};
-  PyDict_SetItemString(d, key, value);
-  Py_DECREF(value);
-}
-
 PyObject* locationToDict(const SourceLocation& loc) {
   PyObject* d = checkPy(PyDict_New());
-  setItem(d, "file", str(loc.file));
+  setItem(d, "file", newStr(loc.file));
   setItem(d, "line", PyLong_FromLong(loc.line));
-  setItem(d, "source", str(loc.sourceLine));
+  setItem(d, "source", newStr(loc.sourceLine));
   return d;
 }
 
@@ -76,92 +68,84 @@ PyObject* stackToList(const std::vector<SourceLocation>& stack) {
   PyObject* l = checkPy(PyList_New(0));
   for (const SourceLocation& s : stack) {
     PyObject* d = locationToDict(s);
-    PyList_Append(l, d);
-    Py_DECREF(d);
+    appendItem(l, d);
   }
   return l;
 }
 
 PyObject* recordToDict(const core::CompileRecord& r) {
   PyRef d = PyRef::steal(checkPy(PyDict_New()));
-  setItem(d.get(), "function", str(r.function));
-  setItem(d.get(), "file", str(r.where.file));
+  setItem(d.get(), "function", newStr(r.function));
+  setItem(d.get(), "file", newStr(r.where.file));
   setItem(d.get(), "line", PyLong_FromLong(r.where.line));
   setItem(d.get(), "attempt", PyLong_FromLong(r.attempt));
-  setItem(d.get(), "status", str(std::string(compileStatusListenerName(r.status))));
-  setItem(d.get(), "store_status", str(std::string(compileStatusName(r.status))));
-  setItem(d.get(), "reason", str(r.reason));
+  setItem(d.get(), "status", newStr(compileStatusListenerName(r.status)));
+  setItem(d.get(), "store_status", newStr(compileStatusName(r.status)));
+  setItem(d.get(), "reason", newStr(r.reason));
   PyObject* graphs = checkPy(PyList_New(0));
   for (size_t i = 0; i < r.graphs.size(); ++i) {
     const core::Graph& g = r.graphs[i];
     PyObject* gd = checkPy(PyDict_New());
     // "" when no one asked for the listings (add_compile_listener(fn, listings=False)).
-    setItem(gd, "text", str(i < r.printedGraphs.size() ? r.printedGraphs[i] : std::string()));
-    setItem(gd, "json", str(i < r.serializedGraphs.size() ? r.serializedGraphs[i] : std::string()));
+    setItem(gd, "text", newStr(i < r.printedGraphs.size() ? r.printedGraphs[i] : std::string()));
+    setItem(gd, "json", newStr(i < r.serializedGraphs.size() ? r.serializedGraphs[i] : std::string()));
     PyObject* ops = checkPy(PyDict_New());
     for (const auto& [k, v] : g.opCounts()) {
-      PyObject* n = PyLong_FromLong(v);
-      PyDict_SetItemString(ops, k.c_str(), n);
-      Py_DECREF(n);
+      setItem(ops, k.c_str(), PyLong_FromLong(v));
     }
     setItem(gd, "op_counts", ops);
     setItem(gd, "num_inputs", PyLong_FromSize_t(g.inputs().size()));
     setItem(gd, "num_nodes", PyLong_FromSize_t(g.body().size()));
-    PyList_Append(graphs, gd);
-    Py_DECREF(gd);
+    appendItem(graphs, gd);
   }
   setItem(d.get(), "graphs", graphs);
   PyObject* breaks = checkPy(PyList_New(0));
   for (const core::BreakRecord& b : r.breaks) {
     PyObject* bd = checkPy(PyDict_New());
-    setItem(bd, "kind", str(b.kind));
-    setItem(bd, "detail", str(b.detail));
-    setItem(bd, "explanation", str(b.explanation));
-    setItem(bd, "hint", str(b.hint));
-    setItem(bd, "file", str(b.where.file));
+    setItem(bd, "kind", newStr(b.kind));
+    setItem(bd, "detail", newStr(b.detail));
+    setItem(bd, "explanation", newStr(b.explanation));
+    setItem(bd, "hint", newStr(b.hint));
+    setItem(bd, "file", newStr(b.where.file));
     setItem(bd, "line", PyLong_FromLong(b.where.line));
-    setItem(bd, "source", str(b.where.sourceLine));
+    setItem(bd, "source", newStr(b.where.sourceLine));
     setItem(bd, "user_stack", stackToList(b.userStack));
-    PyList_Append(breaks, bd);
-    Py_DECREF(bd);
+    appendItem(breaks, bd);
   }
   setItem(d.get(), "breaks", breaks);
   PyObject* passes = checkPy(PyList_New(0));
   for (const core::PassRecord& p : r.passes) {
     PyObject* pd = checkPy(PyDict_New());
-    setItem(pd, "name", str(p.name));
-    setItem(pd, "status", str(p.status));
+    setItem(pd, "name", newStr(p.name));
+    setItem(pd, "status", newStr(p.status));
     setItem(pd, "nodes_before", PyLong_FromSize_t(p.nodesBefore));
     setItem(pd, "nodes_after", PyLong_FromSize_t(p.nodesAfter));
-    setItem(pd, "graph", str(p.graphText));
+    setItem(pd, "graph", newStr(p.graphText));
     PyObject* apps = checkPy(PyList_New(0));
     for (const core::PassApplication& a : p.applications) {
       PyObject* ad = checkPy(PyDict_New());
       setItem(ad, "index", PyLong_FromLongLong(a.index));
-      setItem(ad, "node", str(a.node));
-      setItem(ad, "op", str(a.op));
-      setItem(ad, "where", str(a.where.str()));
-      setItem(ad, "source", str(a.where.sourceLine));
+      setItem(ad, "node", newStr(a.node));
+      setItem(ad, "op", newStr(a.op));
+      setItem(ad, "where", newStr(a.where.str()));
+      setItem(ad, "source", newStr(a.where.sourceLine));
       setItem(ad, "applied", PyBool_FromLong(a.applied));
-      PyList_Append(apps, ad);
-      Py_DECREF(ad);
+      appendItem(apps, ad);
     }
     setItem(pd, "applications", apps);
-    PyList_Append(passes, pd);
-    Py_DECREF(pd);
+    appendItem(passes, pd);
   }
   setItem(d.get(), "passes", passes);
   PyObject* guards = checkPy(PyList_New(0));
   for (const core::GuardInfo& g : r.guards) {
     PyObject* gd = checkPy(PyDict_New());
-    setItem(gd, "kind", str(g.kindName));
-    setItem(gd, "source", str(g.sourceName));
-    setItem(gd, "checked", str(g.checked));
-    setItem(gd, "file", str(g.where.file));
+    setItem(gd, "kind", newStr(g.kindName));
+    setItem(gd, "source", newStr(g.sourceName));
+    setItem(gd, "checked", newStr(g.checked));
+    setItem(gd, "file", newStr(g.where.file));
     setItem(gd, "line", PyLong_FromLong(g.where.line));
-    setItem(gd, "user_source", str(g.where.sourceLine));
-    PyList_Append(guards, gd);
-    Py_DECREF(gd);
+    setItem(gd, "user_source", newStr(g.where.sourceLine));
+    appendItem(guards, gd);
   }
   setItem(d.get(), "guards", guards);
   PyObject* misses = checkPy(PyList_New(0));
@@ -171,26 +155,24 @@ PyObject* recordToDict(const core::CompileRecord& r) {
     PyObject* failures = checkPy(PyList_New(0));
     for (const core::GuardFailure& f : m.failures) {
       PyObject* fd = checkPy(PyDict_New());
-      setItem(fd, "kind", str(core::guardKindInfo(f.kind).name));
-      setItem(fd, "source", str(f.sourceName));
-      setItem(fd, "reason", str(f.reason));
-      setItem(fd, "property", str(f.property));
+      setItem(fd, "kind", newStr(core::guardKindInfo(f.kind).name));
+      setItem(fd, "source", newStr(f.sourceName));
+      setItem(fd, "reason", newStr(f.reason));
+      setItem(fd, "property", newStr(f.property));
       setItem(fd, "dim", PyLong_FromLong(f.dim));
-      setItem(fd, "expected", str(f.expected));
-      setItem(fd, "seen", str(f.seen));
+      setItem(fd, "expected", newStr(f.expected));
+      setItem(fd, "seen", newStr(f.seen));
       setItem(fd, "created_at", f.where.known() ? locationToDict(f.where) : (Py_INCREF(Py_None), Py_None));
-      PyList_Append(failures, fd);
-      Py_DECREF(fd);
+      appendItem(failures, fd);
     }
     setItem(md, "failures", failures);
-    PyList_Append(misses, md);
-    Py_DECREF(md);
+    appendItem(misses, md);
   }
   setItem(d.get(), "misses", misses);
   setItem(d.get(), "listings", PyBool_FromLong(r.hasListings));
-  setItem(d.get(), "guard_text", str(r.guardText));
-  setItem(d.get(), "dynamic_shapes", str(r.dynamicShapes));
-  setItem(d.get(), "bytecode", str(r.bytecode));
+  setItem(d.get(), "guard_text", newStr(r.guardText));
+  setItem(d.get(), "dynamic_shapes", newStr(r.dynamicShapes));
+  setItem(d.get(), "bytecode", newStr(r.bytecode));
   setItem(d.get(), "entry_id", PyLong_FromUnsignedLongLong(r.entryId));
   setItem(d.get(), "capture_ms", PyFloat_FromDouble(r.captureMs));
   setItem(d.get(), "guard_ms", PyFloat_FromDouble(r.guardMs));
@@ -388,8 +370,7 @@ PyObject* backendList(PyObject*, PyObject*) {
   PyObject* out = checkPy(PyList_New(0));
   for (const backends::BackendInfo& b : backends::backendList()) {
     PyObject* row = checkPy(Py_BuildValue("(ss)", b.name, b.description));
-    PyList_Append(out, row);
-    Py_DECREF(row);
+    appendItem(out, row);
   }
   return out;
   DYNAMO_PY_CATCH(nullptr)
@@ -403,8 +384,7 @@ PyObject* passList(PyObject*, PyObject* args) {
   for (const core::PassInfo& p : core::passList()) {
     if (p.testOnly && !withTests) continue;
     PyObject* row = checkPy(Py_BuildValue("(ss)", p.name, p.description));
-    PyList_Append(out, row);
-    Py_DECREF(row);
+    appendItem(out, row);
   }
   return out;
   DYNAMO_PY_CATCH(nullptr)
@@ -419,8 +399,7 @@ PyObject* breakKinds(PyObject*, PyObject*) {
       Py_DECREF(l);
       return nullptr;
     }
-    PyList_Append(l, t);
-    Py_DECREF(t);
+    appendItem(l, t);
   }
   return l;
 }
@@ -590,13 +569,7 @@ int initCompilerBindings(PyObject* module) {
   core::setErrorTranslator(translateException);
   if (core::registerCompilerTypes(module) < 0) return -1;
   if (initRecordingBindings(module) < 0) return -1;
-  PyObject* sub = PyModule_Create(&moduleDef);  // new ref
-  if (sub == nullptr) return -1;
-  if (PyModule_AddObject(module, "_compiler", sub) < 0) {  // steals sub on success
-    Py_DECREF(sub);
-    return -1;
-  }
-  return 0;
+  return addSubmodule(module, "_compiler", PyModule_Create(&moduleDef));
 }
 
 }  // namespace dynamo::py

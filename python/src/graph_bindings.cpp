@@ -63,11 +63,6 @@ std::string str(PyObject* o) {
   return toString(owned.get());
 }
 
-PyObjectRef pyStr(const std::string& s) {
-  return PyObjectRef::steal(
-      checkPy(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()))));
-}
-
 PyObject* wrapNode(const NodeRef& node) {  // new ref
   NodeObject* self = PyObject_New(NodeObject, &NodeType);
   if (self == nullptr) throw core::PythonError{};
@@ -244,7 +239,7 @@ void nodeDealloc(PyObject* self) {
 
 PyObject* nodeRepr(PyObject* self) {
   DYNAMO_PY_TRY
-  return pyStr("<Node " + core::printNode(nodeOf(self)) + ">").release();
+  return newStr("<Node " + core::printNode(nodeOf(self)) + ">");
   DYNAMO_PY_CATCH(nullptr)
 }
 
@@ -272,7 +267,7 @@ PyObject* nodeArgToPython(const Arg& arg) {
 }
 
 PyObject* nodeGetName(PyObject* self, void*) {
-  DYNAMO_PY_TRY return pyStr(nodeOf(self).name()).release(); DYNAMO_PY_CATCH(nullptr)
+  DYNAMO_PY_TRY return newStr(nodeOf(self).name()); DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetOp(PyObject* self, void*) {
   return PyUnicode_FromString(core::nodeOpName(nodeOf(self).op()));
@@ -283,15 +278,15 @@ PyObject* nodeGetTarget(PyObject* self, void*) {
   if (n.op() == core::NodeOp::kCallFunction && n.target().hasCallable()) {
     return Py_NewRef(n.target().callable());
   }
-  if (n.op() == core::NodeOp::kCallMethod) return pyStr(n.method()).release();
+  if (n.op() == core::NodeOp::kCallMethod) return newStr(n.method());
   Py_RETURN_NONE;
   DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetTargetName(PyObject* self, void*) {
   DYNAMO_PY_TRY
   const core::Node& n = nodeOf(self);
-  if (n.op() == core::NodeOp::kCallFunction) return pyStr(n.target().qualifiedName()).release();
-  if (n.op() == core::NodeOp::kCallMethod) return pyStr(n.method()).release();
+  if (n.op() == core::NodeOp::kCallFunction) return newStr(n.target().qualifiedName());
+  if (n.op() == core::NodeOp::kCallMethod) return newStr(n.method());
   Py_RETURN_NONE;
   DYNAMO_PY_CATCH(nullptr)
 }
@@ -304,13 +299,13 @@ PyObject* nodeGetSchema(PyObject* self, void*) {
   DYNAMO_PY_TRY
   const core::Node& n = nodeOf(self);
   if (n.op() == core::NodeOp::kCallFunction && n.target().kind() == core::TargetKind::kAtenOp) {
-    return pyStr(n.target().schemaName()).release();
+    return newStr(n.target().schemaName());
   }
   Py_RETURN_NONE;
   DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetSource(PyObject* self, void*) {
-  DYNAMO_PY_TRY return pyStr(nodeOf(self).source()).release(); DYNAMO_PY_CATCH(nullptr)
+  DYNAMO_PY_TRY return newStr(nodeOf(self).source()); DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetArgs(PyObject* self, void*) {
   DYNAMO_PY_TRY return nodeArgToPython(Arg::tuple(nodeOf(self).args())); DYNAMO_PY_CATCH(nullptr)
@@ -322,7 +317,7 @@ PyObject* nodeGetKwargs(PyObject* self, void*) {
   DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetStackTrace(PyObject* self, void*) {
-  DYNAMO_PY_TRY return pyStr(nodeOf(self).meta().stackTrace).release(); DYNAMO_PY_CATCH(nullptr)
+  DYNAMO_PY_TRY return newStr(nodeOf(self).meta().stackTrace); DYNAMO_PY_CATCH(nullptr)
 }
 PyObject* nodeGetLocation(PyObject* self, void*) {
   const SourceLocation& loc = nodeOf(self).meta().location;
@@ -526,7 +521,7 @@ void graphDealloc(PyObject* self) {
 }
 
 PyObject* graphStr(PyObject* self) {
-  DYNAMO_PY_TRY return pyStr(core::printGraph(graphOf(self))).release(); DYNAMO_PY_CATCH(nullptr)
+  DYNAMO_PY_TRY return newStr(core::printGraph(graphOf(self))); DYNAMO_PY_CATCH(nullptr)
 }
 
 PyObject* graphFormat(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -540,7 +535,7 @@ PyObject* graphFormat(PyObject* self, PyObject* args, PyObject* kwargs) {
   core::PrintOptions options;
   options.showLocations = locations != 0;
   options.showTensorMeta = meta != 0;
-  return pyStr(core::printGraph(graphOf(self), options)).release();
+  return newStr(core::printGraph(graphOf(self), options));
   DYNAMO_PY_CATCH(nullptr)
 }
 
@@ -554,7 +549,7 @@ PyObject* graphSerialize(PyObject* self, PyObject* args, PyObject* kwargs) {
   DYNAMO_PY_TRY
   core::SerializeOptions options;
   options.pretty = pretty != 0;
-  return pyStr(core::serializeGraph(graphOf(self), options)).release();
+  return newStr(core::serializeGraph(graphOf(self), options));
   DYNAMO_PY_CATCH(nullptr)
 }
 
@@ -563,7 +558,7 @@ PyObject* graphOpCounts(PyObject* self, PyObject*) {
   PyObjectRef out = PyObjectRef::steal(checkPy(PyDict_New()));
   for (const auto& [key, count] : graphOf(self).opCounts()) {
     PyObjectRef n = PyObjectRef::steal(checkPy(PyLong_FromLong(count)));
-    if (PyDict_SetItem(out.get(), pyStr(key).get(), n.get()) < 0) return nullptr;
+    if (PyDict_SetItem(out.get(), PyRef::steal(newStr(key)).get(), n.get()) < 0) return nullptr;
   }
   return out.release();
   DYNAMO_PY_CATCH(nullptr)

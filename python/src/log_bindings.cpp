@@ -250,13 +250,7 @@ void logCompile(const core::CompileRecord& r) {
 }
 
 int initLogBindings(PyObject* module) {
-  PyObject* sub = PyModule_Create(&logModuleDef);  // new ref
-  if (sub == nullptr) return -1;
-  if (PyModule_AddObject(module, "_logs", sub) < 0) {  // steals sub on success
-    Py_DECREF(sub);
-    return -1;
-  }
-  return 0;
+  return addSubmodule(module, "_logs", PyModule_Create(&logModuleDef));
 }
 
 }  // namespace dynamo::py

@@ -1,4 +1,5 @@
-// Exception translation between C++ and Python for dynamo._C (see py_util.h).
+// The CPython helpers of the binding files (makers, fillers, submodules) and the exception
+// translation between C++ and Python, for dynamo._C and _dynamo_testing (see py_util.h).
 #include "py_util.h"
 
 #include <exception>
@@ -19,6 +20,52 @@ std::string toString(PyObject* str) {
   const char* data = PyUnicode_AsUTF8AndSize(str, &size);  // borrowed buffer, owned by str
   if (data == nullptr) throw PythonError{};
   return std::string(data, static_cast<size_t>(size));
+}
+
+PyObject* newStr(std::string_view text) {
+  return checkPy(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace"));
+}
+
+PyObject* newBytes(std::string_view data) {
+  return checkPy(PyBytes_FromStringAndSize(data.data(), static_cast<Py_ssize_t>(data.size())));
+}
+
+PyObject* newInt(long long value) { return checkPy(PyLong_FromLongLong(value)); }
+
+PyObject* newStrList(const std::vector<std::string>& items) {
+  PyRef list = PyRef::steal(checkPy(PyList_New(static_cast<Py_ssize_t>(items.size()))));
+  for (size_t i = 0; i < items.size(); ++i)
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), newStr(items[i]));  // steals
+  return list.release();
+}
+
+PyObject* newStrTuple(const std::vector<std::string>& items) {
+  PyRef tuple = PyRef::steal(checkPy(PyTuple_New(static_cast<Py_ssize_t>(items.size()))));
+  for (size_t i = 0; i < items.size(); ++i)
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), newStr(items[i]));  // steals
+  return tuple.release();
+}
+
+void setItem(PyObject* dict, const char* key, PyObject* value) {
+  setItem(dict, key, PyRef::steal(checkPy(value)));
+}
+
+void setItem(PyObject* dict, const char* key, PyRef value) {
+  if (!value || PyDict_SetItemString(dict, key, value.get()) < 0) throw PythonError{};
+}
+
+void appendItem(PyObject* list, PyObject* value) {
+  PyRef owned = PyRef::steal(checkPy(value));
+  if (PyList_Append(list, owned.get()) < 0) throw PythonError{};
+}
+
+int addSubmodule(PyObject* module, const char* name, PyObject* sub) {
+  if (sub == nullptr) return -1;
+  if (PyModule_AddObject(module, name, sub) < 0) {  // steals sub on success only
+    Py_DECREF(sub);
+    return -1;
+  }
+  return 0;
 }
 
 static PyObject* typeForUserError(const UserError& e) {

@@ -2,6 +2,8 @@
 //
 // - PyRef: an owning reference (RAII), the same type as core's PyObjectRef. Every raw PyObject* in binding code either lives in a
 //   PyRef or carries a comment saying whether it is borrowed.
+// - the makers every binding file uses (newStr, newBytes, newInt, newStrList, newStrTuple), the
+//   dict/list fillers (setItem, appendItem) and addSubmodule(): one definition each, here.
 // - translateException(): maps a C++ exception to the matching Python exception (user errors to
 //   dynamo.UserError subclasses, internal errors to dynamo.InternalError), for use in the
 //   DYNAMO_PY_TRY / DYNAMO_PY_CATCH pair around every binding body.
@@ -10,8 +12,10 @@
 #include <Python.h>
 
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "dynamo/core/frame_cache.h"
 #include "dynamo/core/graph_pyref.h"
@@ -45,6 +49,32 @@ auto withoutGil(Fn&& fn) -> decltype(fn()) {
     throw;
   }
 }
+
+// ---- makers: each returns a new ref and throws PythonError when CPython fails ---------------
+
+/// A str of UTF-8 text; invalid bytes become U+FFFD (text from files and users is not trusted).
+PyObject* newStr(std::string_view text);
+/// A bytes object of the same bytes.
+PyObject* newBytes(std::string_view data);
+/// An int.
+PyObject* newInt(long long value);
+/// A list of str (newStr each).
+PyObject* newStrList(const std::vector<std::string>& items);
+/// A tuple of str (newStr each).
+PyObject* newStrTuple(const std::vector<std::string>& items);
+
+// ---- fillers: each takes over `value`, a new ref or NULL from a failed C API call ------------
+
+/// dict[key] = value. Throws PythonError when value is NULL or the store fails.
+void setItem(PyObject* dict, const char* key, PyObject* value);
+/// dict[key] = value, from an owned reference.
+void setItem(PyObject* dict, const char* key, PyRef value);
+/// list.append(value). Throws PythonError when value is NULL or the append fails.
+void appendItem(PyObject* list, PyObject* value);
+
+/// Adds `sub` (a new ref from PyModule_Create / PyModule_New, or NULL when that failed) to
+/// `module` as attribute `name`. Returns 0, or -1 with a Python error set (sub released).
+int addSubmodule(PyObject* module, const char* name, PyObject* sub);
 
 /// UTF-8 view of a str object; throws PythonError on failure.
 std::string toString(PyObject* str);

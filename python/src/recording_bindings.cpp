@@ -543,13 +543,7 @@ void beforeWriterClose(const storage::TraceWriter* writer) {
 
 int initRecordingBindings(PyObject* module) {
   if (initLogBindings(module) < 0) return -1;
-  PyObject* sub = PyModule_Create(&moduleDef);  // new ref
-  if (sub == nullptr) return -1;
-  if (PyModule_AddObject(module, "_recording", sub) < 0) {  // steals sub on success
-    Py_DECREF(sub);
-    return -1;
-  }
-  return 0;
+  return addSubmodule(module, "_recording", PyModule_Create(&moduleDef));
 }
 
 }  // namespace dynamo::py

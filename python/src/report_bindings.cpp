@@ -50,10 +50,6 @@ storage::RowId parseRunId(PyObject* o) {
   return id;
 }
 
-PyObject* newStr(const std::string& s) {
-  return checkPy(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
-}
-
 template <typename Render>
 PyObject* report(PyObject* args, PyObject* kwargs, Render render) {
   static const char* kw[] = {"db_path", "fmt", "run_id", "masked", nullptr};
@@ -110,21 +106,6 @@ PyObject* profileReport(PyObject*, PyObject* args, PyObject* kwargs) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
-// d[key] = value; steals value.
-void setItem(PyObject* d, const char* key, PyObject* value) {
-  PyRef owned = PyRef::steal(checkPy(value));
-  if (PyDict_SetItemString(d, key, owned.get()) < 0) throw PythonError{};
-}
-
-PyObject* newList(const std::vector<std::string>& items) {
-  PyRef list = PyRef::steal(checkPy(PyList_New(0)));
-  for (const std::string& s : items) {
-    PyRef item = PyRef::steal(newStr(s));
-    if (PyList_Append(list.get(), item.get()) < 0) throw PythonError{};
-  }
-  return list.release();
-}
-
 PyObject* breakDict(const explain::BreakGroup& b) {
   PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "kind", newStr(b.kind));
@@ -133,10 +114,10 @@ PyObject* breakDict(const explain::BreakGroup& b) {
   setItem(d.get(), "source", newStr(b.location.sourceLine));
   setItem(d.get(), "explanation", newStr(b.explanation));
   setItem(d.get(), "hint", newStr(b.hints.empty() ? "" : b.hints.front()));
-  setItem(d.get(), "user_stack", newList(b.userStack));
+  setItem(d.get(), "user_stack", newStrList(b.userStack));
   setItem(d.get(), "count", PyLong_FromLongLong(b.occurrences));
   setItem(d.get(), "compiles", PyLong_FromLongLong(b.compiles));
-  setItem(d.get(), "functions", newList(b.functions));
+  setItem(d.get(), "functions", newStrList(b.functions));
   return d.release();
 }
 
@@ -159,8 +140,7 @@ PyObject* runDict(const explain::RunExplain& run, const RenderOptions& options) 
   PyRef breaks = PyRef::steal(checkPy(PyList_New(0)));
   std::int64_t occurrences = 0;
   for (const explain::BreakGroup& b : run.breaks) {
-    PyRef item = PyRef::steal(breakDict(b));
-    if (PyList_Append(breaks.get(), item.get()) < 0) throw PythonError{};
+    appendItem(breaks.get(), breakDict(b));
     occurrences += b.occurrences;
   }
   setItem(d.get(), "breaks", breaks.release());
@@ -172,8 +152,7 @@ PyObject* runDict(const explain::RunExplain& run, const RenderOptions& options) 
     for (const explain::GraphSummary& g : f.graphs) order.emplace_back(g.compileId, g.index, &f, &g);
   std::sort(order.begin(), order.end());
   for (const auto& [id, index, f, g] : order) {
-    PyRef item = PyRef::steal(graphDict(*f, *g));
-    if (PyList_Append(graphList.get(), item.get()) < 0) throw PythonError{};
+    appendItem(graphList.get(), graphDict(*f, *g));
   }
   setItem(d.get(), "graphs", graphList.release());
   setItem(d.get(), "ops", PyLong_FromLongLong(run.ops));
@@ -182,9 +161,8 @@ PyObject* runDict(const explain::RunExplain& run, const RenderOptions& options) 
   std::map<std::string, std::int64_t> phases;
   for (const explain::FunctionReport& f : run.functions) {
     for (const auto& [status, reason] : f.notCompiled) {
-      PyRef row = PyRef::steal(checkPy(Py_BuildValue("(NNiNN)", newStr(f.name), newStr(f.file), f.firstLine,
-                                                   newStr(status), newStr(reason))));
-      if (PyList_Append(notCompiled.get(), row.get()) < 0) throw PythonError{};
+      appendItem(notCompiled.get(), Py_BuildValue("(NNiNN)", newStr(f.name), newStr(f.file), f.firstLine,
+                                                  newStr(status), newStr(reason)));
     }
     for (const auto& [kind, n] : f.guardKinds) {
       PyObject* old = PyDict_GetItemString(guardKinds.get(), kind.c_str());  // borrowed ref
@@ -289,13 +267,7 @@ PyModuleDef reportModuleDef = {
 }  // namespace
 
 int initReportBindings(PyObject* module) {
-  PyObject* sub = PyModule_Create(&reportModuleDef);  // new ref
-  if (sub == nullptr) return -1;
-  if (PyModule_AddObject(module, "_reports", sub) < 0) {  // steals sub on success
-    Py_DECREF(sub);
-    return -1;
-  }
-  return 0;
+  return addSubmodule(module, "_reports", PyModule_Create(&reportModuleDef));
 }
 
 }  // namespace dynamo::py

@@ -87,27 +87,12 @@ std::vector<CompilePhase> toPhases(PyObject* o) {
   return out;
 }
 
-PyObject* newStr(const std::string& s) {  // new ref
-  return checkPy(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
-}
-PyObject* newBytes(const std::string& s) {  // new ref
-  return checkPy(PyBytes_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
-}
-PyObject* newInt(long long v) { return checkPy(PyLong_FromLongLong(v)); }  // new ref
-PyObject* newList(const std::vector<std::string>& items) {  // new ref
-  PyRef list = PyRef::steal(checkPy(PyList_New(static_cast<Py_ssize_t>(items.size()))));
-  for (size_t i = 0; i < items.size(); ++i)
-    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), newStr(items[i]));  // steals
-  return list.release();
-}
-
 // Builds a dict key by key; every value passed in is a new reference it takes over.
 class DictBuilder {
  public:
   DictBuilder() : dict_(PyRef::steal(checkPy(PyDict_New()))) {}
-  DictBuilder& set(const char* key, PyObject* value) {
-    PyRef owned = PyRef::steal(value);  // new ref, taken over
-    if (PyDict_SetItemString(dict_.get(), key, owned.get()) < 0) throw PythonError{};
+  DictBuilder& set(const char* key, PyObject* value) {  // value: a new ref, taken over
+    setItem(dict_.get(), key, value);
     return *this;
   }
   DictBuilder& location(const SourceLocation& where) {
@@ -125,8 +110,7 @@ class DictBuilder {
 PyObject* phasesToPy(const std::vector<CompilePhase>& phases) {  // new ref
   PyRef list = PyRef::steal(checkPy(PyList_New(0)));
   for (const CompilePhase& p : phases) {
-    PyRef pair = PyRef::steal(checkPy(Py_BuildValue("(NN)", newStr(p.name), newInt(p.durationUs))));
-    if (PyList_Append(list.get(), pair.get()) < 0) throw PythonError{};
+    appendItem(list.get(), Py_BuildValue("(NN)", newStr(p.name), newInt(p.durationUs)));
   }
   return list.release();
 }
@@ -140,7 +124,7 @@ PyObject* codeContentToPy(const CodeRecord& r) {  // new ref
 PyObject* toInt(long long v) { return newInt(v); }                                 // new ref
 PyObject* toStr(const std::string& s) { return newStr(s); }                        // new ref
 PyObject* toBytes(const std::string& s) { return newBytes(s); }                    // new ref
-PyObject* toStrList(const std::vector<std::string>& items) { return newList(items); }  // new ref
+PyObject* toStrList(const std::vector<std::string>& items) { return newStrList(items); }  // new ref
 PyObject* toObj(PyObject* o) { return checkPy(o); }  // the expression's new ref
 
 // toPy(const Record&) -> a new dict, one per record of storage_rows.def.

@@ -45,12 +45,6 @@ PyObject* intOrNone(int v) {  // new ref
   return PyLong_FromLong(v);
 }
 
-// Sets d[key] = value, stealing value (a new ref, may be NULL on error).
-void setItem(PyObject* d, const char* key, PyObject* value) {
-  PyRef owned = PyRef::steal(checkPy(value));
-  if (PyDict_SetItemString(d, key, owned.get()) < 0) throw PythonError{};
-}
-
 PyObject* instrToDict(const bc::Instruction& ins) {  // new ref
   PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "opname", PyUnicode_FromString(ins.name()));
@@ -170,15 +164,6 @@ bc::CodeOptions dictToOptions(PyObject* d) {  // borrowed ref
   return o;
 }
 
-PyObject* strTuple(const std::vector<std::string>& items) {  // new ref
-  PyRef t = PyRef::steal(checkPy(PyTuple_New(static_cast<Py_ssize_t>(items.size()))));
-  for (size_t i = 0; i < items.size(); ++i) {
-    PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i),
-                     checkPy(PyUnicode_FromString(items[i].c_str())));  // steals the new ref
-  }
-  return t.release();
-}
-
 PyObject* optionsToDict(const bc::CodeOptions& o) {  // new ref
   PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "argcount", PyLong_FromLong(o.argcount));
@@ -191,10 +176,10 @@ PyObject* optionsToDict(const bc::CodeOptions& o) {  // new ref
     if (PyList_Append(consts.get(), c.get()) < 0) throw PythonError{};
   }
   setItem(d.get(), "consts", consts.release());
-  setItem(d.get(), "names", strTuple(o.names));
-  setItem(d.get(), "varnames", strTuple(o.varnames));
-  setItem(d.get(), "cellvars", strTuple(o.cellvars));
-  setItem(d.get(), "freevars", strTuple(o.freevars));
+  setItem(d.get(), "names", newStrTuple(o.names));
+  setItem(d.get(), "varnames", newStrTuple(o.varnames));
+  setItem(d.get(), "cellvars", newStrTuple(o.cellvars));
+  setItem(d.get(), "freevars", newStrTuple(o.freevars));
   setItem(d.get(), "filename", PyUnicode_FromString(o.filename.c_str()));
   setItem(d.get(), "name", PyUnicode_FromString(o.name.c_str()));
   setItem(d.get(), "qualname", PyUnicode_FromString(o.qualname.c_str()));

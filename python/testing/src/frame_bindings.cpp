@@ -187,12 +187,6 @@ PyObject* disableCode(PyObject*, PyObject* code) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
-// Sets dict[key] = value, stealing value (a new ref or NULL).
-void setItem(PyObject* dict, const char* key, PyObject* value) {
-  PyRef owned = PyRef::steal(checkPy(value));
-  if (PyDict_SetItemString(dict, key, owned.get()) < 0) throw PythonError{};
-}
-
 PyObject* codeStats(PyObject*, PyObject* code) {
   DYNAMO_PY_TRY
   CodeState* state = CodeState::find(requireCode(code));
