@@ -68,6 +68,52 @@ int addSubmodule(PyObject* module, const char* name, PyObject* sub) {
   return 0;
 }
 
+CallArgs::CallArgs(const char* function, PyObject* args, PyObject* kwargs)
+    : function_(function), args_(args), kwargs_(kwargs) {}
+
+PyObject* CallArgs::take(const char* key, int pos, bool required) {
+  keys_.push_back(key);
+  if (pos > positions_) positions_ = pos;
+  PyObject* positional = pos > 0 && pos <= PyTuple_GET_SIZE(args_) ? PyTuple_GET_ITEM(args_, pos - 1)
+                                                                    : nullptr;  // borrowed ref
+  PyObject* keyword = kwargs_ ? PyDict_GetItemString(kwargs_, key) : nullptr;     // borrowed ref
+  if (positional && keyword) {
+    PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s' (pos %d)",
+                 function_, key, pos);
+    throw PythonError{};
+  }
+  PyObject* value = positional ? positional : keyword;
+  if (!value && required) {
+    if (pos > 0)
+      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", function_, key, pos);
+    else
+      PyErr_Format(PyExc_TypeError, "%s() missing required keyword argument '%s'", function_, key);
+    throw PythonError{};
+  }
+  return value;
+}
+
+void CallArgs::finish() const {
+  if (PyTuple_GET_SIZE(args_) > positions_) {
+    PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)",
+                 function_, positions_, PyTuple_GET_SIZE(args_));
+    throw PythonError{};
+  }
+  if (!kwargs_) return;
+  PyObject* name = nullptr;  // borrowed ref
+  PyObject* value = nullptr;  // borrowed ref
+  Py_ssize_t at = 0;
+  while (PyDict_Next(kwargs_, &at, &name, &value)) {
+    const std::string key = PyUnicode_Check(name) ? toString(name) : std::string();
+    bool known = false;
+    for (const char* k : keys_) known = known || key == k;
+    if (!known) {
+      PyErr_Format(PyExc_TypeError, "'%U' is an invalid keyword argument for %s()", name, function_);
+      throw PythonError{};
+    }
+  }
+}
+
 static PyObject* typeForUserError(const UserError& e) {
   const ExceptionTypes& t = exceptionTypes();
   switch (e.kind()) {

@@ -76,6 +76,29 @@ void appendItem(PyObject* list, PyObject* value);
 /// `module` as attribute `name`. Returns 0, or -1 with a Python error set (sub released).
 int addSubmodule(PyObject* module, const char* name, PyObject* sub);
 
+/// The arguments of one call, read by name the way a generated parser asks for them (the trace
+/// writer's record_* methods: storage_rows.def). Errors are Python's own TypeErrors: a missing
+/// required argument, one passed twice, an unknown keyword, too many positional arguments.
+class CallArgs {
+ public:
+  /// `function` names the call in messages; args and kwargs are borrowed (kwargs may be NULL).
+  CallArgs(const char* function, PyObject* args, PyObject* kwargs);
+  /// The argument `key` (borrowed ref): positional argument `pos` (1-based; 0: keyword only) or
+  /// the keyword; NULL when not passed. Throws PythonError (TypeError) when it is required and
+  /// missing, or passed both ways.
+  PyObject* take(const char* key, int pos, bool required);
+  /// Throws PythonError (TypeError) for a keyword no take() asked for, or more positional
+  /// arguments than the positions asked for.
+  void finish() const;
+
+ private:
+  const char* function_;
+  PyObject* args_;
+  PyObject* kwargs_;
+  int positions_ = 0;              ///< the highest position asked for
+  std::vector<const char*> keys_;  ///< the keys asked for
+};
+
 /// UTF-8 view of a str object; throws PythonError on failure.
 std::string toString(PyObject* str);
 

@@ -12,8 +12,10 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -71,9 +73,9 @@ std::vector<std::string> toStringList(PyObject* o, const char* what) {
 }
 
 // Phases: a dict {name: microseconds} (insertion order) or an iterable of (name, us) pairs.
-std::vector<CompilePhase> toPhases(PyObject* o) {
+std::vector<CompilePhase> fromPyPhases(PyObject* o, const char*) {
   std::vector<CompilePhase> out;
-  if (o == nullptr || o == Py_None) return out;
+  if (o == Py_None) return out;
   PyRef items = PyDict_Check(o) ? PyRef::steal(checkPy(PyDict_Items(o))) : PyRef::borrow(o);
   PyRef iter = PyRef::steal(checkPy(PyObject_GetIter(items.get())));
   while (PyRef item = PyRef::steal(PyIter_Next(iter.get()))) {
@@ -125,6 +127,8 @@ PyObject* toInt(long long v) { return newInt(v); }                              
 PyObject* toStr(const std::string& s) { return newStr(s); }                        // new ref
 PyObject* toBytes(const std::string& s) { return newBytes(s); }                    // new ref
 PyObject* toStrList(const std::vector<std::string>& items) { return newStrList(items); }  // new ref
+PyObject* toPhases(const std::vector<CompilePhase>& phases) { return phasesToPy(phases); }  // new ref
+PyObject* toCodeKind(CodeKind kind) { return newStr(codeKindName(kind)); }       // new ref
 PyObject* toObj(PyObject* o) { return checkPy(o); }  // the expression's new ref
 
 // toPy(const Record&) -> a new dict, one per record of storage_rows.def.
@@ -132,15 +136,151 @@ PyObject* toObj(PyObject* o) { return checkPy(o); }  // the expression's new ref
   PyObject* toPy(const Type& r) {  \
     DictBuilder d;
 #define DYNAMO_COL(key, kind, expr) d.set(key, to##kind(expr));
+#define DYNAMO_ARG(key, kind, member, pos, dflt) d.set(key, to##kind(r.member));
+#define DYNAMO_IN(key, kind, member, pos, dflt)
 #define DYNAMO_LOC(member) d.location(r.member);
+#define DYNAMO_LOC_ARG(member, pos) d.location(r.member);
+#define DYNAMO_WRITER(Type, method, writerFn)
 #define DYNAMO_END    \
   return d.release(); \
   }
 #include "storage_rows.def"
 #undef DYNAMO_ROW
 #undef DYNAMO_COL
+#undef DYNAMO_ARG
+#undef DYNAMO_IN
 #undef DYNAMO_LOC
+#undef DYNAMO_LOC_ARG
+#undef DYNAMO_WRITER
 #undef DYNAMO_END
+
+// ---- writer arguments: fromPy<kind>(value, key), the inverse of to<kind> ---------------------
+
+[[noreturn]] void badArgument(const char* key, const char* wanted, PyObject* o) {
+  throw UserError(UserErrorKind::kInvalidArgument,
+                  detail::concat(key, " must be ", wanted, ", not ", Py_TYPE(o)->tp_name));
+}
+long long fromPyInt(PyObject* o, const char* key) {
+  if (!PyLong_Check(o)) badArgument(key, "int", o);
+  long long v = PyLong_AsLongLong(o);
+  if (v == -1 && PyErr_Occurred()) throw PythonError{};
+  return v;
+}
+std::string fromPyStr(PyObject* o, const char* key) {
+  if (!PyUnicode_Check(o)) badArgument(key, "str", o);
+  return toString(o);
+}
+std::string fromPyBytes(PyObject* o, const char* key) { return toBytes(o, key); }
+std::vector<std::string> fromPyStrList(PyObject* o, const char* key) { return toStringList(o, key); }
+CodeKind fromPyCodeKind(PyObject* o, const char* key) {
+  std::string name = fromPyStr(o, key);
+  std::optional<CodeKind> parsed = codeKindFromName(name);
+  if (!parsed) {
+    std::string known;
+    for (CodeKind k : allCodeKinds()) known += detail::concat(known.empty() ? "" : ", ", codeKindName(k));
+    throw UserError(UserErrorKind::kInvalidArgument, detail::concat("unknown code kind '", name, "'"),
+                    {}, "", detail::concat("use one of: ", known));
+  }
+  return *parsed;
+}
+
+// The defaults of storage_rows.def: Required, Keep (the record's own), or a value.
+struct RequiredArg {};
+struct KeepDefault {};
+constexpr RequiredArg Required{};
+constexpr KeepDefault Keep{};
+template <typename Member, typename Default>
+void setDefault(Member& m, const Default& d) {
+  if constexpr (!std::is_same_v<Default, RequiredArg> && !std::is_same_v<Default, KeepDefault>) m = d;
+}
+template <typename Default>
+constexpr bool isRequired(const Default&) { return std::is_same_v<Default, RequiredArg>; }
+
+// How a default reads in a signature ("status='ok'", "dim=-1"): the value a missing argument
+// leaves in the record.
+std::string render(long long v) { return std::to_string(v); }
+std::string render(const std::string& v) { return detail::concat("'", v, "'"); }
+std::string render(const std::vector<std::string>&) { return "()"; }
+std::string render(const std::vector<CompilePhase>&) { return "None"; }
+std::string render(CodeKind v) { return render(std::string(codeKindName(v))); }
+template <typename Member, typename Default>
+std::string defaultText(const Member& recordDefault, const Default& d) {
+  if constexpr (std::is_same_v<Default, RequiredArg>) {
+    return "";
+  } else {
+    Member v = recordDefault;
+    setDefault(v, d);
+    return render(v);
+  }
+}
+
+// One argument of a writer method, for its signature.
+struct ArgDoc {
+  std::string key;
+  int pos;
+  std::string dflt;  ///< "" when required
+};
+
+// readArgs(method, args, kwargs, Type&) fills a record from a writer call; describeArgs(Type*)
+// lists its arguments. One pair per record of storage_rows.def.
+#define DYNAMO_ROW(Type)                                                                        \
+  [[maybe_unused]] void readArgs(const char* method, PyObject* args, PyObject* kwargs, Type& r) { \
+    CallArgs in(method, args, kwargs);
+#define DYNAMO_COL(key, kind, expr)
+#define DYNAMO_ARG(key, kind, member, pos, dflt)                                     \
+  if (PyObject* v = in.take(key, pos, isRequired(dflt))) r.member = fromPy##kind(v, key); \
+  else setDefault(r.member, dflt);
+#define DYNAMO_IN DYNAMO_ARG
+#define DYNAMO_LOC(member)
+#define DYNAMO_LOC_ARG(member, pos)                                               \
+  DYNAMO_ARG("file", Str, member.file, pos, Keep)                                 \
+  DYNAMO_ARG("line", Int, member.line, (pos) > 0 ? (pos) + 1 : 0, Keep)           \
+  DYNAMO_ARG("source_line", Str, member.sourceLine, (pos) > 0 ? (pos) + 2 : 0, Keep)
+#define DYNAMO_WRITER(Type, method, writerFn)
+#define DYNAMO_END \
+  in.finish();     \
+  }
+#include "storage_rows.def"
+#undef DYNAMO_ROW
+#undef DYNAMO_ARG
+#undef DYNAMO_END
+
+#define DYNAMO_ROW(Type) \
+  [[maybe_unused]] std::vector<ArgDoc> describeArgs(const Type*) { \
+    const Type defaults{};                                          \
+    std::vector<ArgDoc> out;
+#define DYNAMO_ARG(key, kind, member, pos, dflt) \
+  out.push_back({key, pos, defaultText(defaults.member, dflt)});
+#define DYNAMO_END \
+  return out;      \
+  }
+#include "storage_rows.def"
+#undef DYNAMO_ROW
+#undef DYNAMO_COL
+#undef DYNAMO_ARG
+#undef DYNAMO_IN
+#undef DYNAMO_LOC
+#undef DYNAMO_LOC_ARG
+#undef DYNAMO_WRITER
+#undef DYNAMO_END
+
+// "record_frame(file, first_line, name) -> id": positional arguments in order, then the
+// keyword-only ones after a '*'.
+std::string signatureOf(const char* method, std::vector<ArgDoc> docs) {
+  std::stable_sort(docs.begin(), docs.end(), [](const ArgDoc& a, const ArgDoc& b) {
+    return (a.pos == 0 ? 1000 : a.pos) < (b.pos == 0 ? 1000 : b.pos);
+  });
+  std::string out = detail::concat(method, "(");
+  bool star = false;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    if (docs[i].pos == 0 && !star) {
+      out += i > 0 ? ", *" : "*";
+      star = true;
+    }
+    out += detail::concat(i > 0 || star ? ", " : "", docs[i].key, docs[i].dflt.empty() ? "" : "=", docs[i].dflt);
+  }
+  return out + ") -> id";
+}
 
 template <typename T>
 PyObject* toPyList(const std::vector<T>& rows) {  // new ref
@@ -232,167 +372,25 @@ void writerDealloc(PyObject* self) {
   Py_DECREF(type);  // heap type instances own a reference to their type
 }
 
-PyObject* writerRecordFrame(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"file", "first_line", "name", nullptr};
-  const char* file = "";
-  int firstLine = 0;
-  const char* name = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sis", const_cast<char**>(kw), &file,
-                                   &firstLine, &name))
-    return nullptr;
-  DYNAMO_PY_TRY
-  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self))
-                    .recordFrame({0, 0, file, firstLine, name}));
-  DYNAMO_PY_CATCH(nullptr)
-}
-
-PyObject* writerRecordCompile(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"frame_id", "attempt", "status", "reason", "start_time_us",
-                             "duration_us", "phases", nullptr};
-  CompileRecord r;
-  long long frameId = 0, start = 0, duration = 0;
-  const char* status = "ok";
-  const char* reason = "";
-  PyObject* phases = nullptr;  // borrowed ref
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|issLLO", const_cast<char**>(kw), &frameId,
-                                   &r.attempt, &status, &reason, &start, &duration, &phases))
-    return nullptr;
-  DYNAMO_PY_TRY
-  r.frameId = frameId;
-  r.status = status;
-  r.reason = reason;
-  r.startTimeUs = start;
-  r.durationUs = duration;
-  r.phases = toPhases(phases);
-  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordCompile(std::move(r)));
-  DYNAMO_PY_CATCH(nullptr)
-}
-
-PyObject* writerRecordGraph(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"compile_id", "serialized", "format", "printed", "index",
-                             "num_nodes", "inputs", "outputs", nullptr};
-  GraphRecord r;
-  long long compileId = 0;
-  PyObject* serialized = nullptr;  // borrowed ref
-  const char* format = "";
-  const char* printed = "";
-  PyObject* inputs = nullptr;   // borrowed ref
-  PyObject* outputs = nullptr;  // borrowed ref
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LO|ssiiOO", const_cast<char**>(kw), &compileId,
-                                   &serialized, &format, &printed, &r.index, &r.numNodes, &inputs,
-                                   &outputs))
-    return nullptr;
-  DYNAMO_PY_TRY
-  r.compileId = compileId;
-  r.serialized = toBytes(serialized, "serialized");
-  r.format = format;
-  r.printed = printed;
-  r.inputs = toStringList(inputs, "inputs");
-  r.outputs = toStringList(outputs, "outputs");
-  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordGraph(std::move(r)));
-  DYNAMO_PY_CATCH(nullptr)
-}
-
-PyObject* writerRecordGraphBreak(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"compile_id", "kind", "file", "line", "source_line", "explanation",
-                             "hints", "user_stack", nullptr};
-  GraphBreakRecord r;
-  long long compileId = 0;
-  const char* kind = "";
-  const char* file = "";
-  const char* sourceLine = "";
-  const char* explanation = "";
-  PyObject* hints = nullptr;  // borrowed ref
-  PyObject* stack = nullptr;  // borrowed ref
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Ls|sissOO", const_cast<char**>(kw), &compileId,
-                                   &kind, &file, &r.location.line, &sourceLine, &explanation,
-                                   &hints, &stack))
-    return nullptr;
-  DYNAMO_PY_TRY
-  r.compileId = compileId;
-  r.kind = kind;
-  r.location.file = file;
-  r.location.sourceLine = sourceLine;
-  r.explanation = explanation;
-  r.hints = toStringList(hints, "hints");
-  r.userStack = toStringList(stack, "user_stack");
-  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordGraphBreak(std::move(r)));
-  DYNAMO_PY_CATCH(nullptr)
-}
-
-PyObject* writerRecordGuard(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"compile_id", "kind", "checks", "source", "file", "line",
-                             "source_line", nullptr};
-  GuardRecord r;
-  long long compileId = 0;
-  const char* kind = "";
-  const char* checks = "";
-  const char* source = "";
-  const char* file = "";
-  const char* sourceLine = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Lss|ssis", const_cast<char**>(kw), &compileId,
-                                   &kind, &checks, &source, &file, &r.location.line, &sourceLine))
-    return nullptr;
-  DYNAMO_PY_TRY
-  r.compileId = compileId;
-  r.kind = kind;
-  r.checks = checks;
-  r.source = source;
-  r.location.file = file;
-  r.location.sourceLine = sourceLine;
-  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordGuard(std::move(r)));
-  DYNAMO_PY_CATCH(nullptr)
-}
-
-PyObject* writerRecordGuardFailure(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"compile_id", "reason", "frame_id", "guard_id", "time_us", nullptr};
-  long long compileId = 0, frameId = 0, guardId = 0, timeUs = 0;
-  const char* reason = "";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Ls|LLL", const_cast<char**>(kw), &compileId,
-                                   &reason, &frameId, &guardId, &timeUs))
-    return nullptr;
-  DYNAMO_PY_TRY
-  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self))
-                    .recordGuardFailure({0, 0, compileId, frameId, guardId, timeUs, reason}));
-  DYNAMO_PY_CATCH(nullptr)
-}
-
-PyObject* writerRecordCode(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"kind", "content", "name", "compile_id", nullptr};
-  const char* kind = "";
-  PyObject* content = nullptr;  // borrowed ref
-  const char* name = "";
-  long long compileId = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|sL", const_cast<char**>(kw), &kind, &content,
-                                   &name, &compileId))
-    return nullptr;
-  DYNAMO_PY_TRY
-  std::optional<CodeKind> parsed = codeKindFromName(kind);
-  if (!parsed) {
-    std::string known;
-    for (CodeKind k : allCodeKinds()) known += detail::concat(known.empty() ? "" : ", ", codeKindName(k));
-    throw UserError(UserErrorKind::kInvalidArgument, detail::concat("unknown code kind '", kind, "'"),
-                    {}, "", detail::concat("use one of: ", known));
+// The record_* methods, one per DYNAMO_WRITER of storage_rows.def: the arguments fill a record
+// (readArgs), the writer records it, the method returns its id.
+#define DYNAMO_ROW(Type)
+#define DYNAMO_COL(key, kind, expr)
+#define DYNAMO_ARG(key, kind, member, pos, dflt)
+#define DYNAMO_IN(key, kind, member, pos, dflt)
+#define DYNAMO_LOC(member)
+#define DYNAMO_LOC_ARG(member, pos)
+#define DYNAMO_WRITER(Type, method, writerFn)                                              \
+  PyObject* writer_##writerFn(PyObject* self, PyObject* args, PyObject* kwargs) {            \
+    DYNAMO_PY_TRY                                                                           \
+    Type r;                                                                                 \
+    readArgs(method, args, kwargs, r);                                                      \
+    return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).writerFn(std::move(r))); \
+    DYNAMO_PY_CATCH(nullptr)                                                                \
   }
-  CodeRecord r{0, 0, compileId, *parsed, name, toBytes(content, "content")};
-  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordCode(std::move(r)));
-  DYNAMO_PY_CATCH(nullptr)
-}
-
-PyObject* writerRecordArtifact(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"name", "data", "media_type", "compile_id", "time_us", nullptr};
-  const char* name = "";
-  PyObject* data = nullptr;  // borrowed ref
-  const char* mediaType = "application/octet-stream";
-  long long compileId = 0, timeUs = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|sLL", const_cast<char**>(kw), &name, &data,
-                                   &mediaType, &compileId, &timeUs))
-    return nullptr;
-  DYNAMO_PY_TRY
-  ArtifactRecord r{0, 0, compileId, name, mediaType, toBytes(data, "data"), timeUs};
-  return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).recordArtifact(std::move(r)));
-  DYNAMO_PY_CATCH(nullptr)
-}
+#define DYNAMO_END
+#include "storage_rows.def"
+#undef DYNAMO_WRITER
 
 PyObject* writerNoteCrashStage(PyObject* self, PyObject* args, PyObject* kwargs) {
   static const char* kw[] = {"stage", "compile_id", nullptr};
@@ -480,28 +478,17 @@ PyObject* writerGetClosed(PyObject* self, void*) {
    METH_VARARGS | METH_KEYWORDS, doc}
 
 PyMethodDef writerMethods[] = {
-    DYNAMO_KW_METHOD("record_frame", writerRecordFrame,
-                     "record_frame(file, first_line, name) -> frame id"),
-    DYNAMO_KW_METHOD("record_compile", writerRecordCompile,
-                     "record_compile(frame_id, attempt=0, status='ok', reason='', start_time_us=0, "
-                     "duration_us=0, phases=None) -> compile id"),
-    DYNAMO_KW_METHOD("record_graph", writerRecordGraph,
-                     "record_graph(compile_id, serialized, format='', printed='', index=0, "
-                     "num_nodes=0, inputs=(), outputs=()) -> graph id"),
-    DYNAMO_KW_METHOD("record_graph_break", writerRecordGraphBreak,
-                     "record_graph_break(compile_id, kind, file='', line=0, source_line='', "
-                     "explanation='', hints=(), user_stack=()) -> graph break id"),
-    DYNAMO_KW_METHOD("record_guard", writerRecordGuard,
-                     "record_guard(compile_id, kind, checks, source='', file='', line=0, "
-                     "source_line='') -> guard id"),
-    DYNAMO_KW_METHOD("record_guard_failure", writerRecordGuardFailure,
-                     "record_guard_failure(compile_id, reason, frame_id=0, guard_id=0, time_us=0) "
-                     "-> failure id"),
-    DYNAMO_KW_METHOD("record_code", writerRecordCode,
-                     "record_code(kind, content, name='', compile_id=0) -> code id"),
-    DYNAMO_KW_METHOD("record_artifact", writerRecordArtifact,
-                     "record_artifact(name, data, media_type='application/octet-stream', "
-                     "compile_id=0, time_us=0) -> artifact id"),
+#define DYNAMO_WRITER(Type, method, writerFn) \
+    DYNAMO_KW_METHOD(method, writer_##writerFn, nullptr),  // doc: initStorageBindings
+#include "storage_rows.def"
+#undef DYNAMO_ROW
+#undef DYNAMO_COL
+#undef DYNAMO_ARG
+#undef DYNAMO_IN
+#undef DYNAMO_LOC
+#undef DYNAMO_LOC_ARG
+#undef DYNAMO_WRITER
+#undef DYNAMO_END
     DYNAMO_KW_METHOD("note_crash_stage", writerNoteCrashStage,
                      "note_crash_stage(stage, compile_id=0): what runs next, for the crash "
                      "marker a fatal signal leaves ('first_call', 'backend', 'unknown')"),
@@ -794,7 +781,37 @@ std::shared_ptr<TraceWriter> writerOf(PyObject* obj) {
   return *w->writer;
 }
 
+// The record_* methods' docs: their signatures, from storage_rows.def (static: PyMethodDef
+// keeps the pointers).
+static void documentWriterMethods() {
+  static std::vector<std::string> docs;
+  auto document = [](const char* method, std::vector<ArgDoc> args) {
+    docs.push_back(signatureOf(method, std::move(args)));
+    for (PyMethodDef* m = writerMethods; m->ml_name; ++m)
+      if (std::string(m->ml_name) == method) m->ml_doc = docs.back().c_str();
+  };
+  docs.reserve(32);  // c_str() pointers stay valid: no reallocation
+#define DYNAMO_ROW(Type)
+#define DYNAMO_COL(key, kind, expr)
+#define DYNAMO_ARG(key, kind, member, pos, dflt)
+#define DYNAMO_IN(key, kind, member, pos, dflt)
+#define DYNAMO_LOC(member)
+#define DYNAMO_LOC_ARG(member, pos)
+#define DYNAMO_WRITER(Type, method, writerFn) document(method, describeArgs(static_cast<const Type*>(nullptr)));
+#define DYNAMO_END
+#include "storage_rows.def"
+#undef DYNAMO_ROW
+#undef DYNAMO_COL
+#undef DYNAMO_ARG
+#undef DYNAMO_IN
+#undef DYNAMO_LOC
+#undef DYNAMO_LOC_ARG
+#undef DYNAMO_WRITER
+#undef DYNAMO_END
+}
+
 int initStorageBindings(PyObject* module) {
+  documentWriterMethods();
   if (addType(module, "TraceWriter", &writerSpec) < 0) return -1;
   writerType = reinterpret_cast<PyTypeObject*>(PyObject_GetAttrString(module, "TraceWriter"));
   if (writerType == nullptr) return -1;  // new ref, kept for the process

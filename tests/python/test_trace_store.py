@@ -93,6 +93,46 @@ def test_bad_arguments_are_user_errors(tmp_path):
         w.record_frame("a.py", 1, "f")
 
 
+def test_writer_arguments_come_from_the_row_definitions(tmp_path):
+    # python/src/storage_rows.def makes the record_* methods: their parsing and their signatures.
+    assert _C.TraceWriter.record_guard_failure.__doc__ == (
+        "record_guard_failure(compile_id, reason, frame_id=0, guard_id=0, time_us=0, *, "
+        "guard_kind='', guard_source='', property='', dim=-1, expected='', seen='', "
+        "caused_compile_id=0, file='', line=0, source_line='') -> id")
+    assert _C.TraceWriter.record_artifact.__doc__ == (
+        "record_artifact(name, data, media_type='application/octet-stream', compile_id=0, "
+        "time_us=0) -> id")
+    path = str(tmp_path / "t.db")
+    with _C.TraceWriter(path) as w:
+        frame = w.record_frame("m.py", 3, "f")
+        comp = w.record_compile(frame, 0, "graph_break", "first call")
+        w.record_graph_break(comp, "print", "m.py", 4, "print(x)", detail="call to print()")
+        w.record_guard_failure(comp, "tensor 'x' size mismatch", guard_kind="TENSOR_MATCH",
+                               guard_source="x", property="size", dim=0, expected="4", seen="8",
+                               file="m.py", line=3, source_line="def f(x):")
+        with pytest.raises(TypeError, match=r"^record_frame\(\) missing required argument 'name' \(pos 3\)$"):
+            w.record_frame("m.py", 3)
+        with pytest.raises(TypeError, match=r"^'nme' is an invalid keyword argument for record_frame\(\)$"):
+            w.record_frame("m.py", 3, "f", nme="g")
+        with pytest.raises(TypeError, match=r"^record_frame\(\) got multiple values for argument 'file' \(pos 1\)$"):
+            w.record_frame("m.py", 3, "f", file="n.py")
+        with pytest.raises(TypeError, match=r"^record_frame\(\) takes at most 3 positional arguments \(4 given\)$"):
+            w.record_frame("m.py", 3, "f", "g")
+        with pytest.raises(dynamo.UserError, match="first_line must be int, not str$"):
+            w.record_frame("m.py", "3", "f")
+        with pytest.raises(TypeError, match=r"^record_guard_failure\(\) takes at most 5 positional"):
+            w.record_guard_failure(comp, "r", 0, 0, 0, "TENSOR_MATCH")
+    with _C.TraceReader(path) as r:
+        (b,) = r.graph_breaks(comp)
+        assert (b["kind"], b["line"], b["source_line"], b["detail"]) == ("print", 4, "print(x)", "call to print()")
+        (f,) = r.guard_failures(compile_id=comp)
+        assert (f["guard_kind"], f["guard_source"], f["property"], f["dim"], f["expected"], f["seen"]) == \
+            ("TENSOR_MATCH", "x", "size", 0, "4", "8")
+        assert (f["file"], f["line"], f["source_line"]) == ("m.py", 3, "def f(x):")
+        (c,) = r.compiles(frame_id=frame)
+        assert (c["status"], c["reason"], c["attempt"]) == ("graph_break", "first call", 0)
+
+
 def test_unwritable_path_raises_trace_store_error_naming_file_and_fix():
     with pytest.raises(dynamo.TraceStoreError) as info:
         _C.TraceWriter("/etc/passwd/trace.db")
