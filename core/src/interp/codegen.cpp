@@ -248,7 +248,7 @@ OutputPlan::FunctionLocal functionLocal(CompileContext& ctx, const RootBreak& br
     int found = -1;
     for (size_t i = 0; i < brk.locals.size(); ++i) {
       const ValueRef& c = brk.locals[i];
-      if (c && c->kind == ValueKind::kCell && c->cell == box) found = static_cast<int>(i);
+      if (c && c->kind == ValueKind::kCell && c->as<CellData>().box == box) found = static_cast<int>(i);
     }
     if (found < 0) ctx.breakHere(BreakKind::kUnsupported, "cannot rebuild function " + fn.name + " after the graph (its closure is not the frame's)");
     f.cellSlots.push_back(found);

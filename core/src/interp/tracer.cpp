@@ -86,15 +86,13 @@ void Tracer::initRootLocals() {
     if (v == nullptr) continue;
     if (preCelled(i)) {
       // A resume function gets the parent's cells themselves in these argument slots.
-      ValueRef cell = std::make_shared<Value>();
-      cell->kind = ValueKind::kCell;
-      cell->cell = std::make_shared<CellBox>();
-      cell->index = static_cast<size_t>(i);
+      ValueRef cell = makeCell(nullptr, i);
+      const std::shared_ptr<CellBox>& box = cell->as<CellData>().box;
       PyObject* contents = PyCell_Check(v) ? PyCell_GET(v) : nullptr;  // borrowed ref
-      cell->cell->rootSlot = i;
-      ctx_.cellBoxes[v] = cell->cell;
+      box->rootSlot = i;
+      ctx_.cellBoxes[v] = box;
       if (contents != nullptr)
-        cell->cell->contents = ctx_.wrap(contents, Source::attr(Source::local(i, localNames_[i]), "cell_contents"));
+        box->contents = ctx_.wrap(contents, Source::attr(Source::local(i, localNames_[i]), "cell_contents"));
       locals_[i] = cell;
       continue;
     }
@@ -144,9 +142,9 @@ ValueRef Tracer::zeroArgSuper() {
   if (classSlot < 0 || selfSlot < 0 || !locals_[classSlot] || !locals_[selfSlot])
     ctx_.breakHere(BreakKind::kUnsupported, "super() outside a method");
   ValueRef cls = realize(locals_[classSlot]);
-  if (cls->kind == ValueKind::kCell) cls = cls->cell->contents;
+  if (cls->kind == ValueKind::kCell) cls = cls->as<CellData>().box->contents;
   ValueRef self = realize(locals_[selfSlot]);
-  if (self->kind == ValueKind::kCell) self = self->cell->contents;
+  if (self->kind == ValueKind::kCell) self = self->as<CellData>().box->contents;
   if (!cls || cls->kind != ValueKind::kObject || !self || self->kind != ValueKind::kObject)
     ctx_.breakHere(BreakKind::kUnsupported, "super() with a receiver that is not a known object");
   PyObjectRef sup = PyObjectRef::steal(checkPy(
@@ -537,29 +535,19 @@ bool Tracer::stepSlots(const bc::Instruction& ins) {
         if (parent_ == nullptr) {
           box->contents = realize(locals_[slot]);  // the value read through the closure at entry
           box->rootSlot = slot;
-          ValueRef cell = std::make_shared<Value>();
-          cell->kind = ValueKind::kCell;
-          cell->cell = box;
-          cell->index = static_cast<size_t>(slot);
-          locals_[slot] = cell;
+          locals_[slot] = makeCell(box, slot);
         } else {
-          ValueRef cell = std::make_shared<Value>();
-          cell->kind = ValueKind::kCell;
-          cell->cell = k < static_cast<int>(closure_.size()) ? closure_[k] : box;
-          cell->index = static_cast<size_t>(slot);
-          locals_[slot] = cell;
+          locals_[slot] = makeCell(k < static_cast<int>(closure_.size()) ? closure_[k] : box, slot);
         }
       }
       return true;
     }
 #endif
     case MAKE_CELL: {
-      ValueRef cell = std::make_shared<Value>();
-      cell->kind = ValueKind::kCell;
-      cell->cell = std::make_shared<CellBox>();
-      cell->cell->contents = locals_[arg];
-      if (parent_ == nullptr) cell->cell->rootSlot = arg;
-      cell->index = static_cast<size_t>(arg);
+      ValueRef cell = makeCell(nullptr, arg);
+      CellBox& box = *cell->as<CellData>().box;
+      box.contents = locals_[arg];
+      if (parent_ == nullptr) box.rootSlot = arg;
       locals_[arg] = cell;
       return true;
     }
@@ -615,20 +603,21 @@ bool Tracer::stepSlots(const bc::Instruction& ins) {
       return true;
     case LOAD_DEREF: {
       const ValueRef& c = locals_[arg];
-      if (!c || c->kind != ValueKind::kCell || !c->cell->contents)
+      if (!c || c->kind != ValueKind::kCell || !c->as<CellData>().box->contents)
         ctx_.breakHere(BreakKind::kUnsupported, "free variable '" + localNames_[arg] + "' is unbound");
-      push(c->cell->contents);
+      push(c->as<CellData>().box->contents);
       return true;
     }
     case STORE_DEREF: {
       ValueRef v = pop();
       const ValueRef& c = locals_[arg];
-      DYNAMO_INTERNAL_ASSERT(c && c->kind == ValueKind::kCell, "STORE_DEREF on a non-cell");
-      c->cell->contents = v;
-      if (c->cell->rootSlot >= 0) {
+      DYNAMO_INTERNAL_ASSERT(c, "STORE_DEREF on an unbound slot");
+      CellBox& box = *c->as<CellData>().box;  // checks that it is a cell
+      box.contents = v;
+      if (box.rootSlot >= 0) {
         // A cell of the root frame, written here or by an inlined closure: stored after the graph.
-        ctx_.recordEffect(SideEffect::Kind::kCell, nullptr, "", c->cell->rootSlot, v);
-      } else if (c->cell->external) {
+        ctx_.recordEffect(SideEffect::Kind::kCell, nullptr, "", box.rootSlot, v);
+      } else if (box.external) {
         ctx_.breakHere(BreakKind::kUnsupported, "assignment to a closure variable of an outer function");
       }
       return true;
@@ -1348,8 +1337,7 @@ void Tracer::doMakeFunction(int flags) {
   if (flags & 0x08) {
     ValueRef closure = pop();
     for (const ValueRef& c : closure->items) {
-      DYNAMO_INTERNAL_ASSERT(c->kind == ValueKind::kCell, "closure item is not a cell");
-      fn->closure.push_back(c->cell);
+      fn->closure.push_back(c->as<CellData>().box);  // checks that it is a cell
     }
   }
   if (flags & 0x04) pop();  // annotations

@@ -146,4 +146,33 @@ std::string describe(const Value& v) {
   return "value";
 }
 
+const char* valueKindName(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kConst: return "constant";
+    case ValueKind::kTensor: return "tensor";
+    case ValueKind::kTuple: return "tuple";
+    case ValueKind::kList: return "list";
+    case ValueKind::kDict: return "dict";
+    case ValueKind::kSlice: return "slice";
+    case ValueKind::kNull: return "NULL";
+    case ValueKind::kObject: return "object";
+    case ValueKind::kFunction: return "function";
+    case ValueKind::kMethod: return "bound method";
+    case ValueKind::kTensorAttr: return "tensor method";
+    case ValueKind::kCell: return "cell";
+    case ValueKind::kIterator: return "iterator";
+    case ValueKind::kGradMode: return "grad-mode context manager";
+    case ValueKind::kLazy: return "lazy";
+    case ValueKind::kSymInt: return "symbolic int";
+  }
+  return "value";
+}
+
+ValueRef makeCell(std::shared_ptr<CellBox> box, int slot) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kCell;
+  v->data = CellData{box ? std::move(box) : std::make_shared<CellBox>(), slot};
+  return v;
+}
+
 }  // namespace dynamo::core::interp

@@ -17,12 +17,18 @@
 //   kFunction   a function made during tracing           obj (code), items (defaults), cells
 //   kMethod     bound method: self + function             self, obj (function)
 //   kTensorAttr tensor method not yet called: x.view      self (tensor), name
-//   kCell       a cell (closure variable)                 cell (shared contents)
+//   kCell       a cell (closure variable)                 as<CellData>(): box, slot
 //   kIterator   iterator over a known sequence            items (or self: a live list), index
 //   kGradMode   torch.no_grad()/enable_grad() object     flag
 //   kLazy       a root-frame value not looked at yet      obj (the object), source
 //   kSymInt     a Python int known only symbolically       symInt (expression), node (its run-time
 //               (dynamic shapes, sym_values.cpp)           value in the graph), obj (example), source
+//
+// Kind data (migration in progress, docs/capture.md "Value kinds"): a kind whose fields mean
+// nothing to the others keeps them in a struct of its own inside `data` (a std::variant), read
+// through as<T>(), which checks the kind; a value is made with its data (makeCell). Kinds moved
+// so far: kCell (CellData). The others still use the shared fields below, each commented with
+// the kinds that read it; moving one kind is one struct, one variant alternative and its sites.
 //
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
 // when an instruction first consumes it, so values that only pass through the frame (arguments
@@ -34,8 +40,10 @@
 
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "dynamo/common/error.h"
 #include "dynamo/core/graph.h"
 #include "dynamo/core/graph_pyref.h"
 #include "dynamo/core/source.h"
@@ -72,6 +80,22 @@ struct CellBox {
   int rootSlot = -1;      ///< the root frame's slot holding this cell, when it has one
 };
 
+/// kCell's data: which box the cell shares and where it lives.
+struct CellData {
+  std::shared_ptr<CellBox> box;  ///< the contents, shared by every closure over the cell
+  int slot = -1;                 ///< the frame's local slot that holds the cell
+};
+
+/// The kind-specific data of a Value: std::monostate for the kinds not moved yet.
+using KindData = std::variant<std::monostate, CellData>;
+
+/// The kind a KindData alternative belongs to.
+template <typename T> struct KindOf;
+template <> struct KindOf<CellData> { static constexpr ValueKind kind = ValueKind::kCell; };
+
+/// A kind's name for messages ("cell", "tensor").
+const char* valueKindName(ValueKind kind);
+
 struct Value {
   ValueKind kind = ValueKind::kConst;
   PyObjectRef obj;               ///< the constant / object / meta example / function code
@@ -86,7 +110,6 @@ struct Value {
   ValueRef self;                 ///< kMethod / kTensorAttr: the receiver; kDict of a
                                  ///< collections.defaultdict made in the trace: default_factory
   std::string name;              ///< kTensorAttr: method name; kFunction: qualname
-  std::shared_ptr<CellBox> cell; ///< kCell
   std::vector<std::shared_ptr<CellBox>> closure;  ///< kFunction: closure cells
   ValueRef kwdefaults;           ///< kFunction: kw-only defaults (a kDict) or null
   size_t index = 0;              ///< kIterator: next position
@@ -107,6 +130,19 @@ struct Value {
   PyObjectRef constValue;
   /// kSymInt: its value as an expression of the compile's symbols (obj holds the example value).
   sym::Expr symInt;
+
+  KindData data;                 ///< the data of a kind that has its own (see KindData)
+
+  /// The data of this value's kind; an internal error when the value is of another kind.
+  template <typename T>
+  T& as() {
+    T* d = std::get_if<T>(&data);
+    DYNAMO_INTERNAL_ASSERT(kind == KindOf<T>::kind && d != nullptr, "a ", valueKindName(kind),
+                           " value used as a ", valueKindName(KindOf<T>::kind));
+    return *d;
+  }
+  template <typename T>
+  const T& as() const { return const_cast<Value*>(this)->as<T>(); }
 
   bool isConst() const { return kind == ValueKind::kConst; }
   bool isTensor() const { return kind == ValueKind::kTensor; }
@@ -133,6 +169,8 @@ ValueRef makeTuple(std::vector<ValueRef> items);
 ValueRef makeList(std::vector<ValueRef> items);
 ValueRef makeSlice(ValueRef start, ValueRef stop, ValueRef step);
 ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Source source = {});
+/// A cell in local `slot`, sharing `box` (a new, empty box when null).
+ValueRef makeCell(std::shared_ptr<CellBox> box, int slot);
 /// A root-frame object not wrapped yet (see kLazy). `o` is borrowed.
 ValueRef makeLazy(PyObject* o, Source source);
 

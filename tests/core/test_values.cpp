@@ -1,0 +1,34 @@
+// The symbolic interpreter's values (core/src/interp/value.h): a kind that has data of its own
+// is made with it and read through as<T>(), which refuses a value of another kind.
+#include <string>
+
+#include "dynamo/common/error.h"
+#include "dynamo_catch.h"
+#include "value.h"
+
+using namespace dynamo::core::interp;
+
+TEST_CASE("a cell carries its box and slot, read through as<CellData>()", "[values]") {
+  ValueRef cell = makeCell(nullptr, 3);
+  CHECK(cell->kind == ValueKind::kCell);
+  CellData& data = cell->as<CellData>();
+  REQUIRE(data.box);
+  CHECK(data.slot == 3);
+  CHECK_FALSE(data.box->contents);
+  auto shared = std::make_shared<CellBox>();
+  CHECK(makeCell(shared, 1)->as<CellData>().box == shared);  // closures share the box
+}
+
+TEST_CASE("as<T>() on a value of another kind is an internal error naming both kinds", "[values]") {
+  Value list;
+  list.kind = ValueKind::kList;
+  try {
+    list.as<CellData>();
+    FAIL("as<CellData>() accepted a list");
+  } catch (const dynamo::InternalError& e) {
+    CHECK(std::string(e.what()).find("a list value used as a cell") != std::string::npos);
+  }
+  Value relabelled;  // a cell's kind without its data is refused too
+  relabelled.kind = ValueKind::kCell;
+  CHECK_THROWS_AS(relabelled.as<CellData>(), dynamo::InternalError);
+}
