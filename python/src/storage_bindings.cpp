@@ -137,22 +137,12 @@ PyObject* toObj(PyObject* o) { return checkPy(o); }  // the expression's new ref
     DictBuilder d;
 #define DYNAMO_COL(key, kind, expr) d.set(key, to##kind(expr));
 #define DYNAMO_ARG(key, kind, member, pos, dflt) d.set(key, to##kind(r.member));
-#define DYNAMO_IN(key, kind, member, pos, dflt)
 #define DYNAMO_LOC(member) d.location(r.member);
 #define DYNAMO_LOC_ARG(member, pos) d.location(r.member);
-#define DYNAMO_WRITER(Type, method, writerFn)
 #define DYNAMO_END    \
   return d.release(); \
   }
 #include "storage_rows.def"
-#undef DYNAMO_ROW
-#undef DYNAMO_COL
-#undef DYNAMO_ARG
-#undef DYNAMO_IN
-#undef DYNAMO_LOC
-#undef DYNAMO_LOC_ARG
-#undef DYNAMO_WRITER
-#undef DYNAMO_END
 
 // ---- writer arguments: fromPy<kind>(value, key), the inverse of to<kind> ---------------------
 
@@ -202,7 +192,6 @@ std::string render(long long v) { return std::to_string(v); }
 std::string render(const std::string& v) { return detail::concat("'", v, "'"); }
 std::string render(const std::vector<std::string>&) { return "()"; }
 std::string render(const std::vector<CompilePhase>&) { return "None"; }
-std::string render(CodeKind v) { return render(std::string(codeKindName(v))); }
 template <typename Member, typename Default>
 std::string defaultText(const Member& recordDefault, const Default& d) {
   if constexpr (std::is_same_v<Default, RequiredArg>) {
@@ -221,48 +210,39 @@ struct ArgDoc {
   std::string dflt;  ///< "" when required
 };
 
+// A DYNAMO_LOC_ARG as the three arguments it stands for.
+#define LOCATION_ARGS(member, pos)                                               \
+  DYNAMO_ARG("file", Str, member.file, pos, Keep)                                 \
+  DYNAMO_ARG("line", Int, member.line, (pos) > 0 ? (pos) + 1 : 0, Keep)           \
+  DYNAMO_ARG("source_line", Str, member.sourceLine, (pos) > 0 ? (pos) + 2 : 0, Keep)
+
 // readArgs(method, args, kwargs, Type&) fills a record from a writer call; describeArgs(Type*)
 // lists its arguments. One pair per record of storage_rows.def.
 #define DYNAMO_ROW(Type)                                                                        \
-  [[maybe_unused]] void readArgs(const char* method, PyObject* args, PyObject* kwargs, Type& r) { \
+  [[maybe_unused]] void readArgs(const char* method, PyObject* args, PyObject* kwargs, [[maybe_unused]] Type& r) { \
     CallArgs in(method, args, kwargs);
-#define DYNAMO_COL(key, kind, expr)
 #define DYNAMO_ARG(key, kind, member, pos, dflt)                                     \
   if (PyObject* v = in.take(key, pos, isRequired(dflt))) r.member = fromPy##kind(v, key); \
   else setDefault(r.member, dflt);
 #define DYNAMO_IN DYNAMO_ARG
-#define DYNAMO_LOC(member)
-#define DYNAMO_LOC_ARG(member, pos)                                               \
-  DYNAMO_ARG("file", Str, member.file, pos, Keep)                                 \
-  DYNAMO_ARG("line", Int, member.line, (pos) > 0 ? (pos) + 1 : 0, Keep)           \
-  DYNAMO_ARG("source_line", Str, member.sourceLine, (pos) > 0 ? (pos) + 2 : 0, Keep)
-#define DYNAMO_WRITER(Type, method, writerFn)
+#define DYNAMO_LOC_ARG LOCATION_ARGS
 #define DYNAMO_END \
   in.finish();     \
   }
 #include "storage_rows.def"
-#undef DYNAMO_ROW
-#undef DYNAMO_ARG
-#undef DYNAMO_END
 
 #define DYNAMO_ROW(Type) \
   [[maybe_unused]] std::vector<ArgDoc> describeArgs(const Type*) { \
-    const Type defaults{};                                          \
+    [[maybe_unused]] const Type defaults{};                         \
     std::vector<ArgDoc> out;
 #define DYNAMO_ARG(key, kind, member, pos, dflt) \
   out.push_back({key, pos, defaultText(defaults.member, dflt)});
+#define DYNAMO_IN DYNAMO_ARG
+#define DYNAMO_LOC_ARG LOCATION_ARGS
 #define DYNAMO_END \
   return out;      \
   }
 #include "storage_rows.def"
-#undef DYNAMO_ROW
-#undef DYNAMO_COL
-#undef DYNAMO_ARG
-#undef DYNAMO_IN
-#undef DYNAMO_LOC
-#undef DYNAMO_LOC_ARG
-#undef DYNAMO_WRITER
-#undef DYNAMO_END
 
 // "record_frame(file, first_line, name) -> id": positional arguments in order, then the
 // keyword-only ones after a '*'.
@@ -374,12 +354,6 @@ void writerDealloc(PyObject* self) {
 
 // The record_* methods, one per DYNAMO_WRITER of storage_rows.def: the arguments fill a record
 // (readArgs), the writer records it, the method returns its id.
-#define DYNAMO_ROW(Type)
-#define DYNAMO_COL(key, kind, expr)
-#define DYNAMO_ARG(key, kind, member, pos, dflt)
-#define DYNAMO_IN(key, kind, member, pos, dflt)
-#define DYNAMO_LOC(member)
-#define DYNAMO_LOC_ARG(member, pos)
 #define DYNAMO_WRITER(Type, method, writerFn)                                              \
   PyObject* writer_##writerFn(PyObject* self, PyObject* args, PyObject* kwargs) {            \
     DYNAMO_PY_TRY                                                                           \
@@ -388,9 +362,7 @@ void writerDealloc(PyObject* self) {
     return newInt(liveWriter(reinterpret_cast<WriterObject*>(self)).writerFn(std::move(r))); \
     DYNAMO_PY_CATCH(nullptr)                                                                \
   }
-#define DYNAMO_END
 #include "storage_rows.def"
-#undef DYNAMO_WRITER
 
 PyObject* writerNoteCrashStage(PyObject* self, PyObject* args, PyObject* kwargs) {
   static const char* kw[] = {"stage", "compile_id", nullptr};
@@ -481,14 +453,6 @@ PyMethodDef writerMethods[] = {
 #define DYNAMO_WRITER(Type, method, writerFn) \
     DYNAMO_KW_METHOD(method, writer_##writerFn, nullptr),  // doc: initStorageBindings
 #include "storage_rows.def"
-#undef DYNAMO_ROW
-#undef DYNAMO_COL
-#undef DYNAMO_ARG
-#undef DYNAMO_IN
-#undef DYNAMO_LOC
-#undef DYNAMO_LOC_ARG
-#undef DYNAMO_WRITER
-#undef DYNAMO_END
     DYNAMO_KW_METHOD("note_crash_stage", writerNoteCrashStage,
                      "note_crash_stage(stage, compile_id=0): what runs next, for the crash "
                      "marker a fatal signal leaves ('first_call', 'backend', 'unknown')"),
@@ -791,23 +755,8 @@ static void documentWriterMethods() {
       if (std::string(m->ml_name) == method) m->ml_doc = docs.back().c_str();
   };
   docs.reserve(32);  // c_str() pointers stay valid: no reallocation
-#define DYNAMO_ROW(Type)
-#define DYNAMO_COL(key, kind, expr)
-#define DYNAMO_ARG(key, kind, member, pos, dflt)
-#define DYNAMO_IN(key, kind, member, pos, dflt)
-#define DYNAMO_LOC(member)
-#define DYNAMO_LOC_ARG(member, pos)
 #define DYNAMO_WRITER(Type, method, writerFn) document(method, describeArgs(static_cast<const Type*>(nullptr)));
-#define DYNAMO_END
 #include "storage_rows.def"
-#undef DYNAMO_ROW
-#undef DYNAMO_COL
-#undef DYNAMO_ARG
-#undef DYNAMO_IN
-#undef DYNAMO_LOC
-#undef DYNAMO_LOC_ARG
-#undef DYNAMO_WRITER
-#undef DYNAMO_END
 }
 
 int initStorageBindings(PyObject* module) {
