@@ -506,6 +506,15 @@ std::string requiresGradNode(const core::Graph& graph) {
 
 bool needsGrad(const core::Graph& graph) { return !requiresGradNode(graph).empty(); }
 
+// A node that enters an autocast block (dynamo.autocast_nodes): the ops after it dispatch under
+// autocast, which generated kernels do not do. Empty when there is none.
+std::string autocastNode(const core::Graph& graph) {
+  for (const core::NodeRef& n : graph.body())
+    if (n->op() == core::NodeOp::kCallFunction && n->target().qualifiedName() == "dynamo.autocast_nodes.enter_autocast")
+      return n->name();
+  return {};
+}
+
 std::string loopText(const codegen::Kernel& k) {
   std::string s = "outer [";
   for (size_t i = 0; i < k.outerSizes.size(); ++i) s += (i ? ", " : "") + std::to_string(k.outerSizes[i]);
@@ -538,6 +547,14 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   // (The AOT layer's forward and backward graphs are traced without autograd: none of their
   // nodes requires grad. One that does is an inference graph whose result must carry autograd
   // history, which kernels cannot give: it runs on the eager runner.)
+  std::string castNode = autocastNode(graph);
+  if (!castNode.empty()) {
+    if (report) {
+      report->eagerReason = "node '" + castNode + "' enters an autocast block: kernels do not autocast (training "
+                            "graphs go through the AOT layer, which records autocast's casts as ops)";
+    }
+    return std::make_unique<EagerFn>(graph);
+  }
   std::string gradNode = requiresGradNode(graph);
   if (!gradNode.empty()) {
     if (report) {

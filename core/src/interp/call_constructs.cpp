@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 
+#include "autocast.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
@@ -441,40 +442,6 @@ ValueRef constructInstance(Tracer& tr, const ValueRef& fnValue, std::vector<Valu
       ctx.breakHere(BreakKind::kException, std::string("__init__() of ") + ((PyTypeObject*)cls)->tp_name + " should return None");
   }
   return v;
-}
-
-// ---- autocast(enabled=False) ------------------------------------------------------------------
-
-// torch.autocast / torch.cuda.amp.autocast / torch.cpu.amp.autocast, and where `enabled` sits
-// among its positional parameters; -1 when cls is none of them.
-int autocastEnabledPosition(PyObject* cls) {
-  static PyObject* generic = lookup("torch", "autocast");
-  static PyObject* cuda = lookup("torch.cuda.amp", "autocast");
-  static PyObject* cpu = lookup("torch.cpu.amp", "autocast");
-  if (cls == nullptr) return -1;
-  if (cls == generic) return 2;  // autocast(device_type, dtype=None, enabled=True, ...)
-  if (cls == cuda) return 0;     // autocast(enabled=True, dtype=..., cache_enabled=True)
-  if (cls == cpu) return 0;
-  return -1;
-}
-
-// `with autocast(..., enabled=False):` while autocast is off changes nothing the graph sees: a
-// no-op context manager, under an AUTOCAST guard (called under autocast, it recompiles).
-ValueRef autocastBlock(CompileContext& ctx, PyObject* cls, const std::vector<ValueRef>& args, const Kw& kwargs) {
-  const int pos = autocastEnabledPosition(cls);
-  if (pos < 0) return nullptr;
-  ValueRef enabled = static_cast<int>(args.size()) > pos ? args[pos] : nullptr;
-  for (const auto& [k, v] : kwargs)
-    if (k == "enabled") enabled = v;
-  const bool off = enabled && enabled->isConst() && enabled->py() == Py_False;
-  if (!off || currentAutocastState() != "off")
-    ctx.breakHere(BreakKind::kUnsupportedCall, "an autocast block that changes the autocast state (only autocast(enabled=False) while autocast is off is captured)");
-  ctx.guards.add(Source{}, makeAutocastFromCurrent(), ctx.here());
-  auto g = std::make_shared<Value>();
-  g->kind = ValueKind::kGradMode;  // entering and leaving it change nothing (see nullcontext)
-  g->name = "no-op";
-  g->flag = ctx.gradEnabled;
-  return g;
 }
 
 // operator.add(a, b) and the like on tensors made from constants (torch.tensor(n) // 2): the
@@ -1002,7 +969,7 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   if (PyType_Check(fn)) {
     static PyObject* variableType = lookup("torch.autograd", "Variable");
     if (fn == variableType) return variable(ctx, args, kwargs);
-    if (ValueRef r = autocastBlock(ctx, fn, args, kwargs)) return r;
+    if (ValueRef r = autocastManager(ctx, fn, args, kwargs)) return r;
     if (PyObject_IsSubclass(fn, api.moduleType) == 1) return constructModule(ctx, fn, args, kwargs);
     PyErr_Clear();
     if (ValueRef r = legacyConstructor(ctx, fn, args, kwargs)) return r;

@@ -239,6 +239,19 @@ void restoreGradMode(bool enabled) {
   PyErr_Restore(et, ev, tb);
 }
 
+// After a graph with autocast blocks raised part-way: the blocks still open are left, innermost
+// first, as their __exit__ does in eager when the exception passes through. The error stays set.
+void leaveAutocast() {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  PyObject* m = PyImport_ImportModule("dynamo.autocast_nodes");  // new ref
+  PyObject* r = m ? PyObject_CallMethod(m, "unwind", nullptr) : nullptr;  // new ref
+  Py_XDECREF(r);
+  Py_XDECREF(m);
+  PyErr_Clear();
+  PyErr_Restore(et, ev, tb);
+}
+
 PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   const GraphCallSpec& spec = *reinterpret_cast<CompiledGraphObject*>(self)->spec;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -280,6 +293,7 @@ PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf
     outputs = spec.fn->call(inputs, spec.graphInputs.size(), &failedAt);
     if (outputs == nullptr) {
       if (spec.restoreGradMode >= 0) restoreGradMode(spec.restoreGradMode != 0);
+      if (spec.leavesAutocast) leaveAutocast();
       applyEffectsBefore(spec, failedAt, fetched);
       return nullptr;
     }

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from dynamo import _C, autograd_function, eval_frame, logs, recording
+from dynamo import _C, autocast_nodes, autograd_function, eval_frame, logs, recording
 from dynamo.aot import decompositions, importer, rewrites, runtime, split, tracing
 from dynamo.aot.tracing import Fallback
 
@@ -77,17 +77,24 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
         _finish(rec)
         return custom
     parts = split.split_at_autograd(gm)
+    if parts is not None and autocast_nodes.has_autocast(gm):
+        rec["fallback"] = "the graph enters an autocast block and calls autograd: it runs on the eager runner"
+        _finish(rec)
+        return rec["fallback"]
     if parts is not None and any(n.op != "placeholder" and n.op != "output" for n in parts[0].graph.nodes):
         return _compile_split(parts, examples, backend, function, file, line, fw_compiler, bw_compiler)
     sources = [n.meta.get("dynamo_source", n.name) for n in gm.graph.nodes if n.op == "placeholder"]
     if os.environ.get("DYNAMO_REPRO_AFTER") == "aot":
         from dynamo.minifier import aot_stage  # dynamo-minify --after=aot (docs/minify.md)
         fw_compiler, bw_compiler = aot_stage.wrap_compilers(fw_compiler, bw_compiler, backend)
+    depth = autocast_nodes.depth()
     try:
         fn = _compile(gm, list(examples), sources, rec, mode, decompose, fw_compiler, bw_compiler)
     except Fallback as e:
         rec["fallback"] = str(e)
         fn = str(e)
+    finally:
+        autocast_nodes.unwind(depth)  # a trace that failed inside an autocast block leaves it
     _finish(rec)
     return fn
 
