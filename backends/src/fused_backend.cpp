@@ -506,12 +506,19 @@ std::string requiresGradNode(const core::Graph& graph) {
 
 bool needsGrad(const core::Graph& graph) { return !requiresGradNode(graph).empty(); }
 
-// A node that enters an autocast block (dynamo.autocast_nodes): the ops after it dispatch under
-// autocast, which generated kernels do not do. Empty when there is none.
-std::string autocastNode(const core::Graph& graph) {
-  for (const core::NodeRef& n : graph.body())
-    if (n->op() == core::NodeOp::kCallFunction && n->target().qualifiedName() == "dynamo.autocast_nodes.enter_autocast")
-      return n->name();
+// Why kernels cannot run this graph's ops as eager does, or empty: a node that enters an autocast
+// block (dynamo.context_nodes; the ops after it dispatch under autocast, which generated kernels do
+// not do) or an inference-mode block (its results must be inference tensors).
+std::string contextBlockReason(const core::Graph& graph) {
+  for (const core::NodeRef& n : graph.body()) {
+    if (n->op() != core::NodeOp::kCallFunction) continue;
+    const std::string& t = n->target().qualifiedName();
+    if (t == "dynamo.context_nodes.enter_autocast")
+      return "node '" + n->name() + "' enters an autocast block: kernels do not autocast (training graphs go "
+             "through the AOT layer, which records autocast's casts as ops)";
+    if (t == "dynamo.context_nodes.enter_inference_mode")
+      return "node '" + n->name() + "' enters torch.inference_mode: its results must be inference tensors";
+  }
   return {};
 }
 
@@ -547,12 +554,9 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   // (The AOT layer's forward and backward graphs are traced without autograd: none of their
   // nodes requires grad. One that does is an inference graph whose result must carry autograd
   // history, which kernels cannot give: it runs on the eager runner.)
-  std::string castNode = autocastNode(graph);
-  if (!castNode.empty()) {
-    if (report) {
-      report->eagerReason = "node '" + castNode + "' enters an autocast block: kernels do not autocast (training "
-                            "graphs go through the AOT layer, which records autocast's casts as ops)";
-    }
+  std::string contextReason = contextBlockReason(graph);
+  if (!contextReason.empty()) {
+    if (report) report->eagerReason = contextReason;
     return std::make_unique<EagerFn>(graph);
   }
   std::string gradNode = requiresGradNode(graph);

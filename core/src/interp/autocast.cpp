@@ -9,9 +9,9 @@ namespace {
 
 using Kw = std::vector<std::pair<std::string, ValueRef>>;
 
-// dynamo.autocast_nodes.<name> (new ref kept for the process).
+// dynamo.context_nodes.<name> (new ref kept for the process).
 PyObject* nodesAttr(const char* name) {
-  PyObjectRef m = PyObjectRef::steal(checkPy(PyImport_ImportModule("dynamo.autocast_nodes")));
+  PyObjectRef m = PyObjectRef::steal(checkPy(PyImport_ImportModule("dynamo.context_nodes")));
   return checkPy(PyObject_GetAttrString(m.get(), name));
 }
 
@@ -144,7 +144,7 @@ ValueRef enterAutocast(CompileContext& ctx, const ValueRef& mgr) {
   b.enabled = PyObject_IsTrue(enabled.get()) == 1;
   b.cacheEnabled = PyObject_IsTrue(cache.get()) == 1;
   guardEntryState(ctx);
-  ctx.usesAutocast = true;
+  ctx.usesContextBlocks = true;
   ctx.graph.callFunction(Target::fromCallable(enterFn()),
                          {Arg::string(b.device), Arg::dtype(str(dtype.get())), Arg::boolean(b.enabled),
                           Arg::boolean(b.cacheEnabled)},

@@ -5,7 +5,7 @@
 //   @torch.autocast(...) on a function (its wrapper's        ... the block's ops ...
 //   `with autocast_instance:`)                            exit_autocast()  <- a graph node
 //
-// The nodes call dynamo.autocast_nodes, which enters and leaves a real torch.autocast made from
+// The nodes call dynamo.context_nodes, which enters and leaves a real torch.autocast made from
 // the block's effective settings (what the constructor made of its arguments), so every backend
 // replays eager's autocast state: the eager runner runs them, the AOT backends trace through them
 // (casts become explicit ATen ops), the fused backend runs such graphs on the eager runner. The
@@ -52,7 +52,7 @@ class TracedAutocast {
   TracedAutocast& operator=(const TracedAutocast&) = delete;
 
  private:
-  PyObjectRef depth_;  // dynamo.autocast_nodes.depth() before entering
+  PyObjectRef depth_;  // dynamo.context_nodes.depth() before entering
 };
 
 }  // namespace dynamo::core::interp

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "autocast.h"
+#include "inference_mode.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
@@ -970,6 +971,7 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
     static PyObject* variableType = lookup("torch.autograd", "Variable");
     if (fn == variableType) return variable(ctx, args, kwargs);
     if (ValueRef r = autocastManager(ctx, fn, args, kwargs)) return r;
+    if (ValueRef r = inferenceModeManager(ctx, fn, args, kwargs)) return r;
     if (PyObject_IsSubclass(fn, api.moduleType) == 1) return constructModule(ctx, fn, args, kwargs);
     PyErr_Clear();
     if (ValueRef r = legacyConstructor(ctx, fn, args, kwargs)) return r;

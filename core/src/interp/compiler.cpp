@@ -334,6 +334,9 @@ class Compiler : public FrameCompiler {
         if (!ctx->autocastBlocks.empty()) {
           return skip(rec, "graph break inside a `with torch.autocast(...)` block (" + brk->info.detail + "); the function runs as Python");
         }
+        if (ctx->inferenceBlocks > 0) {
+          return skip(rec, "graph break inside a `with torch.inference_mode()` block (" + brk->info.detail + "); the function runs as Python");
+        }
       }
       rec.captureMs = msSince(tTrace);
       ActiveCompile active(*ctx);
@@ -393,7 +396,7 @@ class Compiler : public FrameCompiler {
     spec.name = "graph of " + rec.function + " at " + rec.where.str();
     spec.hasGraph = hasOps || !graph.output()->outputValue().items().empty();
     if (ctx.switchesGradMode) spec.restoreGradMode = ctx.initialGradEnabled ? 1 : 0;
-    spec.leavesAutocast = ctx.usesAutocast;
+    spec.leavesContextBlocks = ctx.usesContextBlocks;
     if (spec.hasGraph) {
       BackendRequest request{graph, ctx.realInputs, rec.function, rec.where, opts_.suppressErrors};
       for (int id = 0; id < ctx.shapes.numSymbols() && !request.dynamic; ++id) request.dynamic = !ctx.shapes.pinned(id);

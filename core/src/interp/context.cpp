@@ -6,6 +6,7 @@
 #include "autocast.h"
 #include "call_constructs.h"
 #include "graph_call.h"
+#include "inference_mode.h"
 #include "dynamic.h"
 #include "sym_values.h"
 #include "torch_api.h"
@@ -898,6 +899,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   for (const auto& kv : kwargs) anyTensorArg = anyTensorArg || containsTensor(kv.second);
   PyObjectRef rngState;
   if (!anyTensorArg) rngState = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.getRngState)));
+  PyObjectRef inferenceGuard = tracedInferenceMode(*this);  // examples in the traced inference mode
   PyObjectRef prevGrad = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.isGradEnabled)));
   PyObjectRef setTo = PyObjectRef::steal(checkPy(
       PyObject_CallFunctionObjArgs(api.setGradEnabled, gradEnabled ? Py_True : Py_False, nullptr)));
@@ -944,6 +946,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   if (result == nullptr) PyErr_Fetch(&et, &ev, &tb);
   PyObject* restored = PyObject_CallFunctionObjArgs(api.setGradEnabled, prevGrad.get(), nullptr);
   Py_XDECREF(restored);
+  inferenceGuard = PyObjectRef{};  // leaves the traced inference mode (restores the autograd state)
   if (rngState) {
     PyObject* r = PyObject_CallOneArg(api.setRngState, rngState.get());  // new ref
     Py_XDECREF(r);

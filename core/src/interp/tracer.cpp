@@ -12,6 +12,7 @@
 
 #include "autocast.h"
 #include "codegen.h"
+#include "inference_mode.h"
 #include "sym_values.h"
 #include "torch_api.h"
 
@@ -1157,13 +1158,18 @@ void Tracer::doImportName(int nameIndex) {
                                                            ? PyUnicode_AsUTF8(modName.get()) : "<module>")));
 }
 
-// with: only grad-mode managers (no_grad, enable_grad, set_grad_enabled, no-op managers) and
-// autocast blocks (autocast.h).
+// with: only grad-mode managers (no_grad, enable_grad, set_grad_enabled, no-op managers),
+// autocast blocks (autocast.h) and inference-mode blocks (inference_mode.h).
 void Tracer::doBeforeWith() {
   ValueRef mgr = pop();
   if (ValueRef cm = autocastManagerOf(ctx_, mgr)) mgr = cm;  // @torch.autocast(...)'s wrapper
   if (mgr->kind == ValueKind::kGradMode && mgr->name == "autocast") {
     push(enterAutocast(ctx_, mgr));
+    push(makeConst(Py_None));
+    return;
+  }
+  if (mgr->kind == ValueKind::kGradMode && mgr->name == "inference_mode") {
+    push(enterInferenceMode(ctx_, mgr));
     push(makeConst(Py_None));
     return;
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "autocast.h"
+#include "inference_mode.h"
 #include "call_constructs.h"
 #include "dynamic.h"
 #include "dynamo/core/compiler.h"
@@ -838,6 +839,7 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
 
   if (ValueRef g = gradModeCall(ctx, fn, args, kwargs)) return g;
   if (ValueRef q = autocastQuery(ctx, fn, args, kwargs)) return q;
+  if (ValueRef q = inferenceModeQuery(ctx, fn, args)) return q;
   if (isModule(fn)) return callModule(tr, fnValue, std::move(args), std::move(kwargs));
   if (Py_TYPE(fn) == compiledFunctionType() && compiledFunctionType() != nullptr) {
     // dynamo.compile(g) called from traced code is traced through; dynamo.disable(g) is not.
@@ -971,6 +973,10 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
       if (fn->name == "__noop_exit__") return makeConst(Py_None);
       if (fn->name == "__autocast_exit__") {
         exitAutocast(ctx);
+        return makeConst(Py_None);
+      }
+      if (fn->name == "__inference_exit__") {
+        exitInferenceMode(ctx, *fn);
         return makeConst(Py_None);
       }
       if (fn->name == "__enter__" || fn->name == "__exit__") {

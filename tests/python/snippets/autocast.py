@@ -70,7 +70,7 @@ def nullcontext_amp_off():
     return f, (torch.randn(3),)
 
 
-@snippet(breaks="inference_mode")
+@snippet
 def inference_mode_block():
     def f(x):
         with torch.inference_mode():
@@ -143,3 +143,52 @@ def autocast_mixed_precision_loss():
         loss = nn.functional.cross_entropy(logits.float(), target)
         return loss, logits.dtype == torch.bfloat16
     return step, (torch.randn(5, 6), torch.tensor([0, 3, 1, 2, 0]))
+
+
+@snippet
+def inference_mode_decorated_predict():
+    class Detector(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+            self.cls = nn.Linear(8, 5)
+
+        @torch.inference_mode()
+        def forward(self, images):
+            logits = self.cls(self.features(images).flatten(1))
+            scores, labels = logits.softmax(-1).max(-1)
+            return {"scores": scores, "labels": labels}
+
+    return Detector().eval(), (torch.randn(2, 3, 8, 8),)
+
+
+@snippet
+def inference_mode_ema_targets():
+    class Student(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.student = nn.Linear(6, 4)
+            self.teacher = nn.Linear(6, 4)
+
+        def forward(self, x):
+            with torch.inference_mode():
+                target = self.teacher(x).softmax(-1)
+            pred = self.student(x).log_softmax(-1)
+            return -(target.clone() * pred).sum(-1).mean()
+
+    return Student(), (torch.randn(3, 6),)
+
+
+@snippet
+def inference_mode_with_no_grad_fallback():
+    class Scorer(nn.Module):
+        def __init__(self, use_inference_mode=True):
+            super().__init__()
+            self.ctx = torch.inference_mode if use_inference_mode else torch.no_grad
+            self.fc = nn.Linear(4, 1)
+
+        def forward(self, x):
+            with self.ctx():
+                return torch.sigmoid(self.fc(x)).squeeze(-1)
+
+    return Scorer(), (torch.randn(5, 4),)

@@ -134,6 +134,8 @@ LeafGuardPtr makeGradMode(bool enabled);
 LeafGuardPtr makeGradModeFromCurrent();
 /// DEFAULT_DTYPE: torch.get_default_dtype() is what it is now.
 LeafGuardPtr makeDefaultDtypeFromCurrent();
+/// INFERENCE_MODE: torch.is_inference_mode_enabled() is as it is now.
+LeafGuardPtr makeInferenceModeFromCurrent();
 /// AUTOCAST: autocast on the CPU and on CUDA is enabled or not, with the same dtype, as it is now.
 LeafGuardPtr makeAutocastFromCurrent();
 /// The autocast state now: "off", or the devices it is on for with their dtypes,
