@@ -657,6 +657,10 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
 ValueRef callTensorConstruct(Tracer& tr, const ValueRef& self, const std::string& name, std::vector<ValueRef>& args,
                              Kw& kwargs) {
   CompileContext& ctx = tr.ctx();
+  if (name == "register_hook" || name == "register_post_accumulate_grad_hook")
+    ctx.breakHere(BreakKind::kUnsupportedCall,
+                  "Tensor." + name + "() inside the compiled function: autograd calls the hook on the real tensor, "
+                  "which the graph cannot hold; the call runs as Python");
   if (name == "new" && kwargs.empty()) {
     // x.new(2, 3) and x.new(x.size()) are uninitialised tensors of those sizes; x.new([1, 2])
     // holds that data (a tuple is data too, a torch.Size is sizes); both with x's dtype and device.
