@@ -101,3 +101,44 @@ def test_backward_hook_break_messages():
     assert breaks_with(net, x.requires_grad_()) == (
         "error: graph break (unsupported-call) with fullgraph=True: Tensor.register_hook() inside the compiled "
         "function: autograd calls the hook on the real tensor, which the graph cannot hold; the call runs as Python")
+
+
+# ---- modules with parameters made in forward ---------------------------------------------------
+
+class LazyHead(nn.Module):
+    """Code that builds its layer on the fly (a pattern of quick experiments)."""
+
+    def forward(self, x):
+        return nn.Linear(x.shape[-1], 2)(x).relu()
+
+
+def test_module_with_parameters_made_in_forward_is_fresh_on_every_call():
+    x = torch.randn(3, 4)
+    m = LazyHead()
+    torch.manual_seed(7)
+    ref = [m(x), m(x), torch.rand(1)]  # fresh parameters each call, and the generator moves on
+    assert not same(ref[0], ref[1])
+    torch.manual_seed(7)
+    with Recorder() as rec:
+        cm = dynamo.compile(m)
+        got = [cm(x), cm(x), torch.rand(1)]
+    assert all(same(a, b) for a, b in zip(got, ref))
+    assert [b["detail"] for b in rec.breaks] == [
+        "creating a module with parameters (Linear) inside the compiled function: they would "
+        "be new on every call (create it in __init__)"]
+
+
+def test_module_with_parameters_made_in_forward_breaks_in_fullgraph():
+    msg = breaks_with(LazyHead(), torch.randn(3, 4))
+    assert msg == ("error: graph break (unsupported-call) with fullgraph=True: creating a module with parameters "
+                   "(Linear) inside the compiled function: they would be new on every call (create it in __init__)")
+
+
+def test_parameter_free_module_made_in_forward_is_captured():
+    def f(x):
+        return nn.Softmax(dim=-1)(x) + nn.Dropout(p=0.0)(x)
+
+    x = torch.randn(2, 5)
+    with Recorder() as rec:
+        out = dynamo.compile(f, fullgraph=True)(x)
+    assert same(out, f(x)) and len(rec.graphs) == 1
