@@ -391,6 +391,66 @@ ValueRef callNumpy(CompileContext& ctx, const ValueRef& fnValue, const std::vect
   ctx.breakHere(BreakKind::kUnsupportedCall, name + "() returned a " + Py_TYPE(r.get())->tp_name + " (numpy arrays are not captured)");
 }
 
+// np.array(data[, dtype]) / np.asarray(...) of Python constants (numbers, nested lists of them):
+// the real array, made now, as an object made in the trace (it may only reach torch.from_numpy
+// below; anything else breaks, and one that outlives the graph makes the frame run as Python).
+ValueRef numpyArray(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  static PyObject* array = lookup("numpy", "array");
+  static PyObject* asarray = lookup("numpy", "asarray");
+  if (fn == nullptr || (fn != array && fn != asarray) || args.size() != 1) return nullptr;
+  for (const auto& kv : kwargs)
+    if (kv.first != "dtype") return nullptr;
+  if (!allConcrete(args, kwargs) || containsTensor(args[0])) return nullptr;
+  PyObjectRef data = concrete(args[0]);
+  if (!data || !(PyList_Check(data.get()) || PyTuple_Check(data.get()))) return nullptr;
+  PyObjectRef a = callReal(fn, args, kwargs);
+  if (!a) ctx.breakHere(BreakKind::kException, "numpy." + callableName(fn) + "() raised on constants");
+  ValueRef v = makeObject(a.get());
+  v->name = kMadeInTrace;
+  return v;
+}
+
+// torch.from_numpy(arr) of a numpy array read from the frame (an argument, an attribute): a graph
+// input of its own, fetched as torch.from_numpy(<arr's source>) on every call, so it shares the
+// array's memory as in eager (in-place ops write the array). Its TENSOR_MATCH guard checks the
+// array's dtype, shape and strides; the array's type and `flags.writeable` are guarded too. An
+// array made in the function is not known to the graph: a break.
+ValueRef fromNumpy(CompileContext& ctx, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  static PyObject* ndarray = lookup("numpy", "ndarray");
+  if (ndarray == nullptr || args.size() != 1 || !kwargs.empty() || args[0]->kind != ValueKind::kObject ||
+      !args[0]->obj || Py_TYPE(args[0]->py()) != (PyTypeObject*)ndarray)
+    return nullptr;
+  const ValueRef& arr = args[0];
+  static PyObject* fn = lookup("torch", "from_numpy");
+  if (!arr->source && arr->name == kMadeInTrace) {
+    // np.array([...]) of constants made in the function (numpyArray): a fresh array on each call
+    // in eager, which only this tensor sees: torch.tensor(data, dtype=...) of the same values.
+    PyObjectRef t = PyObjectRef::steal(PyObject_CallOneArg(fn, arr->py()));
+    PyObjectRef data = PyObjectRef::steal(PyObject_CallMethod(arr->py(), "tolist", nullptr));
+    PyObjectRef dtype = t ? PyObjectRef::steal(PyObject_GetAttrString(t.get(), "dtype")) : PyObjectRef{};
+    if (!t || !data || !dtype) {
+      PyErr_Clear();
+      ctx.breakHere(BreakKind::kUnsupportedCall, "torch.from_numpy() of this array raised (an unsupported dtype)");
+    }
+    return recordFactory(ctx, torchFn("tensor"), {valueOf(ctx, data.get())}, {{"dtype", makeConst(dtype.get())}});
+  }
+  if (!arr->source)
+    ctx.breakHere(BreakKind::kUnsupportedCall, "torch.from_numpy() of a numpy array computed in the compiled function "
+                                               "(arrays are mutable objects the graph cannot hold)");
+  PyObjectRef flags = PyObjectRef::steal(checkPy(PyObject_GetAttrString(arr->py(), "flags")));
+  PyObjectRef writeable = PyObjectRef::steal(checkPy(PyObject_GetAttrString(flags.get(), "writeable")));
+  if (writeable.get() != Py_True)
+    ctx.breakHere(BreakKind::kUnsupportedCall, "torch.from_numpy() of a read-only numpy array (torch warns and the "
+                                               "tensor must not be written)");
+  ctx.guard(Source::attr(Source::attr(arr->source, "flags"), "writeable"), makeEqualsMatch(Py_True));
+  PyObjectRef t = PyObjectRef::steal(PyObject_CallOneArg(fn, arr->py()));
+  if (!t) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kUnsupportedCall, "torch.from_numpy() of this array raised (an unsupported dtype)");
+  }
+  return ctx.wrap(t.get(), Source::fromNumpy(arr->source));
+}
+
 // ---- instances of user classes ----------------------------------------------------------------
 
 PyObject* objectInit() {
@@ -610,6 +670,11 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   const TorchApi& api = torchApi();
   if (pureNumpy(fn))
     if (ValueRef r = callNumpy(ctx, fnValue, args, kwargs)) return r;
+  static PyObject* fromNumpyFn = lookup("torch", "from_numpy");
+  static PyObject* asTensorFn = lookup("torch", "as_tensor");
+  if (fn == fromNumpyFn || (fn == asTensorFn && args.size() == 1 && kwargs.empty()))
+    if (ValueRef r = fromNumpy(ctx, args, kwargs)) return r;
+  if (ValueRef r = numpyArray(ctx, fn, args, kwargs)) return r;
   if (fn == (PyObject*)&PySet_Type && kwargs.empty()) return setFromIterable(ctx, args);
   static PyObject* defaultDictType = lookup("collections", "defaultdict");
   if (fn == defaultDictType && args.size() <= 1 && kwargs.empty()) {

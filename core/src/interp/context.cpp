@@ -147,8 +147,14 @@ static bool isValueLike(PyObject* obj) {
   }();
   if (enumType && PyObject_IsInstance(obj, enumType) == 1) return true;
   PyErr_Clear();
-  std::string mod = moduleOf((PyObject*)Py_TYPE(obj));
-  return mod == "numpy";  // numpy scalar types (np.float32, np.int64, np.bool_)
+  // numpy scalar types (np.float32, np.int64, np.bool_); not arrays, whose contents change.
+  static PyObject* numpyScalar = [] {
+    PyObject* m = PyImport_ImportModule("numpy");  // new ref, kept
+    PyObject* t = m ? PyObject_GetAttrString(m, "generic") : nullptr;  // new ref, kept
+    PyErr_Clear();
+    return t;
+  }();
+  return numpyScalar != nullptr && PyObject_TypeCheck(obj, (PyTypeObject*)numpyScalar);
 }
 
 ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded) {
