@@ -14,6 +14,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <ATen/TensorOperators.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -156,6 +157,16 @@ bool logEnabled(const char* what) {
 }
 
 // True when t has the buffer's dtype, sizes and strides (strides of size-1 dims don't matter).
+// Whether autocast is on now (entered around the compiled function): eager's ops would cast their
+// inputs, which kernels do not do.
+bool autocastOn() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(at::kCPU) || at::autocast::is_autocast_enabled(at::kCUDA);
+#else
+  return at::autocast::is_cpu_enabled() || at::autocast::is_enabled();
+#endif
+}
+
 bool matches(const at::Tensor& t, const codegen::Buffer& b) {
   if (!t.defined() || !t.device().is_cpu() || t.layout() != at::kStrided || t.is_conj() || t.is_neg() ||
       t.scalar_type() != scalarType(b.dtype) || t.dim() != static_cast<int64_t>(b.shape.size())) {
@@ -214,6 +225,7 @@ class FusedFn final : public core::CompiledGraphFn {
     f.ptrs.assign(bufs.size(), nullptr);
     f.values.resize(graph_.body().size());
     f.inputs = inputs;
+    if (autocastOn()) return eager_.run(inputs, count, failedAt);  // eager's casts: nothing ran yet
     for (size_t i = 0; i < count && i < program_.inputBuffer.size(); ++i) {
       int b = program_.inputBuffer[i];
       if (b < 0) continue;

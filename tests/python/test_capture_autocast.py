@@ -234,3 +234,26 @@ def test_graph_break_inside_the_block_runs_the_function_as_python():
     assert same(out, f(x)) and out.dtype == torch.bfloat16
     first = rec.records[0]
     assert first["function"].endswith(".f") and first["status"] == "skipped" and first["reason"].startswith("graph break inside")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graph_without_blocks_called_under_autocast_follows_it(backend):
+    # The AOT layer and fused fix dtypes when they compile: a graph compiled outside autocast is
+    # guarded on that state, so a call under autocast recompiles (the eager runner's ops autocast
+    # as they run); fused runs its graphs on the eager runner while autocast is on.
+    torch.manual_seed(0)
+    fc = nn.Linear(4, 4)
+
+    def f(x):
+        return fc(x).relu()
+
+    x = torch.randn(2, 4)
+    cf = dynamo.compile(f, backend=backend)
+    assert same(cf(x), f(x))
+    with Recorder() as rec:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out, ref = cf(x), f(x)
+    assert out.dtype == ref.dtype == torch.bfloat16
+    check(out, ref, backend, bf16_inside=True)
+    failures = [g["kind"] for r in rec.records for m in r["misses"] for g in m["failures"]]
+    assert ("AUTOCAST" in failures) == (backend != "eager"), failures

@@ -51,19 +51,12 @@ std::string str(PyObject* o) {
   return PyUnicode_AsUTF8(s.get());
 }
 
-// Guards the autocast state the frame was entered with (once per compile).
-void guardEntryState(CompileContext& ctx) {
-  if (ctx.autocastGuarded) return;
-  ctx.autocastGuarded = true;
-  ctx.guards.add(Source{}, makeAutocastFromCurrent(), ctx.here());
-}
-
 // Whether autocast is on for `device` at this point of the trace: the innermost open block for
 // that device decides, else the state the frame was entered with (guarded).
 bool tracedEnabled(CompileContext& ctx, const std::string& device) {
   for (auto it = ctx.autocastBlocks.rbegin(); it != ctx.autocastBlocks.rend(); ++it)
     if (it->device == device) return it->enabled;
-  guardEntryState(ctx);
+  guardAutocastEntry(ctx);
   const std::string now = currentAutocastState();
   return now.find(device) != std::string::npos;
 }
@@ -100,6 +93,12 @@ ValueRef managerValue(CompileContext& ctx, PyObject* cm) {
 }
 
 }  // namespace
+
+void guardAutocastEntry(CompileContext& ctx) {
+  if (ctx.autocastGuarded) return;
+  ctx.autocastGuarded = true;
+  ctx.guards.add(Source{}, makeAutocastFromCurrent(), ctx.here());
+}
 
 ValueRef autocastManager(CompileContext& ctx, PyObject* cls, const std::vector<ValueRef>& args, const Kw& kwargs) {
   if (!isAutocastClass(cls)) return nullptr;
@@ -143,7 +142,7 @@ ValueRef enterAutocast(CompileContext& ctx, const ValueRef& mgr) {
   b.dtype = dtype;
   b.enabled = PyObject_IsTrue(enabled.get()) == 1;
   b.cacheEnabled = PyObject_IsTrue(cache.get()) == 1;
-  guardEntryState(ctx);
+  guardAutocastEntry(ctx);
   ctx.usesContextBlocks = true;
   ctx.graph.callFunction(Target::fromCallable(enterFn()),
                          {Arg::string(b.device), Arg::dtype(str(dtype.get())), Arg::boolean(b.enabled),
@@ -168,7 +167,7 @@ bool autocastMayApply(CompileContext& ctx) {
     if (b.enabled) return true;
   if (!ctx.autocastBlocks.empty()) return false;  // every open block disables autocast
   if (ctx.enteredUnderAutocast < 0) ctx.enteredUnderAutocast = currentAutocastState() != "off";
-  if (ctx.enteredUnderAutocast) guardEntryState(ctx);
+  if (ctx.enteredUnderAutocast) guardAutocastEntry(ctx);
   return ctx.enteredUnderAutocast == 1;
 }
 
@@ -183,7 +182,7 @@ ValueRef autocastQuery(CompileContext& ctx, PyObject* fn, const std::vector<Valu
     PyTuple_SET_ITEM(pargs.get(), i, c.release());
   }
   if (!kwargs.empty()) return nullptr;
-  guardEntryState(ctx);
+  guardAutocastEntry(ctx);
   PyObjectRef r;
   {
     TracedAutocast under(ctx);

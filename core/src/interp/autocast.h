@@ -34,6 +34,8 @@ ValueRef autocastManagerOf(CompileContext& ctx, const ValueRef& v);
 ValueRef enterAutocast(CompileContext& ctx, const ValueRef& mgr);
 /// The __exit__ Value of an autocast block is called: records the exit node.
 void exitAutocast(CompileContext& ctx);
+/// Guards the autocast state the frame is entered with (AUTOCAST; once per compile).
+void guardAutocastEntry(CompileContext& ctx);
 /// True when an op traced now may be autocast (a block that autocasts is open, or the frame was
 /// entered under autocast): its example dtypes need a run under TracedAutocast.
 bool autocastMayApply(CompileContext& ctx);

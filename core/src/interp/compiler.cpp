@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "autocast.h"
 #include "codegen.h"
 #include "dynamo/core/graph_fx.h"
 #include "dynamo/core/backend.h"
@@ -384,6 +385,10 @@ class Compiler : public FrameCompiler {
       return skip(rec, "no tensor operations to capture");
     }
     auto tGuards = Clock::now();
+    // A backend other than the eager runner fixes the graph's dtypes when it compiles (the AOT
+    // layer traces under the autocast state of this call): the autocast state is guarded, so a
+    // call under another state recompiles (the eager runner's ops autocast as they run).
+    if (hasOps && opts_.backendName != "eager") guardAutocastEntry(ctx);
     GuardSet guards = ctx.guards.build();
     rec.guards = guards.guards();
     if (rec.hasListings) rec.guardText = guards.describe();
