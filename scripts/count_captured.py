@@ -27,6 +27,8 @@ def same(a, b):
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and \
             (torch.equal(a, b) or (a.isnan().any() and torch.equal(a.isnan(), b.isnan())))
+    if type(a).__module__ == "numpy" and type(a).__name__ == "ndarray":  # numpy inputs and outputs
+        return type(b) is type(a) and a.dtype == b.dtype and a.shape == b.shape and (a == b).all()
     if isinstance(a, (list, tuple)):
         return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):

@@ -14,6 +14,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <ATen/TensorOperators.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -156,6 +157,16 @@ bool logEnabled(const char* what) {
 }
 
 // True when t has the buffer's dtype, sizes and strides (strides of size-1 dims don't matter).
+// Whether autocast is on now (entered around the compiled function): eager's ops would cast their
+// inputs, which kernels do not do.
+bool autocastOn() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(at::kCPU) || at::autocast::is_autocast_enabled(at::kCUDA);
+#else
+  return at::autocast::is_cpu_enabled() || at::autocast::is_enabled();
+#endif
+}
+
 bool matches(const at::Tensor& t, const codegen::Buffer& b) {
   if (!t.defined() || !t.device().is_cpu() || t.layout() != at::kStrided || t.is_conj() || t.is_neg() ||
       t.scalar_type() != scalarType(b.dtype) || t.dim() != static_cast<int64_t>(b.shape.size())) {
@@ -214,6 +225,7 @@ class FusedFn final : public core::CompiledGraphFn {
     f.ptrs.assign(bufs.size(), nullptr);
     f.values.resize(graph_.body().size());
     f.inputs = inputs;
+    if (autocastOn()) return eager_.run(inputs, count, failedAt);  // eager's casts: nothing ran yet
     for (size_t i = 0; i < count && i < program_.inputBuffer.size(); ++i) {
       int b = program_.inputBuffer[i];
       if (b < 0) continue;
@@ -506,6 +518,22 @@ std::string requiresGradNode(const core::Graph& graph) {
 
 bool needsGrad(const core::Graph& graph) { return !requiresGradNode(graph).empty(); }
 
+// Why kernels cannot run this graph's ops as eager does, or empty: a node that enters an autocast
+// block (dynamo.context_nodes; the ops after it dispatch under autocast, which generated kernels do
+// not do) or an inference-mode block (its results must be inference tensors).
+std::string contextBlockReason(const core::Graph& graph) {
+  for (const core::NodeRef& n : graph.body()) {
+    if (n->op() != core::NodeOp::kCallFunction) continue;
+    const std::string& t = n->target().qualifiedName();
+    if (t == "dynamo.context_nodes.enter_autocast")
+      return "node '" + n->name() + "' enters an autocast block: kernels do not autocast (training graphs go "
+             "through the AOT layer, which records autocast's casts as ops)";
+    if (t == "dynamo.context_nodes.enter_inference_mode")
+      return "node '" + n->name() + "' enters torch.inference_mode: its results must be inference tensors";
+  }
+  return {};
+}
+
 std::string loopText(const codegen::Kernel& k) {
   std::string s = "outer [";
   for (size_t i = 0; i < k.outerSizes.size(); ++i) s += (i ? ", " : "") + std::to_string(k.outerSizes[i]);
@@ -538,6 +566,11 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   // (The AOT layer's forward and backward graphs are traced without autograd: none of their
   // nodes requires grad. One that does is an inference graph whose result must carry autograd
   // history, which kernels cannot give: it runs on the eager runner.)
+  std::string contextReason = contextBlockReason(graph);
+  if (!contextReason.empty()) {
+    if (report) report->eagerReason = contextReason;
+    return std::make_unique<EagerFn>(graph);
+  }
   std::string gradNode = requiresGradNode(graph);
   if (!gradNode.empty()) {
     if (report) {

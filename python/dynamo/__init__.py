@@ -17,3 +17,4 @@ from dynamo import recording  # noqa: E402,F401  (records compiles when config.t
 from dynamo import utils, logs  # noqa: E402,F401  (compile_times collector; DYNAMO_LOGS)
 from dynamo.explain import explain  # noqa: E402,F401
 from dynamo.profiling import profile_recompiles  # noqa: E402,F401
+from dynamo import context_nodes  # noqa: E402,F401  (graph nodes of autocast and inference-mode blocks: imported before any trace)

@@ -462,7 +462,10 @@ bool autocastOn(const char* device) {
   }
   const bool cpu = std::string(device) == "cpu";
   PyObject* r = nullptr;  // new ref
-  PyObject* fn = PyObject_GetAttrString(torch, cpu ? "is_autocast_cpu_enabled" : "is_autocast_enabled");  // new
+  // torch 2.x (get_autocast_dtype exists) deprecates the per-device names: ask by device there.
+  PyObject* fn = PyObject_HasAttrString(torch, "get_autocast_dtype")
+                     ? nullptr
+                     : PyObject_GetAttrString(torch, cpu ? "is_autocast_cpu_enabled" : "is_autocast_enabled");  // new
   if (fn != nullptr) r = PyObject_CallNoArgs(fn);
   Py_XDECREF(fn);
   if (r == nullptr) {
@@ -477,14 +480,38 @@ bool autocastOn(const char* device) {
   return on;
 }
 
+// The dtype autocast casts to on `device`: torch.get_autocast_dtype(device) (torch 2.x), else
+// get_autocast_cpu_dtype() / get_autocast_gpu_dtype(); "?" on error.
+std::string autocastDtype(const char* device) {
+  ErrorSaver saved;
+  static PyObject* torch = PyImport_ImportModule("torch");  // new ref, kept
+  if (torch == nullptr) {
+    PyErr_Clear();
+    return "?";
+  }
+  PyObject* r = nullptr;  // new ref
+  if (PyObject_HasAttrString(torch, "get_autocast_dtype")) {
+    r = PyObject_CallMethod(torch, "get_autocast_dtype", "s", device);
+  } else {
+    r = PyObject_CallMethod(torch, std::string(device) == "cpu" ? "get_autocast_cpu_dtype" : "get_autocast_gpu_dtype", nullptr);
+  }
+  PyObject* s = r ? PyObject_Str(r) : nullptr;  // new ref
+  std::string out = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : "?";
+  Py_XDECREF(s);
+  Py_XDECREF(r);
+  PyErr_Clear();
+  return out;
+}
+
 }  // namespace
 
 std::string currentAutocastState() {
   const bool cpu = autocastOn("cpu"), cuda = autocastOn("cuda");
-  if (cpu && cuda) return "cpu+cuda";
-  if (cpu) return "cpu";
-  if (cuda) return "cuda";
-  return "off";
+  if (!cpu && !cuda) return "off";
+  std::string s;
+  if (cpu) s = "cpu(" + autocastDtype("cpu") + ")";
+  if (cuda) s += std::string(cpu ? "+" : "") + "cuda(" + autocastDtype("cuda") + ")";
+  return s;
 }
 
 LeafGuardPtr makeAutocastFromCurrent() { return std::make_unique<AutocastGuard>(currentAutocastState()); }

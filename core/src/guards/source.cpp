@@ -184,6 +184,15 @@ Source Source::item(const Source& base, PyObject* key) {
   return Source(std::move(n));
 }
 
+Source Source::fromNumpy(const Source& base) {
+  auto n = std::make_shared<SourceNode>();
+  n->kind = SourceKind::kFromNumpy;
+  n->base = base;
+  n->display = "torch.from_numpy(" + nodeOf(base).display + ")";
+  finish(*n);
+  return Source(std::move(n));
+}
+
 SourceKind Source::kind() const { return nodeOf(*this).kind; }
 const std::string& Source::name() const { return nodeOf(*this).display; }
 const Source& Source::base() const { return nodeOf(*this).base; }
@@ -264,6 +273,16 @@ PyObject* Source::fetchFrom(PyObject* base) const {
       }
       Py_INCREF(v);  // new ref for the caller
       return v;
+    }
+    case SourceKind::kFromNumpy: {
+      static PyObject* fromNumpy = [] {
+        PyObject* torch = PyImport_ImportModule("torch");  // new ref
+        PyObject* f = torch ? PyObject_GetAttrString(torch, "from_numpy") : nullptr;  // new ref, kept
+        Py_XDECREF(torch);
+        return f;
+      }();
+      if (fromNumpy == nullptr) return nullptr;
+      return PyObject_CallOneArg(fromNumpy, base);  // new ref
     }
     default:
       DYNAMO_INTERNAL_ASSERT(false, "fetchFrom on a root source ", n.display);

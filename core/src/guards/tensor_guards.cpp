@@ -9,6 +9,7 @@
 
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
@@ -313,7 +314,35 @@ class DefaultDtypeGuard final : public LeafGuard {
   c10::ScalarType dtype_;
 };
 
+class InferenceModeGuard final : public LeafGuard {
+ public:
+  explicit InferenceModeGuard(bool enabled) : LeafGuard(GuardKind::kInferenceMode), enabled_(enabled) {}
+
+  bool check(PyObject*) const override { return c10::InferenceMode::is_enabled() == enabled_; }
+  std::string describeFailure(PyObject* value, const std::string& source) const override {
+    return mismatch(value, source).text;
+  }
+  GuardMismatch mismatch(PyObject*, const std::string&) const override {
+    return changed("inference mode", word(enabled_), word(c10::InferenceMode::is_enabled()));
+  }
+  std::string describe(const std::string&) const override {
+    return std::string("inference mode is ") + word(enabled_);
+  }
+  bool sameAs(const LeafGuard& other) const override {
+    auto* o = dynamic_cast<const InferenceModeGuard*>(&other);
+    return o != nullptr && o->enabled_ == enabled_;
+  }
+
+ private:
+  static const char* word(bool enabled) { return enabled ? "enabled" : "disabled"; }
+  bool enabled_;
+};
+
 }  // namespace
+
+LeafGuardPtr makeInferenceModeFromCurrent() {
+  return std::make_unique<InferenceModeGuard>(c10::InferenceMode::is_enabled());
+}
 
 LeafGuardPtr makeTensorMatch(PyObject* exampleTensor, const std::vector<bool>& dynamicDims) {
   int isTensor = THPVariableClass != nullptr ? PyObject_IsInstance(exampleTensor, THPVariableClass)

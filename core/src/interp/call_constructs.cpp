@@ -4,6 +4,8 @@
 #include <cstring>
 #include <functional>
 
+#include "autocast.h"
+#include "inference_mode.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
@@ -389,6 +391,66 @@ ValueRef callNumpy(CompileContext& ctx, const ValueRef& fnValue, const std::vect
   ctx.breakHere(BreakKind::kUnsupportedCall, name + "() returned a " + Py_TYPE(r.get())->tp_name + " (numpy arrays are not captured)");
 }
 
+// np.array(data[, dtype]) / np.asarray(...) of Python constants (numbers, nested lists of them):
+// the real array, made now, as an object made in the trace (it may only reach torch.from_numpy
+// below; anything else breaks, and one that outlives the graph makes the frame run as Python).
+ValueRef numpyArray(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  static PyObject* array = lookup("numpy", "array");
+  static PyObject* asarray = lookup("numpy", "asarray");
+  if (fn == nullptr || (fn != array && fn != asarray) || args.size() != 1) return nullptr;
+  for (const auto& kv : kwargs)
+    if (kv.first != "dtype") return nullptr;
+  if (!allConcrete(args, kwargs) || containsTensor(args[0])) return nullptr;
+  PyObjectRef data = concrete(args[0]);
+  if (!data || !(PyList_Check(data.get()) || PyTuple_Check(data.get()))) return nullptr;
+  PyObjectRef a = callReal(fn, args, kwargs);
+  if (!a) ctx.breakHere(BreakKind::kException, "numpy." + callableName(fn) + "() raised on constants");
+  ValueRef v = makeObject(a.get());
+  v->name = kMadeInTrace;
+  return v;
+}
+
+// torch.from_numpy(arr) of a numpy array read from the frame (an argument, an attribute): a graph
+// input of its own, fetched as torch.from_numpy(<arr's source>) on every call, so it shares the
+// array's memory as in eager (in-place ops write the array). Its TENSOR_MATCH guard checks the
+// array's dtype, shape and strides; the array's type and `flags.writeable` are guarded too. An
+// array made in the function is not known to the graph: a break.
+ValueRef fromNumpy(CompileContext& ctx, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  static PyObject* ndarray = lookup("numpy", "ndarray");
+  if (ndarray == nullptr || args.size() != 1 || !kwargs.empty() || args[0]->kind != ValueKind::kObject ||
+      !args[0]->obj || Py_TYPE(args[0]->py()) != (PyTypeObject*)ndarray)
+    return nullptr;
+  const ValueRef& arr = args[0];
+  static PyObject* fn = lookup("torch", "from_numpy");
+  if (!arr->source && arr->name == kMadeInTrace) {
+    // np.array([...]) of constants made in the function (numpyArray): a fresh array on each call
+    // in eager, which only this tensor sees: torch.tensor(data, dtype=...) of the same values.
+    PyObjectRef t = PyObjectRef::steal(PyObject_CallOneArg(fn, arr->py()));
+    PyObjectRef data = PyObjectRef::steal(PyObject_CallMethod(arr->py(), "tolist", nullptr));
+    PyObjectRef dtype = t ? PyObjectRef::steal(PyObject_GetAttrString(t.get(), "dtype")) : PyObjectRef{};
+    if (!t || !data || !dtype) {
+      PyErr_Clear();
+      ctx.breakHere(BreakKind::kUnsupportedCall, "torch.from_numpy() of this array raised (an unsupported dtype)");
+    }
+    return recordFactory(ctx, torchFn("tensor"), {valueOf(ctx, data.get())}, {{"dtype", makeConst(dtype.get())}});
+  }
+  if (!arr->source)
+    ctx.breakHere(BreakKind::kUnsupportedCall, "torch.from_numpy() of a numpy array computed in the compiled function "
+                                               "(arrays are mutable objects the graph cannot hold)");
+  PyObjectRef flags = PyObjectRef::steal(checkPy(PyObject_GetAttrString(arr->py(), "flags")));
+  PyObjectRef writeable = PyObjectRef::steal(checkPy(PyObject_GetAttrString(flags.get(), "writeable")));
+  if (writeable.get() != Py_True)
+    ctx.breakHere(BreakKind::kUnsupportedCall, "torch.from_numpy() of a read-only numpy array (torch warns and the "
+                                               "tensor must not be written)");
+  ctx.guard(Source::attr(Source::attr(arr->source, "flags"), "writeable"), makeEqualsMatch(Py_True));
+  PyObjectRef t = PyObjectRef::steal(PyObject_CallOneArg(fn, arr->py()));
+  if (!t) {
+    PyErr_Clear();
+    ctx.breakHere(BreakKind::kUnsupportedCall, "torch.from_numpy() of this array raised (an unsupported dtype)");
+  }
+  return ctx.wrap(t.get(), Source::fromNumpy(arr->source));
+}
+
 // ---- instances of user classes ----------------------------------------------------------------
 
 PyObject* objectInit() {
@@ -443,40 +505,6 @@ ValueRef constructInstance(Tracer& tr, const ValueRef& fnValue, std::vector<Valu
   return v;
 }
 
-// ---- autocast(enabled=False) ------------------------------------------------------------------
-
-// torch.autocast / torch.cuda.amp.autocast / torch.cpu.amp.autocast, and where `enabled` sits
-// among its positional parameters; -1 when cls is none of them.
-int autocastEnabledPosition(PyObject* cls) {
-  static PyObject* generic = lookup("torch", "autocast");
-  static PyObject* cuda = lookup("torch.cuda.amp", "autocast");
-  static PyObject* cpu = lookup("torch.cpu.amp", "autocast");
-  if (cls == nullptr) return -1;
-  if (cls == generic) return 2;  // autocast(device_type, dtype=None, enabled=True, ...)
-  if (cls == cuda) return 0;     // autocast(enabled=True, dtype=..., cache_enabled=True)
-  if (cls == cpu) return 0;
-  return -1;
-}
-
-// `with autocast(..., enabled=False):` while autocast is off changes nothing the graph sees: a
-// no-op context manager, under an AUTOCAST guard (called under autocast, it recompiles).
-ValueRef autocastBlock(CompileContext& ctx, PyObject* cls, const std::vector<ValueRef>& args, const Kw& kwargs) {
-  const int pos = autocastEnabledPosition(cls);
-  if (pos < 0) return nullptr;
-  ValueRef enabled = static_cast<int>(args.size()) > pos ? args[pos] : nullptr;
-  for (const auto& [k, v] : kwargs)
-    if (k == "enabled") enabled = v;
-  const bool off = enabled && enabled->isConst() && enabled->py() == Py_False;
-  if (!off || currentAutocastState() != "off")
-    ctx.breakHere(BreakKind::kUnsupportedCall, "an autocast block that changes the autocast state (only autocast(enabled=False) while autocast is off is captured)");
-  ctx.guards.add(Source{}, makeAutocastFromCurrent(), ctx.here());
-  auto g = std::make_shared<Value>();
-  g->kind = ValueKind::kGradMode;  // entering and leaving it change nothing (see nullcontext)
-  g->name = "no-op";
-  g->flag = ctx.gradEnabled;
-  return g;
-}
-
 // operator.add(a, b) and the like on tensors made from constants (torch.tensor(n) // 2): the
 // result is such a tensor too. Only pure arithmetic and comparisons (never in-place or random).
 ValueRef constantArithmetic(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
@@ -515,346 +543,6 @@ bool isConstantFactory(const std::string& name) {
   for (const char* f : kFactories)
     if (name == f) return true;
   return false;
-}
-
-// ---- sets ----------------------------------------------------------------------------------------
-
-using Known = std::vector<std::pair<PyObjectRef, ValueRef>>;  // member object -> the Value it came as
-
-// The object a Value stands for as a set member; a break when it is not known exactly.
-PyObjectRef memberObject(CompileContext& ctx, const ValueRef& item) {
-  PyObjectRef c = containsTensor(item) ? PyObjectRef{} : concrete(item);
-  if (!c)
-    ctx.breakHere(BreakKind::kUnsupported, "a set member that is not known while capturing (" + describe(*item) + ")");
-  if (PyObject_Hash(c.get()) == -1) {
-    PyErr_Clear();
-    ctx.breakHere(BreakKind::kException, "unhashable type in a set: " + std::string(Py_TYPE(c.get())->tp_name));
-  }
-  return c;
-}
-
-Known knownOf(const ValueRef& set) {
-  Known known;
-  for (size_t i = 0; i < set->keys.size() && i < set->items.size(); ++i) known.emplace_back(set->keys[i], set->items[i]);
-  return known;
-}
-
-// Pairs the members of the real set, in its iteration order, with the Values they came as.
-void syncMembers(const ValueRef& set, const Known& known) {
-  std::vector<PyObjectRef> keys;
-  std::vector<ValueRef> items;
-  PyObjectRef it = PyObjectRef::steal(checkPy(PyObject_GetIter(set->obj.get())));
-  while (PyObject* m = PyIter_Next(it.get())) {  // new ref
-    PyObjectRef member = PyObjectRef::steal(m);
-    ValueRef v;
-    for (const auto& [obj, value] : known)
-      if (obj.get() == m) v = value;
-    if (!v) v = isConstantObject(m) ? makeConst(m) : makeObject(m);
-    keys.push_back(member);
-    items.push_back(v);
-  }
-  if (PyErr_Occurred()) throw PythonError{};
-  set->keys = std::move(keys);
-  set->items = std::move(items);
-}
-
-// The Python object CPython would receive for `v` as an iterable argument of set(), set.update()
-// and the like, of the same kind where it matters: set_update_internal merges a set's or
-// frozenset's table and pre-sizes for a dict, which decides the result's iteration order. Members
-// are registered in `known`.
-PyObjectRef iterableObject(CompileContext& ctx, const ValueRef& v, Known& known) {
-  if (isTraceSet(*v)) {
-    for (const auto& kv : knownOf(v)) known.push_back(kv);
-    return v->obj;
-  }
-  if (v->isConst()) return v->obj;  // frozenset, tuple, str of constants
-  if (v->kind == ValueKind::kDict && v->name != "dict_view") {
-    PyObjectRef d = PyObjectRef::steal(checkPy(PyDict_New()));
-    for (const PyObjectRef& k : v->keys) checkPy(PyDict_SetItem(d.get(), k.get(), Py_None) == 0 ? Py_None : nullptr);
-    return d;
-  }
-  if (v->kind == ValueKind::kObject) {
-    PyObjectRef c = concrete(v);
-    if (c && (PyRange_Check(c.get()) || PyAnySet_Check(c.get()))) return c;
-  }
-  PyObjectRef list = PyObjectRef::steal(checkPy(PyList_New(0)));  // iterated member by member
-  for (const ValueRef& item : iterateValue(ctx, v)) {
-    PyObjectRef c = memberObject(ctx, item);
-    checkPy(PyList_Append(list.get(), c.get()) == 0 ? Py_None : nullptr);
-    known.emplace_back(c, item);
-  }
-  return list;
-}
-
-bool elementMethod(const std::string& name) {
-  return name == "add" || name == "discard" || name == "remove";
-}
-
-bool mutatingSetMethod(const std::string& name) {
-  static const char* kMutating[] = {"add", "discard", "remove", "update", "clear", "pop", "difference_update",
-                                    "intersection_update", "symmetric_difference_update"};
-  for (const char* m : kMutating)
-    if (name == m) return true;
-  return false;
-}
-
-}  // namespace
-
-PyObject* autogradFunctionOf(PyObject* fn) { return autogradFunctionOfImpl(fn); }
-
-bool isTraceSet(const Value& v) {
-  return v.kind == ValueKind::kObject && !v.source && v.name == kMadeInTrace && v.obj &&
-         PyAnySet_CheckExact(v.obj.get()) && !PyFrozenSet_Check(v.obj.get());
-}
-
-ValueRef makeTraceSet(PyObject* set, const std::vector<ValueRef>& members) {
-  ValueRef v = makeObject(set);
-  v->name = kMadeInTrace;
-  Known known;
-  for (const ValueRef& m : members)
-    if (PyObjectRef c = concrete(m)) known.emplace_back(c, m);
-  syncMembers(v, known);
-  return v;
-}
-
-ValueRef buildSet(CompileContext& ctx, const std::vector<ValueRef>& items) {
-  PyObjectRef set = PyObjectRef::steal(checkPy(PySet_New(nullptr)));
-  Known known;
-  for (const ValueRef& item : items) {
-    PyObjectRef c = memberObject(ctx, item);
-    checkPy(PySet_Add(set.get(), c.get()) == 0 ? Py_None : nullptr);
-    known.emplace_back(c, item);
-  }
-  ValueRef v = makeObject(set.get());
-  v->name = kMadeInTrace;
-  syncMembers(v, known);
-  return v;
-}
-
-void setAdd(CompileContext& ctx, const ValueRef& set, const ValueRef& item) {
-  if (!isTraceSet(*set)) ctx.breakHere(BreakKind::kUnsupported, "adding to " + describe(*set));
-  Known known = knownOf(set);
-  PyObjectRef c = memberObject(ctx, item);
-  checkPy(PySet_Add(set->obj.get(), c.get()) == 0 ? Py_None : nullptr);
-  known.emplace_back(c, item);
-  syncMembers(set, known);
-}
-
-void setUpdate(CompileContext& ctx, const ValueRef& set, const ValueRef& iterable) {
-  if (!isTraceSet(*set)) ctx.breakHere(BreakKind::kUnsupported, "adding to " + describe(*set));
-  Known known = knownOf(set);
-  PyObjectRef obj = iterableObject(ctx, iterable, known);
-  PyObjectRef r = PyObjectRef::steal(PyObject_CallMethod(set->obj.get(), "update", "(O)", obj.get()));
-  if (!r) {
-    PyErr_Clear();
-    ctx.breakHere(BreakKind::kException, "set update raised (an unhashable member)");
-  }
-  syncMembers(set, known);
-}
-
-std::vector<ValueRef> setMembers(const ValueRef& set) {
-  // The real set is the truth (an in-place operator folded on it, s |= t, changes it directly).
-  syncMembers(set, knownOf(set));
-  return set->items;
-}
-
-ValueRef setInPlaceOperator(CompileContext& ctx, const ValueRef& set, const ValueRef& other, PyObject* fn,
-                            const std::string& name) {
-  Known known = knownOf(set);
-  PyObjectRef b = isTraceSet(*other) ? other->obj : (other->isConst() ? other->obj : PyObjectRef{});
-  if (isTraceSet(*other))
-    for (const auto& kv : knownOf(other)) known.push_back(kv);
-  if (!b || !PyAnySet_Check(b.get()))
-    ctx.breakHere(BreakKind::kUnsupported, "operator " + name + " of a set and " + describe(*other));
-  PyObjectRef r = PyObjectRef::steal(PyObject_CallFunctionObjArgs(fn, set->obj.get(), b.get(), nullptr));
-  if (!r || r.get() != set->obj.get()) {
-    PyErr_Clear();
-    ctx.breakHere(BreakKind::kException, "operator " + name + " of two sets raised");
-  }
-  syncMembers(set, known);
-  return set;
-}
-
-ValueRef callSetMethod(Tracer& tr, const ValueRef& self, const std::string& name, std::vector<ValueRef>& args,
-                       Kw& kwargs) {
-  CompileContext& ctx = tr.ctx();
-  if (self->kind != ValueKind::kObject || !PyAnySet_CheckExact(self->py())) return nullptr;
-  if (!isTraceSet(*self) && (mutatingSetMethod(name) || !self->source))
-    ctx.breakHere(BreakKind::kUnsupported, "method ." + name + "() of " + describe(*self) + " made outside the compiled function");
-  if (!isTraceSet(*self)) return nullptr;  // a set from the frame: its members are not guarded
-  if (!kwargs.empty()) ctx.breakHere(BreakKind::kException, "set." + name + "() takes no keyword arguments");
-  Known known = knownOf(self);
-  PyObjectRef pyArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
-  for (size_t i = 0; i < args.size(); ++i) {
-    PyObjectRef a;
-    if (elementMethod(name) || name == "__contains__") {
-      a = memberObject(ctx, args[i]);
-      known.emplace_back(a, args[i]);
-    } else {
-      a = iterableObject(ctx, args[i], known);
-    }
-    PyTuple_SET_ITEM(pyArgs.get(), i, a.release());
-  }
-  PyObjectRef method = PyObjectRef::steal(PyObject_GetAttrString(self->py(), name.c_str()));
-  if (!method) {
-    PyErr_Clear();
-    ctx.breakHere(BreakKind::kUnsupportedAttribute, "set has no attribute ." + name);
-  }
-  PyObjectRef r = PyObjectRef::steal(PyObject_Call(method.get(), pyArgs.get(), nullptr));
-  if (!r) {
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    PyObjectRef msg = PyObjectRef::steal(ev ? PyObject_Repr(ev) : nullptr);
-    Py_XDECREF(et);
-    Py_XDECREF(ev);
-    Py_XDECREF(tb);
-    PyErr_Clear();
-    ctx.breakHere(BreakKind::kException, "set." + name + "() raised " + (msg ? PyUnicode_AsUTF8(msg.get()) : "?"));
-  }
-  syncMembers(self, known);
-  if (PyAnySet_CheckExact(r.get()) && !PyFrozenSet_Check(r.get())) {
-    std::vector<ValueRef> members;
-    for (const auto& kv : known) members.push_back(kv.second);
-    return makeTraceSet(r.get(), members);
-  }
-  for (const auto& [obj, value] : known)  // set.pop(): the member itself
-    if (obj.get() == r.get() && !isConstantObject(r.get())) return value;
-  if (isConstantObject(r.get())) return makeConst(r.get());
-  return makeObject(r.get());
-}
-
-namespace {
-
-ValueRef setFromIterable(CompileContext& ctx, const std::vector<ValueRef>& args) {
-  if (args.size() > 1) return nullptr;
-  ValueRef set = buildSet(ctx, {});
-  if (!args.empty()) setUpdate(ctx, set, args[0]);  // set(x) is set_update_internal(x), as update
-  return set;
-}
-
-}  // namespace
-
-// ---- generators ------------------------------------------------------------------------------
-
-ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer) {
-  auto it = std::make_shared<Value>();
-  it->kind = ValueKind::kIterator;
-  it->lazy = std::make_shared<LazyIterator>();
-  std::shared_ptr<Tracer> gen(std::move(tracer));
-  it->lazy->pull = [gen](bool* exhausted) -> ValueRef {
-    try {
-      return gen->resume(exhausted);
-    } catch (GraphBreak& b) {
-      b.inlined = true;  // nodes of the generator's code may be in the graph: restart
-      throw;
-    }
-  };
-  return it;
-}
-
-bool nextItem(const ValueRef& it, ValueRef* out) {
-  if (it->lazy) {
-    if (it->lazy->exhausted) return false;
-    bool exhausted = false;
-    ValueRef v = it->lazy->pull(&exhausted);
-    if (exhausted) {
-      it->lazy->exhausted = true;
-      return false;
-    }
-    *out = std::move(v);
-    return true;
-  }
-  const std::vector<ValueRef>& items = iteratorItems(*it);
-  if (it->index >= items.size()) return false;
-  *out = items[it->index++];
-  return true;
-}
-
-namespace {
-
-bool anyLazy(const std::vector<ValueRef>& args) {
-  for (const ValueRef& a : args)
-    if (a->kind == ValueKind::kIterator && a->lazy) return true;
-  return false;
-}
-
-// zip(...) / enumerate(...) over a generator: lazy too, pulling their arguments in Python's order.
-ValueRef lazyZipOrEnumerate(CompileContext& ctx, bool isZip, const std::vector<ValueRef>& args, const Kw& kwargs) {
-  std::vector<ValueRef> parts;
-  long start = 0;
-  if (isZip) {
-    if (!kwargs.empty()) return nullptr;  // zip(strict=...)
-    parts = args;
-  } else {
-    ValueRef startV = args.size() > 1 ? args[1] : nullptr;
-    for (const auto& [k, v] : kwargs)
-      if (k == "start") startV = v;
-    if (args.empty() || args.size() > 2 || (startV && (!startV->isConst() || !PyLong_Check(startV->py())))) return nullptr;
-    start = startV ? PyLong_AsLong(startV->py()) : 0;
-    parts = {args[0]};
-  }
-  for (ValueRef& p : parts)
-    if (p->kind != ValueKind::kIterator)
-      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
-  auto it = std::make_shared<Value>();
-  it->kind = ValueKind::kIterator;
-  it->lazy = std::make_shared<LazyIterator>();
-  auto index = std::make_shared<long>(start);
-  it->lazy->pull = [parts, isZip, index](bool* exhausted) -> ValueRef {
-    std::vector<ValueRef> items;
-    for (const ValueRef& p : parts) {
-      ValueRef v;
-      if (!nextItem(p, &v)) {
-        *exhausted = true;
-        return nullptr;
-      }
-      items.push_back(v);
-    }
-    if (isZip) return makeTuple(std::move(items));
-    PyObjectRef i = PyObjectRef::steal(checkPy(PyLong_FromLong((*index)++)));
-    return makeTuple({makeConst(i.get()), items[0]});
-  };
-  return it;
-}
-
-// map(f, *iterables) / filter(f, iterable) over values that are not all constants: lazy, as in
-// Python, each call of f traced when the consumer asks for the next value (from the code running
-// then: the innermost Tracer on the context's stack).
-ValueRef lazyMapOrFilter(CompileContext& ctx, bool isMap, const std::vector<ValueRef>& args, const Kw& kwargs) {
-  if (!kwargs.empty() || args.size() < 2 || (!isMap && args.size() != 2)) return nullptr;
-  ValueRef fn = args[0];
-  std::vector<ValueRef> parts(args.begin() + 1, args.end());
-  for (ValueRef& p : parts)
-    if (p->kind != ValueKind::kIterator)
-      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
-  auto it = std::make_shared<Value>();
-  it->kind = ValueKind::kIterator;
-  it->lazy = std::make_shared<LazyIterator>();
-  CompileContext* c = &ctx;  // outlives every Value of the compile
-  it->lazy->pull = [c, fn, parts, isMap](bool* exhausted) -> ValueRef {
-    Tracer& current = const_cast<Tracer&>(*c->tracers.back());
-    while (true) {
-      std::vector<ValueRef> items;
-      for (const ValueRef& p : parts) {
-        ValueRef v;
-        if (!nextItem(p, &v)) {
-          *exhausted = true;
-          return nullptr;
-        }
-        items.push_back(v);
-      }
-      if (isMap) return callValue(current, fn, std::move(items), {});
-      // filter(None, xs) keeps the truthy items; filter(f, xs) those for which f is truthy.
-      ValueRef keep = fn->isConst() && fn->py() == Py_None ? items[0] : callValue(current, fn, {items[0]}, {});
-      PyObjectRef k = concrete(keep);
-      if (!k || keep->isTensor())
-        c->breakHere(BreakKind::kDataDependentBranch, "filter() on a value that is not known while capturing");
-      int truth = PyObject_IsTrue(k.get());
-      if (truth < 0) throw PythonError{};
-      if (truth) return items[0];
-    }
-  };
-  return it;
 }
 
 // sorted(pairs) where each item is a tuple whose first element is a distinct constant
@@ -902,6 +590,8 @@ ValueRef sortedByConstantFirst(CompileContext& ctx, const std::vector<ValueRef>&
 }
 
 }  // namespace
+
+PyObject* autogradFunctionOf(PyObject* fn) { return autogradFunctionOfImpl(fn); }
 
 ValueRef sliceModuleContainer(CompileContext& ctx, const ValueRef& container, PyObject* slice) {
   PyObject* obj = container->py();
@@ -980,6 +670,11 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   const TorchApi& api = torchApi();
   if (pureNumpy(fn))
     if (ValueRef r = callNumpy(ctx, fnValue, args, kwargs)) return r;
+  static PyObject* fromNumpyFn = lookup("torch", "from_numpy");
+  static PyObject* asTensorFn = lookup("torch", "as_tensor");
+  if (fn == fromNumpyFn || (fn == asTensorFn && args.size() == 1 && kwargs.empty()))
+    if (ValueRef r = fromNumpy(ctx, args, kwargs)) return r;
+  if (ValueRef r = numpyArray(ctx, fn, args, kwargs)) return r;
   if (fn == (PyObject*)&PySet_Type && kwargs.empty()) return setFromIterable(ctx, args);
   static PyObject* defaultDictType = lookup("collections", "defaultdict");
   if (fn == defaultDictType && args.size() <= 1 && kwargs.empty()) {
@@ -1002,7 +697,8 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   if (PyType_Check(fn)) {
     static PyObject* variableType = lookup("torch.autograd", "Variable");
     if (fn == variableType) return variable(ctx, args, kwargs);
-    if (ValueRef r = autocastBlock(ctx, fn, args, kwargs)) return r;
+    if (ValueRef r = autocastManager(ctx, fn, args, kwargs)) return r;
+    if (ValueRef r = inferenceModeManager(ctx, fn, args, kwargs)) return r;
     if (PyObject_IsSubclass(fn, api.moduleType) == 1) return constructModule(ctx, fn, args, kwargs);
     PyErr_Clear();
     if (ValueRef r = legacyConstructor(ctx, fn, args, kwargs)) return r;
@@ -1026,6 +722,10 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
 ValueRef callTensorConstruct(Tracer& tr, const ValueRef& self, const std::string& name, std::vector<ValueRef>& args,
                              Kw& kwargs) {
   CompileContext& ctx = tr.ctx();
+  if (name == "register_hook" || name == "register_post_accumulate_grad_hook")
+    ctx.breakHere(BreakKind::kUnsupportedCall,
+                  "Tensor." + name + "() inside the compiled function: autograd calls the hook on the real tensor, "
+                  "which the graph cannot hold; the call runs as Python");
   if (name == "new" && kwargs.empty()) {
     // x.new(2, 3) and x.new(x.size()) are uninitialised tensors of those sizes; x.new([1, 2])
     // holds that data (a tuple is data too, a torch.Size is sizes); both with x's dtype and device.

@@ -70,6 +70,8 @@ ValueRef buildSet(CompileContext& ctx, const std::vector<ValueRef>& items);
 /// SET_ADD / SET_UPDATE on a set being built.
 void setAdd(CompileContext& ctx, const ValueRef& set, const ValueRef& item);
 void setUpdate(CompileContext& ctx, const ValueRef& set, const ValueRef& iterable);
+/// set() / set(iterable): a trace set (call_sets.cpp); null for other argument counts.
+ValueRef setFromIterable(CompileContext& ctx, const std::vector<ValueRef>& args);
 /// The members of a trace set in the real set's iteration order.
 std::vector<ValueRef> setMembers(const ValueRef& set);
 /// `set op= other` (|=, &=, -=, ^=) on a trace set: the real in-place operator `fn` ("ior" ...)
@@ -89,6 +91,16 @@ struct LazyIterator {
 ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer);
 /// The next item of an iterator Value (lazy or over known items) into *out; false when exhausted.
 bool nextItem(const ValueRef& it, ValueRef* out);
+
+/// True when an argument is a lazy iterator (a generator made in the function).
+bool anyLazy(const std::vector<ValueRef>& args);
+/// zip(...) / enumerate(...) over a lazy iterator: lazy too, pulling its arguments in Python's
+/// order (call_lazy.cpp); null when the arguments are not supported.
+ValueRef lazyZipOrEnumerate(CompileContext& ctx, bool isZip, const std::vector<ValueRef>& args,
+                            const std::vector<std::pair<std::string, ValueRef>>& kwargs);
+/// map(f, ...) / filter(f, ...) of values not all constant: a lazy iterator calling f per item.
+ValueRef lazyMapOrFilter(CompileContext& ctx, bool isMap, const std::vector<ValueRef>& args,
+                         const std::vector<std::pair<std::string, ValueRef>>& kwargs);
 
 /// `layers[1:3]` of a ModuleList or Sequential: the new container, made now (a module made in the
 /// trace); its members are the original's Values (with their sources and guards).

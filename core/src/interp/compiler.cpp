@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "autocast.h"
 #include "codegen.h"
 #include "dynamo/core/graph_fx.h"
 #include "dynamo/core/backend.h"
@@ -336,6 +337,12 @@ class Compiler : public FrameCompiler {
         if (ctx->gradEnabled != initialGrad()) {
           return skip(rec, "graph break inside a `with torch.no_grad()/enable_grad()` block");
         }
+        if (!ctx->autocastBlocks.empty()) {
+          return skip(rec, "graph break inside a `with torch.autocast(...)` block (" + brk->info.detail + "); the function runs as Python");
+        }
+        if (ctx->inferenceBlocks > 0) {
+          return skip(rec, "graph break inside a `with torch.inference_mode()` block (" + brk->info.detail + "); the function runs as Python");
+        }
       }
       rec.captureMs = msSince(tTrace);
       ActiveCompile active(*ctx);
@@ -383,6 +390,10 @@ class Compiler : public FrameCompiler {
       return skip(rec, "no tensor operations to capture");
     }
     auto tGuards = Clock::now();
+    // A backend other than the eager runner fixes the graph's dtypes when it compiles (the AOT
+    // layer traces under the autocast state of this call): the autocast state is guarded, so a
+    // call under another state recompiles (the eager runner's ops autocast as they run).
+    if (hasOps && opts_.backendName != "eager") guardAutocastEntry(ctx);
     GuardSet guards = ctx.guards.build();
     rec.guards = guards.guards();
     if (rec.hasListings) rec.guardText = guards.describe();
@@ -395,6 +406,7 @@ class Compiler : public FrameCompiler {
     spec.name = "graph of " + rec.function + " at " + rec.where.str();
     spec.hasGraph = hasOps || !graph.output()->outputValue().items().empty();
     if (ctx.switchesGradMode) spec.restoreGradMode = ctx.initialGradEnabled ? 1 : 0;
+    spec.leavesContextBlocks = ctx.usesContextBlocks;
     if (spec.hasGraph) {
       BackendRequest request{graph, ctx.realInputs, rec.function, rec.where, opts_.suppressErrors};
       for (int id = 0; id < ctx.shapes.numSymbols() && !request.dynamic; ++id) request.dynamic = !ctx.shapes.pinned(id);

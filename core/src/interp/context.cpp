@@ -3,8 +3,10 @@
 #include <cstring>
 #include <functional>
 
+#include "autocast.h"
 #include "call_constructs.h"
 #include "graph_call.h"
+#include "inference_mode.h"
 #include "dynamic.h"
 #include "sym_values.h"
 #include "torch_api.h"
@@ -145,8 +147,14 @@ static bool isValueLike(PyObject* obj) {
   }();
   if (enumType && PyObject_IsInstance(obj, enumType) == 1) return true;
   PyErr_Clear();
-  std::string mod = moduleOf((PyObject*)Py_TYPE(obj));
-  return mod == "numpy";  // numpy scalar types (np.float32, np.int64, np.bool_)
+  // numpy scalar types (np.float32, np.int64, np.bool_); not arrays, whose contents change.
+  static PyObject* numpyScalar = [] {
+    PyObject* m = PyImport_ImportModule("numpy");  // new ref, kept
+    PyObject* t = m ? PyObject_GetAttrString(m, "generic") : nullptr;  // new ref, kept
+    PyErr_Clear();
+    return t;
+  }();
+  return numpyScalar != nullptr && PyObject_TypeCheck(obj, (PyTypeObject*)numpyScalar);
 }
 
 ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded) {
@@ -601,7 +609,7 @@ static bool hasIntegralTensor(const std::vector<ValueRef>& args,
 }
 
 // Real tensors filled with `fill` standing in for symbolic ones, on the device each lives on.
-static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v, int fill) {
+static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v, int fill, bool withGrad = false) {
   if (v->isTensor()) {
     // torch.full, not *_like: in torch 1.13 zeros_like(meta, device=...) is not zeroed.
     PyObjectRef zeros = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().torch, fill ? "ones" : "zeros")));
@@ -611,11 +619,15 @@ static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v, int fill)
     PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
     PyDict_SetItemString(kw.get(), "dtype", dtype.get());
     PyDict_SetItemString(kw.get(), "device", v->device.get());
+    if (withGrad) {
+      PyObjectRef rg = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "requires_grad")));
+      PyDict_SetItem(kw.get(), PyUnicode_FromString("requires_grad"), rg.get());
+    }
     return PyObjectRef::steal(checkPy(PyObject_Call(zeros.get(), args.get(), kw.get())));
   }
   if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList) {
     PyObjectRef out = PyObjectRef::steal(checkPy(PyList_New(0)));
-    for (const ValueRef& item : v->items) PyList_Append(out.get(), materialize(ctx, item, fill).get());
+    for (const ValueRef& item : v->items) PyList_Append(out.get(), materialize(ctx, item, fill, withGrad).get());
     if (v->kind == ValueKind::kList) return out;
     return PyObjectRef::steal(checkPy(PyList_AsTuple(out.get())));
   }
@@ -624,11 +636,13 @@ static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v, int fill)
 
 static PyObject* callMaterialized(CompileContext& ctx, PyObject* fn, const std::string& method,
                                   const std::vector<ValueRef>& args,
-                                  const std::vector<std::pair<std::string, ValueRef>>& kwargs, int fill) {
+                                  const std::vector<std::pair<std::string, ValueRef>>& kwargs, int fill,
+                                  bool withGrad = false) {
   PyObjectRef t = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
-  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(t.get(), i, materialize(ctx, args[i], fill).release());
+  for (size_t i = 0; i < args.size(); ++i)
+    PyTuple_SET_ITEM(t.get(), i, materialize(ctx, args[i], fill, withGrad).release());
   PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
-  for (const auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), materialize(ctx, v, fill).get());
+  for (const auto& [k, v] : kwargs) PyDict_SetItemString(kw.get(), k.c_str(), materialize(ctx, v, fill, withGrad).get());
   PyObjectRef callable = PyObjectRef::borrow(fn);
   PyObjectRef callArgs = t;
   if (!method.empty()) {
@@ -636,6 +650,54 @@ static PyObject* callMaterialized(CompileContext& ctx, PyObject* fn, const std::
     callArgs = PyObjectRef::steal(checkPy(PyTuple_GetSlice(t.get(), 1, args.size())));
   }
   return PyObject_Call(callable.get(), callArgs.get(), kw.get());  // new ref or NULL
+}
+
+// Under autocast an op's result dtypes are autocast's, which meta tensors never get (autocast
+// applies to tensors of its device only, and a meta op on inputs autocast would have cast to one
+// dtype fails): the call runs on stand-in tensors of the real device (requiring grad as the
+// examples do) under the traced autocast blocks and grad mode, the random-number generator put
+// back afterwards. Returns that result (new ref), or null (no error set) when it raised.
+static PyObject* autocastExample(CompileContext& ctx, PyObject* fn, const std::string& method,
+                                 const std::vector<ValueRef>& args,
+                                 const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
+  const TorchApi& api = torchApi();
+  PyObjectRef rng = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.getRngState)));
+  PyObject* real = nullptr;
+  {
+    TracedAutocast under(ctx);
+    real = callMaterialized(ctx, fn, method, args, kwargs, 0, /*withGrad=*/true);  // new ref
+    if (!real) PyErr_Clear();
+  }
+  PyObject* r = PyObject_CallOneArg(api.setRngState, rng.get());  // new ref
+  Py_XDECREF(r);
+  return real;
+}
+
+// The example's tensors take the dtypes of `real`'s (autocastExample of the same call).
+static void retype(PyObjectRef& example, PyObject* real) {
+  if (isTensor(example.get()) && isTensor(real)) {
+    PyObjectRef want = PyObjectRef::steal(checkPy(PyObject_GetAttrString(real, "dtype")));
+    PyObjectRef have = PyObjectRef::steal(checkPy(PyObject_GetAttrString(example.get(), "dtype")));
+    if (want.get() != have.get())
+      example = PyObjectRef::steal(checkPy(PyObject_CallMethod(example.get(), "to", "O", want.get())));
+    return;
+  }
+  const bool tuple = PyTuple_CheckExact(example.get()) && PyTuple_Check(real);
+  const bool list = PyList_CheckExact(example.get()) && PyList_Check(real);
+  if (!tuple && !list) return;
+  const Py_ssize_t n = PySequence_Size(example.get());
+  if (n != PySequence_Size(real)) return;
+  PyObjectRef out = PyObjectRef::steal(checkPy(tuple ? PyTuple_New(n) : PyList_New(n)));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObjectRef item = PyObjectRef::steal(checkPy(PySequence_GetItem(example.get(), i)));
+    PyObjectRef r = PyObjectRef::steal(checkPy(PySequence_GetItem(real, i)));
+    retype(item, r.get());
+    if (tuple)
+      PyTuple_SET_ITEM(out.get(), i, item.release());
+    else
+      PyList_SET_ITEM(out.get(), i, item.release());
+  }
+  example = out;
 }
 
 // Torch calls whose Python result depends only on metadata a meta example has exactly (sizes,
@@ -843,6 +905,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   for (const auto& kv : kwargs) anyTensorArg = anyTensorArg || containsTensor(kv.second);
   PyObjectRef rngState;
   if (!anyTensorArg) rngState = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.getRngState)));
+  PyObjectRef inferenceGuard = tracedInferenceMode(*this);  // examples in the traced inference mode
   PyObjectRef prevGrad = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.isGradEnabled)));
   PyObjectRef setTo = PyObjectRef::steal(checkPy(
       PyObject_CallFunctionObjArgs(api.setGradEnabled, gradEnabled ? Py_True : Py_False, nullptr)));
@@ -851,6 +914,20 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   WarningsSilenced silenced;
   PyObject* result = PyObject_Call(callable.get(), callArgs.get(),
                                    PyDict_Size(exKwargs.get()) ? exKwargs.get() : nullptr);  // new
+  PyObjectRef autocastReal;  // the call under the traced autocast state, when it may autocast
+  if (anyTensorArg && autocastMayApply(*this)) {
+    PyObject *aet = nullptr, *aev = nullptr, *atb = nullptr;
+    PyErr_Fetch(&aet, &aev, &atb);  // the meta call's error, if it failed
+    autocastReal = PyObjectRef::steal(autocastExample(*this, fn, method, args, kwargs));
+    if (result == nullptr && autocastReal) {  // mixed dtypes that autocast makes one
+      Py_XDECREF(aet);
+      Py_XDECREF(aev);
+      Py_XDECREF(atb);
+      result = Py_NewRef(autocastReal.get());
+    } else {
+      PyErr_Restore(aet, aev, atb);
+    }
+  }
   if (result == nullptr) {
     // No meta kernel, or a kernel that needs data (one_hot): run on stand-in tensors of the right
     // shapes on the real device. A real error (a shape mismatch) fails here too. With integer or
@@ -875,6 +952,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   if (result == nullptr) PyErr_Fetch(&et, &ev, &tb);
   PyObject* restored = PyObject_CallFunctionObjArgs(api.setGradEnabled, prevGrad.get(), nullptr);
   Py_XDECREF(restored);
+  inferenceGuard = PyObjectRef{};  // leaves the traced inference mode (restores the autograd state)
   if (rngState) {
     PyObject* r = PyObject_CallOneArg(api.setRngState, rngState.get());  // new ref
     Py_XDECREF(r);
@@ -894,6 +972,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     checkInPlaceSizes(*this, args[i], method.empty() ? callableName(fn) : "Tensor." + method);
     return args[i];
   }
+  if (autocastReal && autocastReal.get() != res.get()) retype(res, autocastReal.get());
   // Factory functions (and the materialized fallback) give real tensors: bring them to meta.
   bool hasTensor = resultToMeta(res);
   if (!hasTensor && res.get() == Py_None) {

@@ -239,6 +239,20 @@ void restoreGradMode(bool enabled) {
   PyErr_Restore(et, ev, tb);
 }
 
+// After a graph with autocast or inference-mode blocks raised part-way: the blocks still open are
+// left, innermost first, as their __exit__ does in eager when the exception passes through. The
+// error stays set.
+void leaveContextBlocks() {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  PyObject* m = PyImport_ImportModule("dynamo.context_nodes");  // new ref
+  PyObject* r = m ? PyObject_CallMethod(m, "unwind", nullptr) : nullptr;  // new ref
+  Py_XDECREF(r);
+  Py_XDECREF(m);
+  PyErr_Clear();
+  PyErr_Restore(et, ev, tb);
+}
+
 PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   const GraphCallSpec& spec = *reinterpret_cast<CompiledGraphObject*>(self)->spec;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -279,6 +293,8 @@ PyObject* compiledGraphCall(PyObject* self, PyObject* const* args, size_t nargsf
     size_t failedAt = 0;
     outputs = spec.fn->call(inputs, spec.graphInputs.size(), &failedAt);
     if (outputs == nullptr) {
+      // The blocks first: leaving an inference-mode block restores the grad mode it was entered in.
+      if (spec.leavesContextBlocks) leaveContextBlocks();
       if (spec.restoreGradMode >= 0) restoreGradMode(spec.restoreGradMode != 0);
       applyEffectsBefore(spec, failedAt, fetched);
       return nullptr;

@@ -69,6 +69,9 @@ struct GraphCallSpec {
   std::string name;                      ///< "__compiled_fn_3 <f at model.py:10>" for errors
   int restoreGradMode = -1;              ///< 0/1: grad mode to restore when the graph raises
                                          ///< (it switches modes inside); -1: it never does
+  bool leavesContextBlocks = false;      ///< it enters autocast or inference-mode blocks: leave
+                                         ///< those still open when it raises
+                                         ///< (dynamo.context_nodes.unwind)
 };
 
 /// An instance of a tuple subclass (namedtuple or structseq) holding `items` (a tuple). New ref.

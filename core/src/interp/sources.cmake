@@ -9,6 +9,10 @@ target_sources(dynamo_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/tracer_attrs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tracer_calls.cpp
   ${CMAKE_CURRENT_LIST_DIR}/call_constructs.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/call_sets.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/call_lazy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/autocast.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/inference_mode.cpp
   ${CMAKE_CURRENT_LIST_DIR}/graph_call.cpp
   ${CMAKE_CURRENT_LIST_DIR}/codegen.cpp
   ${CMAKE_CURRENT_LIST_DIR}/compiler.cpp

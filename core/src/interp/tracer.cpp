@@ -10,7 +10,9 @@
 
 #include <opcode.h>
 
+#include "autocast.h"
 #include "codegen.h"
+#include "inference_mode.h"
 #include "sym_values.h"
 #include "torch_api.h"
 
@@ -1098,9 +1100,21 @@ void Tracer::doImportName(int nameIndex) {
                                                            ? PyUnicode_AsUTF8(modName.get()) : "<module>")));
 }
 
-// with: only grad-mode managers (no_grad, enable_grad, set_grad_enabled, no-op managers).
+// with: only grad-mode managers (no_grad, enable_grad, set_grad_enabled, no-op managers),
+// autocast blocks (autocast.h) and inference-mode blocks (inference_mode.h).
 void Tracer::doBeforeWith() {
   ValueRef mgr = pop();
+  if (ValueRef cm = autocastManagerOf(ctx_, mgr)) mgr = cm;  // @torch.autocast(...)'s wrapper
+  if (mgr->kind == ValueKind::kGradMode && mgr->name == "autocast") {
+    push(enterAutocast(ctx_, mgr));
+    push(makeConst(Py_None));
+    return;
+  }
+  if (mgr->kind == ValueKind::kGradMode && mgr->name == "inference_mode") {
+    push(enterInferenceMode(ctx_, mgr));
+    push(makeConst(Py_None));
+    return;
+  }
   if (mgr->kind != ValueKind::kGradMode)
     ctx_.breakHere(BreakKind::kUnsupported, "`with` on " + describe(*mgr));
   // Push the __exit__ callable (restores the previous mode) and the __enter__ result.

@@ -134,6 +134,30 @@ class CompileContext {
   bool initialGradEnabled = true;
   /// The graph switches grad mode (set_grad_enabled nodes): a failing run must switch it back.
   bool switchesGradMode = false;
+  /// An autocast block open at this point of the trace (autocast.h): its effective settings.
+  struct AutocastBlock {
+    std::string device;         ///< "cpu" or "cuda"
+    PyObjectRef dtype;          ///< the torch.dtype it casts to
+    bool enabled = false;       ///< whether it turns autocast on (or off) for the device
+    bool cacheEnabled = false;  ///< torch.is_autocast_cache_enabled() inside it
+  };
+  /// The autocast blocks open now, outermost first.
+  std::vector<AutocastBlock> autocastBlocks;
+  /// The graph enters autocast or inference-mode blocks: a failing run must leave them
+  /// (graph_call.cpp).
+  bool usesContextBlocks = false;
+  /// The AUTOCAST guard (the state the frame is entered with) is installed.
+  bool autocastGuarded = false;
+  /// Whether autocast was on when the frame was entered: -1 not read yet, 0 or 1.
+  int enteredUnderAutocast = -1;
+  /// torch.inference_mode blocks open now (inference_mode.h).
+  int inferenceBlocks = 0;
+  /// Whether inference mode is on at this point of the trace (meaningful once the entry mode is
+  /// read: enteredInferenceMode >= 0).
+  bool inferenceMode = false;
+  /// Whether inference mode was on when the frame was entered (INFERENCE_MODE guard): -1 not
+  /// read yet, 0 or 1.
+  int enteredInferenceMode = -1;
   /// The user location of the instruction being traced, and the stack of inlined calls.
   std::vector<SourceLocation> userStack;
   SourceLocation here() const { return userStack.empty() ? SourceLocation{} : userStack.back(); }

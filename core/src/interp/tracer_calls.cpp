@@ -7,6 +7,8 @@
 //   print, logging, .item(), unknown C functions         a graph break
 #include <cstring>
 
+#include "autocast.h"
+#include "inference_mode.h"
 #include "call_constructs.h"
 #include "dynamic.h"
 #include "dynamo/core/compiler.h"
@@ -836,6 +838,8 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
   if (ValueRef r = callConstruct(tr, fnValue, args, kwargs)) return r;
 
   if (ValueRef g = gradModeCall(ctx, fn, args, kwargs)) return g;
+  if (ValueRef q = autocastQuery(ctx, fn, args, kwargs)) return q;
+  if (ValueRef q = inferenceModeQuery(ctx, fn, args)) return q;
   if (isModule(fn)) return callModule(tr, fnValue, std::move(args), std::move(kwargs));
   if (Py_TYPE(fn) == compiledFunctionType() && compiledFunctionType() != nullptr) {
     // dynamo.compile(g) called from traced code is traced through; dynamo.disable(g) is not.
@@ -967,6 +971,14 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
     case ValueKind::kGradMode: {
       const TorchApi& api = torchApi();
       if (fn->name == "__noop_exit__") return makeConst(Py_None);
+      if (fn->name == "__autocast_exit__") {
+        exitAutocast(ctx);
+        return makeConst(Py_None);
+      }
+      if (fn->name == "__inference_exit__") {
+        exitInferenceMode(ctx, *fn);
+        return makeConst(Py_None);
+      }
       if (fn->name == "__enter__" || fn->name == "__exit__") {
         bool mode = fn->flag;
         PyObject* flag = mode ? Py_True : Py_False;

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from dynamo import _C, autograd_function, eval_frame, logs, recording
+from dynamo import _C, autograd_function, context_nodes, eval_frame, logs, recording
 from dynamo.aot import decompositions, importer, rewrites, runtime, split, tracing
 from dynamo.aot.tracing import Fallback
 
@@ -76,18 +76,30 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
         rec["fallback"] = custom
         _finish(rec)
         return custom
+    if context_nodes.has_inference_mode(gm):
+        rec["fallback"] = ("the graph enters torch.inference_mode: its results must be inference tensors, "
+                           "which a traced graph run outside the mode does not make")
+        _finish(rec)
+        return rec["fallback"]
     parts = split.split_at_autograd(gm)
+    if parts is not None and context_nodes.has_autocast(gm):
+        rec["fallback"] = "the graph enters an autocast block and calls autograd: it runs on the eager runner"
+        _finish(rec)
+        return rec["fallback"]
     if parts is not None and any(n.op != "placeholder" and n.op != "output" for n in parts[0].graph.nodes):
         return _compile_split(parts, examples, backend, function, file, line, fw_compiler, bw_compiler)
     sources = [n.meta.get("dynamo_source", n.name) for n in gm.graph.nodes if n.op == "placeholder"]
     if os.environ.get("DYNAMO_REPRO_AFTER") == "aot":
         from dynamo.minifier import aot_stage  # dynamo-minify --after=aot (docs/minify.md)
         fw_compiler, bw_compiler = aot_stage.wrap_compilers(fw_compiler, bw_compiler, backend)
+    depth = context_nodes.depth()
     try:
         fn = _compile(gm, list(examples), sources, rec, mode, decompose, fw_compiler, bw_compiler)
     except Fallback as e:
         rec["fallback"] = str(e)
         fn = str(e)
+    finally:
+        context_nodes.unwind(depth)  # a trace that failed inside an autocast block leaves it
     _finish(rec)
     return fn
 

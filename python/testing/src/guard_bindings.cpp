@@ -241,6 +241,7 @@ core::LeafGuardPtr makeGuard(core::GuardKind kind, PyObject* value, int present)
       return core::makeGradMode(PyObject_IsTrue(value) == 1);
     case core::GuardKind::kDefaultDtype: return core::makeDefaultDtypeFromCurrent();
     case core::GuardKind::kAutocast: return core::makeAutocastFromCurrent();
+    case core::GuardKind::kInferenceMode: return core::makeInferenceModeFromCurrent();
   }
   throw UserError(UserErrorKind::kInvalidArgument, "unsupported guard kind");
 }

@@ -119,3 +119,27 @@ def hook_that_prints():
     net = _net()
     net[0].register_forward_hook(lambda m, i, o: print(o.shape))
     return net, (torch.randn(2, 4),)
+
+
+@snippet(breaks="Tensor.register_hook() inside the compiled function")
+def gradient_hook_in_forward():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.fc(x)
+            if h.requires_grad:
+                h.register_hook(lambda grad: grad.clamp(-1.0, 1.0))  # gradient clipping per activation
+            return h.tanh()
+
+    return Block(), (torch.randn(2, 4),)
+
+
+@snippet(breaks="call of a module with backward hooks")
+def old_style_backward_hook_for_saliency():
+    net = _net()
+    grads = []
+    net[0].register_backward_hook(lambda m, gin, gout: grads.append(gout[0]))
+    return net, (torch.randn(2, 4),)

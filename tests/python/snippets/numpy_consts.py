@@ -46,7 +46,7 @@ def math_log_of_constant():
     return f, (torch.randn(4),)
 
 
-@snippet(breaks="built-in function array")
+@snippet
 def np_array_of_numbers():
     def f(x):
         w = torch.from_numpy(np.array([0.2, 0.3, 0.5], dtype=np.float32))
@@ -92,3 +92,52 @@ def float_of_shape_scale():
     def f(x):
         return fc(x) * (1.0 / float(x.shape[-1]) ** 0.5)
     return f, (torch.randn(2, 4),)
+
+
+@snippet
+def from_numpy_input_batch():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(6, 2)
+
+        def forward(self, batch):  # a data loader's numpy batch, converted in forward
+            x = torch.from_numpy(batch).float()
+            return self.fc(x)
+
+    return Net(), (np.random.RandomState(0).rand(4, 6),)
+
+
+@snippet
+def numpy_mean_std_attributes():
+    class Normalize(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mean = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1)
+            self.std = np.array([0.229, 0.224, 0.225], dtype=np.float32).reshape(3, 1, 1)
+
+        def forward(self, img):
+            return (img - torch.as_tensor(self.mean)) / torch.as_tensor(self.std)
+
+    return Normalize(), (torch.rand(2, 3, 4, 4),)
+
+
+@snippet
+def yolo_anchor_grid_from_numpy():
+    anchors = np.array([[10, 13], [16, 30], [33, 23]], dtype=np.float32)
+
+    def decode(pred, stride=8):
+        wh = torch.exp(pred[..., 2:4]) * torch.from_numpy(anchors).view(1, 3, 1, 2)
+        xy = torch.sigmoid(pred[..., 0:2]) * stride
+        return torch.cat([xy, wh], -1)
+
+    return decode, (torch.randn(2, 3, 5, 4),)
+
+
+@snippet(breaks="Tensor.numpy() needs the tensor's data")
+def numpy_postprocess_of_tensor():
+    def f(logits):
+        probs = logits.softmax(-1).numpy()
+        return torch.from_numpy(np.argsort(-probs, axis=-1)[:, :2].copy())
+
+    return f, (torch.randn(3, 5),)

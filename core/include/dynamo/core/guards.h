@@ -134,9 +134,12 @@ LeafGuardPtr makeGradMode(bool enabled);
 LeafGuardPtr makeGradModeFromCurrent();
 /// DEFAULT_DTYPE: torch.get_default_dtype() is what it is now.
 LeafGuardPtr makeDefaultDtypeFromCurrent();
-/// AUTOCAST: autocast on the CPU and on CUDA is enabled or not as it is now.
+/// INFERENCE_MODE: torch.is_inference_mode_enabled() is as it is now.
+LeafGuardPtr makeInferenceModeFromCurrent();
+/// AUTOCAST: autocast on the CPU and on CUDA is enabled or not, with the same dtype, as it is now.
 LeafGuardPtr makeAutocastFromCurrent();
-/// The autocast state now: "off", "cpu", "cuda" or "cpu+cuda" (read through torch's Python API).
+/// The autocast state now: "off", or the devices it is on for with their dtypes,
+/// "cpu(torch.bfloat16)", "cpu(torch.bfloat16)+cuda(torch.float16)" (read through torch's Python API).
 std::string currentAutocastState();
 
 // --- Records ----------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ enum class SourceKind {
   kModuleAttr,  ///< attribute of an nn.Module read through the fast path (see planModuleAttr)
   kItem,        ///< base[key] for a constant key (int index, str key, ...)
   kObject,      ///< a fixed object held by the source (another module's globals dict)
+  kFromNumpy,   ///< torch.from_numpy(base): the tensor sharing a numpy array's memory
 };
 
 /// Where planModuleAttr found an nn.Module attribute at trace time.
@@ -83,6 +84,10 @@ class Source {
   /// base[key] for a constant key; shown as base[repr(key)]. key: borrowed ref (a new ref is kept).
   /// Throws UserError when repr(key) fails.
   static Source item(const Source& base, PyObject* key);
+
+  /// torch.from_numpy(base): a tensor sharing the memory of the numpy array at base, made anew
+  /// on each fetch; shown as torch.from_numpy(base).
+  static Source fromNumpy(const Source& base);
 
   /// kObject roots: the object (borrowed); NULL otherwise.
   PyObject* heldObject() const;

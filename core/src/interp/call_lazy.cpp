@@ -1,0 +1,131 @@
+// Lazy iterators (see call_constructs.h): generators made in the function, and zip, enumerate,
+// map and filter over them, pulled one value at a time as the consumer asks, so the generator's
+// code and the consumer's interleave as in Python.
+#include "call_constructs.h"
+
+namespace dynamo::core::interp {
+
+using Kw = std::vector<std::pair<std::string, ValueRef>>;
+
+// ---- generators ------------------------------------------------------------------------------
+
+ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer) {
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  it->lazy = std::make_shared<LazyIterator>();
+  std::shared_ptr<Tracer> gen(std::move(tracer));
+  it->lazy->pull = [gen](bool* exhausted) -> ValueRef {
+    try {
+      return gen->resume(exhausted);
+    } catch (GraphBreak& b) {
+      b.inlined = true;  // nodes of the generator's code may be in the graph: restart
+      throw;
+    }
+  };
+  return it;
+}
+
+bool nextItem(const ValueRef& it, ValueRef* out) {
+  if (it->lazy) {
+    if (it->lazy->exhausted) return false;
+    bool exhausted = false;
+    ValueRef v = it->lazy->pull(&exhausted);
+    if (exhausted) {
+      it->lazy->exhausted = true;
+      return false;
+    }
+    *out = std::move(v);
+    return true;
+  }
+  const std::vector<ValueRef>& items = iteratorItems(*it);
+  if (it->index >= items.size()) return false;
+  *out = items[it->index++];
+  return true;
+}
+
+bool anyLazy(const std::vector<ValueRef>& args) {
+  for (const ValueRef& a : args)
+    if (a->kind == ValueKind::kIterator && a->lazy) return true;
+  return false;
+}
+
+// zip(...) / enumerate(...) over a generator: lazy too, pulling their arguments in Python's order.
+ValueRef lazyZipOrEnumerate(CompileContext& ctx, bool isZip, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  std::vector<ValueRef> parts;
+  long start = 0;
+  if (isZip) {
+    if (!kwargs.empty()) return nullptr;  // zip(strict=...)
+    parts = args;
+  } else {
+    ValueRef startV = args.size() > 1 ? args[1] : nullptr;
+    for (const auto& [k, v] : kwargs)
+      if (k == "start") startV = v;
+    if (args.empty() || args.size() > 2 || (startV && (!startV->isConst() || !PyLong_Check(startV->py())))) return nullptr;
+    start = startV ? PyLong_AsLong(startV->py()) : 0;
+    parts = {args[0]};
+  }
+  for (ValueRef& p : parts)
+    if (p->kind != ValueKind::kIterator)
+      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  it->lazy = std::make_shared<LazyIterator>();
+  auto index = std::make_shared<long>(start);
+  it->lazy->pull = [parts, isZip, index](bool* exhausted) -> ValueRef {
+    std::vector<ValueRef> items;
+    for (const ValueRef& p : parts) {
+      ValueRef v;
+      if (!nextItem(p, &v)) {
+        *exhausted = true;
+        return nullptr;
+      }
+      items.push_back(v);
+    }
+    if (isZip) return makeTuple(std::move(items));
+    PyObjectRef i = PyObjectRef::steal(checkPy(PyLong_FromLong((*index)++)));
+    return makeTuple({makeConst(i.get()), items[0]});
+  };
+  return it;
+}
+
+// map(f, *iterables) / filter(f, iterable) over values that are not all constants: lazy, as in
+// Python, each call of f traced when the consumer asks for the next value (from the code running
+// then: the innermost Tracer on the context's stack).
+ValueRef lazyMapOrFilter(CompileContext& ctx, bool isMap, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  if (!kwargs.empty() || args.size() < 2 || (!isMap && args.size() != 2)) return nullptr;
+  ValueRef fn = args[0];
+  std::vector<ValueRef> parts(args.begin() + 1, args.end());
+  for (ValueRef& p : parts)
+    if (p->kind != ValueKind::kIterator)
+      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  it->lazy = std::make_shared<LazyIterator>();
+  CompileContext* c = &ctx;  // outlives every Value of the compile
+  it->lazy->pull = [c, fn, parts, isMap](bool* exhausted) -> ValueRef {
+    Tracer& current = const_cast<Tracer&>(*c->tracers.back());
+    while (true) {
+      std::vector<ValueRef> items;
+      for (const ValueRef& p : parts) {
+        ValueRef v;
+        if (!nextItem(p, &v)) {
+          *exhausted = true;
+          return nullptr;
+        }
+        items.push_back(v);
+      }
+      if (isMap) return callValue(current, fn, std::move(items), {});
+      // filter(None, xs) keeps the truthy items; filter(f, xs) those for which f is truthy.
+      ValueRef keep = fn->isConst() && fn->py() == Py_None ? items[0] : callValue(current, fn, {items[0]}, {});
+      PyObjectRef k = concrete(keep);
+      if (!k || keep->isTensor())
+        c->breakHere(BreakKind::kDataDependentBranch, "filter() on a value that is not known while capturing");
+      int truth = PyObject_IsTrue(k.get());
+      if (truth < 0) throw PythonError{};
+      if (truth) return items[0];
+    }
+  };
+  return it;
+}
+
+}  // namespace dynamo::core::interp

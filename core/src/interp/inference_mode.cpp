@@ -1,0 +1,94 @@
+// torch.inference_mode blocks in the trace (see inference_mode.h).
+#include "inference_mode.h"
+
+#include "torch_api.h"
+
+namespace dynamo::core::interp {
+
+namespace {
+
+using Kw = std::vector<std::pair<std::string, ValueRef>>;
+
+// A module attribute looked up once (new ref kept for the process), or null.
+PyObject* lookup(const char* module, const char* name) {
+  PyObjectRef m = PyObjectRef::steal(PyImport_ImportModule(module));
+  PyObject* o = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // new ref, kept
+  PyErr_Clear();
+  return o;
+}
+
+bool realInferenceMode() {
+  static PyObject* isEnabled = lookup("torch", "is_inference_mode_enabled");
+  PyObjectRef r = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(isEnabled)));
+  return r.get() == Py_True;
+}
+
+// The mode the frame was entered in, guarded (once per compile).
+void guardEntryMode(CompileContext& ctx) {
+  if (ctx.enteredInferenceMode >= 0) return;
+  ctx.enteredInferenceMode = realInferenceMode() ? 1 : 0;
+  ctx.inferenceMode = ctx.enteredInferenceMode == 1;
+  ctx.guards.add(Source{}, makeInferenceModeFromCurrent(), ctx.here());
+}
+
+}  // namespace
+
+ValueRef inferenceModeManager(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  static PyObject* cls = lookup("torch", "inference_mode");
+  if (cls == nullptr || fn != cls) return nullptr;
+  ValueRef mode = args.empty() ? nullptr : args[0];
+  for (const auto& [k, v] : kwargs) {
+    if (k != "mode") ctx.breakHere(BreakKind::kUnsupportedCall, "torch.inference_mode() with the keyword " + k);
+    mode = v;
+  }
+  if (args.size() > 1 || (mode && !(mode->isConst() && PyBool_Check(mode->py()))))
+    ctx.breakHere(BreakKind::kUnsupportedCall, "torch.inference_mode() with a mode that is not a constant bool");
+  auto g = std::make_shared<Value>();
+  g->kind = ValueKind::kGradMode;
+  g->name = "inference_mode";
+  g->flag = !mode || mode->py() == Py_True;
+  return g;
+}
+
+ValueRef enterInferenceMode(CompileContext& ctx, const ValueRef& mgr) {
+  static PyObject* enter = lookup("dynamo.context_nodes", "enter_inference_mode");
+  if (enter == nullptr) ctx.breakHere(BreakKind::kUnsupportedCall, "dynamo.context_nodes not found");
+  guardEntryMode(ctx);
+  auto exit = std::make_shared<Value>();
+  exit->kind = ValueKind::kGradMode;
+  exit->name = "__inference_exit__";
+  exit->flag = ctx.gradEnabled;                 // grad mode to restore
+  exit->index = ctx.inferenceMode ? 1 : 0;      // inference mode to restore
+  ctx.graph.callFunction(Target::fromCallable(enter), {Arg::boolean(mgr->flag)}, {}, ctx.metaHere(nullptr));
+  ctx.usesContextBlocks = true;
+  ++ctx.inferenceBlocks;
+  ctx.inferenceMode = mgr->flag;
+  ctx.gradEnabled = !mgr->flag;  // c10::InferenceMode(mode) sets grad mode to !mode
+  return exit;
+}
+
+void exitInferenceMode(CompileContext& ctx, const Value& exit) {
+  static PyObject* leave = lookup("dynamo.context_nodes", "exit_inference_mode");
+  DYNAMO_INTERNAL_ASSERT(ctx.inferenceBlocks > 0 && leave != nullptr, "inference_mode __exit__ without an open block");
+  ctx.graph.callFunction(Target::fromCallable(leave), {}, {}, ctx.metaHere(nullptr));
+  --ctx.inferenceBlocks;
+  ctx.inferenceMode = exit.index == 1;
+  ctx.gradEnabled = exit.flag;
+}
+
+ValueRef inferenceModeQuery(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args) {
+  static PyObject* isEnabled = lookup("torch", "is_inference_mode_enabled");
+  if (fn != isEnabled || !args.empty()) return nullptr;
+  guardEntryMode(ctx);
+  return makeConst(ctx.inferenceMode ? Py_True : Py_False);
+}
+
+PyObjectRef tracedInferenceMode(CompileContext& ctx) {
+  if (ctx.inferenceBlocks == 0 && ctx.enteredInferenceMode < 0) return {};
+  const bool real = realInferenceMode();
+  if (real == ctx.inferenceMode) return {};
+  static PyObject* raii = lookup("torch._C", "_InferenceMode");
+  return PyObjectRef::steal(checkPy(PyObject_CallOneArg(raii, ctx.inferenceMode ? Py_True : Py_False)));
+}
+
+}  // namespace dynamo::core::interp
