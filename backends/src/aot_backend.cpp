@@ -32,7 +32,7 @@ class AotFn final : public core::CompiledGraphFn {
 class AotBackend;
 
 // A graph with dynamic sizes (BackendRequest::dynamic): the AOT layer traces with the example
-// sizes, so each distinct input signature (tensor sizes and strides, int values) gets its own
+// sizes, so each distinct input signature (tensor sizes and strides, int and float values) gets its own
 // AOT compile, made on the first call with it and kept in this cache entry. The function itself
 // is not recompiled, and no call runs eagerly for want of a cache entry.
 class PerSizeAotFn final : public core::CompiledGraphFn {
@@ -45,7 +45,7 @@ class PerSizeAotFn final : public core::CompiledGraphFn {
 
  private:
   const core::CompiledGraphFn& forInputs(PyObject* const* inputs, size_t count) const;
-  // The key of a call: per input, a tensor's sizes and strides, an int's value, else its type.
+  // The key of a call: per input, a tensor's sizes and strides, an int's or float's value, else its type.
   static std::string signature(PyObject* const* inputs, size_t count);
 
   const AotBackend& backend_;  // the compiler's backend outlives its cache entries
@@ -134,9 +134,10 @@ std::string PerSizeAotFn::signature(PyObject* const* inputs, size_t count) {
   std::string key;
   for (size_t i = 0; i < count; ++i) {
     PyObject* in = inputs[i];  // borrowed
-    if (PyLong_CheckExact(in)) {
+    if (PyLong_CheckExact(in) || PyFloat_CheckExact(in)) {
+      // A float's repr round-trips: two floats share a key only when they are the same value.
       PyObjectRef text = PyObjectRef::steal(PyObject_Repr(in));
-      key += "i" + std::string(text ? PyUnicode_AsUTF8(text.get()) : "?") + ";";
+      key += (PyLong_CheckExact(in) ? "i" : "f") + std::string(text ? PyUnicode_AsUTF8(text.get()) : "?") + ";";
     } else if (PyObject_HasAttrString(in, "stride") && PyObject_HasAttrString(in, "shape")) {
       PyObjectRef shape = PyObjectRef::steal(PyObject_GetAttrString(in, "shape"));
       PyObjectRef stride = PyObjectRef::steal(PyObject_CallMethod(in, "stride", nullptr));

@@ -393,6 +393,7 @@ class Compiler : public FrameCompiler {
     if (spec.hasGraph) {
       BackendRequest request{graph, ctx.realInputs, rec.function, rec.where, opts_.suppressErrors};
       for (int id = 0; id < ctx.shapes.numSymbols() && !request.dynamic; ++id) request.dynamic = !ctx.shapes.pinned(id);
+      for (const auto& [source, v] : ctx.symFloatInputs) request.dynamic = request.dynamic || !ctx.specialisedFloats.count(source.name());
       if (request.dynamic && !opts_.backendHandlesDynamic) {
         rec.dynamicShapes += "backend '" + opts_.backendName + "' specialises its graph on the input sizes: this entry "
                              "compiles the graph once per distinct input size when called (the function is not "
