@@ -277,12 +277,17 @@ FunctionProfile buildFunction(const TraceReader& reader, const storage::FrameRec
                               const std::vector<CompileRecord>& allCompiles,
                               const std::vector<GuardFailureRecord>& failures,
                               const ProfileWindow& window,
-                              const std::map<RowId, std::int64_t>& eagerRuns) {
+                              const std::map<RowId, std::int64_t>& eagerRuns,
+                              const std::map<RowId, std::vector<explain::AotSizeCompile>>& perSize) {
   FunctionProfile fn;
   fn.name = frame.name;
   fn.file = frame.file;
   fn.firstLine = frame.firstLine;
   std::vector<CompileRecord> compiles = addCompiles(fn, allCompiles, window, eagerRuns);
+  for (const CompileRecord& c : compiles) {
+    auto it = perSize.find(c.id);
+    if (it != perSize.end()) fn.backendCompiles.insert(fn.backendCompiles.end(), it->second.begin(), it->second.end());
+  }
   std::map<RowId, std::vector<storage::GuardRecord>> guardCache;
   for (const GuardFailureRecord& f : failures) {
     if (!window.contains(f.timeUs)) continue;
@@ -348,11 +353,12 @@ RunProfile buildRun(const TraceReader& reader, const storage::RunRecord& run,
   for (const GuardFailureRecord& f : reader.guardFailures(run.id))
     failuresByFrame[f.frameId].push_back(f);
   std::map<RowId, std::int64_t> eagerRuns = eagerRunsOf(reader, run.id);
+  std::map<RowId, std::vector<explain::AotSizeCompile>> perSize = explain::aotSizeCompilesOfRun(reader, run.id);
   for (const storage::FrameRecord& frame : reader.frames(run.id)) {
     std::vector<CompileRecord> compiles = reader.compilesOfFrame(frame.id);
     if (compiles.empty()) continue;
     FunctionProfile fn =
-        buildFunction(reader, frame, compiles, failuresByFrame[frame.id], window, eagerRuns);
+        buildFunction(reader, frame, compiles, failuresByFrame[frame.id], window, eagerRuns, perSize);
     if (fn.compiles == 0) continue;  // compiled outside the window only
     rp.compiles += fn.compiles;
     rp.recompiles += fn.recompileCount();

@@ -407,6 +407,7 @@ class Compiler : public FrameCompiler {
     rec.backendMs = msSince(tBackend);
     rec.graphs.push_back(graph);
 
+    const CompiledGraphFn* backendFn = spec.fn.get();  // owned by the compiled graph below
     PyObjectRef compiled = PyObjectRef::steal(checkPy(makeCompiledGraph(std::move(plan.spec))));
     PyObjectRef newCode = emitCode(ctx, root, code, plan, compiled.get(), brk);
     if (rec.hasListings)
@@ -415,6 +416,7 @@ class Compiler : public FrameCompiler {
     auto entry = std::make_shared<CacheEntry>(
         std::make_unique<GuardSetCheck>(std::move(guards), std::move(shapeGuards)), newCode.get());
     rec.entryId = entry->id;
+    if (backendFn) backendFn->entryMade(entry->id);
     rec.entry = entry;
     entry->owner = ownerId_;
     return CompileResult::addEntry(std::move(entry));

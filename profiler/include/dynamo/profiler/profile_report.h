@@ -81,6 +81,9 @@ struct FunctionProfile {
   /// not listed on its own (see buildProfileReport).
   int resumeCompiles = 0;
   int resumeFunctions = 0;                ///< how many resume functions those compiles were of
+  /// What an AOT backend compiled per input signature for its entries with dynamic sizes (once
+  /// per distinct input sizes, on calls: no recompile of the function), in order.
+  std::vector<explain::AotSizeCompile> backendCompiles;
   std::int64_t resumeCompileUs = 0;       ///< their compile time (not in compileUs)
   int recompileCount() const;             ///< recompiles that compiled (cache-limit hits excluded)
   int totalCompiles() const { return compiles + resumeCompiles; }  ///< own + resume functions'
