@@ -167,14 +167,14 @@ std::map<RowId, std::vector<GraphAot>> aotRecordsOfRun(const storage::TraceReade
   return out;
 }
 
-std::map<RowId, std::vector<AotSizeCompile>> aotSizeCompilesOfRun(const storage::TraceReader& reader, RowId runId) {
-  std::vector<ArtifactRecord> rows;
-  for (ArtifactRecord& a : reader.artifacts(runId))
-    if (a.compileId != 0 && a.name == kPerSizeArtifact) rows.push_back(std::move(a));
-  std::stable_sort(rows.begin(), rows.end(), [](const ArtifactRecord& a, const ArtifactRecord& b) { return a.id < b.id; });
-  std::map<RowId, std::vector<AotSizeCompile>> out;
-  for (const ArtifactRecord& a : rows) {
-    nlohmann::json doc = nlohmann::json::parse(a.data, nullptr, /*allow_exceptions=*/false);
+std::vector<AotSizeCompile> readAotSizeCompiles(const std::vector<ArtifactRecord>& artifacts) {
+  std::vector<const ArtifactRecord*> rows;
+  for (const ArtifactRecord& a : artifacts)
+    if (a.name == kPerSizeArtifact) rows.push_back(&a);
+  std::stable_sort(rows.begin(), rows.end(), [](const ArtifactRecord* a, const ArtifactRecord* b) { return a->id < b->id; });
+  std::vector<AotSizeCompile> out;
+  for (const ArtifactRecord* a : rows) {
+    nlohmann::json doc = nlohmann::json::parse(a->data, nullptr, /*allow_exceptions=*/false);
     if (!doc.is_object()) continue;
     AotSizeCompile c;
     c.backend = str(doc, "backend");
@@ -183,7 +183,19 @@ std::map<RowId, std::vector<AotSizeCompile>> aotSizeCompilesOfRun(const storage:
     if (auto it = doc.find("compile_ms"); it != doc.end() && it->is_number())
       c.compileUs = std::llround(it->get<double>() * 1000.0);
     if (auto it = doc.find("aot"); it != doc.end() && it->is_object()) c.fallback = str(*it, "fallback");
-    out[a.compileId].push_back(std::move(c));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::map<RowId, std::vector<AotSizeCompile>> aotSizeCompilesOfRun(const storage::TraceReader& reader, RowId runId) {
+  std::map<RowId, std::vector<ArtifactRecord>> byCompile;
+  for (ArtifactRecord& a : reader.artifacts(runId))
+    if (a.compileId != 0 && a.name == kPerSizeArtifact) byCompile[a.compileId].push_back(std::move(a));
+  std::map<RowId, std::vector<AotSizeCompile>> out;
+  for (const auto& [compileId, rows] : byCompile) {
+    std::vector<AotSizeCompile> compiles = readAotSizeCompiles(rows);
+    if (!compiles.empty()) out[compileId] = std::move(compiles);
   }
   return out;
 }

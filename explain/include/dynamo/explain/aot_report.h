@@ -69,6 +69,9 @@ struct AotSizeCompile {
   std::int64_t compileUs = 0;          ///< the backend's time for it
   std::string fallback;                ///< why it runs on the eager runner; empty when compiled
 };
+/// The per-signature compiles among one compile's artifacts (TraceReader::artifactsOfCompile),
+/// in id order; other artifacts are ignored (the inspector's query).
+std::vector<AotSizeCompile> readAotSizeCompiles(const std::vector<storage::ArtifactRecord>& artifacts);
 /// The per-signature compiles of every compile of a run, by compile id.
 std::map<storage::RowId, std::vector<AotSizeCompile>> aotSizeCompilesOfRun(const storage::TraceReader& reader,
                                                                            storage::RowId runId);
