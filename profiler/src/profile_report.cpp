@@ -2,6 +2,7 @@
 // (profile_report.h).
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -81,6 +82,14 @@ bool isInteger(const std::string& s) {
   return true;
 }
 
+// A Python float's repr ("0.1", "1e-05", "inf", "nan"), not an int's.
+bool isFloat(const std::string& s) {
+  if (s.empty() || isInteger(s)) return false;
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
 // Values in first-seen order, without repeats.
 void addValue(std::vector<std::string>& values, const std::string& v) {
   if (!v.empty() && std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
@@ -111,6 +120,8 @@ std::string patternId(const GuardFailureInfo& f) {
   if (f.guardKind == "EQUALS_MATCH" && f.source.rfind("___stack", 0) == 0) return "value-across-break";
   if (f.guardKind == "EQUALS_MATCH" && !global && isInteger(f.expected) && isInteger(f.seen))
     return "varying-int";
+  if (f.guardKind == "EQUALS_MATCH" && !global && isFloat(f.expected) && isFloat(f.seen))
+    return "varying-float";
   return "";
 }
 
@@ -181,6 +192,15 @@ Suggestion suggestionFor(const Pattern& p) {
             "a Python value computed by " + what + " before a graph break changes from call to call (" + n +
                 " recompiles; values seen: " + values +
                 "): keep it a tensor (drop .item() / float()), or do the conversion outside the compiled function",
+            f.createdAt};
+  }
+  if (p.id == "varying-float") {
+    return {p.id,
+            "Python float '" + f.source + "' varies from call to call (" + n + " recompiles; values seen: " + values +
+                "): it is guarded by value because a use needs its value (a comparison or branch, int(), str(), "
+                "math of it: the compile record's dynamic shapes name the line), or automatic dynamic is off "
+                "(dynamic=False, a backend that specialises); move that use out of the compiled function, or pass "
+                "it as a tensor (torch.tensor(" + f.source + "))",
             f.createdAt};
   }
   return {p.id,

@@ -59,7 +59,7 @@ struct Recompile {
 
 /// A concrete suggestion for a known recompile pattern.
 struct Suggestion {
-  std::string id;           ///< "changing-size", "shape-guard", "global-rebound", "varying-int", "cache-limit"
+  std::string id;           ///< "changing-size", "shape-guard", "global-rebound", "varying-int", "varying-float", ...
   std::string message;      ///< what happens and what to do
   SourceLocation where;     ///< the user line to change (the guard's creation), may be unknown
 };
