@@ -6,10 +6,12 @@
 1. A varying-length workload: a TransformerEncoder (2 layers, d_model 32, eval) fed 30 sequence
    lengths (2..31), an MLP fed 20 batch sizes (1..64), a multi-head self-attention block fed 24
    (batch, sequence) shapes, and a step function `x * step + step // 4` called with 30 step
-   counts (a symbolic int), each with dynamic=False (one compile per size, until
-   cache_size_limit, then eager) and with the default automatic dynamic shapes. Reported:
-   compiles, total compile time (sum of the compile records' totals), the workload's time, and
-   whether every output equals eager bitwise.
+   counts (a symbolic int), an SGD-style update `p.add_(g, alpha=-lr)` called with 30 learning
+   rates of a cosine schedule (a symbolic float), and the MLP under the aot_eager backend (whose
+   dynamic entry AOT-compiles once per batch size: the `aot_compiles` column), each with
+   dynamic=False (one compile per size, until cache_size_limit, then eager) and with the default
+   automatic dynamic shapes. Reported: compiles, total compile time (sum of the compile records'
+   totals), the workload's time, and whether every output equals eager bitwise.
 2. Per-call cost of the guards: x * 2 on a (4, 8) tensor compiled static and with both dimensions
    marked dynamic; and `x * n` with a branch on `n > 4` (a relation guard on a symbolic int)
    against the same code with n constant; each call's cost above eager (thread CPU time, medians
@@ -19,6 +21,7 @@ Output: one JSON line per measurement, then a table. Timings are never asserted.
 """
 import argparse
 import json
+import math
 import random
 import statistics
 import time
@@ -26,6 +29,7 @@ import time
 import torch
 
 import dynamo
+import dynamo.aot
 
 
 class Attention(torch.nn.Module):
@@ -47,9 +51,15 @@ def step_fn(x, step):
     return x * step + step // 4
 
 
+def lr_step(p, g, lr):
+    p.add_(g, alpha=-lr)
+    return p * 1
+
+
 def workload(kind, dynamic, quick):
     torch.manual_seed(0)
     call = None
+    backend = "eager"
     if kind == "attention":
         model = Attention().eval()
         shapes = [(b, t) for b in (2, 3, 5, 8) for t in (4, 7, 9, 16, 20, 31)]
@@ -62,20 +72,28 @@ def workload(kind, dynamic, quick):
         sizes = list(range(10 if quick else 30))
         make = lambda n: n  # noqa: E731
         call = lambda fn, n: fn(x, n)  # noqa: E731
+    elif kind == "lr-float":
+        model = lr_step
+        p, g = torch.randn(64), torch.randn(64)
+        sizes = [0.05 * (1 + math.cos(math.pi * k / 30)) for k in range(10 if quick else 30)]
+        make = lambda lr: lr  # noqa: E731
+        call = lambda fn, lr: fn(p.clone(), g, lr)  # noqa: E731
     elif kind == "transformer":
         layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0)
         model = torch.nn.TransformerEncoder(layer, num_layers=2).eval()
         sizes = list(range(2, 12 if quick else 32))
         make = lambda n: torch.randn(n, 3, 32)  # noqa: E731
-    else:
+    else:  # mlp, mlp-aot
+        backend = "aot_eager" if kind == "mlp-aot" else "eager"
         model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
         sizes = [8, 16, 1, 5, 64, 33, 2, 17, 31, 9, 40, 12, 3, 50, 27, 63, 7, 60, 11, 24][: 8 if quick else 20]
         make = lambda n: torch.randn(n, 16)  # noqa: E731
     dynamo.reset()
     records = []
     dynamo.add_compile_listener(records.append)
+    aot_before = len(dynamo.aot.last_records())
     try:
-        f = dynamo.compile(model, dynamic=dynamic)
+        f = dynamo.compile(model, dynamic=dynamic, backend=backend)
         exact = True
         t0 = time.perf_counter()
         with torch.no_grad():
@@ -92,6 +110,7 @@ def workload(kind, dynamic, quick):
         "cache_limit_hits": sum(1 for r in records if r["status"] == "cache-limit"),
         "compile_ms": round(sum(r["total_ms"] for r in records), 1), "workload_s": round(wall, 3),
         "exact": exact,
+        "aot_compiles": len(dynamo.aot.last_records()) - aot_before if backend != "eager" else None,
     }
 
 
@@ -156,17 +175,18 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     rows = []
-    for kind in ("mlp", "transformer", "attention", "step-int"):
+    for kind in ("mlp", "mlp-aot", "transformer", "attention", "step-int", "lr-float"):
         for dynamic in (False, None):
             rows.append(workload(kind, dynamic, args.quick))
             print(json.dumps(rows[-1]), flush=True)
     costs = [guard_cost(args.quick, case) for case in ("x_times_2", "int_branch")]
     for cost in costs:
         print(json.dumps(cost), flush=True)
-    print(f"{'workload':12} {'mode':10} {'sizes':>5} {'compiles':>8} {'limit':>5} {'compile_ms':>10} {'run_s':>7} exact")
+    print(f"{'workload':12} {'mode':10} {'sizes':>5} {'compiles':>8} {'limit':>5} {'compile_ms':>10} {'run_s':>7} "
+          f"{'exact':5} aot_compiles")
     for r in rows:
         print(f"{r['workload']:12} {r['mode']:10} {r['sizes']:>5} {r['compiles']:>8} {r['cache_limit_hits']:>5} "
-              f"{r['compile_ms']:>10} {r['workload_s']:>7} {r['exact']}")
+              f"{r['compile_ms']:>10} {r['workload_s']:>7} {str(r['exact']):5} {r['aot_compiles'] or '-'}")
     for cost in costs:
         print(f"guard cost per call above eager ({cost['case']}): static {cost['static_added_us']} us, dynamic "
               f"{cost['dynamic_added_us']} us, ratio {cost['dynamic_over_static']} (goal <= 1.2)")

@@ -10,8 +10,10 @@
 // instead of a callable: the graph then runs on the "eager" backend's C++ runner, and the reason
 // is logged (DYNAMO_LOGS=aot_graphs) and recorded in the trace store (artifact dynamo.aot).
 #include "backends_internal.h"
+#include "dynamo/core/compile_sink.h"
 #include "dynamo/core/graph_fx.h"
 
+#include <chrono>
 #include <map>
 
 namespace dynamo::backends {
@@ -32,7 +34,7 @@ class AotFn final : public core::CompiledGraphFn {
 class AotBackend;
 
 // A graph with dynamic sizes (BackendRequest::dynamic): the AOT layer traces with the example
-// sizes, so each distinct input signature (tensor sizes and strides, int values) gets its own
+// sizes, so each distinct input signature (tensor sizes and strides, int and float values) gets its own
 // AOT compile, made on the first call with it and kept in this cache entry. The function itself
 // is not recompiled, and no call runs eagerly for want of a cache entry.
 class PerSizeAotFn final : public core::CompiledGraphFn {
@@ -42,11 +44,16 @@ class PerSizeAotFn final : public core::CompiledGraphFn {
   PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override;
   /// Compiles for the example inputs now (errors surface at compile time, as without sizes).
   void prime(const std::vector<PyObject*>& examples) const { forInputs(examples.data(), examples.size()); }
+  void entryMade(uint64_t entryId) const override { entryId_ = entryId; }
 
  private:
   const core::CompiledGraphFn& forInputs(PyObject* const* inputs, size_t count) const;
-  // The key of a call: per input, a tensor's sizes and strides, an int's value, else its type.
+  // The key of a call: per input, a tensor's sizes and strides, an int's or float's value, else its type.
   static std::string signature(PyObject* const* inputs, size_t count);
+  // Hands one compile to the trace store's sink: the inputs' sizes and numbers, its time, and
+  // the AOT layer's record of it (taken from the AOT layer's queue, so that it is not linked to
+  // the next compile of the process).
+  void record(PyObject* const* inputs, size_t count, double ms) const;
 
   const AotBackend& backend_;  // the compiler's backend outlives its cache entries
   core::Graph graph_;
@@ -54,6 +61,7 @@ class PerSizeAotFn final : public core::CompiledGraphFn {
   SourceLocation where_;
   bool suppress_;
   mutable std::map<std::string, std::unique_ptr<core::CompiledGraphFn>> bySignature_;  // GIL held
+  mutable uint64_t entryId_ = 0;  // 0 until the entry is made (the first compile is part of it)
 };
 
 class AotBackend final : public core::Backend {
@@ -134,9 +142,10 @@ std::string PerSizeAotFn::signature(PyObject* const* inputs, size_t count) {
   std::string key;
   for (size_t i = 0; i < count; ++i) {
     PyObject* in = inputs[i];  // borrowed
-    if (PyLong_CheckExact(in)) {
+    if (PyLong_CheckExact(in) || PyFloat_CheckExact(in)) {
+      // A float's repr round-trips: two floats share a key only when they are the same value.
       PyObjectRef text = PyObjectRef::steal(PyObject_Repr(in));
-      key += "i" + std::string(text ? PyUnicode_AsUTF8(text.get()) : "?") + ";";
+      key += (PyLong_CheckExact(in) ? "i" : "f") + std::string(text ? PyUnicode_AsUTF8(text.get()) : "?") + ";";
     } else if (PyObject_HasAttrString(in, "stride") && PyObject_HasAttrString(in, "shape")) {
       PyObjectRef shape = PyObjectRef::steal(PyObject_GetAttrString(in, "shape"));
       PyObjectRef stride = PyObjectRef::steal(PyObject_CallMethod(in, "stride", nullptr));
@@ -158,8 +167,44 @@ const core::CompiledGraphFn& PerSizeAotFn::forInputs(PyObject* const* inputs, si
   std::vector<core::PyObjectRef> examples;
   for (size_t i = 0; i < count; ++i) examples.push_back(core::PyObjectRef::borrow(inputs[i]));
   core::BackendRequest r{graph_, examples, function_, where_, suppress_};
+  auto start = std::chrono::steady_clock::now();
   auto fn = backend_.compileStatic(r);
+  record(inputs, count, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   return *bySignature_.emplace(key, std::move(fn)).first->second;
+}
+
+void PerSizeAotFn::record(PyObject* const* inputs, size_t count, double ms) const {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  core::BackendCompileRecord rec;
+  rec.entryId = entryId_;
+  rec.backend = backend_.name();
+  rec.ms = ms;
+  const std::vector<core::NodeRef>& names = graph_.inputs();
+  for (size_t i = 0; i < count; ++i) {
+    PyObject* in = inputs[i];  // borrowed
+    std::string name = i < names.size() ? names[i]->source() : "input " + std::to_string(i);
+    if (name.empty() && i < names.size()) name = names[i]->name();
+    PyObjectRef text;
+    if (PyLong_CheckExact(in) || PyFloat_CheckExact(in)) {
+      text = PyObjectRef::steal(PyObject_Repr(in));
+    } else if (PyObject_HasAttrString(in, "shape")) {
+      PyObjectRef shape = PyObjectRef::steal(PyObject_GetAttrString(in, "shape"));
+      PyObjectRef list = PyObjectRef::steal(shape ? PySequence_List(shape.get()) : nullptr);
+      text = PyObjectRef::steal(list ? PyObject_Repr(list.get()) : nullptr);
+    }
+    PyErr_Clear();
+    if (text) rec.signature.push_back(name + ": " + PyUnicode_AsUTF8(text.get()));
+  }
+  // The AOT layer's record of this compile (python/dynamo/aot: take_pending_json).
+  if (entryId_ != 0) {
+    PyObjectRef module = PyObjectRef::steal(PyImport_ImportModule("dynamo.aot"));
+    PyObjectRef json = PyObjectRef::steal(module ? PyObject_CallMethod(module.get(), "take_pending_json", nullptr) : nullptr);
+    if (json && PyUnicode_Check(json.get())) rec.detailJson = PyUnicode_AsUTF8(json.get());
+    PyErr_Clear();
+  }
+  if (const auto& sink = core::compileSink()) sink->backendCompiled(rec);
+  PyErr_Restore(et, ev, tb);
 }
 
 PyObject* PerSizeAotFn::call(PyObject* const* inputs, size_t count, size_t* failedAt) const {

@@ -19,6 +19,7 @@ namespace {
 
 constexpr const char* kAotArtifact = "dynamo.aot";
 constexpr const char* kGraphPrefix = "dynamo.aot.";
+constexpr const char* kPerSizeArtifact = "dynamo.aot_per_size";
 
 // The phases in pipeline order; others (none today) after them, by name.
 const std::vector<std::string>& phaseOrder() {
@@ -166,6 +167,73 @@ std::map<RowId, std::vector<GraphAot>> aotRecordsOfRun(const storage::TraceReade
   return out;
 }
 
+std::vector<AotSizeCompile> readAotSizeCompiles(const std::vector<ArtifactRecord>& artifacts) {
+  std::vector<const ArtifactRecord*> rows;
+  for (const ArtifactRecord& a : artifacts)
+    if (a.name == kPerSizeArtifact) rows.push_back(&a);
+  std::stable_sort(rows.begin(), rows.end(), [](const ArtifactRecord* a, const ArtifactRecord* b) { return a->id < b->id; });
+  std::vector<AotSizeCompile> out;
+  for (const ArtifactRecord* a : rows) {
+    nlohmann::json doc = nlohmann::json::parse(a->data, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object()) continue;
+    AotSizeCompile c;
+    c.backend = str(doc, "backend");
+    c.when = str(doc, "when");
+    c.signature = strings(doc, "signature");
+    if (auto it = doc.find("compile_ms"); it != doc.end() && it->is_number())
+      c.compileUs = std::llround(it->get<double>() * 1000.0);
+    if (auto it = doc.find("aot"); it != doc.end() && it->is_object()) c.fallback = str(*it, "fallback");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::map<RowId, std::vector<AotSizeCompile>> aotSizeCompilesOfRun(const storage::TraceReader& reader, RowId runId) {
+  std::map<RowId, std::vector<ArtifactRecord>> byCompile;
+  for (ArtifactRecord& a : reader.artifacts(runId))
+    if (a.compileId != 0 && a.name == kPerSizeArtifact) byCompile[a.compileId].push_back(std::move(a));
+  std::map<RowId, std::vector<AotSizeCompile>> out;
+  for (const auto& [compileId, rows] : byCompile) {
+    std::vector<AotSizeCompile> compiles = readAotSizeCompiles(rows);
+    if (!compiles.empty()) out[compileId] = std::move(compiles);
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> varyingSignatures(const std::vector<AotSizeCompile>& compiles) {
+  std::vector<std::vector<std::string>> out;
+  for (const AotSizeCompile& c : compiles) {
+    std::vector<std::string> varying;
+    for (const std::string& entry : c.signature) {
+      bool everywhere = compiles.size() > 1;
+      for (const AotSizeCompile& other : compiles)
+        everywhere = everywhere && std::find(other.signature.begin(), other.signature.end(), entry) != other.signature.end();
+      if (!everywhere) varying.push_back(entry);
+    }
+    out.push_back(std::move(varying));
+  }
+  return out;
+}
+
+void jsonAotSizeCompiles(JsonWriter& w, const std::vector<AotSizeCompile>& compiles, const RenderOptions& o) {
+  w.beginArray();
+  for (const AotSizeCompile& c : compiles) {
+    w.beginObject();
+    w.key("backend").value(c.backend);
+    w.key("when").value(c.when);
+    w.key("signature").beginArray();
+    for (const std::string& s : c.signature) w.value(s);
+    w.endArray();
+    w.key("fallback");
+    if (c.fallback.empty()) w.null();
+    else w.value(c.fallback);
+    w.key("compile_time_us");
+    jsonTime(w, c.compileUs, o);
+    w.endObject();
+  }
+  w.endArray();
+}
+
 std::vector<GraphAot> aotRecordsOfCompile(const storage::TraceReader& reader, RowId compileId) {
   for (const storage::RunRecord& run : reader.runs()) {
     std::vector<ArtifactRecord> rows;
@@ -181,6 +249,7 @@ std::string renderAot(const storage::TraceReader& reader, const ReportOptions& o
   int shown = 0;
   for (const storage::RunRecord& run : reader.runs()) {
     std::map<RowId, std::vector<GraphAot>> records = aotRecordsOfRun(reader, run.id);
+    std::map<RowId, std::vector<AotSizeCompile>> perSize = aotSizeCompilesOfRun(reader, run.id);
     if (records.empty()) continue;
     out << (shown++ ? "\n" : "") << "run " << run.id << "\n";
     for (const storage::FrameRecord& f : reader.frames(run.id)) {
@@ -227,6 +296,19 @@ std::string renderAot(const storage::TraceReader& reader, const ReportOptions& o
           for (const auto& [name, us] : a.phasesUs)
             phases += (phases.empty() ? "" : ", ") + name + " " + duration(us, options);
           if (!phases.empty()) out << "       phases: " << phases << "\n";
+        }
+        auto sizes = perSize.find(c.id);
+        if (sizes != perSize.end()) {
+          out << "    compile #" << c.attempt << ": " << sizes->second.front().backend << " compiled its graph once per input signature ("
+              << plural(static_cast<std::int64_t>(sizes->second.size()), "compile") << "):\n";
+          std::vector<std::vector<std::string>> varying = varyingSignatures(sizes->second);
+          for (size_t i = 0; i < sizes->second.size(); ++i) {
+            const AotSizeCompile& s = sizes->second[i];
+            std::string sig;
+            for (const std::string& e : varying[i]) sig += (sig.empty() ? "" : "; ") + e;
+            out << "       " << (s.when == "compile" ? "with the entry" : "on a call") << ": " << (sig.empty() ? "-" : sig) << " in "
+                << duration(s.compileUs, options) << (s.fallback.empty() ? "" : " (eager runner: " + s.fallback + ")") << "\n";
+          }
         }
       }
     }

@@ -3,6 +3,7 @@
 // dynamic.cpp and sym_values.cpp, then ShapeEnv::describe), one fact per line:
 //
 //   x.size()[0] is dynamic (s0): automatic dynamic: the size changed (8 -> 16)    a symbol
+//   lr is dynamic (float): automatic dynamic: the value changed (0.1 -> 0.2)      a float input
 //   s0 = x.size()[0] in [2, inf] (dynamic; example 16)                            its range
 //     y.size()[0] == x.size()[0] (duck sizing: equal at the first compile)      a guard
 //   x.size()[1] specialised to 6: x.shape read as Python ints at m.py:5           a specialisation
@@ -17,9 +18,9 @@
 namespace dynamo::explain {
 
 DynamicShapes parseDynamicShapes(const std::string& text) {
-  static const std::regex kDynamic(R"(^(.+) is dynamic \((s\d+)\): (.*)$)");
+  static const std::regex kDynamic(R"(^(.+) is dynamic \((s\d+|float)\): (.*)$)");
   static const std::regex kRange(R"(^(s\d+) = .+ in (\[[^\]]*\]) \(dynamic; example -?\d+\)$)");
-  static const std::regex kSpecialised(R"(^.+ specialised to -?\d+: .*$)");
+  static const std::regex kSpecialised(R"(^(.+) specialised to [^:]+: .*$)");
   DynamicShapes out;
   size_t start = 0;
   while (start < text.size()) {
@@ -34,8 +35,13 @@ DynamicShapes parseDynamicShapes(const std::string& text) {
     } else if (std::regex_match(line, m, kRange)) {
       for (DynamicDim& d : out.dynamic)
         if (d.symbol == m[1].str()) d.range = m[2].str();
-    } else if (std::regex_match(line, kSpecialised)) {
+    } else if (std::regex_match(line, m, kSpecialised)) {
       out.specialised.push_back(line);
+      // A float input then needed as a value: listed as specialised only.
+      std::string source = m[1].str();
+      out.dynamic.erase(std::remove_if(out.dynamic.begin(), out.dynamic.end(),
+                                       [&](const DynamicDim& d) { return d.symbol == "float" && d.source == source; }),
+                        out.dynamic.end());
     } else if (line.find("  # specialised: ") != std::string::npos) {
       continue;  // the guard of a specialisation listed above
     } else if (line.rfind("  ", 0) == 0) {
@@ -47,7 +53,9 @@ DynamicShapes parseDynamicShapes(const std::string& text) {
     }
   }
   // A symbol that was then specialised has no range line: it is listed as specialised only.
-  out.dynamic.erase(std::remove_if(out.dynamic.begin(), out.dynamic.end(), [](const DynamicDim& d) { return d.range.empty(); }),
+  // (A float has no symbol nor range: "float".)
+  out.dynamic.erase(std::remove_if(out.dynamic.begin(), out.dynamic.end(),
+                                   [](const DynamicDim& d) { return d.range.empty() && d.symbol != "float"; }),
                     out.dynamic.end());
   return out;
 }

@@ -119,6 +119,19 @@ void textFunction(std::ostringstream& out, const FunctionReport& f, const Render
     std::string ops = opList(g);
     out << (ops.empty() ? "" : " (" + ops + ")") << "\n";
     if (g.aot) out << "       aot: " << aotLine(*g.aot, o) << "\n";
+    if (!g.aotPerSize.empty()) {
+      std::int64_t us = 0;
+      std::string sigs;
+      std::vector<std::vector<std::string>> varying = varyingSignatures(g.aotPerSize);
+      for (size_t i = 0; i < varying.size(); ++i) {
+        us += g.aotPerSize[i].compileUs;
+        std::string sig;
+        for (const std::string& e : varying[i]) sig += (sig.empty() ? "" : ", ") + e;
+        sigs += (i ? "; " : "") + sig;
+      }
+      out << "       aot per input signature: " << plural(static_cast<std::int64_t>(g.aotPerSize.size()), "compile")
+          << " (" << sigs << "), " << displayDuration(us, o) << "\n";
+    }
   }
   for (const BreakGroup& b : f.breaks)
     out << "     break: " << breakTitle(b, o) << ", " << times(b.occurrences) << "\n";
@@ -204,6 +217,10 @@ void jsonFunction(JsonWriter& w, const FunctionReport& f, const RenderOptions& o
     w.key("op_counts").beginObject();
     for (const auto& [op, n] : g.opCounts) w.key(op).value(n);
     w.endObject();
+    if (!g.aotPerSize.empty()) {
+      w.key("aot_per_size");
+      jsonAotSizeCompiles(w, g.aotPerSize, o);
+    }
     w.key("aot");
     if (g.aot) jsonAot(w, *g.aot, o);
     else w.null();

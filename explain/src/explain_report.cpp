@@ -108,6 +108,7 @@ FunctionReport buildFunction(const TraceReader& reader, const storage::FrameReco
                              const std::vector<CompileRecord>& compiles,
                              const storage::EntryHits& hits,
                              const std::map<RowId, std::vector<GraphAot>>& aot,
+                             const std::map<RowId, std::vector<AotSizeCompile>>& aotPerSize,
                              const std::map<RowId, std::string>& dynamicShapes,
                              std::vector<BreakGroup>& rawRunBreaks) {
   FunctionReport f;
@@ -132,6 +133,9 @@ FunctionReport buildFunction(const TraceReader& reader, const storage::FrameReco
       // The k-th AOT record of a compile is its k-th graph's (aot_report.h).
       if (aotOfCompile != aot.end() && k < aotOfCompile->second.size())
         f.graphs.back().aot = aotOfCompile->second[k];
+      // A compile has one graph: its per-signature compiles are that graph's.
+      auto sizes = aotPerSize.find(c.id);
+      if (k == 0 && sizes != aotPerSize.end()) f.graphs.back().aotPerSize = sizes->second;
       ++k;
     }
     for (const storage::GuardRecord& g : reader.guards(c.id)) {
@@ -155,13 +159,14 @@ RunExplain buildRun(const TraceReader& reader, const storage::RunRecord& run) {
   storage::EntryHits hits = reader.entryHits(run.id);
   r.hitsRecorded = hits.recorded;
   std::map<RowId, std::vector<GraphAot>> aot = aotRecordsOfRun(reader, run.id);
+  std::map<RowId, std::vector<AotSizeCompile>> aotPerSize = aotSizeCompilesOfRun(reader, run.id);
   std::map<RowId, std::string> dynamicShapes;  // compile id -> its dynamic-shape record
   for (const storage::ArtifactRecord& a : reader.artifacts(run.id))
     if (a.name == kDynamicShapesArtifact && a.compileId != 0) dynamicShapes[a.compileId] = a.data;
   for (const storage::FrameRecord& frame : reader.frames(run.id)) {
     std::vector<CompileRecord> compiles = reader.compilesOfFrame(frame.id);
     if (compiles.empty()) continue;
-    r.functions.push_back(buildFunction(reader, frame, compiles, hits, aot, dynamicShapes, r.breaks));
+    r.functions.push_back(buildFunction(reader, frame, compiles, hits, aot, aotPerSize, dynamicShapes, r.breaks));
     const FunctionReport& f = r.functions.back();
     r.compiles += f.compiles;
     r.graphs += static_cast<std::int64_t>(f.graphs.size());

@@ -103,6 +103,20 @@ void textFunction(std::ostringstream& out, const FunctionProfile& f, const Rende
           << " against older entries\n";
   }
   if (hidden > 0) out << "  ... " << plural(hidden, "more recompile") << " (the JSON form lists all)\n";
+  if (!f.backendCompiles.empty()) {
+    std::int64_t us = 0;
+    std::string sigs;
+    std::vector<std::vector<std::string>> varying = explain::varyingSignatures(f.backendCompiles);
+    for (size_t i = 0; i < varying.size(); ++i) {
+      us += f.backendCompiles[i].compileUs;
+      std::string sig;
+      for (const std::string& e : varying[i]) sig += (sig.empty() ? "" : ", ") + e;
+      sigs += (i ? "; " : "") + sig;
+    }
+    out << "  " << f.backendCompiles.front().backend << " compiled a graph with dynamic sizes once per input signature, "
+        << "without recompiling the function: " << plural(static_cast<std::int64_t>(f.backendCompiles.size()), "compile")
+        << " (" << sigs << "), " << displayDuration(us, o) << "\n";
+  }
   if (!f.suggestions.empty()) {
     out << "  suggestions:\n";
     for (const Suggestion& s : f.suggestions) {
@@ -205,6 +219,10 @@ void jsonFunction(JsonWriter& w, const FunctionProfile& f, const RenderOptions& 
   if (f.eagerRuns >= 0) w.key("eager_runs").value(f.eagerRuns);  // counted by profile_recompiles()
   w.key("compile_time_us");
   explain::jsonTime(w, f.compileUs, o);
+  if (!f.backendCompiles.empty()) {
+    w.key("backend_compiles_per_size");
+    explain::jsonAotSizeCompiles(w, f.backendCompiles, o);
+  }
   w.key("recompile_reasons").beginArray();
   for (const Recompile& r : f.recompiles) {
     w.beginObject();

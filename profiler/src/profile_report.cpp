@@ -2,6 +2,7 @@
 // (profile_report.h).
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -81,6 +82,14 @@ bool isInteger(const std::string& s) {
   return true;
 }
 
+// A Python float's repr ("0.1", "1e-05", "inf", "nan"), not an int's.
+bool isFloat(const std::string& s) {
+  if (s.empty() || isInteger(s)) return false;
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
 // Values in first-seen order, without repeats.
 void addValue(std::vector<std::string>& values, const std::string& v) {
   if (!v.empty() && std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
@@ -111,6 +120,8 @@ std::string patternId(const GuardFailureInfo& f) {
   if (f.guardKind == "EQUALS_MATCH" && f.source.rfind("___stack", 0) == 0) return "value-across-break";
   if (f.guardKind == "EQUALS_MATCH" && !global && isInteger(f.expected) && isInteger(f.seen))
     return "varying-int";
+  if (f.guardKind == "EQUALS_MATCH" && !global && isFloat(f.expected) && isFloat(f.seen))
+    return "varying-float";
   return "";
 }
 
@@ -181,6 +192,15 @@ Suggestion suggestionFor(const Pattern& p) {
             "a Python value computed by " + what + " before a graph break changes from call to call (" + n +
                 " recompiles; values seen: " + values +
                 "): keep it a tensor (drop .item() / float()), or do the conversion outside the compiled function",
+            f.createdAt};
+  }
+  if (p.id == "varying-float") {
+    return {p.id,
+            "Python float '" + f.source + "' varies from call to call (" + n + " recompiles; values seen: " + values +
+                "): it is guarded by value because a use needs its value (a comparison or branch, int(), str(), "
+                "math of it: the compile record's dynamic shapes name the line), or automatic dynamic is off "
+                "(dynamic=False, a backend that specialises); move that use out of the compiled function, or pass "
+                "it as a tensor (torch.tensor(" + f.source + "))",
             f.createdAt};
   }
   return {p.id,
@@ -277,12 +297,17 @@ FunctionProfile buildFunction(const TraceReader& reader, const storage::FrameRec
                               const std::vector<CompileRecord>& allCompiles,
                               const std::vector<GuardFailureRecord>& failures,
                               const ProfileWindow& window,
-                              const std::map<RowId, std::int64_t>& eagerRuns) {
+                              const std::map<RowId, std::int64_t>& eagerRuns,
+                              const std::map<RowId, std::vector<explain::AotSizeCompile>>& perSize) {
   FunctionProfile fn;
   fn.name = frame.name;
   fn.file = frame.file;
   fn.firstLine = frame.firstLine;
   std::vector<CompileRecord> compiles = addCompiles(fn, allCompiles, window, eagerRuns);
+  for (const CompileRecord& c : compiles) {
+    auto it = perSize.find(c.id);
+    if (it != perSize.end()) fn.backendCompiles.insert(fn.backendCompiles.end(), it->second.begin(), it->second.end());
+  }
   std::map<RowId, std::vector<storage::GuardRecord>> guardCache;
   for (const GuardFailureRecord& f : failures) {
     if (!window.contains(f.timeUs)) continue;
@@ -348,11 +373,12 @@ RunProfile buildRun(const TraceReader& reader, const storage::RunRecord& run,
   for (const GuardFailureRecord& f : reader.guardFailures(run.id))
     failuresByFrame[f.frameId].push_back(f);
   std::map<RowId, std::int64_t> eagerRuns = eagerRunsOf(reader, run.id);
+  std::map<RowId, std::vector<explain::AotSizeCompile>> perSize = explain::aotSizeCompilesOfRun(reader, run.id);
   for (const storage::FrameRecord& frame : reader.frames(run.id)) {
     std::vector<CompileRecord> compiles = reader.compilesOfFrame(frame.id);
     if (compiles.empty()) continue;
     FunctionProfile fn =
-        buildFunction(reader, frame, compiles, failuresByFrame[frame.id], window, eagerRuns);
+        buildFunction(reader, frame, compiles, failuresByFrame[frame.id], window, eagerRuns, perSize);
     if (fn.compiles == 0) continue;  // compiled outside the window only
     rp.compiles += fn.compiles;
     rp.recompiles += fn.recompileCount();

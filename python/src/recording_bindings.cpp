@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -36,6 +37,8 @@
 #include "dynamo/storage/trace_writer.h"
 #include "log_bindings.h"
 #include "py_util.h"
+
+#include <nlohmann/json.hpp>
 
 namespace dynamo::py {
 
@@ -155,6 +158,7 @@ class TraceSink final : public core::CompileSink {
   // compile, before the backend can crash): a TraceWriter, or None for no recording.
   void compileStarting() override {
     if (writer_ && pid_ != getpid()) detach();  // the parent's run, after fork()
+    pendingBackend_.clear();
     if (opener_ == nullptr) return;
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
@@ -171,6 +175,38 @@ class TraceSink final : public core::CompileSink {
       detach();
     }
     PyErr_Restore(et, ev, tb);
+  }
+
+  // A backend's compile for one input signature (aot_eager* with dynamic sizes): an artifact
+  // "dynamo.aot_per_size" of the compile that made the entry. Those made while the entry is
+  // made wait for its compile row.
+  void backendCompiled(const core::BackendCompileRecord& b) override {
+    if (!writer_ || pid_ != getpid()) return;
+    if (b.entryId == 0) {
+      pendingBackend_.push_back(b);
+      return;
+    }
+    auto it = entries_.find(b.entryId);
+    if (it == entries_.end()) return;
+    try {
+      recordBackendCompile(it->second.compileId, b, "call");
+    } catch (const std::exception&) {
+      return;  // nothing of it reaches the store; the program goes on
+    }
+    if (commitMode_ != kBatch) commit();
+  }
+
+  void recordBackendCompile(RowId compileId, const core::BackendCompileRecord& b, const char* when) {
+    nlohmann::json doc = {{"backend", b.backend}, {"when", when}, {"signature", b.signature},
+                          {"compile_ms", std::round(b.ms * 1000.0) / 1000.0}};
+    nlohmann::json detail = nlohmann::json::parse(b.detailJson, nullptr, /*allow_exceptions=*/false);
+    doc["aot"] = detail.is_object() ? detail : nlohmann::json();
+    storage::ArtifactRecord row;
+    row.compileId = compileId;
+    row.name = "dynamo.aot_per_size";
+    row.mediaType = "application/json";
+    row.data = doc.dump();
+    writer_->recordArtifact(std::move(row));
   }
 
   void backendStarting() override {
@@ -195,6 +231,13 @@ class TraceSink final : public core::CompileSink {
       return;
     }
     recordArtifacts(compileId);
+    for (const core::BackendCompileRecord& b : pendingBackend_) {
+      try {
+        recordBackendCompile(compileId, b, "compile");
+      } catch (const std::exception&) {
+      }
+    }
+    pendingBackend_.clear();
     // The compiled code runs for the first time right after this: a crash there leaves a
     // marker naming this compile.
     bool ran = compileStatusMadeEntry(r.status);
@@ -427,6 +470,7 @@ class TraceSink final : public core::CompileSink {
   pid_t pid_ = 0;
   PyObject* opener_ = nullptr;  // strong ref, or null
   PyObject* artifactSource_ = nullptr;  // strong ref, or null
+  std::vector<core::BackendCompileRecord> pendingBackend_;  // made during the compile being made
   int commitMode_ = kPersist;
   bool warnedInternal_ = false;
   bool warnedCommit_ = false;

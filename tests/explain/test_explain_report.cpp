@@ -379,3 +379,47 @@ TEST_CASE("parseDynamicShapes sorts a dynamic-shape record into symbols, special
   CHECK(d.notes == std::vector<std::string>{"y.size()[1] is 1: sizes 0 and 1 are specialised (dynamic=True not applied)"});
   CHECK(parseDynamicShapes("").empty());
 }
+
+TEST_CASE("parseDynamicShapes lists a float input as dynamic until a use specialises it") {
+  DynamicShapes d = parseDynamicShapes(
+      "lr is dynamic (float): automatic dynamic: the value changed (0.1 -> 0.2)\n"
+      "scale is dynamic (float): automatic dynamic: the value changed (0.5 -> 0.25)\n"
+      "scale specialised to 0.25: comparison at m.py:9\n");
+  REQUIRE(d.dynamic.size() == 1);
+  CHECK(d.dynamic[0].source == "lr");
+  CHECK(d.dynamic[0].symbol == "float");
+  CHECK(d.dynamic[0].range.empty());
+  CHECK(d.dynamic[0].why == "automatic dynamic: the value changed (0.1 -> 0.2)");
+  CHECK(d.specialised == std::vector<std::string>{"scale specialised to 0.25: comparison at m.py:9"});
+}
+
+TEST_CASE("readAotSizeCompiles reads a compile's per-signature AOT compiles in id order") {
+  auto row = [](RowId id, std::string name, std::string data) {
+    ArtifactRecord a;
+    a.id = id;
+    a.compileId = 7;
+    a.name = std::move(name);
+    a.data = std::move(data);
+    return a;
+  };
+  std::vector<ArtifactRecord> rows = {
+      row(3, "dynamo.aot_per_size",
+          R"({"backend":"aot_eager","when":"call","signature":["x: [8, 3]","w: [2, 3]"],"compile_ms":1.5,)"
+          R"("aot":{"fallback":"graph input 'n' is an int"}})"),
+      row(1, "dynamo.aot", R"({"backend":"aot_eager"})"),
+      row(2, "dynamo.aot_per_size",
+          R"({"backend":"aot_eager","when":"compile","signature":["x: [6, 3]","w: [2, 3]"],"compile_ms":0.25,"aot":null})"),
+      row(4, "dynamo.aot_per_size", "not json"),
+  };
+  std::vector<AotSizeCompile> c = readAotSizeCompiles(rows);
+  REQUIRE(c.size() == 2);
+  CHECK(c[0].when == "compile");
+  CHECK(c[0].signature == std::vector<std::string>{"x: [6, 3]", "w: [2, 3]"});
+  CHECK(c[0].compileUs == 250);
+  CHECK(c[0].fallback.empty());
+  CHECK(c[1].when == "call");
+  CHECK(c[1].backend == "aot_eager");
+  CHECK(c[1].fallback == "graph input 'n' is an int");
+  // Only what differs between the compiles is the signature worth showing.
+  CHECK(varyingSignatures(c) == std::vector<std::vector<std::string>>{{"x: [6, 3]"}, {"x: [8, 3]"}});
+}

@@ -120,8 +120,13 @@ def test_dynamic_shapes_quick_prints_json_rows():
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     work = [r for r in rows if "workload" in r]
     assert [(r["workload"], r["mode"]) for r in work] == [
-        (w, m) for w in ("mlp", "transformer", "attention", "step-int") for m in ("static", "automatic")]
+        (w, m) for w in ("mlp", "mlp-aot", "transformer", "attention", "step-int", "lr-float")
+        for m in ("static", "automatic")]
     assert all(r["exact"] for r in work)
-    # Compile counts are behaviour, not timings: automatic dynamic compiles at most 3 times.
+    # Compile counts are behaviour, not timings: automatic dynamic compiles at most 3 times; a
+    # learning rate that changes every call at most 2 (the first value, then a symbolic float).
     assert all(r["compiles"] <= 3 for r in work if r["mode"] == "automatic")
+    assert [r["compiles"] for r in work if r["workload"] == "lr-float"] == [8, 2]
+    # aot_eager's dynamic entry AOT-compiles once per batch size (8 sizes, one AOT compile each).
+    assert [r["aot_compiles"] for r in work if r["workload"] == "mlp-aot"] == [8, 8]
     assert [r["case"] for r in rows if "case" in r] == ["guard_cost_x_times_2", "guard_cost_int_branch"]

@@ -219,6 +219,32 @@ def crosses_a_break(x):
     return x * v
 
 
+def by_float_branch(x, lr):
+    if lr > 0.05:
+        return x * lr
+    return x - lr
+
+
+def test_varying_float_specialised_by_a_branch_suggestion():
+    # lr is a symbolic float from its first change, but the branch needs its value: guarded by
+    # value at that line, and a constant in every later compile (one recompile per value).
+    f = dynamo.compile(by_float_branch)
+    with dynamo.profile_recompiles() as prof:
+        for lr in (0.1, 0.2, 0.3, 0.02):
+            f(torch.ones(2), lr)
+    s = _function(prof, "by_float_branch")
+    fl = _failure(s, 2)
+    assert (fl["guard_kind"], fl["source"], fl["property"], fl["expected"], fl["seen"]) == \
+        ("EQUALS_MATCH", "lr", "value", "0.3", "0.02")
+    assert fl["created_at"]["source_line"] == "if lr > 0.05:"
+    (sug,) = [g for g in s["suggestions"] if g["id"] == "varying-float"]
+    assert sug["message"] == (
+        "Python float 'lr' varies from call to call (3 recompiles; values seen: 0.1, 0.2, 0.3, 0.02): it is guarded by "
+        "value because a use needs its value (a comparison or branch, int(), str(), math of it: the compile "
+        "record's dynamic shapes name the line), or automatic dynamic is off (dynamic=False, a backend that "
+        "specialises); move that use out of the compiled function, or pass it as a tensor (torch.tensor(lr))")
+
+
 def test_value_crossing_a_break_names_the_break_line_and_suggests_keeping_a_tensor():
     f = dynamo.compile(crosses_a_break)
     with dynamo.profile_recompiles() as prof:

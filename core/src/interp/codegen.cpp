@@ -125,6 +125,7 @@ class Planner {
         p.obj = v->obj;
         return p;
       case ValueKind::kSymInt:  // an int input is read again; a computed one comes out of the graph
+      case ValueKind::kSymFloat:
         if (v->source) {
           p.kind = OutPlan::Kind::kFetched;
           p.index = fetch(v->source);

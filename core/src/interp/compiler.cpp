@@ -410,6 +410,7 @@ class Compiler : public FrameCompiler {
     if (spec.hasGraph) {
       BackendRequest request{graph, ctx.realInputs, rec.function, rec.where, opts_.suppressErrors};
       for (int id = 0; id < ctx.shapes.numSymbols() && !request.dynamic; ++id) request.dynamic = !ctx.shapes.pinned(id);
+      for (const auto& [source, v] : ctx.symFloatInputs) request.dynamic = request.dynamic || !ctx.specialisedFloats.count(source.name());
       if (request.dynamic && !opts_.backendHandlesDynamic) {
         rec.dynamicShapes += "backend '" + opts_.backendName + "' specialises its graph on the input sizes: this entry "
                              "compiles the graph once per distinct input size when called (the function is not "
@@ -423,6 +424,7 @@ class Compiler : public FrameCompiler {
     rec.backendMs = msSince(tBackend);
     rec.graphs.push_back(graph);
 
+    const CompiledGraphFn* backendFn = spec.fn.get();  // owned by the compiled graph below
     PyObjectRef compiled = PyObjectRef::steal(checkPy(makeCompiledGraph(std::move(plan.spec))));
     PyObjectRef newCode = emitCode(ctx, root, code, plan, compiled.get(), brk);
     if (rec.hasListings)
@@ -431,6 +433,7 @@ class Compiler : public FrameCompiler {
     auto entry = std::make_shared<CacheEntry>(
         std::make_unique<GuardSetCheck>(std::move(guards), std::move(shapeGuards)), newCode.get());
     rec.entryId = entry->id;
+    if (backendFn) backendFn->entryMade(entry->id);
     rec.entry = entry;
     entry->owner = ownerId_;
     return CompileResult::addEntry(std::move(entry));

@@ -178,6 +178,9 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
     if (source && guarded && PyLong_CheckExact(obj)) {
       if (ValueRef s = wrapSymIntInput(*this, obj, source)) return s;
     }
+    if (source && guarded && PyFloat_CheckExact(obj)) {
+      if (ValueRef s = wrapSymFloatInput(*this, obj, source)) return s;
+    }
     if (source && guarded) {
       if (obj == Py_None || PyBool_Check(obj) || PyLong_CheckExact(obj) ||
           PyFloat_CheckExact(obj) || PyUnicode_CheckExact(obj)) {
@@ -336,6 +339,12 @@ PyObjectRef concrete(const ValueRef& v) {
       if (ctx == nullptr) return {};
       return PyObjectRef::steal(checkPy(PyLong_FromLongLong(specializeSymInt(*ctx, v, "used as a Python value"))));
     }
+    case ValueKind::kSymFloat: {
+      // The same for a float: the float inputs it came from are guarded by value from here on.
+      CompileContext* ctx = CompileContext::current();
+      if (ctx == nullptr) return {};
+      return specializeSymFloat(*ctx, v, "used as a Python value");
+    }
     case ValueKind::kObject:
       if (unsafeToFold(*v)) return {};
       return v->obj;
@@ -414,6 +423,13 @@ PyObjectRef exampleOf(CompileContext& ctx, const ValueRef& v) {
     case ValueKind::kSymInt:
       return PyObjectRef::steal(checkPy(PyLong_FromLongLong(
           ctx.probeValues ? v->symInt.eval(*ctx.probeValues) : ctx.shapes.evalHint(v->symInt))));
+    case ValueKind::kSymFloat: {
+      if (ctx.floatProbeValues) {
+        auto it = ctx.floatProbeValues->find(v.get());
+        if (it != ctx.floatProbeValues->end()) return PyObjectRef::steal(checkPy(PyFloat_FromDouble(it->second)));
+      }
+      return v->obj;
+    }
     default:
       ctx.breakHere(BreakKind::kUnsupported, "passing " + describe(*v) + " to a torch function");
   }
@@ -428,6 +444,7 @@ Arg argOf(CompileContext& ctx, const ValueRef& v) {
   switch (v->kind) {
     case ValueKind::kTensor:
     case ValueKind::kSymInt:
+    case ValueKind::kSymFloat:
       return Arg::node(v->node);
     case ValueKind::kTuple:
     case ValueKind::kList: {

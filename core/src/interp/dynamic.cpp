@@ -3,8 +3,11 @@
 #include "dynamic.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
+#include "codegen.h"
+#include "sym_values.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
@@ -143,7 +146,8 @@ void DynamicState::keepStatic(const std::string& source, int dim, const std::str
 bool DynamicState::planInt(const std::string& source, int64_t value, std::string& why) {
   auto prev = seenInts_.find(source);
   bool changed = prev != seenInts_.end() && prev->second != value;
-  std::string from = changed ? " (" + std::to_string(prev->second) + " -> " + std::to_string(value) + ")" : "";
+  if (changed) lastChange_[source] = " (" + std::to_string(prev->second) + " -> " + std::to_string(value) + ")";
+  std::string from = lastChange_.count(source) ? lastChange_[source] : "";
   if (changed) changedInts_.insert(source);
   seenInts_[source] = value;
   if (mode_ == DynamicMode::kOff || static_.count({source, -1})) return false;
@@ -160,7 +164,33 @@ bool DynamicState::planInt(const std::string& source, int64_t value, std::string
   return true;
 }
 
+bool DynamicState::planFloat(const std::string& source, double value, std::string& why) {
+  auto prev = seenFloats_.find(source);
+  bool changed = prev != seenFloats_.end() && std::memcmp(&prev->second, &value, sizeof value) != 0;
+  if (changed) {
+    changedFloats_.insert(source);
+    PyObjectRef a = PyObjectRef::steal(PyFloat_FromDouble(prev->second)), b = PyObjectRef::steal(PyFloat_FromDouble(value));
+    PyObjectRef ra = PyObjectRef::steal(a ? PyObject_Repr(a.get()) : nullptr), rb = PyObjectRef::steal(b ? PyObject_Repr(b.get()) : nullptr);
+    if (ra && rb) lastChange_[source] = std::string(" (") + PyUnicode_AsUTF8(ra.get()) + " -> " + PyUnicode_AsUTF8(rb.get()) + ")";
+    PyErr_Clear();
+  }
+  std::string from = lastChange_.count(source) ? lastChange_[source] : "";
+  seenFloats_[source] = value;
+  if (mode_ == DynamicMode::kOff || static_.count({source, -1})) return false;
+  if ((automatic_ || mode_ == DynamicMode::kAll) && changedFloats_.count(source)) {
+    why = "automatic dynamic: the value changed" + from;
+    return true;
+  }
+  return false;
+}
+
 std::shared_ptr<DynamicState> DynamicRegistry::forCode(PyCodeObject* code, DynamicMode mode, bool automatic) {
+  if (const ResumeInfo* info = resumeInfo(code)) {
+    std::string key = std::string(PyUnicode_AsUTF8(code->co_qualname)) + "@" + info->breakAt.str();
+    auto& slot = resumeStates_[{info->rootCode.get(), key}];
+    if (!slot.second) slot = {info->rootCode, std::make_shared<DynamicState>(mode, automatic)};
+    return slot.second;
+  }
   PyObject* key = reinterpret_cast<PyObject*>(code);
   auto it = states_.find(key);
   if (it != states_.end()) return it->second.second;
@@ -428,11 +458,61 @@ bool sameLeaf(const Leaf& a, const Leaf& b) {
 
 }  // namespace
 
+namespace {
+
+void collectSymFloats(const ValueRef& v, std::vector<ValueRef>& out) {
+  if (!v) return;
+  if (v->isSymFloat()) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    return;
+  }
+  if (v->isTensor()) return;
+  for (const ValueRef& i : v->items) collectSymFloats(i, out);
+}
+
+// A call taking symbolic floats (x * lr, F.interpolate(x, scale_factor=s)): its results' sizes
+// and Python values must not depend on them (the graph assumes the traced sizes). Probed on meta
+// tensors with other values for the floats; where they differ, or a probe fails, the floats are
+// specialised (guarded by value).
+void checkFloatArgs(CompileContext& ctx, PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
+                    const std::vector<std::pair<std::string, ValueRef>>& kwargs, const std::vector<ValueRef>& tensors,
+                    const std::vector<ValueRef>& floats, const std::string& what) {
+  std::string failure;
+  if (tensors.empty()) {
+    failure = what + "() takes a float that changes, and no tensor";
+  } else {
+    std::vector<Leaf> base, got;
+    bool ok = probe(ctx, fn, method, args, kwargs, tensors, ctx.shapes.hints(), base);
+    for (int k = 0; k < 2 && ok; ++k) {
+      std::map<const Value*, double> alt;
+      for (const ValueRef& f : floats) {
+        double x = PyFloat_AS_DOUBLE(f->py());
+        alt[f.get()] = k == 0 ? x / 2 + 0.125 : x * 3 + 1;
+      }
+      ctx.floatProbeValues = &alt;
+      ok = probe(ctx, fn, method, args, kwargs, tensors, ctx.shapes.hints(), got);
+      ctx.floatProbeValues = nullptr;
+      ok = ok && got.size() == base.size();
+      for (size_t j = 0; ok && j < base.size(); ++j) ok = sameLeaf(base[j], got[j]) && base[j].sizes == got[j].sizes;
+    }
+    if (!ok) failure = what + "() has results whose sizes or values depend on the float, or cannot run for other values";
+  }
+  if (failure.empty()) return;
+  for (const ValueRef& f : floats) specializeSymFloat(ctx, f, failure);
+}
+
+}  // namespace
+
 void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
                       const std::vector<std::pair<std::string, ValueRef>>& kwargs, const ValueRef& result) {
   std::vector<ValueRef> tensors;
   for (const ValueRef& a : args) collectTensors(a, tensors);
   for (const auto& kv : kwargs) collectTensors(kv.second, tensors);
+  std::vector<ValueRef> floats;
+  for (const ValueRef& a : args) collectSymFloats(a, floats);
+  for (const auto& kv : kwargs) collectSymFloats(kv.second, floats);
+  if (!floats.empty())
+    checkFloatArgs(ctx, fn, method, args, kwargs, tensors, floats, method.empty() ? callableName(fn) : "Tensor." + method);
   std::vector<ValueRef> ints;
   for (const ValueRef& a : args) collectSymInts(a, ints);
   for (const auto& kv : kwargs) collectSymInts(kv.second, ints);

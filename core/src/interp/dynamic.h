@@ -51,6 +51,9 @@ class DynamicState {
   /// this compile (it changed since an earlier compile; with dynamic=True too) and records the value.
   /// `why` says why it is, or why a changed int is not (0 and 1 are specialised, ...).
   bool planInt(const std::string& source, int64_t value, std::string& why);
+  /// The same for a Python float input (a learning rate): symbolic once it changed (compared
+  /// bit for bit); no value is specialised by policy (floats are never sizes).
+  bool planFloat(const std::string& source, double value, std::string& why);
 
  private:
   DynamicMode mode_;
@@ -59,16 +62,24 @@ class DynamicState {
   std::map<std::string, std::set<int>> changed_;               // dims seen with two sizes
   std::map<std::pair<std::string, int>, std::string> static_;  // kept static, why
   std::map<std::string, int64_t> seenInts_;                    // int inputs at the last compile
+  std::map<std::string, std::string> lastChange_;              // int/float inputs: " (a -> b)"
   std::set<std::string> changedInts_;                          // int inputs seen with two values
+  std::map<std::string, double> seenFloats_;                   // float inputs at the last compile
+  std::set<std::string> changedFloats_;                        // float inputs seen with two values
 };
 
-/// The DynamicState of each code object a compiler compiles.
+/// The DynamicState of each code object a compiler compiles. Every compile of a function makes
+/// its own resume functions; those continuing the same function after the same break share one
+/// state, so a value that changed across earlier resume functions is dynamic in the next one
+/// (instead of each new one starting static).
 class DynamicRegistry {
  public:
   std::shared_ptr<DynamicState> forCode(PyCodeObject* code, DynamicMode mode, bool automatic);
 
  private:
   std::map<PyObject*, std::pair<PyObjectRef, std::shared_ptr<DynamicState>>> states_;
+  /// Resume functions, by (the function they continue, "qualname@break line").
+  std::map<std::pair<PyObject*, std::string>, std::pair<PyObjectRef, std::shared_ptr<DynamicState>>> resumeStates_;
 };
 
 /// For a tensor input just wrapped as `v`: makes symbols for its dynamic dimensions (filling

@@ -4,6 +4,7 @@
 #include "sym_values.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "dynamic.h"
 #include "torch_api.h"
@@ -100,6 +101,169 @@ ValueRef symbolicSize(CompileContext& ctx, const ValueRef& tensor, int64_t dim) 
 
 bool anySymInt(const std::vector<ValueRef>& args) {
   return std::any_of(args.begin(), args.end(), [](const ValueRef& a) { return a->isSymInt(); });
+}
+
+bool anySymScalar(const std::vector<ValueRef>& args) {
+  return std::any_of(args.begin(), args.end(), [](const ValueRef& a) { return a->isSymScalar(); });
+}
+
+// ---- symbolic floats ---------------------------------------------------------------------------
+
+namespace {
+
+// A float input is its own root (symRoots empty); a computed kSymFloat lists its roots.
+void addRoots(const ValueRef& a, std::vector<ValueRef>& out) {
+  auto add = [&](const ValueRef& r) {
+    if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  };
+  if (a->isSymFloat() && a->symRoots.empty()) {
+    add(a);
+  } else if (a->isSymFloat()) {
+    for (const ValueRef& r : a->symRoots) add(r);
+  } else if (a->isSymInt()) {
+    add(a);
+  }
+}
+
+// `finite`: known to be a finite float (computed from ints and moderate constants only), so the
+// math functions kept symbolic cannot raise on it (Value::flag).
+ValueRef makeSymFloat(CompileContext& ctx, PyObjectRef example, NodeRef node, const std::vector<ValueRef>& args, bool finite) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kSymFloat;
+  v->obj = std::move(example);
+  v->node = std::move(node);
+  for (const ValueRef& a : args) addRoots(a, v->symRoots);
+  v->flag = finite;
+  ++ctx.symIntsMade;
+  return v;
+}
+
+// An exact int or float constant (not bool, not a subclass).
+bool plainNumber(const ValueRef& v, double* out = nullptr) {
+  if (!v->isConst() || !(PyLong_CheckExact(v->py()) || PyFloat_CheckExact(v->py()))) return false;
+  double x = PyFloat_CheckExact(v->py()) ? PyFloat_AS_DOUBLE(v->py()) : PyLong_AsDouble(v->py());
+  if (x == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  if (out) *out = x;
+  return true;
+}
+
+// Known finite, with a magnitude that keeps +, -, * and / by such values finite.
+bool knownFinite(const ValueRef& v) {
+  if (v->isSymInt()) return true;
+  if (v->isSymFloat()) return v->flag;
+  double x = 0;
+  return plainNumber(v, &x) && std::abs(x) < 1e100;
+}
+
+// Whether the kSymInt `v` satisfies `v op bound` for every value its range admits.
+bool symIntAlways(CompileContext& ctx, const ValueRef& v, sym::RelOp op, int64_t bound) {
+  return v->isSymInt() && sym::decide(sym::rel(v->symInt, op, bound), ctx.shapes.ranges()).value_or(false);
+}
+
+PyObjectRef callOn(PyObject* fn, const std::vector<ValueRef>& args, CompileContext& ctx) {
+  PyObjectRef tuple = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(tuple.get(), i, exampleOf(ctx, args[i]).release());
+  PyObject* r = PyObject_Call(fn, tuple.get(), nullptr);  // new ref
+  if (r == nullptr) PyErr_Clear();
+  return PyObjectRef::steal(r);
+}
+
+ValueRef recordFloat(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, bool finite) {
+  PyObjectRef example = callOn(fn, args, ctx);
+  if (!example || !PyFloat_CheckExact(example.get())) return nullptr;
+  std::vector<Arg> gargs;
+  for (const ValueRef& a : args) gargs.push_back(argOf(ctx, a));
+  NodeRef node = ctx.graph.callFunction(Target::fromCallable(fn), std::move(gargs), {}, ctx.metaHere(nullptr));
+  return makeSymFloat(ctx, std::move(example), std::move(node), args, finite);
+}
+
+}  // namespace
+
+ValueRef wrapSymFloatInput(CompileContext& ctx, PyObject* obj, const Source& source) {
+  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !source) return nullptr;
+  auto memo = ctx.symFloatInputs.find(source);
+  if (memo != ctx.symFloatInputs.end()) return memo->second;
+  std::string why;
+  if (!ctx.options.dynamic->planFloat(source.name(), PyFloat_AS_DOUBLE(obj), why)) return nullptr;
+  // Its type here; its value nowhere (until a use needs it: specializeSymFloat).
+  ctx.guard(source, makeTypeMatch(obj));
+  NodeRef node = ctx.addScalarInput(obj, source);
+  ValueRef v = makeSymFloat(ctx, PyObjectRef::borrow(obj), node, {}, false);
+  v->source = source;
+  ctx.symFloatInputs.emplace(source, v);
+  ctx.dynamicNotes.push_back(source.name() + " is dynamic (float): " + why);
+  return v;
+}
+
+ValueRef symFloatOperator(CompileContext& ctx, const std::string& name, const std::vector<ValueRef>& args) {
+  for (const ValueRef& a : args) {
+    if (!a->isSymScalar() && !plainNumber(a)) return nullptr;
+  }
+  bool anyFloat = std::any_of(args.begin(), args.end(), [](const ValueRef& a) { return a->isSymFloat(); });
+  PyObjectRef fn = PyObjectRef::steal(checkPy(PyObject_GetAttrString(torchApi().operatorModule, name.c_str())));
+  sym::RelOp op;
+  if (args.size() == 2 && comparison(name, op)) {
+    if (!anyFloat) return nullptr;  // ints with a float constant: the int is needed (specialised)
+    for (const ValueRef& a : args) {
+      if (a->isSymFloat()) specializeSymFloat(ctx, a, "comparison");
+      if (a->isSymInt()) specializeSymInt(ctx, a, "comparison with a float");
+    }
+    PyObjectRef r = callOn(fn.get(), args, ctx);
+    return r && PyBool_Check(r.get()) ? makeConst(r.get()) : nullptr;
+  }
+  bool finite = std::all_of(args.begin(), args.end(), knownFinite);
+  if (args.size() == 1 && (name == "neg" || name == "pos")) return anyFloat ? recordFloat(ctx, fn.get(), args, finite) : nullptr;
+  if (args.size() != 2) return nullptr;
+  if (name == "add" || name == "sub" || name == "mul") return recordFloat(ctx, fn.get(), args, finite);
+  if (name == "truediv" || name == "floordiv" || name == "mod") {
+    // A divisor that may be 0 would raise inside the graph: only constants and ints known non-zero.
+    double d = 0;
+    bool safe = (plainNumber(args[1], &d) && d != 0.0) || symIntAlways(ctx, args[1], sym::RelOp::kNe, 0);
+    if (!safe) return nullptr;
+    finite = finite && (args[1]->isSymInt() || std::abs(d) >= 1e-100);
+    return recordFloat(ctx, fn.get(), args, finite);
+  }
+  if (name == "pow") {
+    // Decays (0.9 ** step): a constant base in (0, 1] and an int exponent >= 0 cannot overflow.
+    double base = 0;
+    if (plainNumber(args[0], &base) && base > 0 && base <= 1 && symIntAlways(ctx, args[1], sym::RelOp::kGe, 0))
+      return recordFloat(ctx, fn.get(), args, true);
+    return nullptr;
+  }
+  return nullptr;
+}
+
+ValueRef symFloatMath(CompileContext& ctx, PyObject* fn, const std::string& name, const std::vector<ValueRef>& args) {
+  if (args.size() != 1 || !knownFinite(args[0]) || !args[0]->isSymScalar()) return nullptr;
+  const ValueRef& a = args[0];
+  bool total = name == "cos" || name == "sin" || name == "tanh" || name == "atan";
+  if (name == "sqrt") total = symIntAlways(ctx, a, sym::RelOp::kGe, 0);
+  if (name == "log") total = symIntAlways(ctx, a, sym::RelOp::kGe, 1);
+  if (!total) return nullptr;
+  return recordFloat(ctx, fn, args, true);
+}
+
+PyObjectRef specializeSymFloat(CompileContext& ctx, const ValueRef& v, const std::string& why) {
+  std::vector<ValueRef> roots;
+  addRoots(v, roots);
+  std::string where = ctx.here().str();
+  for (const ValueRef& r : roots) {
+    if (r->isSymInt()) {
+      specializeSymInt(ctx, r, why);
+      continue;
+    }
+    const std::string name = r->source.name();
+    if (!ctx.specialisedFloats.insert(name).second) continue;
+    ctx.guard(r->source, makeEqualsMatch(r->py()));
+    if (ctx.options.dynamic) ctx.options.dynamic->keepStatic(name, -1, why);
+    PyObjectRef text = PyObjectRef::steal(checkPy(PyObject_Repr(r->py())));
+    ctx.dynamicNotes.push_back(name + " specialised to " + PyUnicode_AsUTF8(text.get()) + ": " + why +
+                               (where.empty() ? "" : " at " + where));
+  }
+  return v->obj;
 }
 
 ValueRef symIntOperator(CompileContext& ctx, const std::string& name, const std::vector<ValueRef>& args) {

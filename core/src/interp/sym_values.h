@@ -10,6 +10,21 @@
 //   anything else that needs the value (range(step),        specialised: s0 pinned to its example value
 //   list[step], str(step), float math)                      (guarded; the int stays static afterwards)
 //
+// Python floats (kSymFloat: a learning rate, a scale) follow the same policy, without the size
+// semantics: a float input that changed since the last compile is a graph input guarded by type.
+//
+//   frame float `lr` (changed since the last compile)      kSymFloat: node = placeholder
+//   lr * 2, -lr, step / 100, math.pi * step, 0.9 ** step    kSymFloat: node = operator.mul ...
+//   math.cos(step / 100) (of ints only)                     kSymFloat: node = math.cos
+//   x * lr, p.add_(g, alpha=-lr)                            graph node taking the float node
+//   lr > 0.1, if lr:, int(lr), str(lr), lr / lr2, ...       specialised: every float input it came
+//                                                           from is guarded by value (EQUALS_MATCH),
+//                                                           every int pinned; static afterwards
+//
+// Only operations that cannot raise are kept symbolic (a division by a symbolic float, or math
+// of a float input that may be inf, specialises), so the graph never raises where eager would
+// have raised at another point of the function.
+//
 // The ShapeGuards of the entry read the int (a SymbolSource with dim -1) and check its range
 // ([2, inf]: 0 and 1 stay constants, as sizes do) and every relation traced on it. A graph break
 // in a trace that made symbolic ints is traced again without them (compiler.cpp), so a break
@@ -34,8 +49,30 @@ ValueRef wrapSymIntInput(CompileContext& ctx, PyObject* obj, const Source& sourc
 /// then reads the sizes as before: specialised).
 ValueRef symbolicSize(CompileContext& ctx, const ValueRef& tensor, int64_t dim);
 
+/// The float `obj` read through `source`, when the code's dynamic policy makes it symbolic (it
+/// changed since an earlier compile): a kSymFloat whose run-time value is a graph input (one per
+/// source), guarded by type only. Null when it stays a constant.
+ValueRef wrapSymFloatInput(CompileContext& ctx, PyObject* obj, const Source& source);
+
 /// True when some argument is a kSymInt (not looking into containers).
 bool anySymInt(const std::vector<ValueRef>& args);
+/// True when some argument is a kSymInt or a kSymFloat (not looking into containers).
+bool anySymScalar(const std::vector<ValueRef>& args);
+
+/// `operator.<name>(*args)` where an argument is symbolic and the result a float (`lr * 2`,
+/// `step / 100`, `0.9 ** step`): a kSymFloat recorded as a graph node. A comparison with a
+/// kSymFloat specialises it and gives a constant bool. Null for anything else (the caller then
+/// needs the value: specialised).
+ValueRef symFloatOperator(CompileContext& ctx, const std::string& name, const std::vector<ValueRef>& args);
+
+/// `math.<name>(arg)` of a kSymFloat or kSymInt computed from ints only, for the functions that
+/// cannot raise on it (cos, sin, tanh, atan; sqrt and log of an int known positive): a kSymFloat
+/// recorded as a graph node. Null otherwise.
+ValueRef symFloatMath(CompileContext& ctx, PyObject* fn, const std::string& name, const std::vector<ValueRef>& args);
+
+/// The value of a kSymFloat now (a new ref): every float input it came from is guarded by value
+/// from here on (and stays a constant in later compiles), every int it came from is pinned.
+PyObjectRef specializeSymFloat(CompileContext& ctx, const ValueRef& v, const std::string& why);
 
 /// `operator.<name>(*args)` where an argument is a kSymInt and the others are kSymInts or int
 /// constants: arithmetic (add, sub, mul, floordiv, mod, neg, pos, abs via neg/pos) gives a new

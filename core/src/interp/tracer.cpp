@@ -465,6 +465,8 @@ bool Tracer::truthiness(const ValueRef& v) {
   switch (v->kind) {
     case ValueKind::kSymInt:
       return symIntTruth(ctx_, v);
+    case ValueKind::kSymFloat:
+      return PyFloat_AS_DOUBLE(specializeSymFloat(ctx_, v, "truth value").get()) != 0.0;
     case ValueKind::kConst: {
       int r = PyObject_IsTrue(v->py());
       if (r < 0) throw PythonError{};

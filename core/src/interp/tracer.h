@@ -68,8 +68,8 @@ struct TraceOptions {
   std::vector<std::string> noInlinePrefixes;  ///< files whose functions are never traced into
   /// Dynamic-shape policy and history of the code being compiled (dynamic.h); null: all static.
   std::shared_ptr<class DynamicState> dynamic;
-  /// Int inputs the policy makes dynamic become kSymInt values (sym_values.h); off for a retrace
-  /// after a graph break that a symbolic int may have caused.
+  /// Int and float inputs the policy makes dynamic become kSymInt / kSymFloat values
+  /// (sym_values.h); off for a retrace after a graph break that a symbolic value may have caused.
   bool symbolicInts = true;
 };
 
@@ -117,12 +117,20 @@ class CompileContext {
   std::vector<std::vector<std::pair<Source, int>>> symbolSources;
   /// kSymInt values of int inputs, by source (one symbol and one placeholder per source).
   std::unordered_map<Source, ValueRef, SourceHash> symIntInputs;
-  /// kSymInt values made in this trace (a break then retraces without them: TraceOptions).
+  /// kSymFloat values of float inputs, by source (one placeholder per source).
+  std::unordered_map<Source, ValueRef, SourceHash> symFloatInputs;
+  /// Float inputs whose value the trace needed: guarded by value (EQUALS_MATCH) from then on.
+  std::set<std::string> specialisedFloats;
+  /// kSymInt and kSymFloat values made in this trace (a break then retraces without them:
+  /// TraceOptions::symbolicInts).
   int symIntsMade = 0;
   /// While probing shapes (dynamic.cpp): the symbol values at which exampleOf() evaluates a
   /// kSymInt; null otherwise (the example values).
   const std::vector<int64_t>* probeValues = nullptr;
-  /// Adds `obj`, read through `source`, as a graph input that is not a tensor (a symbolic int).
+  /// While probing whether a call's result depends on its float arguments (dynamic.cpp): the
+  /// value exampleOf() gives each kSymFloat it holds; null otherwise (the example values).
+  const std::map<const Value*, double>* floatProbeValues = nullptr;
+  /// Adds `obj`, read through `source`, as a graph input that is not a tensor (a symbolic int or float).
   NodeRef addScalarInput(PyObject* obj, const Source& source);
   /// Notes for the compile record: which dimensions are dynamic or specialised, and why.
   std::vector<std::string> dynamicNotes;

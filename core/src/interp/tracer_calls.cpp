@@ -903,13 +903,17 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
       return args[0]->kind == ValueKind::kTuple ? makeTuple(items) : makeList(items);
     }
     if (name == "getitem" && args.size() == 2) return getItem(ctx, args[0], args[1]);
-    if (kwargs.empty() && anySymInt(args)) {
+    if (kwargs.empty() && anySymScalar(args)) {
       if (ValueRef r = symIntOperator(ctx, name, args)) return r;
+      if (ValueRef r = symFloatOperator(ctx, name, args)) return r;
     }
     return foldOrBreak(ctx, fn, args, kwargs);
   }
   if (mod == "math" || mod == "cmath") {
     if (anyTensor(args, kwargs)) ctx.breakHere(BreakKind::kTensorToPython, "math." + name + "() of a tensor");
+    if (mod == "math" && kwargs.empty() && anySymScalar(args)) {
+      if (ValueRef r = symFloatMath(ctx, fn, name, args)) return r;
+    }
     return foldOrBreak(ctx, fn, args, kwargs);
   }
   if (PyCFunction_Check(fn)) {

@@ -23,6 +23,8 @@
 //   kLazy       a root-frame value not looked at yet      obj (the object), source
 //   kSymInt     a Python int known only symbolically       symInt (expression), node (its run-time
 //               (dynamic shapes, sym_values.cpp)           value in the graph), obj (example), source
+//   kSymFloat   a Python float known only at run time      node (its run-time value in the graph),
+//               (a learning rate; sym_values.cpp)          obj (example), source, symRoots
 //
 // Kind data (migration in progress, docs/capture.md "Value kinds"): a kind whose fields mean
 // nothing to the others keeps them in a struct of its own inside `data` (a std::variant), read
@@ -71,6 +73,7 @@ enum class ValueKind {
   kGradMode,
   kLazy,
   kSymInt,
+  kSymFloat,
 };
 
 /// A cell's contents; shared by every function that closes over it.
@@ -130,6 +133,9 @@ struct Value {
   PyObjectRef constValue;
   /// kSymInt: its value as an expression of the compile's symbols (obj holds the example value).
   sym::Expr symInt;
+  /// kSymFloat: the symbolic inputs it was computed from (kSymFloat inputs, kSymInt values), to
+  /// specialise when its value is needed.
+  std::vector<ValueRef> symRoots;
 
   KindData data;                 ///< the data of a kind that has its own (see KindData)
 
@@ -148,6 +154,9 @@ struct Value {
   bool isTensor() const { return kind == ValueKind::kTensor; }
   bool isNull() const { return kind == ValueKind::kNull; }
   bool isSymInt() const { return kind == ValueKind::kSymInt; }
+  bool isSymFloat() const { return kind == ValueKind::kSymFloat; }
+  /// A Python number known only at run time (kSymInt or kSymFloat).
+  bool isSymScalar() const { return isSymInt() || isSymFloat(); }
   /// A list or dict that exists outside the trace (read from the frame or through objects): its
   /// mutations are side effects to replay on it.
   bool external() const { return static_cast<bool>(source) || (kind != ValueKind::kTensor && static_cast<bool>(real)); }

@@ -304,6 +304,17 @@ def _artifacts():
     return out
 
 
+def take_pending_json():
+    """The "dynamo.aot" JSON of the newest AOT compile not yet linked to a compile record, or None;
+    forgets them all. The aot backends call it after compiling a dynamic graph for new input sizes
+    during a call (backends/src/aot_backend.cpp), so that the record goes with that entry's
+    compile and not with the process's next one."""
+    pending = _pending()
+    out = _summary_json(pending[-1]) if pending else None
+    pending.clear()
+    return out
+
+
 def _clear_pending(record):
     _pending().clear()
 

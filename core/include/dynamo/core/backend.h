@@ -29,6 +29,9 @@ class CompiledGraphFn {
   /// or NULL with a Python error set; then, when the failing node is known, *failedAt is its
   /// index in the graph's body (left unchanged otherwise).
   virtual PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const = 0;
+  /// Told once, when the cache entry that runs it is made (CacheEntry::id): a backend that
+  /// compiles again on later calls names the entry in what it records (CompileSink).
+  virtual void entryMade(uint64_t entryId) const { (void)entryId; }
 };
 
 /// One compile request: the graph and what a backend's messages name.

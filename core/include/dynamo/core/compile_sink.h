@@ -9,11 +9,28 @@
 // over dynamo::storage; core does not depend on storage). All calls hold the GIL.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "dynamo/core/compiler.h"
 
 namespace dynamo::core {
+
+/// One compile a backend made of a graph for one input signature (the aot_eager* backends
+/// compile a graph with dynamic sizes once per distinct input sizes and numbers: the first while
+/// the entry is made, the others on the first call with new sizes).
+struct BackendCompileRecord {
+  /// The cache entry whose graph it compiled (CompileRecord::entryId); 0: the entry being made
+  /// now (its CompileRecord follows).
+  uint64_t entryId = 0;
+  std::string backend;                 ///< "aot_eager"
+  std::vector<std::string> signature;  ///< per graph input: "x: [16, 3]", "lr: 0.1", "step: 5"
+  double ms = 0;                       ///< the backend's compile time
+  /// What the backend recorded of it (the AOT layer's "dynamo.aot" JSON object), or "".
+  std::string detailJson;
+};
 
 /// Receives every compile attempt of every compiler in the process.
 class CompileSink {
@@ -30,6 +47,9 @@ class CompileSink {
   virtual bool wantsListings() { return true; }
   /// After every compile attempt, before its code runs for the first time. Never throws.
   virtual void compiled(const CompileRecord& record) = 0;
+  /// A backend compiled a graph for one input signature (during a compile, or on a call of an
+  /// entry whose graph has dynamic sizes). Never throws.
+  virtual void backendCompiled(const BackendCompileRecord& record) { (void)record; }
 };
 
 /// Installs the process's sink (null: none). GIL held.

@@ -58,6 +58,29 @@ struct GraphAot {
   std::int64_t compileUs() const;  ///< sum of phasesUs
 };
 
+/// One compile of a graph for one input signature: an AOT backend given a graph with dynamic
+/// sizes compiles it once per distinct input sizes and numbers, the first while the entry is
+/// made, the others on the first call with them (backends/src/aot_backend.cpp). The
+/// "dynamo.aot_per_size" artifacts of the compile that made the entry, in id order.
+struct AotSizeCompile {
+  std::string backend;                 ///< "aot_eager"
+  std::string when;                    ///< "compile" (with the entry) or "call"
+  std::vector<std::string> signature;  ///< per graph input: "x: [8, 3]", "n: 5", "lr: 0.1"
+  std::int64_t compileUs = 0;          ///< the backend's time for it
+  std::string fallback;                ///< why it runs on the eager runner; empty when compiled
+};
+/// The per-signature compiles among one compile's artifacts (TraceReader::artifactsOfCompile),
+/// in id order; other artifacts are ignored (the inspector's query).
+std::vector<AotSizeCompile> readAotSizeCompiles(const std::vector<storage::ArtifactRecord>& artifacts);
+/// The per-signature compiles of every compile of a run, by compile id.
+std::map<storage::RowId, std::vector<AotSizeCompile>> aotSizeCompilesOfRun(const storage::TraceReader& reader,
+                                                                           storage::RowId runId);
+/// The signature entries that differ between the compiles (the dynamic ones), per compile, in
+/// order ("x: [8, 3]"); all of them when there is one compile.
+std::vector<std::vector<std::string>> varyingSignatures(const std::vector<AotSizeCompile>& compiles);
+/// The "aot_per_size" array of a graph in the explainer's JSON report.
+void jsonAotSizeCompiles(JsonWriter& w, const std::vector<AotSizeCompile>& compiles, const RenderOptions& options);
+
 /// The AOT records of one compile from its artifacts (any order of rows is accepted; they are
 /// taken in id order), graph index order. Artifacts of other names are ignored; a "dynamo.aot"
 /// artifact that is not a JSON object gives a record with only its fallback set to say so.

@@ -39,6 +39,8 @@ struct GraphSummary {
   int ops() const;                      ///< sum of opCounts
   // -- AOT (aot_report.h) --
   std::optional<GraphAot> aot;  ///< what an AOT backend did with the graph; none for others
+  /// Its compiles per input signature (a graph with dynamic sizes under an AOT backend), in order.
+  std::vector<AotSizeCompile> aotPerSize;
 };
 
 /// Graph breaks that share a kind and a user location (file, line).
@@ -57,7 +59,7 @@ struct BreakGroup {
 /// A dimension of an input tensor (or a Python int input) that a compile made dynamic.
 struct DynamicDim {
   std::string source;  ///< "x.size()[0]", "self.step"
-  std::string symbol;  ///< "s0"
+  std::string symbol;  ///< "s0"; "float" for a float input (no symbol, no range)
   std::string range;   ///< "[2, inf]" ("" when the record does not say)
   std::string why;     ///< "automatic dynamic: the size changed (8 -> 16)", "mark_dynamic", ...
 };

@@ -59,7 +59,7 @@ struct Recompile {
 
 /// A concrete suggestion for a known recompile pattern.
 struct Suggestion {
-  std::string id;           ///< "changing-size", "shape-guard", "global-rebound", "varying-int", "cache-limit"
+  std::string id;           ///< "changing-size", "shape-guard", "global-rebound", "varying-int", "varying-float", ...
   std::string message;      ///< what happens and what to do
   SourceLocation where;     ///< the user line to change (the guard's creation), may be unknown
 };
@@ -81,6 +81,9 @@ struct FunctionProfile {
   /// not listed on its own (see buildProfileReport).
   int resumeCompiles = 0;
   int resumeFunctions = 0;                ///< how many resume functions those compiles were of
+  /// What an AOT backend compiled per input signature for its entries with dynamic sizes (once
+  /// per distinct input sizes, on calls: no recompile of the function), in order.
+  std::vector<explain::AotSizeCompile> backendCompiles;
   std::int64_t resumeCompileUs = 0;       ///< their compile time (not in compileUs)
   int recompileCount() const;             ///< recompiles that compiled (cache-limit hits excluded)
   int totalCompiles() const { return compiles + resumeCompiles; }  ///< own + resume functions'
