@@ -13,6 +13,8 @@
 //   misses[i] (recompile)      guard_failures    (the failing guard as data, joined by id to the
 //                                                 guard row, the failed entry and this compile)
 //   bytecode                   code              (transformed_bytecode)
+//   kernels[i] (fused backend) code + artifacts  (cpp_kernel source; "dynamo.kernel" metadata:
+//                                                 graph, nodes covered, cache hit, compile time)
 //   entry (weak)               cache_entry_hits  (the entry's own hit count, when the run ends)
 //
 // It lives in the binding layer because it is where core and storage meet: core does not depend
@@ -146,6 +148,23 @@ storage::GraphBreakRecord breakRow(RowId compileId, const core::BreakRecord& b) 
     while (!source.empty() && (source.back() == ' ' || source.back() == '\n')) source.pop_back();
     row.userStack.push_back(source.empty() ? where : where + ": " + source);
   }
+  return row;
+}
+
+storage::KernelRecord kernelRow(RowId compileId, const core::BackendKernel& k) {
+  storage::KernelRecord row;
+  row.compileId = compileId;
+  row.kind = k.language == "cuda" ? storage::CodeKind::kCudaKernel : storage::CodeKind::kCppKernel;
+  row.name = k.name;
+  row.source = k.source;
+  row.graph = k.graph;
+  row.graphIndex = k.graphOrdinal;
+  row.nodes = k.nodes;
+  row.loops = k.loops;
+  row.cacheKey = k.cacheKey;
+  row.cacheHit = k.cacheHit;
+  row.compileUs = msToUs(k.compileMs);
+  row.lowerUs = msToUs(k.lowerMs);
   return row;
 }
 
@@ -355,6 +374,7 @@ class TraceSink final : public core::CompileSink {
       code.content = r.bytecode;
       w.recordCode(std::move(code));
     }
+    for (const core::BackendKernel& k : r.kernels) w.recordKernel(kernelRow(compileId, k));
     if (!r.dynamicShapes.empty()) {  // which dims are dynamic and the shape guards
       storage::ArtifactRecord a;
       a.compileId = compileId;
