@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -264,6 +265,54 @@ std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artif
   }
   if (artifacts.empty()) o << "This compile recorded no artifacts (no AOT graphs, no dynamic shapes).\n";
   return o.str();
+}
+
+namespace {
+
+// Whether kernel `k` was generated for graph `index` of its compile (see withKernels).
+bool kernelOfGraph(const storage::KernelRecord& k, int index) {
+  if (index >= 0) return k.graph == "dynamo" && k.graphIndex == index;
+  int ordinal = 0;
+  AotGraphKind kind{};
+  if (!decodeAotGraphIndex(index, ordinal, kind) || k.graphIndex != ordinal) return false;
+  switch (kind) {
+    case AotGraphKind::kJoint: return k.graph == "aot.forward" || k.graph == "aot.backward";
+    case AotGraphKind::kForward: return k.graph == "aot.forward";
+    case AotGraphKind::kBackward: return k.graph == "aot.backward";
+  }
+  return false;
+}
+
+}  // namespace
+
+InspectGraphPtr withKernels(const InspectGraphPtr& graph, int index,
+                            const std::vector<storage::KernelRecord>& kernels) {
+  std::map<std::string, int> byName;
+  for (const InspectNode& n : graph->nodes()) byName.emplace(n.name, n.index);
+  std::vector<InspectNode> nodes = graph->nodes();
+  std::vector<InspectKernel> out;
+  for (const storage::KernelRecord& k : kernels) {
+    if (!kernelOfGraph(k, index)) continue;
+    InspectKernel ik;
+    ik.name = k.name;
+    ik.language = std::string(storage::codeKindLanguage(k.kind));
+    ik.source = k.source;
+    ik.loops = k.loops;
+    ik.cacheHit = k.cacheHit;
+    ik.compileMs = static_cast<double>(k.compileUs) / 1000.0;
+    ik.lowerMs = static_cast<double>(k.lowerUs) / 1000.0;
+    const int id = static_cast<int>(out.size());
+    for (const std::string& name : k.nodes) {
+      auto it = byName.find(name);
+      if (it == byName.end()) continue;
+      ik.nodes.push_back(it->second);
+      nodes[static_cast<size_t>(it->second)].kernels.push_back(id);
+    }
+    std::sort(ik.nodes.begin(), ik.nodes.end());
+    out.push_back(std::move(ik));
+  }
+  if (out.empty()) return graph;
+  return InspectGraph::make(std::move(nodes), graph->hash(), std::move(out));
 }
 
 }  // namespace dynamo::gui

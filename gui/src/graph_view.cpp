@@ -71,6 +71,9 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   panel_->setOpenLinks(false);
   source_ = new SourceView(this);
   source_->setObjectName("nodeSource");
+  kernelSource_ = new SourceView(this);
+  kernelSource_->setObjectName("kernelSource");
+  kernelSource_->hide();
 
   auto* bar = new QHBoxLayout;
   bar->addWidget(title_, 1);
@@ -81,8 +84,11 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   bar->addWidget(fit);
   bar->addWidget(overlayBox_);
   auto* side = new QSplitter(Qt::Vertical, this);
+  auto* sources = new QSplitter(Qt::Horizontal, this);
+  sources->addWidget(source_);
+  sources->addWidget(kernelSource_);
   side->addWidget(panel_);
-  side->addWidget(source_);
+  side->addWidget(sources);
   auto* split = new QSplitter(Qt::Horizontal, this);
   split->addWidget(view_);
   split->addWidget(side);
@@ -114,6 +120,8 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
     const QString s = url.toString();
     if (s.startsWith("node:")) {
       selectNode(s.mid(5).toInt());
+    } else if (s.startsWith("kernel:")) {
+      showKernel(s.mid(7).toInt());
     } else if (s.startsWith("frame:") && selected_ >= 0) {
       const auto& stack = graph_->node(selected_).userStack;
       const size_t i = s.mid(6).toULongLong();
@@ -135,6 +143,8 @@ void GraphView::showMessage(const QString& message) {
   results_.clear();
   panel_->clear();
   source_->clearLocation();
+  kernelSource_->clearLocation();
+  kernelSource_->hide();
   title_->clear();
   overlayBox_->clear();
   legend_->clear();
@@ -154,6 +164,9 @@ void GraphView::setGraph(InspectGraphPtr graph, const QString& title, Overlay ov
   panel_->setHtml(QString("<p>%1 nodes, %2 edges. Click a module to expand it, a node to see it.</p>")
                       .arg(graph_->nodes().size()).arg(graph_->edgeCount()));
   source_->clearLocation();
+  kernelSource_->clearLocation(QString("%1 generated kernels: select a node to see the one that computes it")
+                                   .arg(graph_->kernels().size()));
+  kernelSource_->setVisible(!graph_->kernels().empty());
   title_->setText(title);
   fitAfterLayout_ = true;
   relayout();
@@ -383,9 +396,55 @@ void GraphView::showNodePanel(int node) {
       h += QString("<a href=\"frame:%1\">%2</a><br>").arg(i).arg(locationText(n.userStack[i]));
     h += "</p>";
   }
+  kernelSection(h, n);
   h += "<p><code>" + esc(n.printed) + "</code></p>";
   panel_->setHtml(h);
   source_->showLocation(n.location);
+  if (!n.kernels.empty()) showKernel(n.kernels.front());
+  else if (!graph_->kernels().empty())
+    kernelSource_->clearLocation(QString("%1 is computed by no generated kernel (%2)")
+                                     .arg(QString::fromStdString(n.name),
+                                          n.op == "placeholder" || n.op == "output" ? QString("not an op")
+                                                                                    : QString("an ATen call")));
+}
+
+void GraphView::kernelSection(QString& h, const InspectNode& n) const {
+  if (graph_->kernels().empty()) return;
+  if (n.kernels.empty()) {
+    if (n.op != "placeholder" && n.op != "output")
+      h += "<p><b>kernel</b>: none (the backend calls ATen for this node)</p>";
+    return;
+  }
+  for (size_t i = 0; i < n.kernels.size(); ++i) {
+    const InspectKernel& k = graph_->kernels()[static_cast<size_t>(n.kernels[i])];
+    h += QString("<p><b>%1</b> <a href=\"kernel:%2\">%3</a> (%4; %5; %6)<br>fusion group: ")
+             .arg(i == 0 ? "kernel" : "also inlined into")
+             .arg(n.kernels[i]).arg(esc(k.name)).arg(esc(k.language + ", " + k.loops))
+             .arg(k.cacheHit ? QString("loaded from the disk cache")
+                             : QString("compiled in %1 ms").arg(k.compileMs, 0, 'f', 0))
+             .arg(QString("graph lowered in %1 ms").arg(k.lowerMs, 0, 'f', 1));
+    for (size_t j = 0; j < k.nodes.size() && j < 30; ++j)
+      h += QString("<a href=\"node:%1\">%2</a> ").arg(k.nodes[j]).arg(esc(graph_->node(k.nodes[j]).name));
+    if (k.nodes.size() > 30) h += QString("... (%1 more)").arg(k.nodes.size() - 30);
+    h += "</p>";
+  }
+}
+
+void GraphView::showKernel(int kernel) {
+  if (!graph_ || kernel < 0 || static_cast<size_t>(kernel) >= graph_->kernels().size()) return;
+  const InspectKernel& k = graph_->kernels()[static_cast<size_t>(kernel)];
+  const QString text = QString::fromStdString(k.source);
+  // The entry point ("extern \"C\" void k0_add(void* const* args) {"), past the shared prelude.
+  int line = 0;
+  const QStringList lines = text.split('\n');
+  const QString entry = QString::fromStdString(" " + k.name + "(");
+  for (int i = 0; i < lines.size() && line == 0; ++i)
+    if (lines[i].contains(entry) && !lines[i].startsWith("//")) line = i + 1;
+  kernelSource_->showText(QString("kernel %1 (%2 source, %3 lines)")
+                              .arg(QString::fromStdString(k.name), QString::fromStdString(k.language))
+                              .arg(lines.size()),
+                          text, line);
+  kernelSource_->show();
 }
 
 }  // namespace dynamo::gui

@@ -93,6 +93,15 @@ InspectGraphPtr withDynamoContext(const InspectGraph& aot, const InspectGraph& d
 /// of the node of the same name in `named` (its joint graph, after withDynamoContext).
 InspectGraphPtr withContextOf(const InspectGraph& graph, const InspectGraph& named);
 
+/// `graph` (graph `index` of its compile, as the views number them) with the kernels a backend
+/// generated for it: those of `kernels` (TraceReader::kernelsOfCompile) whose graph is this one
+/// (Dynamo graph `index`: "dynamo" kernels of that index; an AOT forward or backward graph: the
+/// AOT compile's "aot.forward" or "aot.backward" kernels; its joint graph: both, since the
+/// partitioner keeps node names). Each node gets the kernels that compute it. The graph itself
+/// when none apply.
+InspectGraphPtr withKernels(const InspectGraphPtr& graph, int index,
+                            const std::vector<storage::KernelRecord>& kernels);
+
 /// The Details tab's text of one compile: each AOT compile's summary, the dynamic-shapes
 /// report, and the other artifacts by name, type and size. Plain text.
 std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts);

@@ -1,7 +1,8 @@
 // GraphView: one graph, drawn. A search bar (regular expression over names, ops, targets,
 // module paths and source lines), the overlay picker and its legend (overlays.def), the zoomable
-// QGraphicsView, and the node panel (target, arguments, tensor meta, user stack) over the
-// source view (the user's line, highlighted).
+// QGraphicsView, and the node panel (target, arguments, tensor meta, user stack, the kernel that
+// computes it) over the source view (the user's line, highlighted) and, for graphs with
+// generated kernels, beside it the kernel's source.
 //
 // Clicking a collapsed module expands it, clicking an expanded module's title collapses it;
 // every change of what is expanded asks the LayoutEngine for a layout (another process) and
@@ -69,6 +70,11 @@ class GraphView : public QWidget {
   GraphScene* scene() const { return scene_; }
   ZoomingView* view() const { return view_; }
   SourceView* sourceView() const { return source_; }
+  /// Beside the user source: the generated source of the kernel that computes the selected node
+  /// (its entry point highlighted); hidden for graphs without kernels.
+  SourceView* kernelView() const { return kernelSource_; }
+  /// Shows kernel k (InspectGraph::kernels() index) in the kernel view.
+  void showKernel(int kernel);
   QTextBrowser* nodePanel() const { return panel_; }
   QLineEdit* searchBox() const { return searchBox_; }
   LayoutEngine* engine() const { return engine_; }
@@ -94,6 +100,7 @@ class GraphView : public QWidget {
   void onLayoutFailed(int ticket, const QString& message);
   void onUnitClicked(int node, int group);
   void showNodePanel(int node);
+  void kernelSection(QString& html, const InspectNode& n) const;
   void goToResult(int delta);
   void setStatus(const QString& text);
   QString bigGraphNote() const;
@@ -112,6 +119,7 @@ class GraphView : public QWidget {
   QLabel* legend_;
   QTextBrowser* panel_;
   SourceView* source_;
+  SourceView* kernelSource_;
 
   InspectGraphPtr graph_;
   Overlay overlay_ = Overlay::kOpKind;
