@@ -255,10 +255,33 @@ std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artif
       for (std::string line; std::getline(in, line);) o << "  " << line << "\n";
       o << "\n";
     }
+  for (const storage::ArtifactRecord& a : artifacts)
+    if (a.name == kPassesArtifact) {
+      o << "Passes that changed the graph (the nodes they removed and added)\n";
+      std::istringstream in(a.data);
+      for (std::string line; std::getline(in, line);) o << "  " << line << "\n";
+      o << "\n";
+    }
+  std::string kernels;
+  int numKernels = 0;
+  for (const storage::ArtifactRecord& a : artifacts) {
+    if (a.name != storage::kKernelArtifact) continue;
+    const nlohmann::json j = nlohmann::json::parse(a.data, nullptr, false);
+    if (!j.is_object()) continue;
+    ++numKernels;
+    kernels += "  " + j.value("name", std::string("?")) + " (" + j.value("graph", std::string()) + " graph " +
+               std::to_string(j.value("graph_index", 0)) + ", " + j.value("loops", std::string()) + ", " +
+               (j.value("cache_hit", false) ? std::string("cache hit")
+                                            : fmt("compiled in %.0f ms", static_cast<double>(j.value("compile_us", std::int64_t{0})) / 1000.0)) +
+               "): " + std::to_string(j.value("nodes", nlohmann::json::array()).size()) + " nodes\n";
+  }
+  if (numKernels > 0) o << "Generated kernels (" << numKernels << ")\n" << kernels << "\n";
   bool header = false;
   for (const storage::ArtifactRecord& a : artifacts) {
     AotGraphKind kind{};
-    if (a.name == kAotArtifact || a.name == kDynamicShapesArtifact || graphKindOf(a.name, kind)) continue;
+    if (a.name == kAotArtifact || a.name == kDynamicShapesArtifact || a.name == kPassesArtifact ||
+        a.name == storage::kKernelArtifact || graphKindOf(a.name, kind))
+      continue;
     if (!header) o << "Other artifacts\n";
     header = true;
     o << "  " << a.name << " (" << a.mediaType << ", " << formatBytes(static_cast<std::int64_t>(a.data.size())) << ")\n";

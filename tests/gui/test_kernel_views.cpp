@@ -141,6 +141,11 @@ TEST_CASE("a fused graph loads with its kernels: each node knows the kernel that
   CHECK(overlayApplies(Overlay::kFusionGroup, g));
   CHECK(overlayApplies(Overlay::kCompileTime, g));
   CHECK(defaultOverlay(g, 0) == Overlay::kFusionGroup);
+  // The Details tab lists them (not as "other artifacts").
+  const std::string details = compileDetailsText(reader->artifactsOfCompile(c.id));
+  CHECK_THAT(details, Catch::Matchers::Contains("Generated kernels (" + std::to_string(stored.size()) + ")\n  " +
+                                                stored[0].name + " (dynamo graph 0, " + stored[0].loops + ", "));
+  CHECK_THAT(details, !Catch::Matchers::Contains("dynamo.kernel ("));
 }
 
 TEST_CASE("the training compile's kernels belong to its AOT forward graph (and its joint graph)") {

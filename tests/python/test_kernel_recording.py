@@ -104,3 +104,41 @@ def test_training_graph_kernels_belong_to_the_aot_forward_graph(tmp_path):
         assert k["graph"] == "aot.forward" and k["graph_index"] == 0
         assert set(k["nodes"]) <= forward_nodes, (k["nodes"], forward_nodes)
     assert "sigmoid" in {n for k in kernels for n in k["nodes"]}
+
+
+PASSES_SCRIPT = r"""
+import torch, dynamo
+
+def f(x):
+    unused = x * 3
+    return x.relu() + 1
+
+def g(x):
+    return x.relu() + 1
+
+assert torch.equal(dynamo.optimize("eager")(f)(torch.ones(4)), f(torch.ones(4)))
+assert torch.equal(dynamo.optimize("eager")(g)(torch.ones(4)), g(torch.ones(4)))
+print("done")
+"""
+
+
+def test_a_pass_that_changed_the_graph_is_recorded_with_the_nodes_it_removed(tmp_path):
+    db = tmp_path / "p.db"
+    script = tmp_path / "passes_script.py"
+    script.write_text(PASSES_SCRIPT)
+    r = subprocess.run([sys.executable, str(script)], env=dict(os.environ, DYNAMO_TRACE=str(db)),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    store = _C.TraceReader(str(db))
+    run, compiles = _compiles(store)
+    frames = {fr["id"]: fr["name"] for fr in store.frames(run["id"])}
+    by_name = {frames[c["frame_id"]]: c for c in compiles}
+    passes = {frames[a_c]: a for a in store.artifacts(run["id"]) if a["name"] == "dynamo.passes"
+              for a_c in [next(c["frame_id"] for c in compiles if c["id"] == a["compile_id"])]}
+    # f's unused product is removed by dead-code elimination; g's graph is left as it was: no row.
+    assert set(passes) == {"f"}
+    assert passes["f"]["compile_id"] == by_name["f"]["id"]
+    assert passes["f"]["data"].decode() == (
+        "pass dead_code_elimination: changed (5 -> 4 nodes)\n"
+        "  removed: mul\n"
+        f"  application 1: mul (operator.mul) at {script}:5\n")

@@ -5,6 +5,8 @@
 //   dynamo.aot.forward
 //   dynamo.aot.backward
 //   dynamo.dynamic_shapes which dims are dynamic and the shape guards (text)
+//   dynamo.passes         the passes that changed the graph: nodes removed and added (text)
+//   dynamo.kernel         one per generated kernel (storage::KernelRecord's metadata)
 //
 // A compile may hold several AOT compiles (each a `dynamo.aot` followed by its graphs). The
 // views address an AOT graph by a negative graph index: -1 - (3 * ordinal + kind), so the
@@ -27,6 +29,8 @@ namespace dynamo::gui {
 /// The artifact names (python/dynamo/aot/__init__.py, python/src/recording_bindings.cpp).
 inline constexpr std::string_view kAotArtifact = "dynamo.aot";
 inline constexpr std::string_view kDynamicShapesArtifact = "dynamo.dynamic_shapes";
+/// What the passes that changed the graph did (text: status, nodes removed and added).
+inline constexpr std::string_view kPassesArtifact = "dynamo.passes";
 
 /// The three graphs of an AOT compile.
 enum class AotGraphKind { kJoint = 0, kForward = 1, kBackward = 2 };
