@@ -41,6 +41,12 @@ void ZoomingView::wheelEvent(QWheelEvent* e) {
 GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
     : QWidget(parent), cache_(std::move(cache)) {
   engine_ = new LayoutEngine(LayoutEngine::locateLayoutProgram(), cache_, this);
+  prefetch_ = new LayoutPrefetcher(LayoutEngine::locateLayoutProgram(), cache_, this);
+  connect(prefetch_, &LayoutPrefetcher::ready, this, [this](const std::string& key) {
+    if (waitingDot_.empty() || LayoutCache::keyOf(waitingDot_) != key) return;
+    pendingTicket_ = engine_->request(waitingDot_);  // a cache hit now
+    waitingDot_.clear();
+  });
   scene_ = new GraphScene(this);
   view_ = new ZoomingView(scene_, this);
   view_->setObjectName("graphCanvas");
@@ -135,6 +141,8 @@ void GraphView::setStatus(const QString& text) { status_->setText(text); }
 
 void GraphView::showMessage(const QString& message) {
   engine_->cancel();
+  prefetch_->stop();
+  waitingDot_.clear();
   pendingTicket_ = 0;
   graph_.reset();
   scene_->clearContent();
@@ -216,8 +224,37 @@ void GraphView::relayout() {
   const std::string dot = toDot(*visible);
   pendingVisible_ = visible;
   layoutClock_.start();
+  waitingDot_.clear();
+  if (prefetch_->laysOut(LayoutCache::keyOf(dot))) {
+    // The background layout of this very view is under way: wait for it rather than start
+    // Graphviz a second time on the same text.
+    engine_->cancel();
+    waitingDot_ = dot;
+    pendingTicket_ = -1;
+    setStatus(QString("laying out %1 boxes (started in the background)...").arg(visible->units.size()));
+    return;
+  }
+  prefetch_->stop();  // the user's layout gets the CPU
   pendingTicket_ = engine_->request(dot);
   setStatus(QString("laying out %1 boxes...").arg(visible->units.size()));
+}
+
+void GraphView::prefetchExpansions() {
+  static const bool off = qEnvironmentVariable("DYNAMO_INSPECT_PREFETCH") == "0";
+  if (off || !graph_ || !pendingVisible_) return;
+  std::vector<std::pair<int, int>> groups;  // (nodes beneath, group) of the collapsed boxes
+  for (const VisibleUnit& u : pendingVisible_->units)
+    if (u.group >= 0) groups.emplace_back(graph_->group(u.group).totalNodes, u.group);
+  std::sort(groups.begin(), groups.end(), std::greater<>());
+  std::vector<std::string> dots;
+  for (const auto& [nodes, group] : groups) {
+    if (static_cast<int>(dots.size()) == kPrefetchExpansions) break;
+    if (unitsIfExpanded(*graph_, expanded_, group) > kMaxLayoutUnits) continue;
+    std::set<int> open = expanded_;
+    open.insert(group);
+    dots.push_back(toDot(computeVisible(*graph_, open)));
+  }
+  prefetch_->prefetch(std::move(dots));
 }
 
 void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result, bool fromCache) {
@@ -249,6 +286,7 @@ void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result,
                           .arg(pendingVisible_->units.size()).arg(pendingVisible_->edges.size())
                           .arg(lastLayoutMs_, 0, 'f', 0).arg(fromCache ? " (cached)" : "");
   setStatus(graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits) ? bigGraphNote() + "; " + msg : msg);
+  prefetchExpansions();
   emit layoutDrawn();
 }
 

@@ -39,6 +39,9 @@ class ZoomingView : public QGraphicsView {
   void wheelEvent(QWheelEvent* e) override;
 };
 
+/// How many expansions the view prefetches after each layout (the largest collapsed modules).
+inline constexpr int kPrefetchExpansions = 3;
+
 class GraphView : public QWidget {
   Q_OBJECT
  public:
@@ -78,6 +81,10 @@ class GraphView : public QWidget {
   QTextBrowser* nodePanel() const { return panel_; }
   QLineEdit* searchBox() const { return searchBox_; }
   LayoutEngine* engine() const { return engine_; }
+  /// Lays out in the background the views that expanding the largest collapsed modules on
+  /// screen would show (kPrefetchExpansions of them), after each drawn layout; $DYNAMO_INSPECT_PREFETCH=0
+  /// turns it off.
+  LayoutPrefetcher* prefetcher() const { return prefetch_; }
   /// The status line under the view ("laying out 412 boxes...", a refusal, a layout error).
   QString message() const { return status_->text(); }
   /// The selected node, -1 when none.
@@ -96,6 +103,7 @@ class GraphView : public QWidget {
 
  private:
   void relayout();
+  void prefetchExpansions();
   void onLayout(int ticket, std::shared_ptr<const LayoutResult> result, bool fromCache);
   void onLayoutFailed(int ticket, const QString& message);
   void onUnitClicked(int node, int group);
@@ -109,6 +117,8 @@ class GraphView : public QWidget {
 
   std::shared_ptr<LayoutCache> cache_;
   LayoutEngine* engine_;
+  LayoutPrefetcher* prefetch_;
+  std::string waitingDot_;  ///< a view the prefetcher is laying out now, asked for by the user
   GraphScene* scene_;
   ZoomingView* view_;
   QLabel* title_;
