@@ -95,7 +95,7 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   sources->addWidget(kernelSource_);
   side->addWidget(panel_);
   side->addWidget(sources);
-  auto* split = new QSplitter(Qt::Horizontal, this);
+  auto* split = split_ = new QSplitter(Qt::Horizontal, this);
   split->addWidget(view_);
   split->addWidget(side);
   split->setStretchFactor(0, 3);
@@ -175,6 +175,10 @@ void GraphView::setGraph(InspectGraphPtr graph, const QString& title, Overlay ov
   kernelSource_->clearLocation(QString("%1 generated kernels: select a node to see the one that computes it")
                                    .arg(graph_->kernels().size()));
   kernelSource_->setVisible(!graph_->kernels().empty());
+  // The kernel source beside the user's source needs room: the side takes half then.
+  const int width = std::max(1000, split_->width());
+  split_->setSizes(graph_->kernels().empty() ? QList<int>{width * 7 / 10, width * 3 / 10}
+                                             : QList<int>{width / 2, width / 2});
   title_->setText(title);
   fitAfterLayout_ = true;
   relayout();

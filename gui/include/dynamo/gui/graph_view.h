@@ -15,6 +15,7 @@
 #include <QGraphicsView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QSplitter>
 #include <QTextBrowser>
 #include <QWidget>
 
@@ -130,6 +131,7 @@ class GraphView : public QWidget {
   QTextBrowser* panel_;
   SourceView* source_;
   SourceView* kernelSource_;
+  QSplitter* split_;
 
   InspectGraphPtr graph_;
   Overlay overlay_ = Overlay::kOpKind;
