@@ -338,4 +338,54 @@ InspectGraphPtr withKernels(const InspectGraphPtr& graph, int index,
   return InspectGraph::make(std::move(nodes), graph->hash(), std::move(out));
 }
 
+InspectGraphPtr withSymbolicInputs(const InspectGraphPtr& graph,
+                                   const std::vector<storage::ArtifactRecord>& artifacts) {
+  // source -> (dim -> symbol), and the report line of each symbol.
+  std::map<std::string, std::map<size_t, std::string>> dims;
+  std::map<std::string, std::vector<std::string>> lines;
+  for (const storage::ArtifactRecord& a : artifacts) {
+    if (a.name != kDynamicShapesArtifact) continue;
+    std::istringstream in(a.data);
+    for (std::string line; std::getline(in, line);) {
+      // "s0 = x.size()[0] in [2, inf] (dynamic; example 16)"
+      const size_t eq = line.find(" = ");
+      const size_t size = line.find(".size()[", eq == std::string::npos ? 0 : eq);
+      if (line.empty() || line[0] != 's' || eq == std::string::npos || size == std::string::npos) continue;
+      const std::string symbol = line.substr(0, eq);
+      if (symbol.find(' ') != std::string::npos) continue;
+      const std::string source = line.substr(eq + 3, size - eq - 3);
+      const size_t close = line.find(']', size);
+      if (close == std::string::npos) continue;
+      try {
+        dims[source][std::stoul(line.substr(size + 8, close - size - 8))] = symbol;
+      } catch (const std::exception&) {
+        continue;
+      }
+      lines[source].push_back(line);
+    }
+  }
+  if (dims.empty()) return graph;
+  std::vector<InspectNode> nodes = graph->nodes();
+  bool any = false;
+  for (InspectNode& n : nodes) {
+    auto it = n.op == "placeholder" ? dims.find(n.target) : dims.end();
+    if (it == dims.end() || n.tensor.empty()) continue;
+    // n.tensor is "f32[16, 16]": the sizes between the brackets.
+    const size_t open = n.tensor.find('['), end = n.tensor.rfind(']');
+    if (open == std::string::npos || end == std::string::npos) continue;
+    std::vector<std::string> sizes;
+    std::istringstream in(n.tensor.substr(open + 1, end - open - 1));
+    for (std::string part; std::getline(in, part, ',');) sizes.push_back(part.substr(part.find_first_not_of(' ')));
+    std::string shape = "[";
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      auto sym = it->second.find(d);
+      shape += (d ? ", " : "") + (sym == it->second.end() ? sizes[d] : sym->second);
+    }
+    n.symbolicShape = shape + "]";
+    n.symbols = lines[it->first];
+    any = true;
+  }
+  return any ? InspectGraph::make(std::move(nodes), graph->hash(), graph->kernels()) : graph;
+}
+
 }  // namespace dynamo::gui

@@ -17,6 +17,10 @@ QString htmlEscape(const std::string& s) { return QString::fromStdString(s).toHt
 QString nodeTooltip(const InspectGraph& g, const InspectNode& n) {
   QString t = "<b>" + htmlEscape(n.name) + "</b> " + htmlEscape(n.op) + "<br>" + htmlEscape(n.target);
   if (!n.tensor.empty()) t += "<br>" + htmlEscape(n.tensorDetail);
+  if (!n.symbolicShape.empty()) {
+    t += "<br>sizes " + htmlEscape(n.symbolicShape);
+    for (const std::string& s : n.symbols) t += "<br>" + htmlEscape(s);
+  }
   if (!n.kernels.empty()) {
     const InspectKernel& k = g.kernels()[static_cast<size_t>(n.kernels.front())];
     t += QString("<br>kernel <b>%1</b> (%2 nodes)").arg(htmlEscape(k.name)).arg(k.nodes.size());
@@ -227,6 +231,7 @@ QString edgeTooltip(const InspectGraph& g, const VisibleEdge& e) {
   QString t = QString::fromStdString(src.name + " -> " + dst.name);
   t += src.tensor.empty() ? QString("\n(not a tensor)")
                           : "\n" + QString::fromStdString(src.tensorDetail);
+  if (!src.symbolicShape.empty()) t += "\nsizes " + QString::fromStdString(src.symbolicShape);
   if (e.count > 1) t += QString("\n%1 edges between these boxes").arg(e.count);
   return t;
 }

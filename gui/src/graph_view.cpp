@@ -411,6 +411,11 @@ void GraphView::showNodePanel(int node) {
   if (!n.args.empty()) row("args", "<code>" + esc(n.args) + "</code>");
   if (!n.tensorDetail.empty())
     row("tensor", esc(n.tensorDetail) + (n.tensorBytes > 0 ? " (" + esc(formatBytes(n.tensorBytes)) + ")" : QString()));
+  if (!n.symbolicShape.empty()) {
+    QString sym = esc(n.symbolicShape);
+    for (const std::string& line : n.symbols) sym += "<br>" + esc(line);
+    row("dynamic sizes", sym);
+  }
   if (n.partition != PartitionRole::kNone) row("partition", esc(std::string(partitionRoleName(n.partition))));
   row("module", n.modulePath.empty() ? QString("(top level)") : esc(n.modulePath));
   if (n.location.known()) row("source", locationText(n.location));

@@ -97,7 +97,8 @@ GraphLoad loadGraph(const std::string& path, storage::RowId compileId, int index
                       .arg(index).arg(compileId).arg(out.record.numNodes).arg(kMaxGraphNodes);
       return out;
     }
-    out.graph = withKernels(inspectGraphFromJson(json), index, reader->kernelsOfCompile(compileId));
+    out.graph = withSymbolicInputs(withKernels(inspectGraphFromJson(json), index, reader->kernelsOfCompile(compileId)),
+                                   reader->artifactsOfCompile(compileId));
     out.buildMs = static_cast<double>(t.nsecsElapsed()) / 1e6;
   } catch (const std::exception& e) {
     out.error = QString("cannot read %1 of compile %2: %3")

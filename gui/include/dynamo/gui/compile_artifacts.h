@@ -106,6 +106,13 @@ InspectGraphPtr withContextOf(const InspectGraph& graph, const InspectGraph& nam
 InspectGraphPtr withKernels(const InspectGraphPtr& graph, int index,
                             const std::vector<storage::KernelRecord>& kernels);
 
+/// `graph` (a Dynamo graph) with the symbols of its dynamic input sizes: each line
+/// "sN = SOURCE.size()[D] in [LO, HI] (...)" of the compile's dynamo.dynamic_shapes report marks
+/// dimension D of the input whose source is SOURCE (InspectNode::symbolicShape, symbols). The
+/// graph itself when the report has none.
+InspectGraphPtr withSymbolicInputs(const InspectGraphPtr& graph,
+                                   const std::vector<storage::ArtifactRecord>& artifacts);
+
 /// The Details tab's text of one compile: each AOT compile's summary, the dynamic-shapes
 /// report, and the other artifacts by name, type and size. Plain text.
 std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts);
