@@ -9,6 +9,8 @@
 // For one graph, with a fresh layout cache (cold) and again with it (warm):
 //   first_paint_ms  openGraph() to the canvas's first paint of the laid-out graph
 //   expand_ms       a click on the largest collapsed module to the paint that shows it open
+//                   (--think-ms MS: each click MS after the view was drawn, as a person reads
+//                   it first; the view prefetches the likely expansions meanwhile)
 //   search_ms       a regular-expression search over every node
 // and for the whole session the longest the UI thread went without serving its event loop
 // (a 5 ms QTimer watchdog: the largest gap between its ticks, minus 5 ms). The anchor, in the
@@ -142,7 +144,7 @@ Pick largestGraph(const std::string& path, const std::string& frameFilter) {
 void printLine(const std::string& json) { std::cout << json << std::endl; }
 
 /// One pass over the graph: open, paint, expand the largest module, search. Returns false on error.
-bool measure(MainWindow& w, PaintProbe& probe, const Pick& pick, const char* cache, Watchdog& dog) {
+bool measure(MainWindow& w, PaintProbe& probe, const Pick& pick, const char* cache, Watchdog& dog, int thinkMs) {
   GraphView* v = w.graphView();
   QElapsedTimer t;
   dog.reset();
@@ -168,6 +170,13 @@ bool measure(MainWindow& w, PaintProbe& probe, const Pick& pick, const char* cac
         group = u.group;
       }
     if (group < 0) break;
+    // A person looks at the view before clicking (--think-ms): the background layouts of the
+    // likely expansions run meanwhile (GraphView::prefetcher).
+    if (thinkMs > 0) {
+      QElapsedTimer think;
+      think.start();
+      waitFor([&] { return think.elapsed() >= thinkMs; }, thinkMs + 1000);
+    }
     const qint64 t1 = probe.clock.nsecsElapsed();
     probe.drawnNs = -1;
     if (!v->expandGroup(group)) break;
@@ -221,7 +230,7 @@ void anchor(const std::string& path, const Pick& pick, int timeoutS) {
 
 int main(int argc, char** argv) {
   std::string store, frame;
-  int synthetic = 0, anchorTimeout = 60, graphIndex = 0;
+  int synthetic = 0, anchorTimeout = 60, graphIndex = 0, thinkMs = 0;
   bool pickIndex = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -229,13 +238,14 @@ int main(int argc, char** argv) {
     else if (a == "--frame" && i + 1 < argc) frame = argv[++i];
     else if (a == "--store" && i + 1 < argc) store = argv[++i];
     else if (a == "--anchor-timeout" && i + 1 < argc) anchorTimeout = std::atoi(argv[++i]);
+    else if (a == "--think-ms" && i + 1 < argc) thinkMs = std::atoi(argv[++i]);
     else if (a == "--graph" && i + 1 < argc) {
       graphIndex = std::atoi(argv[++i]);
       pickIndex = true;
     }
     else if (a[0] != '-') store = a;
     else {
-      std::cerr << "usage: inspect_bench --synthetic N [--store PATH] | STORE [--frame NAME] [--graph INDEX] [--anchor-timeout S]\n";
+      std::cerr << "usage: inspect_bench --synthetic N [--store PATH] | STORE [--frame NAME] [--graph INDEX] [--anchor-timeout S] [--think-ms MS]\n";
       return 2;
     }
   }
@@ -271,8 +281,8 @@ int main(int argc, char** argv) {
     std::cerr << "inspect_bench: no graph in " << store << "\n";
     return 1;
   }
-  if (!measure(w, probe, pick, "cold", dog)) return 1;
-  if (!measure(w, probe, pick, "warm", dog)) return 1;
+  if (!measure(w, probe, pick, "cold", dog, thinkMs)) return 1;
+  if (!measure(w, probe, pick, "warm", dog, thinkMs)) return 1;
   anchor(store, pick, anchorTimeout);
   return 0;
 }

@@ -25,11 +25,13 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backends_internal.h"
 #include "dynamo/backends/fused.h"
@@ -558,6 +560,60 @@ class FusedBackend final : public core::Backend {
   std::shared_ptr<core::Backend> aot_ = makeAotBackend("fused");
 };
 
+// The graph nodes a kernel computes: those its stages store, and the nodes inlined into them
+// (lowered values no buffer holds: their arithmetic is in this kernel's loops; one inlined into
+// several kernels is computed by each). Graph order.
+std::vector<std::string> coveredNodes(const codegen::Kernel& k, const core::Graph& graph,
+                                      const std::unordered_set<std::string>& realized) {
+  std::unordered_set<std::string> covered;
+  std::vector<const core::Node*> work;
+  for (const std::string& name : k.nodes()) {
+    if (core::NodeRef n = graph.find(name)) {
+      covered.insert(name);
+      work.push_back(n.get());
+    }
+  }
+  while (!work.empty()) {
+    const core::Node* n = work.back();
+    work.pop_back();
+    n->forEachInput([&](const core::NodeRef& in) {
+      if (in->op() != core::NodeOp::kCallFunction && in->op() != core::NodeOp::kCallMethod) return;
+      if (realized.count(in->name()) || !covered.insert(in->name()).second) return;
+      work.push_back(in.get());
+    });
+  }
+  std::vector<std::string> out;
+  for (const core::NodeRef& n : graph.body())
+    if (covered.count(n->name())) out.push_back(n->name());
+  return out;
+}
+
+// Hands the kernels to the compile being recorded (core's BackendKernel, for the trace store):
+// the captured graph's ("dynamo"), or the AOT layer's forward / backward graph's.
+void recordKernels(const codegen::Program& program, const std::vector<codegen::CompileJob>& jobs,
+                   const std::vector<codegen::LoadedKernel>& loaded, double lowerMs,
+                   const core::BackendRequest& request, const FusedOptions& options) {
+  const core::Graph& graph = request.graph;
+  std::unordered_set<std::string> realized;  // nodes whose value some buffer holds
+  for (const codegen::Buffer& b : program.buffers) realized.insert(b.node);
+  std::vector<core::BackendKernel> out;
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    const codegen::Kernel& k = program.kernels[i];
+    core::BackendKernel b;
+    b.name = k.name;
+    b.language = options.cudaHostShim ? "cuda" : "c++";
+    b.source = jobs[i].source;
+    b.nodes = coveredNodes(k, graph, realized);
+    b.loops = loopText(k);
+    b.cacheKey = loaded[i].key;
+    b.cacheHit = loaded[i].cacheHit;
+    b.compileMs = loaded[i].compileMs;
+    b.lowerMs = lowerMs;
+    out.push_back(std::move(b));
+  }
+  core::reportBackendKernels(options.insideAutograd ? "aot." + request.function : "dynamo", std::move(out));
+}
+
 }  // namespace
 
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request, FusedReport* report,
@@ -586,6 +642,7 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   // (Their products stay ATen calls too: the AOT graphs take weights through aten::t views,
   // which a matmul step would have to materialise.)
   lowering.matmulSteps = !options.insideAutograd;
+  const auto lowerStart = std::chrono::steady_clock::now();
   codegen::Program program = codegen::lowerGraph(graph, lowering);
   std::vector<codegen::CompileJob> jobs;
   for (const codegen::Kernel& k : program.kernels) {
@@ -595,6 +652,8 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
       jobs.push_back({codegen::emitCpp(k, program), k.name, {}});
     }
   }
+  const double lowerMs =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - lowerStart).count();
   std::vector<codegen::LoadedKernel> loaded;
   {
     NoGil nogil;
@@ -623,6 +682,7 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
       report->kernels.push_back(std::move(info));
     }
   }
+  if (core::wantsBackendKernels()) recordKernels(program, jobs, loaded, lowerMs, request, options);
   if (report) {
     report->program = codegen::printProgram(program);
     report->externs = program.externs;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -254,16 +255,137 @@ std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artif
       for (std::string line; std::getline(in, line);) o << "  " << line << "\n";
       o << "\n";
     }
+  for (const storage::ArtifactRecord& a : artifacts)
+    if (a.name == kPassesArtifact) {
+      o << "Passes that changed the graph (the nodes they removed and added)\n";
+      std::istringstream in(a.data);
+      for (std::string line; std::getline(in, line);) o << "  " << line << "\n";
+      o << "\n";
+    }
+  std::string kernels;
+  int numKernels = 0;
+  for (const storage::ArtifactRecord& a : artifacts) {
+    if (a.name != storage::kKernelArtifact) continue;
+    const nlohmann::json j = nlohmann::json::parse(a.data, nullptr, false);
+    if (!j.is_object()) continue;
+    ++numKernels;
+    kernels += "  " + j.value("name", std::string("?")) + " (" + j.value("graph", std::string()) + " graph " +
+               std::to_string(j.value("graph_index", 0)) + ", " + j.value("loops", std::string()) + ", " +
+               (j.value("cache_hit", false) ? std::string("cache hit")
+                                            : fmt("compiled in %.0f ms", static_cast<double>(j.value("compile_us", std::int64_t{0})) / 1000.0)) +
+               "): " + std::to_string(j.value("nodes", nlohmann::json::array()).size()) + " nodes\n";
+  }
+  if (numKernels > 0) o << "Generated kernels (" << numKernels << ")\n" << kernels << "\n";
   bool header = false;
   for (const storage::ArtifactRecord& a : artifacts) {
     AotGraphKind kind{};
-    if (a.name == kAotArtifact || a.name == kDynamicShapesArtifact || graphKindOf(a.name, kind)) continue;
+    if (a.name == kAotArtifact || a.name == kDynamicShapesArtifact || a.name == kPassesArtifact ||
+        a.name == storage::kKernelArtifact || graphKindOf(a.name, kind))
+      continue;
     if (!header) o << "Other artifacts\n";
     header = true;
     o << "  " << a.name << " (" << a.mediaType << ", " << formatBytes(static_cast<std::int64_t>(a.data.size())) << ")\n";
   }
   if (artifacts.empty()) o << "This compile recorded no artifacts (no AOT graphs, no dynamic shapes).\n";
   return o.str();
+}
+
+namespace {
+
+// Whether kernel `k` was generated for graph `index` of its compile (see withKernels).
+bool kernelOfGraph(const storage::KernelRecord& k, int index) {
+  if (index >= 0) return k.graph == "dynamo" && k.graphIndex == index;
+  int ordinal = 0;
+  AotGraphKind kind{};
+  if (!decodeAotGraphIndex(index, ordinal, kind) || k.graphIndex != ordinal) return false;
+  switch (kind) {
+    case AotGraphKind::kJoint: return k.graph == "aot.forward" || k.graph == "aot.backward";
+    case AotGraphKind::kForward: return k.graph == "aot.forward";
+    case AotGraphKind::kBackward: return k.graph == "aot.backward";
+  }
+  return false;
+}
+
+}  // namespace
+
+InspectGraphPtr withKernels(const InspectGraphPtr& graph, int index,
+                            const std::vector<storage::KernelRecord>& kernels) {
+  std::map<std::string, int> byName;
+  for (const InspectNode& n : graph->nodes()) byName.emplace(n.name, n.index);
+  std::vector<InspectNode> nodes = graph->nodes();
+  std::vector<InspectKernel> out;
+  for (const storage::KernelRecord& k : kernels) {
+    if (!kernelOfGraph(k, index)) continue;
+    InspectKernel ik;
+    ik.name = k.name;
+    ik.language = std::string(storage::codeKindLanguage(k.kind));
+    ik.source = k.source;
+    ik.loops = k.loops;
+    ik.cacheHit = k.cacheHit;
+    ik.compileMs = static_cast<double>(k.compileUs) / 1000.0;
+    ik.lowerMs = static_cast<double>(k.lowerUs) / 1000.0;
+    const int id = static_cast<int>(out.size());
+    for (const std::string& name : k.nodes) {
+      auto it = byName.find(name);
+      if (it == byName.end()) continue;
+      ik.nodes.push_back(it->second);
+      nodes[static_cast<size_t>(it->second)].kernels.push_back(id);
+    }
+    std::sort(ik.nodes.begin(), ik.nodes.end());
+    out.push_back(std::move(ik));
+  }
+  if (out.empty()) return graph;
+  return InspectGraph::make(std::move(nodes), graph->hash(), std::move(out));
+}
+
+InspectGraphPtr withSymbolicInputs(const InspectGraphPtr& graph,
+                                   const std::vector<storage::ArtifactRecord>& artifacts) {
+  // source -> (dim -> symbol), and the report line of each symbol.
+  std::map<std::string, std::map<size_t, std::string>> dims;
+  std::map<std::string, std::vector<std::string>> lines;
+  for (const storage::ArtifactRecord& a : artifacts) {
+    if (a.name != kDynamicShapesArtifact) continue;
+    std::istringstream in(a.data);
+    for (std::string line; std::getline(in, line);) {
+      // "s0 = x.size()[0] in [2, inf] (dynamic; example 16)"
+      const size_t eq = line.find(" = ");
+      const size_t size = line.find(".size()[", eq == std::string::npos ? 0 : eq);
+      if (line.empty() || line[0] != 's' || eq == std::string::npos || size == std::string::npos) continue;
+      const std::string symbol = line.substr(0, eq);
+      if (symbol.find(' ') != std::string::npos) continue;
+      const std::string source = line.substr(eq + 3, size - eq - 3);
+      const size_t close = line.find(']', size);
+      if (close == std::string::npos) continue;
+      try {
+        dims[source][std::stoul(line.substr(size + 8, close - size - 8))] = symbol;
+      } catch (const std::exception&) {
+        continue;
+      }
+      lines[source].push_back(line);
+    }
+  }
+  if (dims.empty()) return graph;
+  std::vector<InspectNode> nodes = graph->nodes();
+  bool any = false;
+  for (InspectNode& n : nodes) {
+    auto it = n.op == "placeholder" ? dims.find(n.target) : dims.end();
+    if (it == dims.end() || n.tensor.empty()) continue;
+    // n.tensor is "f32[16, 16]": the sizes between the brackets.
+    const size_t open = n.tensor.find('['), end = n.tensor.rfind(']');
+    if (open == std::string::npos || end == std::string::npos) continue;
+    std::vector<std::string> sizes;
+    std::istringstream in(n.tensor.substr(open + 1, end - open - 1));
+    for (std::string part; std::getline(in, part, ',');) sizes.push_back(part.substr(part.find_first_not_of(' ')));
+    std::string shape = "[";
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      auto sym = it->second.find(d);
+      shape += (d ? ", " : "") + (sym == it->second.end() ? sizes[d] : sym->second);
+    }
+    n.symbolicShape = shape + "]";
+    n.symbols = lines[it->first];
+    any = true;
+  }
+  return any ? InspectGraph::make(std::move(nodes), graph->hash(), graph->kernels()) : graph;
 }
 
 }  // namespace dynamo::gui

@@ -5,10 +5,12 @@
 #include <QImage>
 #include <QPainter>
 
+#include <cstdio>
 #include <map>
 
 #include "dynamo/gui/compile_artifacts.h"
 #include "dynamo/gui/graph_scene.h"
+#include "dynamo/gui/overlays.h"
 #include "dynamo/gui/store_session.h"
 #include "dynamo/gui/svg_writer.h"
 #include "dynamo/explain/trace_report.h"
@@ -60,6 +62,24 @@ std::vector<std::pair<int, std::string>> graphsOf(const storage::TraceReader& re
   return out;
 }
 
+/// The kernels of a graph as files (kernels/<graph>-<kernel>.cpp) and the summary's lines for
+/// them: each kernel, its cache state and compile time, and the nodes it computes.
+std::string kernelFiles(const InspectGraph& g, const std::string& base, const std::string& title,
+                        std::vector<ExportFile>& files) {
+  if (g.kernels().empty()) return {};
+  std::string lines = "  " + title + ": " + std::to_string(g.kernels().size()) + " generated kernel(s)\n";
+  for (const InspectKernel& k : g.kernels()) {
+    const std::string file = "kernels/" + base + "-" + fileSafe(k.name) + (k.language == "cuda" ? ".cu" : ".cpp");
+    files.push_back({file, k.source});
+    char time[64];
+    std::snprintf(time, sizeof time, "compiled in %.0f ms", k.compileMs);
+    lines += "    " + file + ": " + k.name + " (" + k.loops + ", " + (k.cacheHit ? "cache hit" : time) + "), nodes:";
+    for (int n : k.nodes) lines += " " + g.node(n).name;
+    lines += "\n";
+  }
+  return lines;
+}
+
 }  // namespace
 
 std::string fileSafe(const std::string& name) {
@@ -90,13 +110,15 @@ ExportOutput exportStore(const std::string& path, const QString& layoutProgram, 
         if (int n = usedNames[base]++; n > 0) base += "-" + std::to_string(n + 1);  // resume functions
         const std::string title = names[c.frameId] + " compile #" + std::to_string(c.attempt) + " " +
                                   graphIndexLabel(graphIndex);
-        // AOT graphs are drawn coloured by their partition, as the window opens them.
-        const Overlay overlay = graphIndex < 0 ? Overlay::kPartition : Overlay::kOpKind;
         GraphLoad load = loadGraph(path, c.id, graphIndex);
         if (!load.graph) {
           out.notes.push_back(title + ": " + load.error.toStdString());
           continue;
         }
+        // Coloured as the window opens them: by fusion group when kernels were generated for the
+        // graph, AOT graphs by their partition, else by op kind.
+        const Overlay overlay = defaultOverlay(*load.graph, graphIndex);
+        index += kernelFiles(*load.graph, base, title, out.files);
         struct View {
           std::string suffix;
           std::set<int> expanded;

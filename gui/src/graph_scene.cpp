@@ -14,9 +14,18 @@ constexpr double kDetailLod = 0.45;
 
 QString htmlEscape(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
 
-QString nodeTooltip(const InspectNode& n) {
+QString nodeTooltip(const InspectGraph& g, const InspectNode& n) {
   QString t = "<b>" + htmlEscape(n.name) + "</b> " + htmlEscape(n.op) + "<br>" + htmlEscape(n.target);
   if (!n.tensor.empty()) t += "<br>" + htmlEscape(n.tensorDetail);
+  if (!n.symbolicShape.empty()) {
+    t += "<br>sizes " + htmlEscape(n.symbolicShape);
+    for (const std::string& s : n.symbols) t += "<br>" + htmlEscape(s);
+  }
+  if (!n.kernels.empty()) {
+    const InspectKernel& k = g.kernels()[static_cast<size_t>(n.kernels.front())];
+    t += QString("<br>kernel <b>%1</b> (%2 nodes)").arg(htmlEscape(k.name)).arg(k.nodes.size());
+    if (n.kernels.size() > 1) t += QString(", inlined into %1 more").arg(n.kernels.size() - 1);
+  }
   if (!n.modulePath.empty()) t += "<br>module " + htmlEscape(n.modulePath);
   if (n.location.known())
     t += "<br>" + htmlEscape(n.location.str()) + ": <code>" + htmlEscape(n.location.sourceLine) + "</code>";
@@ -33,14 +42,16 @@ class UnitItem : public QGraphicsItem {
     setZValue(2);
     setCursor(Qt::PointingHandCursor);
     const InspectGraph& g = *scene->graph();
-    if (unit.node >= 0) {
-      setToolTip(nodeTooltip(g.node(unit.node)));
-    } else {
-      const InspectGroup& gr = g.group(unit.group);
-      setToolTip(QString("<b>%1</b><br>%2 nodes: click to expand%3")
-                     .arg(htmlEscape(gr.label)).arg(gr.totalNodes)
-                     .arg(overlayNote.empty() ? QString() : "<br>" + htmlEscape(overlayNote)));
-    }
+    if (unit.node >= 0) setToolTip(nodeTooltip(g, g.node(unit.node)));
+    else setOverlayNote(overlayNote);
+  }
+  /// A collapsed group's tooltip, with what the overlay says of it.
+  void setOverlayNote(const std::string& overlayNote) {
+    if (unit_.group < 0) return;
+    const InspectGroup& gr = scene_->graph()->group(unit_.group);
+    setToolTip(QString("<b>%1</b><br>%2 nodes: click to expand%3")
+                   .arg(htmlEscape(gr.label)).arg(gr.totalNodes)
+                   .arg(overlayNote.empty() ? QString() : "<br>" + htmlEscape(overlayNote)));
   }
   void setFill(const QColor& fill) {
     fill_ = fill;
@@ -220,6 +231,7 @@ QString edgeTooltip(const InspectGraph& g, const VisibleEdge& e) {
   QString t = QString::fromStdString(src.name + " -> " + dst.name);
   t += src.tensor.empty() ? QString("\n(not a tensor)")
                           : "\n" + QString::fromStdString(src.tensorDetail);
+  if (!src.symbolicShape.empty()) t += "\nsizes " + QString::fromStdString(src.symbolicShape);
   if (e.count > 1) t += QString("\n%1 edges between these boxes").arg(e.count);
   return t;
 }
@@ -291,9 +303,13 @@ void GraphScene::setOverlay(Overlay overlay) {
   overlay_ = overlay;
   if (!graph_ || !visible_) return;
   const OverlayPainter painter(overlay_, *graph_);
-  for (size_t i = 0; i < unitItems_.size(); ++i)
-    if (unitItems_[i])
-      static_cast<UnitItem*>(unitItems_[i])->setFill(QColor(QString::fromStdString(painter.fill(visible_->units[i]))));
+  for (size_t i = 0; i < unitItems_.size(); ++i) {
+    if (!unitItems_[i]) continue;
+    auto* item = static_cast<UnitItem*>(unitItems_[i]);
+    const VisibleUnit& u = visible_->units[i];
+    item->setFill(QColor(QString::fromStdString(painter.fill(u))));
+    if (u.group >= 0) item->setOverlayNote(painter.describeGroup(u.group));
+  }
 }
 
 QString GraphScene::unitFill(const std::string& key) const {
@@ -301,6 +317,13 @@ QString GraphScene::unitFill(const std::string& key) const {
   for (size_t i = 0; i < unitItems_.size(); ++i)
     if (unitItems_[i] && visible_->units[i].key == key)
       return static_cast<UnitItem*>(unitItems_[i])->fill().name();
+  return {};
+}
+
+QString GraphScene::unitToolTip(const std::string& key) const {
+  if (!visible_) return {};
+  for (size_t i = 0; i < unitItems_.size(); ++i)
+    if (unitItems_[i] && visible_->units[i].key == key) return unitItems_[i]->toolTip();
   return {};
 }
 

@@ -41,6 +41,12 @@ void ZoomingView::wheelEvent(QWheelEvent* e) {
 GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
     : QWidget(parent), cache_(std::move(cache)) {
   engine_ = new LayoutEngine(LayoutEngine::locateLayoutProgram(), cache_, this);
+  prefetch_ = new LayoutPrefetcher(LayoutEngine::locateLayoutProgram(), cache_, this);
+  connect(prefetch_, &LayoutPrefetcher::ready, this, [this](const std::string& key) {
+    if (waitingDot_.empty() || LayoutCache::keyOf(waitingDot_) != key) return;
+    pendingTicket_ = engine_->request(waitingDot_);  // a cache hit now
+    waitingDot_.clear();
+  });
   scene_ = new GraphScene(this);
   view_ = new ZoomingView(scene_, this);
   view_->setObjectName("graphCanvas");
@@ -71,6 +77,9 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   panel_->setOpenLinks(false);
   source_ = new SourceView(this);
   source_->setObjectName("nodeSource");
+  kernelSource_ = new SourceView(this);
+  kernelSource_->setObjectName("kernelSource");
+  kernelSource_->hide();
 
   auto* bar = new QHBoxLayout;
   bar->addWidget(title_, 1);
@@ -81,9 +90,12 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   bar->addWidget(fit);
   bar->addWidget(overlayBox_);
   auto* side = new QSplitter(Qt::Vertical, this);
+  auto* sources = new QSplitter(Qt::Horizontal, this);
+  sources->addWidget(source_);
+  sources->addWidget(kernelSource_);
   side->addWidget(panel_);
-  side->addWidget(source_);
-  auto* split = new QSplitter(Qt::Horizontal, this);
+  side->addWidget(sources);
+  auto* split = split_ = new QSplitter(Qt::Horizontal, this);
   split->addWidget(view_);
   split->addWidget(side);
   split->setStretchFactor(0, 3);
@@ -114,6 +126,8 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
     const QString s = url.toString();
     if (s.startsWith("node:")) {
       selectNode(s.mid(5).toInt());
+    } else if (s.startsWith("kernel:")) {
+      showKernel(s.mid(7).toInt());
     } else if (s.startsWith("frame:") && selected_ >= 0) {
       const auto& stack = graph_->node(selected_).userStack;
       const size_t i = s.mid(6).toULongLong();
@@ -127,6 +141,8 @@ void GraphView::setStatus(const QString& text) { status_->setText(text); }
 
 void GraphView::showMessage(const QString& message) {
   engine_->cancel();
+  prefetch_->stop();
+  waitingDot_.clear();
   pendingTicket_ = 0;
   graph_.reset();
   scene_->clearContent();
@@ -135,6 +151,8 @@ void GraphView::showMessage(const QString& message) {
   results_.clear();
   panel_->clear();
   source_->clearLocation();
+  kernelSource_->clearLocation();
+  kernelSource_->hide();
   title_->clear();
   overlayBox_->clear();
   legend_->clear();
@@ -154,6 +172,13 @@ void GraphView::setGraph(InspectGraphPtr graph, const QString& title, Overlay ov
   panel_->setHtml(QString("<p>%1 nodes, %2 edges. Click a module to expand it, a node to see it.</p>")
                       .arg(graph_->nodes().size()).arg(graph_->edgeCount()));
   source_->clearLocation();
+  kernelSource_->clearLocation(QString("%1 generated kernels: select a node to see the one that computes it")
+                                   .arg(graph_->kernels().size()));
+  kernelSource_->setVisible(!graph_->kernels().empty());
+  // The kernel source beside the user's source needs room: the side takes half then.
+  const int width = std::max(1000, split_->width());
+  split_->setSizes(graph_->kernels().empty() ? QList<int>{width * 7 / 10, width * 3 / 10}
+                                             : QList<int>{width / 2, width / 2});
   title_->setText(title);
   fitAfterLayout_ = true;
   relayout();
@@ -203,8 +228,37 @@ void GraphView::relayout() {
   const std::string dot = toDot(*visible);
   pendingVisible_ = visible;
   layoutClock_.start();
+  waitingDot_.clear();
+  if (prefetch_->laysOut(LayoutCache::keyOf(dot))) {
+    // The background layout of this very view is under way: wait for it rather than start
+    // Graphviz a second time on the same text.
+    engine_->cancel();
+    waitingDot_ = dot;
+    pendingTicket_ = -1;
+    setStatus(QString("laying out %1 boxes (started in the background)...").arg(visible->units.size()));
+    return;
+  }
+  prefetch_->stop();  // the user's layout gets the CPU
   pendingTicket_ = engine_->request(dot);
   setStatus(QString("laying out %1 boxes...").arg(visible->units.size()));
+}
+
+void GraphView::prefetchExpansions() {
+  static const bool off = qEnvironmentVariable("DYNAMO_INSPECT_PREFETCH") == "0";
+  if (off || !graph_ || !pendingVisible_) return;
+  std::vector<std::pair<int, int>> groups;  // (nodes beneath, group) of the collapsed boxes
+  for (const VisibleUnit& u : pendingVisible_->units)
+    if (u.group >= 0) groups.emplace_back(graph_->group(u.group).totalNodes, u.group);
+  std::sort(groups.begin(), groups.end(), std::greater<>());
+  std::vector<std::string> dots;
+  for (const auto& [nodes, group] : groups) {
+    if (static_cast<int>(dots.size()) == kPrefetchExpansions) break;
+    if (unitsIfExpanded(*graph_, expanded_, group) > kMaxLayoutUnits) continue;
+    std::set<int> open = expanded_;
+    open.insert(group);
+    dots.push_back(toDot(computeVisible(*graph_, open)));
+  }
+  prefetch_->prefetch(std::move(dots));
 }
 
 void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result, bool fromCache) {
@@ -236,6 +290,7 @@ void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result,
                           .arg(pendingVisible_->units.size()).arg(pendingVisible_->edges.size())
                           .arg(lastLayoutMs_, 0, 'f', 0).arg(fromCache ? " (cached)" : "");
   setStatus(graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits) ? bigGraphNote() + "; " + msg : msg);
+  prefetchExpansions();
   emit layoutDrawn();
 }
 
@@ -356,6 +411,11 @@ void GraphView::showNodePanel(int node) {
   if (!n.args.empty()) row("args", "<code>" + esc(n.args) + "</code>");
   if (!n.tensorDetail.empty())
     row("tensor", esc(n.tensorDetail) + (n.tensorBytes > 0 ? " (" + esc(formatBytes(n.tensorBytes)) + ")" : QString()));
+  if (!n.symbolicShape.empty()) {
+    QString sym = esc(n.symbolicShape);
+    for (const std::string& line : n.symbols) sym += "<br>" + esc(line);
+    row("dynamic sizes", sym);
+  }
   if (n.partition != PartitionRole::kNone) row("partition", esc(std::string(partitionRoleName(n.partition))));
   row("module", n.modulePath.empty() ? QString("(top level)") : esc(n.modulePath));
   if (n.location.known()) row("source", locationText(n.location));
@@ -383,9 +443,55 @@ void GraphView::showNodePanel(int node) {
       h += QString("<a href=\"frame:%1\">%2</a><br>").arg(i).arg(locationText(n.userStack[i]));
     h += "</p>";
   }
+  kernelSection(h, n);
   h += "<p><code>" + esc(n.printed) + "</code></p>";
   panel_->setHtml(h);
   source_->showLocation(n.location);
+  if (!n.kernels.empty()) showKernel(n.kernels.front());
+  else if (!graph_->kernels().empty())
+    kernelSource_->clearLocation(QString("%1 is computed by no generated kernel (%2)")
+                                     .arg(QString::fromStdString(n.name),
+                                          n.op == "placeholder" || n.op == "output" ? QString("not an op")
+                                                                                    : QString("an ATen call")));
+}
+
+void GraphView::kernelSection(QString& h, const InspectNode& n) const {
+  if (graph_->kernels().empty()) return;
+  if (n.kernels.empty()) {
+    if (n.op != "placeholder" && n.op != "output")
+      h += "<p><b>kernel</b>: none (the backend calls ATen for this node)</p>";
+    return;
+  }
+  for (size_t i = 0; i < n.kernels.size(); ++i) {
+    const InspectKernel& k = graph_->kernels()[static_cast<size_t>(n.kernels[i])];
+    h += QString("<p><b>%1</b> <a href=\"kernel:%2\">%3</a> (%4; %5; %6)<br>fusion group: ")
+             .arg(i == 0 ? "kernel" : "also inlined into")
+             .arg(n.kernels[i]).arg(esc(k.name)).arg(esc(k.language + ", " + k.loops))
+             .arg(k.cacheHit ? QString("loaded from the disk cache")
+                             : QString("compiled in %1 ms").arg(k.compileMs, 0, 'f', 0))
+             .arg(QString("graph lowered in %1 ms").arg(k.lowerMs, 0, 'f', 1));
+    for (size_t j = 0; j < k.nodes.size() && j < 30; ++j)
+      h += QString("<a href=\"node:%1\">%2</a> ").arg(k.nodes[j]).arg(esc(graph_->node(k.nodes[j]).name));
+    if (k.nodes.size() > 30) h += QString("... (%1 more)").arg(k.nodes.size() - 30);
+    h += "</p>";
+  }
+}
+
+void GraphView::showKernel(int kernel) {
+  if (!graph_ || kernel < 0 || static_cast<size_t>(kernel) >= graph_->kernels().size()) return;
+  const InspectKernel& k = graph_->kernels()[static_cast<size_t>(kernel)];
+  const QString text = QString::fromStdString(k.source);
+  // The entry point ("extern \"C\" void k0_add(void* const* args) {"), past the shared prelude.
+  int line = 0;
+  const QStringList lines = text.split('\n');
+  const QString entry = QString::fromStdString(" " + k.name + "(");
+  for (int i = 0; i < lines.size() && line == 0; ++i)
+    if (lines[i].contains(entry) && !lines[i].startsWith("//")) line = i + 1;
+  kernelSource_->showText(QString("kernel %1 (%2 source, %3 lines)")
+                              .arg(QString::fromStdString(k.name), QString::fromStdString(k.language))
+                              .arg(lines.size()),
+                          text, line);
+  kernelSource_->show();
 }
 
 }  // namespace dynamo::gui

@@ -169,10 +169,15 @@ std::string textHash(std::string_view text) {
 }
 
 std::shared_ptr<const InspectGraph> InspectGraph::make(std::vector<InspectNode> nodes,
-                                                       std::string hash) {
+                                                       std::string hash, std::vector<InspectKernel> kernels) {
   auto g = std::shared_ptr<InspectGraph>(new InspectGraph());
   g->nodes_ = std::move(nodes);
   g->hash_ = std::move(hash);
+  g->kernels_ = std::move(kernels);
+  for (InspectNode& n : g->nodes_)  // a node copied from a graph with kernels into one without
+    n.kernels.erase(std::remove_if(n.kernels.begin(), n.kernels.end(),
+                                   [&](int k) { return k < 0 || static_cast<size_t>(k) >= g->kernels_.size(); }),
+                    n.kernels.end());
   for (size_t i = 0; i < g->nodes_.size(); ++i) g->nodes_[i].index = static_cast<int>(i);
   for (InspectNode& n : g->nodes_) n.users.clear();
   for (const InspectNode& n : g->nodes_)

@@ -1,6 +1,7 @@
 // LayoutCache and LayoutEngine (see layout_engine.h).
 #include "dynamo/gui/layout_engine.h"
 
+#include <algorithm>
 #include <QCoreApplication>
 #include <QCryptographicHash>
 #include <QDir>
@@ -200,6 +201,50 @@ bool LayoutEngine::layoutBlocking(const QString& program, LayoutCache* cache,
   }
   if (cache) cache->put(key, text);
   return true;
+}
+
+LayoutPrefetcher::LayoutPrefetcher(QString program, std::shared_ptr<LayoutCache> cache, QObject* parent)
+    : QObject(parent), cache_(cache), engine_(new LayoutEngine(std::move(program), std::move(cache), this)) {
+  connect(engine_, &LayoutEngine::finished, this, [this](int ticket, std::shared_ptr<const LayoutResult>, bool) {
+    if (ticket != ticket_) return;
+    ++done_;
+    const std::string key = current_;
+    current_.clear();
+    emit ready(key);
+    next();
+  });
+  connect(engine_, &LayoutEngine::failed, this, [this](int ticket, const QString&) {
+    if (ticket != ticket_) return;
+    const std::string key = current_;
+    current_.clear();
+    emit ready(key);  // not in the cache: a view waiting for it lays it out itself (and says why)
+    next();
+  });
+}
+
+void LayoutPrefetcher::prefetch(std::vector<std::string> dots) {
+  queue_ = std::move(dots);
+  std::reverse(queue_.begin(), queue_.end());  // popped from the back
+  if (current_.empty()) next();
+}
+
+void LayoutPrefetcher::stop() {
+  queue_.clear();
+  current_.clear();
+  ticket_ = 0;
+  engine_->cancel();
+}
+
+void LayoutPrefetcher::next() {
+  while (!queue_.empty()) {
+    std::string dot = std::move(queue_.back());
+    queue_.pop_back();
+    const std::string key = LayoutCache::keyOf(dot);
+    if (cache_ && cache_->get(key)) continue;
+    current_ = key;
+    ticket_ = engine_->request(dot);
+    return;
+  }
 }
 
 }  // namespace dynamo::gui

@@ -267,12 +267,13 @@ void MainWindow::onGraphLoaded() {
     } catch (const std::exception&) {
     }
   }
-  // AOT graphs open coloured by their partition (saved, recomputed, forward, backward).
+  // Graphs with generated kernels open coloured by fusion group, other AOT graphs by their
+  // partition (saved, recomputed, forward, backward).
   graphView_->setGraph(load.graph, QString("%1 %2: %3 nodes (read %4 ms, built %5 ms)")
                                        .arg(frameName).arg(QString::fromStdString(graphIndexLabel(load.record.index)))
                                        .arg(load.graph->nodes().size())
                                        .arg(load.readMs, 0, 'f', 0).arg(load.buildMs, 0, 'f', 0),
-                       load.record.index < 0 ? Overlay::kPartition : Overlay::kOpKind);
+                       defaultOverlay(*load.graph, load.record.index));
   emit graphLoaded();
 }
 

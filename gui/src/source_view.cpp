@@ -36,11 +36,31 @@ void SourceView::clearLocation(const QString& note) {
   loadedFile_.clear();
   line_ = 0;
   showsFile_ = false;
+  showsText_ = false;
 }
 
 QString SourceView::highlightedText() const {
   if (line_ <= 0) return {};
-  return text_->document()->findBlockByNumber(showsFile_ ? line_ - 1 : 0).text();
+  return text_->document()->findBlockByNumber(showsFile_ || showsText_ ? line_ - 1 : 0).text();
+}
+
+void SourceView::showText(const QString& header, const QString& text, int line) {
+  header_->setText(header);
+  if (loadedFile_ != "\x01text:" + header || text_->toPlainText() != text) text_->setPlainText(text);
+  loadedFile_ = "\x01text:" + header;  // not a file: showLocation reads its file again
+  showsFile_ = false;
+  showsText_ = true;
+  line_ = line;
+  text_->setExtraSelections({});
+  if (line <= 0) return;
+  const QTextBlock block = text_->document()->findBlockByNumber(line - 1);
+  QTextEdit::ExtraSelection sel;
+  sel.format.setBackground(QColor("#fff3a0"));
+  sel.format.setProperty(QTextFormat::FullWidthSelection, true);
+  sel.cursor = QTextCursor(block);
+  text_->setExtraSelections({sel});
+  text_->setTextCursor(QTextCursor(block));
+  text_->centerCursor();
 }
 
 void SourceView::showLocation(const SourceLocation& where) {
@@ -64,6 +84,7 @@ void SourceView::showLocation(const SourceLocation& where) {
       }
     }
   }
+  showsText_ = false;
   showsFile_ = ok && where.line > 0 && where.line <= text_->document()->blockCount();
   line_ = where.line;
   if (!showsFile_) {

@@ -63,7 +63,8 @@ GraphLoad loadAotGraph(const storage::TraceReader& reader, storage::RowId compil
       // that one says why).
     }
   }
-  out.graph = withPartitionRoles(*graph, kind, records[static_cast<size_t>(ordinal)]);
+  out.graph = withKernels(withPartitionRoles(*graph, kind, records[static_cast<size_t>(ordinal)]), index,
+                          reader.kernelsOfCompile(compileId));
   out.record.numNodes = static_cast<int>(out.graph->nodes().size());
   out.buildMs = static_cast<double>(t.nsecsElapsed()) / 1e6;
   return out;
@@ -96,7 +97,8 @@ GraphLoad loadGraph(const std::string& path, storage::RowId compileId, int index
                       .arg(index).arg(compileId).arg(out.record.numNodes).arg(kMaxGraphNodes);
       return out;
     }
-    out.graph = inspectGraphFromJson(json);
+    out.graph = withSymbolicInputs(withKernels(inspectGraphFromJson(json), index, reader->kernelsOfCompile(compileId)),
+                                   reader->artifactsOfCompile(compileId));
     out.buildMs = static_cast<double>(t.nsecsElapsed()) / 1e6;
   } catch (const std::exception& e) {
     out.error = QString("cannot read %1 of compile %2: %3")

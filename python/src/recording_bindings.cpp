@@ -13,6 +13,9 @@
 //   misses[i] (recompile)      guard_failures    (the failing guard as data, joined by id to the
 //                                                 guard row, the failed entry and this compile)
 //   bytecode                   code              (transformed_bytecode)
+//   passes (changed ones)      artifacts         ("dynamo.passes": status, nodes removed/added)
+//   kernels[i] (fused backend) code + artifacts  (cpp_kernel source; "dynamo.kernel" metadata:
+//                                                 graph, nodes covered, cache hit, compile time)
 //   entry (weak)               cache_entry_hits  (the entry's own hit count, when the run ends)
 //
 // It lives in the binding layer because it is where core and storage meet: core does not depend
@@ -150,6 +153,48 @@ storage::GraphBreakRecord breakRow(RowId compileId, const core::BreakRecord& b) 
     row.userStack.push_back(source.empty() ? where : where + ": " + source);
   }
   return row;
+}
+
+storage::KernelRecord kernelRow(RowId compileId, const core::BackendKernel& k) {
+  storage::KernelRecord row;
+  row.compileId = compileId;
+  row.kind = k.language == "cuda" ? storage::CodeKind::kCudaKernel : storage::CodeKind::kCppKernel;
+  row.name = k.name;
+  row.source = k.source;
+  row.graph = k.graph;
+  row.graphIndex = k.graphOrdinal;
+  row.nodes = k.nodes;
+  row.loops = k.loops;
+  row.cacheKey = k.cacheKey;
+  row.cacheHit = k.cacheHit;
+  row.compileUs = msToUs(k.compileMs);
+  row.lowerUs = msToUs(k.lowerMs);
+  return row;
+}
+
+// The "dynamo.passes" artifact: for each pass that changed the graph or was disabled, a line
+// "pass NAME: STATUS (A -> B nodes)", then the body nodes it removed and added, and its
+// applications; "" when every pass left the graph unchanged (the common case: no row).
+std::string passesText(const core::CompileRecord& r) {
+  std::string out;
+  for (const core::PassRecord& p : r.passes) {
+    if (p.status == "unchanged") continue;
+    out += "pass " + p.name + ": " + p.status + " (" + std::to_string(p.nodesBefore) + " -> " +
+           std::to_string(p.nodesAfter) + " nodes)\n";
+    auto names = [&out](const char* what, const std::vector<std::string>& v) {
+      if (v.empty()) return;
+      out += std::string("  ") + what + ":";
+      for (const std::string& n : v) out += " " + n;
+      out += "\n";
+    };
+    names("removed", p.removed);
+    names("added", p.added);
+    for (const core::PassApplication& a : p.applications)
+      out += "  application " + std::to_string(a.index) + ": " + a.node + " (" + a.op + ")" +
+             (a.where.known() ? " at " + a.where.file + ":" + std::to_string(a.where.line) : "") +
+             (a.applied ? "" : " (skipped: past DYNAMO_BISECT_PASS)") + "\n";
+  }
+  return out;
 }
 
 class TraceSink final : public core::CompileSink {
@@ -397,6 +442,15 @@ class TraceSink final : public core::CompileSink {
       code.name = r.function;
       code.content = r.bytecode;
       w.recordCode(std::move(code));
+    }
+    for (const core::BackendKernel& k : r.kernels) w.recordKernel(kernelRow(compileId, k));
+    if (std::string passes = passesText(r); !passes.empty()) {  // what the passes changed
+      storage::ArtifactRecord a;
+      a.compileId = compileId;
+      a.name = "dynamo.passes";
+      a.mediaType = "text/plain";
+      a.data = std::move(passes);
+      w.recordArtifact(std::move(a));
     }
     if (!r.dynamicShapes.empty()) {  // which dims are dynamic and the shape guards
       storage::ArtifactRecord a;

@@ -610,6 +610,10 @@ PyObject* readerArtifacts(PyObject* self, PyObject* args, PyObject* kwargs) {
   return readList(self, args, kwargs, "run_id", true,
                   [](const TraceReader& r, RowId id) { return r.artifacts(id); });
 }
+PyObject* readerKernels(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return readList(self, args, kwargs, "compile_id", true,
+                  [](const TraceReader& r, RowId id) { return r.kernelsOfCompile(id); });
+}
 PyObject* readerCounts(PyObject* self, PyObject* args, PyObject* kwargs) {
   long long runId = 0;
   if (!parseId(args, kwargs, "run_id", runId, false)) return nullptr;
@@ -654,6 +658,8 @@ PyMethodDef readerMethods[] = {
                      "guard_failures(run_id=0, compile_id=0): guard failures in time order."),
     DYNAMO_KW_METHOD("code", readerCode, "code(run_id, compile_id=0): code rows."),
     DYNAMO_KW_METHOD("artifacts", readerArtifacts, "artifacts(run_id): artifacts of a run."),
+    DYNAMO_KW_METHOD("kernels_of_compile", readerKernels,
+                     "kernels_of_compile(compile_id): kernels a backend generated for a compile."),
     DYNAMO_KW_METHOD("counts", readerCounts, "counts(run_id=0): row counts."),
     {"integrity_check", readerIntegrityCheck, METH_NOARGS, "PRAGMA integrity_check ('ok')."},
     {"close", readerClose, METH_NOARGS, "Close the file."},

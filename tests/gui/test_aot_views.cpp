@@ -15,6 +15,7 @@
 #include <QThread>
 
 #include <set>
+#include <sstream>
 
 #include "dynamo/gui/compile_artifacts.h"
 #include "dynamo/gui/exporter.h"
@@ -468,4 +469,32 @@ TEST_CASE("bad input: an AOT graph artifact that is not a graph is an error nami
                               "([json.exception.parse_error.101] parse error at line 1, column 2: syntax error "
                               "while parsing value - invalid literal; last read: 'no')").arg(compile));
   CHECK(testing::readFile(path) == bytes);  // only read
+}
+
+TEST_CASE("dynamic input sizes show their symbols, from the compile's dynamic-shapes report") {
+  auto reader = storage::TraceReader::open(storePath());
+  const storage::CompileRecord c = compileOf(*reader, "mlp", 1);  // recompiled with a dynamic batch
+  std::string report;
+  for (const storage::ArtifactRecord& a : reader->artifactsOfCompile(c.id))
+    if (a.name == kDynamicShapesArtifact) report = a.data;
+  // The report's symbol line, as recorded ("s0 = x.size()[0] in [2, inf] (dynamic; example 16)").
+  std::string line;
+  std::istringstream in(report);
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("s0 = x.size()[0] in ", 0) == 0) line = l;
+  REQUIRE_FALSE(line.empty());
+  const GraphLoad load = loadGraph(storePath(), c.id, 0);
+  REQUIRE(load.graph);
+  const InspectNode& x = load.graph->node(nodeNamed(*load.graph, "x"));
+  CHECK(x.tensor == "f32[16, 16]");
+  CHECK(x.symbolicShape == "[s0, 16]");
+  CHECK(x.symbols == std::vector<std::string>{line});
+  // The weight's sizes are static; nodes past the inputs keep their example sizes (the stored
+  // graph has no symbols for them).
+  CHECK(load.graph->node(nodeNamed(*load.graph, "w")).symbolicShape.empty());
+  CHECK(load.graph->node(nodeNamed(*load.graph, "tanh")).symbolicShape.empty());
+  // The first compile (static sizes) has none.
+  const GraphLoad first = loadGraph(storePath(), compileOf(*reader, "mlp", 0).id, 0);
+  REQUIRE(first.graph);
+  CHECK(first.graph->node(nodeNamed(*first.graph, "x")).symbolicShape.empty());
 }

@@ -438,6 +438,36 @@ TEST_CASE("the graph view expands, collapses, searches and refuses views too lar
   qunsetenv("DYNAMO_INSPECT_LAYOUT");
 }
 
+TEST_CASE("the graph view lays out the likely expansions in the background: the click finds them cached") {
+  app();
+  testing::TempDir dir;
+  qputenv("DYNAMO_INSPECT_LAYOUT", QByteArray::fromStdString(testing::layoutProgram()));
+  GraphView view(freshCache(dir));
+  view.resize(1000, 700);
+  QSignalSpy drawn(&view, &GraphView::layoutDrawn);
+  auto g = buildInspectGraph(testing::makeResnetLike(), "prefetch");
+  view.setGraph(g, "resnet-like");
+  REQUIRE(waitFor([&] { return drawn.count() == 1; }));
+  // The largest collapsed modules on screen (layer1 first), each laid out expanded, one at a time.
+  const int collapsed = static_cast<int>(std::count_if(view.scene()->visible()->units.begin(),
+                                                       view.scene()->visible()->units.end(),
+                                                       [](const VisibleUnit& u) { return u.group >= 0; }));
+  const int expected = std::min(collapsed, kPrefetchExpansions);
+  REQUIRE(expected > 0);
+  REQUIRE(waitFor([&] { return view.prefetcher()->done() == expected; }));
+  const int runs = view.engine()->processRuns(), hits = view.engine()->cacheHits();
+  REQUIRE(view.expandGroup(g->findGroup("layer1")));
+  REQUIRE(waitFor([&] { return drawn.count() == 2; }));
+  CHECK(view.engine()->processRuns() == runs);     // no Graphviz for the click
+  CHECK(view.engine()->cacheHits() == hits + 1);
+  CHECK(view.message().endsWith("(cached)"));
+  // Collapsing it again shows the first view, from the cache too.
+  view.collapseGroup(g->findGroup("layer1"));
+  REQUIRE(waitFor([&] { return drawn.count() == 3; }));
+  CHECK(view.engine()->processRuns() == runs);
+  qunsetenv("DYNAMO_INSPECT_LAYOUT");
+}
+
 TEST_CASE("export: SVG and PNG of every graph and a summary, in memory") {
   app();
   TempDir dir;

@@ -3,6 +3,7 @@
 // user's program when suppress_errors is on.
 #include "dynamo/core/compiler.h"
 
+#include <optional>
 #include <chrono>
 
 #include "autocast.h"
@@ -419,6 +420,8 @@ class Compiler : public FrameCompiler {
       // A fatal signal from here on is "crashed in a backend" in a traced run's crash marker
       // (the sink names the compile's first call once the compile is recorded).
       if (const auto& sink = compileSink()) sink->backendStarting();
+      std::optional<BackendKernelCollector> kernels;
+      if (rec.hasListings) kernels.emplace(&rec.kernels);
       spec.fn = opts_.backend->compile(request);
     }
     rec.backendMs = msSince(tBackend);

@@ -16,4 +16,5 @@ target_sources(dynamo_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/graph_call.cpp
   ${CMAKE_CURRENT_LIST_DIR}/codegen.cpp
   ${CMAKE_CURRENT_LIST_DIR}/compiler.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/compile_sink.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/compile_sink.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/backend_kernels.cpp)

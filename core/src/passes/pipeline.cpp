@@ -1,6 +1,7 @@
 // The pass pipeline (see passes.h): the passes of passes.def, in order, each logged, each
 // application numbered (and, under PassOptions::limits, cut off after the first N).
 #include <algorithm>
+#include <unordered_set>
 
 #include "dynamo/core/graph_printer.h"
 #include "dynamo/core/passes.h"
@@ -26,6 +27,23 @@ bool PassContext::apply(const NodeRef& site) {
   out_.push_back(std::move(app));
   return out_.back().applied;
 }
+
+namespace {
+
+// The body nodes of `before` missing from `after` (by identity: a pass copies what it keeps, so
+// compare names), and the reverse.
+void bodyDiff(const Graph& before, const Graph& after, std::vector<std::string>& removed,
+              std::vector<std::string>& added) {
+  std::unordered_set<std::string> a, b;
+  for (const NodeRef& n : before.body()) a.insert(n->name());
+  for (const NodeRef& n : after.body()) b.insert(n->name());
+  for (const NodeRef& n : before.body())
+    if (!b.count(n->name())) removed.push_back(n->name());
+  for (const NodeRef& n : after.body())
+    if (!a.count(n->name())) added.push_back(n->name());
+}
+
+}  // namespace
 
 Graph runPasses(const Graph& graph, const PassOptions& options, std::vector<PassRecord>* records) {
   using PassFn = Graph (*)(const Graph&, PassContext&);
@@ -56,7 +74,10 @@ Graph runPasses(const Graph& graph, const PassOptions& options, std::vector<Pass
       // A pass returns its input itself when it changes nothing.
       const bool changed = next.size() != g.size() || next.body() != g.body();
       rec.status = changed ? "changed" : "unchanged";
-      if (changed && records != nullptr && options.printGraphs) rec.graphText = printGraph(next);
+      if (changed && records != nullptr && options.printGraphs) {
+        rec.graphText = printGraph(next);
+        bodyDiff(g, next, rec.removed, rec.added);
+      }
       g = next;
     }
     rec.nodesAfter = g.size();

@@ -57,6 +57,50 @@ class Backend {
   virtual std::unique_ptr<CompiledGraphFn> compile(const BackendRequest& request) const = 0;
 };
 
+/// One kernel a code-generating backend (the fused backend) compiled for a graph: what the trace
+/// store keeps of it (storage::KernelRecord) and the inspector shows beside the nodes it covers.
+struct BackendKernel {
+  std::string graph;               ///< the graph its nodes are in: "dynamo" (the captured graph),
+                                   ///< "aot.forward", "aot.backward" (an AOT compile's graphs)
+  int graphOrdinal = 0;            ///< which graph of that kind in the compile, 0.. (set by
+                                   ///< reportBackendKernels: one per call for that kind)
+  std::string name;                ///< "k0_mul_add_relu"
+  std::string language;            ///< "c++" or "cuda"
+  std::string source;              ///< the generated source
+  std::vector<std::string> nodes;  ///< the graph's nodes it computes (its fusion group)
+  std::string loops;               ///< "outer [8192] inner [1024]"
+  std::string cacheKey;            ///< the kernel cache's key
+  bool cacheHit = false;           ///< loaded from the disk cache (no compiler run)
+  double compileMs = 0;            ///< the system compiler's wall time for it (0 on a hit)
+  double lowerMs = 0;              ///< lowering and emitting the whole graph, shared by its kernels
+};
+
+/// Whether the compile running on this thread collects its backend's kernels (the trace store
+/// records them): a backend builds BackendKernel values only then. GIL held.
+bool wantsBackendKernels();
+/// Hands the kernels of one compiled graph of kind `graph` to the compile running on this thread
+/// (CompileRecord::kernels), numbering the graphs of each kind in call order. A no-op when no
+/// compile collects (wantsBackendKernels() false: a graph compiled lazily, at its first call).
+void reportBackendKernels(const std::string& graph, std::vector<BackendKernel> kernels);
+
+namespace detail {
+struct KernelSlot;
+}
+
+/// While alive, this thread's compile collects kernels into `out` (the compiler, around
+/// Backend::compile). Nests: the inner one wins until it ends.
+class BackendKernelCollector {
+ public:
+  explicit BackendKernelCollector(std::vector<BackendKernel>* out);
+  ~BackendKernelCollector();
+  BackendKernelCollector(const BackendKernelCollector&) = delete;
+  BackendKernelCollector& operator=(const BackendKernelCollector&) = delete;
+
+ private:
+  detail::KernelSlot* previous_;
+  detail::KernelSlot* slot_;
+};
+
 /// Keeps the exception a Python backend raised (a new reference is stolen), for the
 /// BackendCompilerFailed the binding layer raises next (see takeBackendFailureCause()).
 void setBackendFailureCause(PyObject* exception);

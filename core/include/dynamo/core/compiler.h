@@ -72,6 +72,9 @@ struct CompileRecord {
   /// Dynamic shapes: which input dimensions are dynamic or specialised and why, then the shape
   /// guards (symbols, ranges, relations with their user lines); "" when every size is static.
   std::string dynamicShapes;
+  /// The kernels the backend generated while compiling (backend.h, BackendKernel): collected only
+  /// when the listings are (hasListings); the fused backend's, for the trace store.
+  std::vector<BackendKernel> kernels;
 };
 
 /// Options of a compiler, fixed when it is made.

@@ -79,6 +79,9 @@ struct PassRecord {
   size_t nodesBefore = 0;  ///< graph size (inputs, body, output) before it
   size_t nodesAfter = 0;   ///< and after it
   std::string graphText;   ///< the printed graph after it, when it changed the graph
+  /// When it changed the graph and listings are wanted (PassOptions::printGraphs): the body
+  /// nodes of its input that its output lacks, and those its output added, by name.
+  std::vector<std::string> removed, added;
   std::vector<PassApplication> applications;  ///< every application it asked for, in order
 };
 

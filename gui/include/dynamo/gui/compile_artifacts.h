@@ -5,6 +5,8 @@
 //   dynamo.aot.forward
 //   dynamo.aot.backward
 //   dynamo.dynamic_shapes which dims are dynamic and the shape guards (text)
+//   dynamo.passes         the passes that changed the graph: nodes removed and added (text)
+//   dynamo.kernel         one per generated kernel (storage::KernelRecord's metadata)
 //
 // A compile may hold several AOT compiles (each a `dynamo.aot` followed by its graphs). The
 // views address an AOT graph by a negative graph index: -1 - (3 * ordinal + kind), so the
@@ -27,6 +29,8 @@ namespace dynamo::gui {
 /// The artifact names (python/dynamo/aot/__init__.py, python/src/recording_bindings.cpp).
 inline constexpr std::string_view kAotArtifact = "dynamo.aot";
 inline constexpr std::string_view kDynamicShapesArtifact = "dynamo.dynamic_shapes";
+/// What the passes that changed the graph did (text: status, nodes removed and added).
+inline constexpr std::string_view kPassesArtifact = "dynamo.passes";
 
 /// The three graphs of an AOT compile.
 enum class AotGraphKind { kJoint = 0, kForward = 1, kBackward = 2 };
@@ -92,6 +96,22 @@ InspectGraphPtr withDynamoContext(const InspectGraph& aot, const InspectGraph& d
 /// `graph` (an AOT forward or backward graph) with the module path, source line and user stack
 /// of the node of the same name in `named` (its joint graph, after withDynamoContext).
 InspectGraphPtr withContextOf(const InspectGraph& graph, const InspectGraph& named);
+
+/// `graph` (graph `index` of its compile, as the views number them) with the kernels a backend
+/// generated for it: those of `kernels` (TraceReader::kernelsOfCompile) whose graph is this one
+/// (Dynamo graph `index`: "dynamo" kernels of that index; an AOT forward or backward graph: the
+/// AOT compile's "aot.forward" or "aot.backward" kernels; its joint graph: both, since the
+/// partitioner keeps node names). Each node gets the kernels that compute it. The graph itself
+/// when none apply.
+InspectGraphPtr withKernels(const InspectGraphPtr& graph, int index,
+                            const std::vector<storage::KernelRecord>& kernels);
+
+/// `graph` (a Dynamo graph) with the symbols of its dynamic input sizes: each line
+/// "sN = SOURCE.size()[D] in [LO, HI] (...)" of the compile's dynamo.dynamic_shapes report marks
+/// dimension D of the input whose source is SOURCE (InspectNode::symbolicShape, symbols). The
+/// graph itself when the report has none.
+InspectGraphPtr withSymbolicInputs(const InspectGraphPtr& graph,
+                                   const std::vector<storage::ArtifactRecord>& artifacts);
 
 /// The Details tab's text of one compile: each AOT compile's summary, the dynamic-shapes
 /// report, and the other artifacts by name, type and size. Plain text.

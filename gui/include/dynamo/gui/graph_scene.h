@@ -42,6 +42,8 @@ class GraphScene : public QGraphicsScene {
   const InspectGraph* graph() const { return graph_.get(); }
   Overlay overlay() const { return overlay_; }
   /// The fill a unit is drawn with under the current overlay ("#rrggbb"), "" when not drawn.
+  /// The tooltip of the box with this unit key (tests); empty when none.
+  QString unitToolTip(const std::string& key) const;
   QString unitFill(const std::string& key) const;
   /// Items made by the last setContent (units, clusters, edges).
   int itemCount() const { return static_cast<int>(items().size()); }

@@ -1,7 +1,8 @@
 // GraphView: one graph, drawn. A search bar (regular expression over names, ops, targets,
 // module paths and source lines), the overlay picker and its legend (overlays.def), the zoomable
-// QGraphicsView, and the node panel (target, arguments, tensor meta, user stack) over the
-// source view (the user's line, highlighted).
+// QGraphicsView, and the node panel (target, arguments, tensor meta, user stack, the kernel that
+// computes it) over the source view (the user's line, highlighted) and, for graphs with
+// generated kernels, beside it the kernel's source.
 //
 // Clicking a collapsed module expands it, clicking an expanded module's title collapses it;
 // every change of what is expanded asks the LayoutEngine for a layout (another process) and
@@ -14,6 +15,7 @@
 #include <QGraphicsView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QSplitter>
 #include <QTextBrowser>
 #include <QWidget>
 
@@ -37,6 +39,9 @@ class ZoomingView : public QGraphicsView {
  protected:
   void wheelEvent(QWheelEvent* e) override;
 };
+
+/// How many expansions the view prefetches after each layout (the largest collapsed modules).
+inline constexpr int kPrefetchExpansions = 3;
 
 class GraphView : public QWidget {
   Q_OBJECT
@@ -69,9 +74,18 @@ class GraphView : public QWidget {
   GraphScene* scene() const { return scene_; }
   ZoomingView* view() const { return view_; }
   SourceView* sourceView() const { return source_; }
+  /// Beside the user source: the generated source of the kernel that computes the selected node
+  /// (its entry point highlighted); hidden for graphs without kernels.
+  SourceView* kernelView() const { return kernelSource_; }
+  /// Shows kernel k (InspectGraph::kernels() index) in the kernel view.
+  void showKernel(int kernel);
   QTextBrowser* nodePanel() const { return panel_; }
   QLineEdit* searchBox() const { return searchBox_; }
   LayoutEngine* engine() const { return engine_; }
+  /// Lays out in the background the views that expanding the largest collapsed modules on
+  /// screen would show (kPrefetchExpansions of them), after each drawn layout; $DYNAMO_INSPECT_PREFETCH=0
+  /// turns it off.
+  LayoutPrefetcher* prefetcher() const { return prefetch_; }
   /// The status line under the view ("laying out 412 boxes...", a refusal, a layout error).
   QString message() const { return status_->text(); }
   /// The selected node, -1 when none.
@@ -90,10 +104,12 @@ class GraphView : public QWidget {
 
  private:
   void relayout();
+  void prefetchExpansions();
   void onLayout(int ticket, std::shared_ptr<const LayoutResult> result, bool fromCache);
   void onLayoutFailed(int ticket, const QString& message);
   void onUnitClicked(int node, int group);
   void showNodePanel(int node);
+  void kernelSection(QString& html, const InspectNode& n) const;
   void goToResult(int delta);
   void setStatus(const QString& text);
   QString bigGraphNote() const;
@@ -102,6 +118,8 @@ class GraphView : public QWidget {
 
   std::shared_ptr<LayoutCache> cache_;
   LayoutEngine* engine_;
+  LayoutPrefetcher* prefetch_;
+  std::string waitingDot_;  ///< a view the prefetcher is laying out now, asked for by the user
   GraphScene* scene_;
   ZoomingView* view_;
   QLabel* title_;
@@ -112,6 +130,8 @@ class GraphView : public QWidget {
   QLabel* legend_;
   QTextBrowser* panel_;
   SourceView* source_;
+  SourceView* kernelSource_;
+  QSplitter* split_;
 
   InspectGraphPtr graph_;
   Overlay overlay_ = Overlay::kOpKind;

@@ -73,6 +73,29 @@ struct InspectNode {
   std::vector<int> users;                ///< nodes that use it, in graph order
   DiffStatus diff = DiffStatus::kNone;   ///< in a diff graph
   std::vector<std::string> changes;      ///< kChanged: "shape: [8] -> [16]", ...
+  /// Generated kernels that compute this node (indexes into InspectGraph::kernels()): the first
+  /// is its fusion group; a value inlined into several kernels is computed by each. Empty for
+  /// inputs, ATen calls and graphs without kernels.
+  std::vector<int> kernels;
+  /// Inputs with dynamic sizes (the compile's dynamo.dynamic_shapes report): the shape with
+  /// symbols ("[s0, 16]") and what each symbol is ("s0 = x.size()[0] in [2, inf] (dynamic;
+  /// example 16)"); empty when every size is static or for other nodes (the stored graph keeps
+  /// example sizes only).
+  std::string symbolicShape;
+  std::vector<std::string> symbols;
+};
+
+/// A kernel a backend generated for the graph (the fused backend's, from the trace store:
+/// storage::KernelRecord), as the views show it.
+struct InspectKernel {
+  std::string name;            ///< "k0_mul_add_relu"
+  std::string language;        ///< "c++", "cuda"
+  std::string source;          ///< the generated source
+  std::string loops;           ///< "outer [8192] inner [1024]"
+  bool cacheHit = false;       ///< loaded from the kernel disk cache (no compiler run)
+  double compileMs = 0;        ///< the system compiler's wall time for it (0 on a hit)
+  double lowerMs = 0;          ///< lowering and emitting the whole graph (shared by its kernels)
+  std::vector<int> nodes;      ///< the nodes it computes (its fusion group), graph order
 };
 
 /// A group of nodes the view can collapse: a module ("layer1.0"), or a run of consecutive items
@@ -96,10 +119,14 @@ class InspectGraph {
  public:
   /// Builds from graph nodes already converted (tests and the diff build them directly). Module
   /// paths come from the nodes; groups are made here.
-  static std::shared_ptr<const InspectGraph> make(std::vector<InspectNode> nodes, std::string hash);
+  static std::shared_ptr<const InspectGraph> make(std::vector<InspectNode> nodes, std::string hash,
+                                                  std::vector<InspectKernel> kernels = {});
 
   const std::vector<InspectNode>& nodes() const { return nodes_; }
   const std::vector<InspectGroup>& groups() const { return groups_; }
+  /// The kernels generated for this graph (InspectNode::kernels index them); empty when none
+  /// were recorded.
+  const std::vector<InspectKernel>& kernels() const { return kernels_; }
   const InspectNode& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
   const InspectGroup& group(int id) const { return groups_[static_cast<size_t>(id)]; }
   /// The innermost group holding node i.
@@ -117,6 +144,7 @@ class InspectGraph {
   void buildGroups();
   std::vector<InspectNode> nodes_;
   std::vector<InspectGroup> groups_;
+  std::vector<InspectKernel> kernels_;
   std::vector<int> groupOf_;
   std::string hash_;
 };

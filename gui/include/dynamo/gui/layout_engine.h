@@ -64,6 +64,8 @@ class LayoutEngine : public QObject {
   bool busy() const;
   /// Layouts that took longer than this are killed and reported (ms).
   void setTimeoutMs(int ms) { timeoutMs_ = ms; }
+  /// The cache key of the running layout ("" when none).
+  const std::string& runningKey() const { return running_ ? runningKey_ : kNoKey; }
   /// Counters, for tests and the status bar.
   int cacheHits() const { return hits_; }
   int processRuns() const { return runs_; }
@@ -92,6 +94,38 @@ class LayoutEngine : public QObject {
   int running_ = 0;          ///< ticket of the running process, 0 when none
   std::string runningKey_;
   int hits_ = 0, runs_ = 0;
+  static inline const std::string kNoKey;
+};
+
+/// Lays out, in the background and one at a time, views the user is likely to open next (the
+/// graph view asks for the expansions of the largest collapsed modules on screen), so that the
+/// click finds them in the cache. A process of its own (LayoutEngine), the same cache; the view
+/// stops it whenever it needs a layout of its own, unless this one is laying out that very view.
+class LayoutPrefetcher : public QObject {
+  Q_OBJECT
+ public:
+  LayoutPrefetcher(QString program, std::shared_ptr<LayoutCache> cache, QObject* parent = nullptr);
+  /// Replaces the queue with these DOT texts (in order); those already cached are skipped.
+  void prefetch(std::vector<std::string> dots);
+  /// Stops the running layout and empties the queue.
+  void stop();
+  /// Whether the layout with this cache key is running now.
+  bool laysOut(const std::string& key) const { return !key.empty() && engine_->runningKey() == key; }
+  /// Layouts run and stored in the cache so far (tests).
+  int done() const { return done_; }
+
+ signals:
+  /// The layout with this key ended: it is in the cache now, unless it failed.
+  void ready(const std::string& key);
+
+ private:
+  void next();
+  std::shared_ptr<LayoutCache> cache_;
+  LayoutEngine* engine_;
+  std::vector<std::string> queue_;
+  std::string current_;  ///< key of the running layout
+  int ticket_ = 0;
+  int done_ = 0;
 };
 
 }  // namespace dynamo::gui

@@ -18,6 +18,9 @@ class SourceView : public QWidget {
 
   /// Shows `where` (file, line, and the stored text of the line).
   void showLocation(const SourceLocation& where);
+  /// Shows `text` (generated code, not a file) under `header`, line `line` (1-based)
+  /// highlighted and scrolled to; 0: none.
+  void showText(const QString& header, const QString& text, int line);
   /// Empties the view, with a note.
   void clearLocation(const QString& note = {});
 
@@ -37,6 +40,7 @@ class SourceView : public QWidget {
   QString loadedFile_;
   int line_ = 0;
   bool showsFile_ = false;
+  bool showsText_ = false;  ///< showText: the line numbers are the text's own
 };
 
 }  // namespace dynamo::gui

@@ -175,6 +175,34 @@ struct CodeRecord {
   std::string content;           ///< the code: text, or raw bytes for bytecode
 };
 
+/// The artifact that holds a kernel's metadata (KernelRecord), one per kernel, beside the code
+/// row with its source.
+inline constexpr const char* kKernelArtifact = "dynamo.kernel";
+
+/// A kernel a code-generating backend (the fused backend) compiled for one of a compile's graphs.
+/// Stored without a schema change (v3): its source as a `code` row (cpp_kernel, cuda_kernel) and
+/// the rest as a kKernelArtifact artifact (JSON naming the code row), both linked to the compile;
+/// TraceWriter::recordKernel writes both, TraceReader::kernelsOfCompile joins them.
+struct KernelRecord {
+  RowId id = 0;                    ///< the code row's id
+  RowId runId = 0;                 ///< owning run
+  RowId compileId = 0;             ///< the compile whose backend made it
+  CodeKind kind = CodeKind::kCppKernel;  ///< cpp_kernel or cuda_kernel
+  std::string name;                ///< "k0_mul_add_relu"
+  std::string source;              ///< the generated source
+  std::string graph;               ///< the graph its nodes are in: "dynamo" (the compile's graph
+                                   ///< `graphIndex`), "aot.forward", "aot.backward" (of the
+                                   ///< compile's AOT compile number `graphIndex`)
+  int graphIndex = 0;              ///< see `graph`
+  std::vector<std::string> nodes;  ///< the nodes of that graph it computes (its fusion group)
+  std::string loops;               ///< "outer [8192] inner [1024]"
+  std::string cacheKey;            ///< the kernel disk cache's key
+  bool cacheHit = false;           ///< loaded from the disk cache: no compiler run
+  std::int64_t compileUs = 0;      ///< the system compiler's wall time for this kernel (0 on a hit)
+  std::int64_t lowerUs = 0;        ///< lowering and emitting its whole graph (shared by its kernels)
+  std::int64_t runUs = -1;         ///< a measured run time per call; -1 when not measured
+};
+
 /// A free-form artifact (a file a backend wrote, a profile, a log excerpt).
 struct ArtifactRecord {
   RowId id = 0;             ///< artifact id

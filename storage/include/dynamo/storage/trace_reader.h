@@ -130,6 +130,9 @@ class TraceReader {
   /// Artifacts recorded with one compile (its AOT graphs and summary, its dynamic-shapes
   /// report, ...), in id order; none for an unknown compile.
   std::vector<ArtifactRecord> artifactsOfCompile(RowId compileId) const;
+  /// The kernels recorded with one compile (TraceWriter::recordKernel), in the order recorded; a
+  /// kernel whose metadata cannot be read keeps its code row's name, kind and source.
+  std::vector<KernelRecord> kernelsOfCompile(RowId compileId) const;
   /// Row counts of a run, or of the file when runId is 0.
   StoreCounts counts(RowId runId = 0) const;
   /// The result of PRAGMA integrity_check: "ok" when the file is sound.

@@ -89,6 +89,9 @@ class TraceWriter {
   /// older schema than 3 (the test hook) drops them.
   RowId recordCacheEntryHits(CacheEntryHitsRecord hits);
   RowId recordArtifact(ArtifactRecord artifact);  ///< see recordFrame
+  /// Records a kernel (records.h, KernelRecord): its source as a code row, the rest as a
+  /// kKernelArtifact artifact naming that row. Returns the code row's id; see recordFrame.
+  RowId recordKernel(KernelRecord kernel);
 
   /// Blocks until every row enqueued before the call is committed, committing them on the
   /// calling thread (one transaction; no fsync unless the WAL outgrew its checkpoints). Throws

@@ -1,0 +1,144 @@
+"""The fused backend's kernels in the trace store: each kernel's source (a cpp_kernel code row)
+and its metadata (the graph it belongs to, the nodes it computes, cache hit or miss, compile
+time), read back with TraceReader.kernels_of_compile (docs/trace-store.md, "Kernels")."""
+import json
+import os
+import subprocess
+import sys
+
+from dynamo import _C
+
+SCRIPT = r"""
+import sys, torch, dynamo
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x) * 2 + 1)
+        y = y.mean(dim=(2, 3))
+        return torch.sigmoid(self.fc(y)) * 3
+
+torch.manual_seed(0)
+m = Net().eval()
+x = torch.randn(2, 3, 8, 8)
+with torch.no_grad():
+    got = dynamo.compile(m, backend="fused")(x)
+    torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+if sys.argv[1] == "train":
+    def step(w, v):
+        return torch.sigmoid(v @ w * 2 + 1).sum(dim=1)
+    w = torch.randn(8, 4, requires_grad=True)
+    dynamo.optimize("fused")(step)(w, torch.randn(2, 8)).sum().backward()
+print("done")
+"""
+
+
+def _run(tmp_path, db, mode="eval"):
+    env = dict(os.environ, DYNAMO_TRACE=str(db), DYNAMO_KERNEL_CACHE=str(tmp_path / "kernels"))
+    r = subprocess.run([sys.executable, "-c", SCRIPT, mode], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    return _C.TraceReader(str(db))
+
+
+def _compiles(store):
+    (run,) = store.runs()
+    return run, store.compiles(run_id=run["id"])
+
+
+def _graph_nodes(serialized):
+    return [n["name"] for n in json.loads(serialized)["nodes"]]
+
+
+def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(tmp_path):
+    store = _run(tmp_path, tmp_path / "a.db")
+    run, (compile,) = _compiles(store)
+    kernels = store.kernels_of_compile(compile["id"])
+    # The net lowers to a reduction kernel (conv epilogue arithmetic + mean) and a pointwise one
+    # (bias add + sigmoid + mul); the conv and the matrix product are ATen steps, not kernels.
+    assert [k["name"] for k in kernels] == ["k0_mean", "k1_mul_1"]
+    (graph,) = store.graphs(compile["id"])
+    names = set(_graph_nodes(graph["serialized"]))
+    for k in kernels:
+        assert k["graph"] == "dynamo" and k["graph_index"] == 0
+        assert k["kind"] == "cpp_kernel"
+        assert f' {k["name"]}(' in k["source"]  # the kernel's entry point
+        assert set(k["nodes"]) <= names, k
+        assert not k["cache_hit"] and k["compile_us"] > 0 and k["lower_us"] > 0
+        assert k["cache_key"] and k["loops"].startswith("outer [")
+        assert k["run_us"] == -1  # not measured
+    # The fusion groups: the inlined pointwise nodes are in the kernel that computes them.
+    assert kernels[0]["nodes"] == ["mul", "add", "relu", "mean"]
+    assert kernels[1]["nodes"][-2:] == ["sigmoid", "mul_1"]
+    # The same sources are ordinary code rows of the compile.
+    code = [c for c in store.code(run["id"], compile["id"]) if c["kind"] == "cpp_kernel"]
+    assert [c["name"] for c in code] == ["k0_mean", "k1_mul_1"]
+    assert [c["content"] for c in code] == [k["source"] for k in kernels]
+
+    # A second process finds both kernels in the disk cache: recorded as hits, no compile time.
+    again = _run(tmp_path, tmp_path / "b.db")
+    _, (compile2,) = _compiles(again)
+    hits = again.kernels_of_compile(compile2["id"])
+    assert [k["name"] for k in hits] == ["k0_mean", "k1_mul_1"]
+    assert all(k["cache_hit"] and k["compile_us"] == 0 for k in hits)
+    assert [k["cache_key"] for k in hits] == [k["cache_key"] for k in kernels]
+
+
+def test_training_graph_kernels_belong_to_the_aot_forward_graph(tmp_path):
+    store = _run(tmp_path, tmp_path / "t.db", mode="train")
+    run, compiles = _compiles(store)
+    step = compiles[-1]
+    kernels = store.kernels_of_compile(step["id"])
+    assert kernels, "the forward graph of the training compile has kernels"
+    forward = [a for a in store.artifacts(run["id"])
+               if a["compile_id"] == step["id"] and a["name"] == "dynamo.aot.forward"]
+    assert len(forward) == 1
+    forward_nodes = set(_graph_nodes(forward[0]["data"]))
+    for k in kernels:
+        # (The backward graph is compiled at the first backward call, after the compile was
+        # recorded: its kernels are not in the store.)
+        assert k["graph"] == "aot.forward" and k["graph_index"] == 0
+        assert set(k["nodes"]) <= forward_nodes, (k["nodes"], forward_nodes)
+    assert "sigmoid" in {n for k in kernels for n in k["nodes"]}
+
+
+PASSES_SCRIPT = r"""
+import torch, dynamo
+
+def f(x):
+    unused = x * 3
+    return x.relu() + 1
+
+def g(x):
+    return x.relu() + 1
+
+assert torch.equal(dynamo.optimize("eager")(f)(torch.ones(4)), f(torch.ones(4)))
+assert torch.equal(dynamo.optimize("eager")(g)(torch.ones(4)), g(torch.ones(4)))
+print("done")
+"""
+
+
+def test_a_pass_that_changed_the_graph_is_recorded_with_the_nodes_it_removed(tmp_path):
+    db = tmp_path / "p.db"
+    script = tmp_path / "passes_script.py"
+    script.write_text(PASSES_SCRIPT)
+    r = subprocess.run([sys.executable, str(script)], env=dict(os.environ, DYNAMO_TRACE=str(db)),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    store = _C.TraceReader(str(db))
+    run, compiles = _compiles(store)
+    frames = {fr["id"]: fr["name"] for fr in store.frames(run["id"])}
+    by_name = {frames[c["frame_id"]]: c for c in compiles}
+    passes = {frames[a_c]: a for a in store.artifacts(run["id"]) if a["name"] == "dynamo.passes"
+              for a_c in [next(c["frame_id"] for c in compiles if c["id"] == a["compile_id"])]}
+    # f's unused product is removed by dead-code elimination; g's graph is left as it was: no row.
+    assert set(passes) == {"f"}
+    assert passes["f"]["compile_id"] == by_name["f"]["id"]
+    assert passes["f"]["data"].decode() == (
+        "pass dead_code_elimination: changed (5 -> 4 nodes)\n"
+        "  removed: mul\n"
+        f"  application 1: mul (operator.mul) at {script}:5\n")
