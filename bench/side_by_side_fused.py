@@ -28,7 +28,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
@@ -135,13 +134,21 @@ def compile_times(name, threads, workdir):
                                    "--threads", str(threads), "--warm-dir", os.path.join(workdir, "inductor-warm-up")],
                                   capture_output=True, text=True, env=env)
             if proc.returncode != 0:
-                raise SystemExit(f"{name} {backend} {temp}: child failed\n{proc.stdout}{proc.stderr[-4000:]}")
+                row[f"{backend}_error"] = _last_error(proc.stderr)
+                break
             got = json.loads(proc.stdout.strip().splitlines()[-1])
             row[f"{backend}_{temp}_ms"] = round(got["cpu_ms"], 1)
             row[f"{backend}_{temp}_wall_ms"] = round(got["wall_ms"], 1)
     for temp in ("cold", "warm"):
-        row[f"{temp}_inductor_over_fused"] = round(row[f"inductor_{temp}_ms"] / row[f"fused_{temp}_ms"], 2)
+        if f"inductor_{temp}_ms" in row and f"fused_{temp}_ms" in row:
+            row[f"{temp}_inductor_over_fused"] = round(row[f"inductor_{temp}_ms"] / row[f"fused_{temp}_ms"], 2)
     return row
+
+
+def _last_error(text):
+    """The exception line of a traceback (a case that fails is reported, not fatal)."""
+    lines = [ln for ln in text.strip().splitlines() if ln and not ln.startswith((" ", "W1"))]
+    return (lines[-1] if lines else "no output")[:300]
 
 
 def main(argv=None):
@@ -168,7 +175,11 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="side_by_side_fused-") as workdir:
         for name in cases:
             if not a.skip_run:
-                runs.append(run_time(name, repeats))
+                try:
+                    runs.append(run_time(name, repeats))
+                except Exception as e:  # noqa: BLE001 - a case that fails is a result
+                    runs.append({"bench": "side_by_side_fused", "part": "run", "case": name,
+                                 "error": f"{type(e).__name__}: {e}".splitlines()[0][:300]})
                 print(json.dumps(runs[-1]), flush=True)
             if not a.skip_compile:
                 compiles.append(compile_times(name, a.threads, workdir))
@@ -178,6 +189,9 @@ def main(argv=None):
         print("| case | eager | fused | inductor | fused / inductor (min) |")
         print("|---|---:|---:|---:|---:|")
         for r in runs:
+            if "error" in r:
+                print(f"| {r['case']} | failed: {r['error']} | | | |")
+                continue
             print(f"| {r['case']} | {r['eager_ms']} | {r['fused_ms']} | {r['inductor_ms']} | "
                   f"{r['fused_over_inductor']} ({r['fused_over_inductor_min']}) |")
     if compiles:
@@ -185,8 +199,10 @@ def main(argv=None):
         print("| case | fused cold | inductor cold | inductor / fused | fused warm | inductor warm | inductor / fused |")
         print("|---|---:|---:|---:|---:|---:|---:|")
         for r in compiles:
-            print(f"| {r['case']} | {r['fused_cold_ms']} | {r['inductor_cold_ms']} | {r['cold_inductor_over_fused']} | "
-                  f"{r['fused_warm_ms']} | {r['inductor_warm_ms']} | {r['warm_inductor_over_fused']} |")
+            cells = [r.get(k, r.get(f"{k.split('_')[0]}_error", "-")) for k in
+                     ("fused_cold_ms", "inductor_cold_ms", "cold_inductor_over_fused", "fused_warm_ms",
+                      "inductor_warm_ms", "warm_inductor_over_fused")]
+            print(f"| {r['case']} | " + " | ".join(str(c) for c in cells) + " |")
     return 0
 
 
