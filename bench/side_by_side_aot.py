@@ -95,6 +95,7 @@ def bench(name, repeats, step_repeats, eager_runs):
             compile_ms[v].append(measure_compile(name, v, model, x, eager_runs))
     for v in VARIANTS:
         row[f"compile_ms_{v}"] = round(median(compile_ms[v]), 1)
+        row[f"compile_ms_{v}_each"] = [round(t, 1) for t in compile_ms[v]]
     row["compile_torch_compile_over_dynamo"] = round(row["compile_ms_torch_compile"] / row["compile_ms_dynamo"], 2)
 
     steppers = {"eager": copy.deepcopy(model)}

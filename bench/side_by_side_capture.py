@@ -124,6 +124,7 @@ def summary(name, samples, mode):
     for v in VARIANTS:
         for key in ("compile_ms", "first_call_ms", "eager_ms"):
             row[f"{v}_{key}"] = round(median(s[key] for s in samples[v]), 2)
+        row[f"{v}_compile_ms_each"] = [round(s["compile_ms"], 1) for s in samples[v]]
         last = samples[v][-1]
         row[f"{v}_graphs"], row[f"{v}_breaks"] = last["graphs"], last["breaks"]
         row[f"{v}_bitwise"] = all(s["bitwise"] for s in samples[v])
