@@ -106,10 +106,11 @@ def _train_case(make_module, make_input):
         state["m"] = make_module()
         return (make_input(),)
 
-    def compiled():
+    def compiled(wrap=None):
         # a function calling the module (dynamo.optimize(module) of a torch.nn container once
-        # ran eagerly, its forward being in torch's files; fixed, see docs/capture.md)
-        fwd = dynamo.optimize("fused")(lambda x: state["m"](x))
+        # ran eagerly, its forward being in torch's files; fixed, see docs/capture.md). wrap: how
+        # to compile the forward (bench/side_by_side_fused.py passes torch.compile's inductor).
+        fwd = (wrap or dynamo.optimize("fused"))(lambda x: state["m"](x))
         return lambda x: step(fwd, x)
     return (lambda x: step(state["m"], x)), inputs, compiled
 

@@ -95,6 +95,43 @@ def test_side_by_side_compares_dynamo_with_torch_compile():
     assert out.splitlines()[-1].startswith("mlp3 ")
 
 
+@only_on_stack2("torch 1.13 has no torch.compile to compare with")
+@pytest.mark.skipif(importlib.util.find_spec("torchvision") is None, reason="needs torchvision")
+def test_side_by_side_capture_compares_with_torch_compile_eager():
+    rows, out = run_bench("side_by_side_capture.py", "--quick")
+    (r,) = rows
+    assert (r["bench"], r["model"], r["mode"]) == ("side_by_side_capture", "resnet18", "in_process_reset")
+    for key in ("dynamo_compile_ms", "torch_compile_compile_ms", "dynamo_eager_ms"):
+        assert r[key] > 0, key
+    # counts, not timings: both capture resnet18 whole, and the eager backends give eager's bits
+    assert (r["dynamo_graphs"], r["dynamo_breaks"], r["torch_compile_graphs"], r["torch_compile_breaks"]) == (1, 0, 1, 0)
+    assert r["dynamo_bitwise"] and r["torch_compile_bitwise"]
+    assert abs(r["torch_compile_over_dynamo"] - r["torch_compile_compile_ms"] / r["dynamo_compile_ms"]) < 0.01
+    assert out.splitlines()[-1].startswith("resnet18 ")
+
+
+@only_on_stack2("torch 1.13 has no torch.compile to compare with")
+def test_side_by_side_aot_compares_with_torch_compile_aot_eager():
+    rows, out = run_bench("side_by_side_aot.py", "--quick")
+    (r,) = rows
+    assert (r["bench"], r["workload"]) == ("side_by_side_aot", "transformer_layer")
+    for key in ("compile_ms_dynamo", "compile_ms_torch_compile", "step_ms_eager", "step_ms_dynamo",
+                "step_ms_torch_compile", "step_dynamo_over_torch_compile"):
+        assert r[key] > 0, key
+    assert out.splitlines()[-1].startswith("| transformer_layer |")
+
+
+@only_on_stack2("torch 1.13 has no torch.compile to compare with")
+def test_side_by_side_fused_compares_with_inductor():
+    # run times only: the compile part starts eight processes per case (minutes)
+    rows, out = run_bench("side_by_side_fused.py", "--cases", "chain6", "--repeats", "1", "--skip-compile")
+    (r,) = rows
+    assert (r["bench"], r["part"], r["case"], r["threads"]) == ("side_by_side_fused", "run", "chain6", 1)
+    for key in ("eager_ms", "fused_ms", "inductor_ms", "fused_over_inductor"):
+        assert r[key] > 0, key
+    assert out.splitlines()[-1].startswith("| chain6 |")
+
+
 def test_no_bench_script_shadows_a_standard_module():
     # `python bench/x.py` puts bench/ first on sys.path: a bench/inspect.py once hid the
     # standard `inspect` module from torch in every other benchmark.
