@@ -728,6 +728,77 @@ def test_generator_that_prints_keeps_the_order_of_output(capsys):
     assert capsys.readouterr().out == eager * 2
 
 
+def test_yield_from_delegates_values_and_returns_the_inner_result():
+    """`yield from` (GET_YIELD_FROM_ITER, SEND, END_SEND on 3.12): the inner generator's values
+    pass through lazily, interleaved with the consumer's side effects, and its return value is the
+    expression's value."""
+    def inner(x):
+        events.append("inner 1")
+        yield x + 1
+        events.append("inner 2")
+        yield x * 2
+        return x.sum()
+
+    def outer(x):
+        total = yield from inner(x)
+        yield from (x - 1, x - 2)  # a tuple: iter() of it
+        yield from []
+        yield total
+
+    def f(x):
+        outs = []
+        for y in outer(x):
+            events.append("got")
+            outs.append(y)
+            x.add_(1)  # the next value sees the change, as in Python
+        return outs
+
+    x, x_ref = torch.randn(3), None
+    x_ref = x.clone()
+    events.clear()
+    out = one_graph(f, x)
+    compiled = list(events)
+    events.clear()
+    assert same(out, f(x_ref)) and same(x, x_ref) and compiled == events
+
+
+def test_yield_from_in_recursive_generators_modules_walk():
+    """Module.modules() / named_modules() recurse through `yield from` (torch 2.x's
+    Transformer fast-path checks walk self.modules()): captured whole, counted as eager counts."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 3), nn.Sequential(nn.ReLU(), nn.Sequential(nn.Linear(3, 2))))
+
+    def f(x):
+        names = [name for name, _ in net.named_modules()]
+        hooked = any(len(m._forward_hooks) for m in net.modules())
+        return net(x) * len(names), names, hooked
+
+    x = torch.randn(2, 3)
+    assert same(one_graph(f, x), f(x))
+
+
+def test_yield_from_then_a_break_in_the_consumer_gives_eagers_result(capsys):
+    def inner(x):
+        yield x + 1
+        yield x + 2
+
+    def outer(x):
+        yield from inner(x)
+
+    def f(x):
+        total = x
+        for y in outer(x):
+            print("got")
+            total = total + y
+        return total
+
+    x = torch.ones(2)
+    f(x)
+    eager = capsys.readouterr().out
+    assert same(dynamo.compile(f)(x), f(x))
+    assert capsys.readouterr().out == eager * 2
+
+
 # ---- numpy on sizes and constants -------------------------------------------------------------
 
 def test_numpy_on_sizes_and_constants():

@@ -12,7 +12,6 @@ import torch.nn.functional as F
 from torch import nn
 
 import dynamo
-from stacks import known_gap_on_stack2
 
 
 @pytest.fixture()
@@ -95,24 +94,11 @@ CASES = {
 }
 
 
-# torch 2.x's Transformer*.forward in eval mode runs its inference fast-path checks, which use
-# `yield from` (GET_YIELD_FROM_ITER, not captured yet) with an iterator live across the break: the
-# frame is skipped and the module runs eagerly (results equal, no graph).
-EVAL_FAST_PATH_GAP = known_gap_on_stack2(
-    "Transformer*.forward in eval mode: GET_YIELD_FROM_ITER in torch 2.x's fast-path checks, frame skipped")
-
-
-def _mark_eval_fast_path_gap(request, case, train):
-    if not train and case.startswith("TransformerEncoder"):
-        request.node.add_marker(EVAL_FAST_PATH_GAP)
-
-
 @pytest.mark.parametrize("api", ["optimize", "compile"])
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 @pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_module_forward_is_compiled_and_bitwise(request, records, case, train, backend, api):
-    _mark_eval_fast_path_gap(request, case, train)
+def test_module_forward_is_compiled_and_bitwise(records, case, train, backend, api):
     factory, make_input, function = CASES[case]
     module = factory().train(train)
     compiled = wrap(api, backend, module)
@@ -126,8 +112,7 @@ def test_module_forward_is_compiled_and_bitwise(request, records, case, train, b
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_explain_agrees_with_the_run(request, records, case):
-    _mark_eval_fast_path_gap(request, case, False)
+def test_explain_agrees_with_the_run(records, case):
     factory, make_input, function = CASES[case]
     module = factory().eval()
     x = make_input()
@@ -139,7 +124,6 @@ def test_explain_agrees_with_the_run(request, records, case):
     assert compiled_graphs(records, function) == 1
 
 
-@EVAL_FAST_PATH_GAP
 def test_eval_dropout_under_no_grad_is_compiled(records):
     """Eval mode with dropout > 0 and no grad (torch's inference fast-path conditions)."""
     module = encoder_layer(0.3).eval()
@@ -149,6 +133,24 @@ def test_eval_dropout_under_no_grad_is_compiled(records):
         got = dynamo.optimize("aot_eager")(module)(x)
     assert torch.equal(expected, got)
     assert compiled_graphs(records, "TransformerEncoderLayer.forward") == 1
+    # The fast path eager takes (torch 2.x's checks walk self.modules(), a `yield from`
+    # generator) is the one captured: its fused kernel is the graph's.
+    ops = [r["graphs"][0]["op_counts"] for r in records if r["status"] == "compiled"]
+    assert ops[0].get("torch._transformer_encoder_layer_fwd") == 1, ops
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_encoder_fast_path_under_no_grad_equals_eager(records, layers):
+    """TransformerEncoder in eval under no_grad: eager runs torch._transformer_encoder_layer_fwd
+    per layer after its checks (torch 2.x: `yield from` in Module.modules()); so does the graph."""
+    module = nn.TransformerEncoder(encoder_layer(0.1), layers).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        expected = module(x)
+        got = dynamo.compile(module, fullgraph=True)(x)
+    assert torch.equal(expected, got)
+    ops = [r["graphs"][0]["op_counts"] for r in records if r["status"] == "compiled"]
+    assert len(ops) == 1 and ops[0].get("torch._transformer_encoder_layer_fwd") == layers, ops
 
 
 def printing_relu(x):

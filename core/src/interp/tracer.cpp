@@ -1117,6 +1117,26 @@ bool Tracer::stepContainers(const bc::Instruction& ins) {
     case FOR_ITER:
       doForIter(ins);
       return true;
+    case GET_YIELD_FROM_ITER: {  // `yield from x` in a generator being traced: iter(x)
+      if (!generator_) return false;
+      ValueRef v = pop();
+      push(v->kind == ValueKind::kIterator
+               ? v
+               : makeIterator(v, v->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx_, v)));
+      return true;
+    }
+    case SEND:
+      if (!generator_) return false;
+      doSend(ins);
+      return true;
+#ifdef END_SEND
+    case END_SEND: {  // 3.12: [receiver, value] -> [value]
+      ValueRef v = popRaw();
+      popRaw();
+      push(std::move(v));
+      return true;
+    }
+#endif
 #ifdef END_FOR
     case END_FOR:
       pop();
@@ -1382,6 +1402,32 @@ void Tracer::doForIter(const bc::Instruction& ins) {
   pop();
   jumpTo(ins.target);
 #endif
+}
+
+// `yield from it` (GET_YIELD_FROM_ITER; LOAD_CONST None; SEND; YIELD_VALUE; ...; JUMP back to
+// SEND): each SEND pulls the next item of the inner iterator, which the YIELD_VALUE after it
+// passes out; the value sent back in is always None (our consumers only call next()). When the
+// inner iterator is done, its return value is the expression's value and SEND jumps past the loop.
+void Tracer::doSend(const bc::Instruction& ins) {
+  ValueRef sent = popRaw();
+  if (!(sent->isConst() && sent->py() == Py_None))
+    ctx_.breakHere(BreakKind::kUnsupported, "send() of a value other than None into `yield from`");
+  ValueRef& receiver = top();
+  if (receiver->kind != ValueKind::kIterator)
+    ctx_.breakHere(BreakKind::kUnsupported, "`yield from` over " + describe(*receiver));
+  ValueRef item;
+  if (nextItem(receiver, &item)) {  // a generator runs to its next yield now
+    push(std::move(item));
+    return;
+  }
+  ValueRef ret = receiver->lazy && receiver->lazy->returned ? receiver->lazy->returned : makeConst(Py_None);
+#if PY_VERSION_HEX >= 0x030C0000
+  push(std::move(ret));  // [receiver, value]: END_SEND (the target) drops the receiver
+#else
+  popRaw();  // 3.11: [value], and the target is the instruction after the loop
+  push(std::move(ret));
+#endif
+  jumpTo(ins.target);
 }
 
 void Tracer::doMakeFunction(int flags) {

@@ -206,6 +206,8 @@ class Tracer {
   /// Generator mode (call_constructs.cpp): runs to the next YIELD_VALUE and returns the value
   /// yielded, or null with *exhausted set once the generator has returned.
   ValueRef resume(bool* exhausted);
+  /// What the generator (or function) returned once it is done; null before.
+  const ValueRef& returnedValue() const { return returned_; }
 
   // Used by the call machinery (tracer_calls.cpp).
   CompileContext& ctx() { return ctx_; }
@@ -240,6 +242,7 @@ class Tracer {
   void doBinary(int nbOp);
   void doCompare(int cmp);
   void doForIter(const bytecode::Instruction& ins);
+  void doSend(const bytecode::Instruction& ins);
   void doMakeFunction(int flags);
   void doUnpack(int count);
   void doFormat(int flags);
