@@ -15,7 +15,7 @@ from torch.autograd import Variable
 import dynamo
 import dynamo.aot
 from capture_harness import Recorder, same
-from stacks import known_gap_on_stack2
+from stacks import only_on_stack2
 
 
 @pytest.fixture(autouse=True)
@@ -393,18 +393,11 @@ def test_item_of_a_constant_tensor_changed_by_an_op_breaks():
 
 # ---- modules with forward hooks and pre-hooks -------------------------------------------------
 
-HOOKS_UNDER_TRY = known_gap_on_stack2(
-    "torch 2.x's Module._call_impl runs the hooks and forward inside try/except (it calls the global "
-    "always-called hooks before re-raising); the capture breaks on a tensor operation under a user "
-    "handler, and fullgraph=True turns that break into an error")
-
-
 def _net():
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2))
 
 
-@HOOKS_UNDER_TRY
 def test_forward_hooks_and_pre_hooks_run_in_the_graph():
     net = _net()
     features = {}
@@ -429,7 +422,6 @@ def test_forward_hooks_and_pre_hooks_run_in_the_graph():
     assert same(out, f(x)) and same(compiled_features, features)
 
 
-@HOOKS_UNDER_TRY
 def test_hooks_removed_or_added_after_compiling_recompile():
     net = _net()
     h = net[0].register_forward_hook(lambda m, i, o: o * 10)
@@ -444,7 +436,6 @@ def test_hooks_removed_or_added_after_compiling_recompile():
     assert len(rec.compiled) == 3
 
 
-@HOOKS_UNDER_TRY
 def test_global_forward_hook():
     net = _net()
     handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 2 if isinstance(m, nn.Linear) else None)
@@ -455,7 +446,6 @@ def test_global_forward_hook():
         handle.remove()
 
 
-@HOOKS_UNDER_TRY
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_forward_hook_gradients(backend):
     net = _net()
@@ -476,7 +466,6 @@ def test_backward_hooks_still_break():
         dynamo.compile(net, fullgraph=True)(torch.randn(2, 4))
 
 
-@HOOKS_UNDER_TRY
 def test_hook_replaced_under_the_same_handle_recompiles():
     net = _net()
     h = net[0].register_forward_hook(lambda m, i, o: o * 10)
@@ -485,6 +474,72 @@ def test_hook_replaced_under_the_same_handle_recompiles():
     assert same(cf(x), net(x))
     net[0]._forward_hooks[h.id] = lambda m, i, o: o * -1
     assert same(cf(x), net(x))
+
+
+# torch 2.x's Module._call_impl runs hooks and forward under `try: ... except Exception:`, whose
+# handler calls the forward hooks registered with always_call=True before re-raising. Without such
+# hooks the handler only re-raises and the hooks are captured as above; with one, the handler must
+# stay in force, so the module call runs as Python (and its always-called hook runs on an error).
+ALWAYS_CALL = only_on_stack2("forward hooks with always_call=True came with torch 2.1's Module._call_impl")
+
+
+def _failing_input():
+    return torch.randn(2, 5)  # net[0] is Linear(4, 6): forward raises
+
+
+@ALWAYS_CALL
+def test_always_called_forward_hook_keeps_the_handler_in_force():
+    net = _net()
+    calls = []
+    net[2].register_forward_hook(lambda m, i, o: calls.append("hook"), always_call=True)
+    net[0].register_forward_hook(lambda m, i, o: calls.append("first"), always_call=True)
+    x = torch.randn(2, 4)
+    with pytest.raises(dynamo.Unsupported, match=r"a tensor operation inside a try block"):
+        dynamo.compile(net, fullgraph=True)(x)
+    dynamo.reset()
+    calls.clear()
+    expected = net(x)
+    eager_calls = list(calls)
+    calls.clear()
+    cf = dynamo.compile(net)
+    assert same(cf(x), expected) and calls == eager_calls == ["first", "hook"]
+    calls.clear()
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied"):
+        cf(_failing_input())
+    assert calls == ["first"]  # net[0]'s handler ran it before re-raising, as in eager
+
+
+@ALWAYS_CALL
+@pytest.mark.parametrize("where", ["module", "global"])
+def test_always_called_hook_registered_after_compiling_recompiles(where):
+    net = _net()
+    net[0].register_forward_hook(lambda m, i, o: o * 2)
+    x = torch.randn(2, 4)
+    calls = []
+    with Recorder() as rec:
+        cf = dynamo.compile(net)
+        assert same(cf(x), net(x))
+        assert len(rec.compiled) == 1 and rec.breaks == []
+        if where == "module":
+            handle = net[0].register_forward_hook(lambda m, i, o: calls.append("always"), always_call=True)
+        else:
+            handle = torch.nn.modules.module.register_module_forward_hook(
+                lambda m, i, o: calls.append("always"), always_call=True)
+        try:
+            assert same(cf(x), net(x))
+            assert len(rec.compiled) > 1  # the empty always-called registries are guarded
+            bad = _failing_input()
+            calls.clear()
+            with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied"):
+                net(bad)
+            eager_calls = list(calls)
+            calls.clear()
+            with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied"):
+                cf(bad)
+            # module: net[0]'s handler; global: net[0]'s, then the Sequential's
+            assert calls == eager_calls == ["always"] * (1 if where == "module" else 2)
+        finally:
+            handle.remove()
 
 
 # ---- sets built in the function ---------------------------------------------------------------

@@ -198,7 +198,49 @@ bool isStopIterationGuard(const std::vector<bc::Instruction>& ins, int t) {
   return false;
 #endif
 }
+// torch.nn.Module._call_impl's code (torch >= 2.1 runs hooks and forward under a try/except that
+// calls the forward hooks registered with always_call=True, then re-raises); null before torch 2.
+PyCodeObject* moduleCallImplCode() {
+  static PyObject* code = [] {
+    PyObject* fn = PyObject_GetAttrString(torchApi().moduleType, "_call_impl");  // new ref
+    PyObject* c = fn != nullptr && PyFunction_Check(fn) ? PyFunction_GET_CODE(fn) : nullptr;  // borrowed
+    Py_XINCREF(c);  // kept for the process
+    Py_XDECREF(fn);
+    PyErr_Clear();
+    return c;
+  }();
+  return reinterpret_cast<PyCodeObject*>(code);
+}
 }  // namespace
+
+// _call_impl's `except Exception:` runs the forward hooks registered with always_call=True that
+// have not run yet, then re-raises. With no such hook, on the module or global, it only re-raises:
+// an error from the graph reaching the caller directly is what eager gives, so the handler does not
+// stop the capture. The two registries are guarded empty (a hook registered with always_call=True
+// later recompiles, and the capture then breaks as under any other handler).
+bool Tracer::isNoOpModuleCallHandler() const {
+  if (code_ != moduleCallImplCode() || locals_.empty() || !locals_[0]) return false;
+  ValueRef self = locals_[0];
+  if (self->kind == ValueKind::kCell) self = self->cell ? self->cell->contents : nullptr;
+  if (!self || !self->source || !self->obj || !isModule(self->obj.get())) return false;
+  static PyObject* globalAlways = [] {  // borrowed from the module, which lives for the process
+    PyObject* mod = PyImport_ImportModule("torch.nn.modules.module");  // new ref
+    PyObject* d = mod ? PyObject_GetAttrString(mod, "_global_forward_hooks_always_called") : nullptr;  // new ref
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    return d;  // kept for the process
+  }();
+  if (globalAlways == nullptr || !PyDict_Check(globalAlways) || PyDict_GET_SIZE(globalAlways) != 0) return false;
+  PyObjectRef own = PyObjectRef::steal(PyObject_GetAttrString(self->obj.get(), "_forward_hooks_always_called"));
+  if (!own || !PyDict_Check(own.get()) || PyDict_GET_SIZE(own.get()) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  ctx_.guard(Source::object(globalAlways, "torch.nn.modules.module._global_forward_hooks_always_called"),
+             makeLengthCheck(0));
+  ctx_.guard(Source::attr(self->source, "_forward_hooks_always_called"), makeLengthCheck(0));
+  return true;
+}
 
 bool Tracer::underUserHandler() const {
   const auto& ins = bc_.instructions;
@@ -216,6 +258,10 @@ bool Tracer::underUserHandler() const {
       continue;
     }
     if (isLocalRestoreReraise(ins, t) || isStopIterationGuard(ins, t)) {
+      h = ins[t].handler;
+      continue;
+    }
+    if (ins[t].opcode == PUSH_EXC_INFO && isNoOpModuleCallHandler()) {
       h = ins[t].handler;
       continue;
     }

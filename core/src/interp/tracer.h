@@ -202,6 +202,9 @@ class Tracer {
   /// (try/except, try/finally, or a `with` whose manager is not a traced grad-mode one): an
   /// error raised by graph code there must reach that handler, so such code is not captured.
   bool underUserHandler() const;
+  /// True (and guarded) when this is torch 2.x's Module._call_impl and its handler can only
+  /// re-raise: no forward hook registered with always_call=True (tracer.cpp).
+  bool isNoOpModuleCallHandler() const;
 
   /// Generator mode (call_constructs.cpp): runs to the next YIELD_VALUE and returns the value
   /// yielded, or null with *exhausted set once the generator has returned.
