@@ -542,6 +542,74 @@ def test_always_called_hook_registered_after_compiling_recompiles(where):
             handle.remove()
 
 
+# ---- weakrefs -----------------------------------------------------------------------------------
+
+class _Holder:
+    pass
+
+
+def test_weakref_call_gives_the_object_the_function_reads_and_is_guarded():
+    """ref() of a weakref the function reads: the object it already read through its own source
+    (torch 2.x's RNN compares its flat weights' weakrefs with its parameters this way)."""
+    import weakref
+    h = _Holder()
+    h.w = torch.randn(3)
+    h.refs = [weakref.ref(h.w)]
+
+    def f(x):
+        w = h.w
+        changed = any(r() is not w for r in h.refs)
+        return x * w + (1 if changed else 0)
+
+    x = torch.randn(3)
+    assert same(one_graph(f, x), f(x))
+    dynamo.reset()
+    cf = dynamo.compile(f)
+    with Recorder() as rec:
+        assert same(cf(x), f(x))
+        assert len(rec.records) == 1 and rec.breaks == []
+        old, h.w = h.w, torch.randn(3)  # the weakref points at the old tensor, still alive:
+        assert same(cf(x), f(x))        # the guard fails; the new capture breaks at the call
+        assert len(rec.records) == 2
+        assert [b["detail"] for b in rec.breaks] == [
+            "call of a weakref to an object (Tensor) that the function does not read otherwise"]
+    del old  # now dead: ref() is None, captured whole
+    dynamo.reset()
+    assert same(one_graph(f, x), f(x))
+    h.refs = [weakref.ref(h.w)]
+    dynamo.reset()
+    assert same(one_graph(f, x), f(x))
+
+
+def test_weakref_to_an_object_not_read_otherwise_breaks():
+    import weakref
+    h = _Holder()
+    h.t = torch.randn(3)
+    h.ref = weakref.ref(h.t)
+
+    def f(x):
+        return x + h.ref()
+
+    x = torch.randn(3)
+    with pytest.raises(dynamo.Unsupported, match=r"call of a weakref to an object \(Tensor\) that the "
+                                                  r"function does not read otherwise"):
+        dynamo.compile(f, fullgraph=True)(x)
+    dynamo.reset()
+    assert same(dynamo.compile(f)(x), f(x))
+
+
+def test_dead_weakref_gives_none():
+    import weakref
+    h = _Holder()
+    h.ref = weakref.ref(_Holder())  # dead at once
+
+    def f(x):
+        return x + 1 if h.ref() is None else x - 1
+
+    x = torch.randn(3)
+    assert same(one_graph(f, x), f(x))
+
+
 # ---- sets built in the function ---------------------------------------------------------------
 
 def test_set_of_strings_iterates_in_the_real_sets_order():

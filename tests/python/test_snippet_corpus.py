@@ -46,12 +46,7 @@ def test_snippet_equals_eager_in_default_mode(s, capsys):
 
 
 # What torch 2.x's own Python layer adds in these snippets' way (docs/stacks.md, known gaps).
-_RNN_WEAKREFS = ("torch 2.x's RNN checks its flat weights through weakrefs (ref() is weight): calling a "
-                 "weakref is not traced")
 _STACK2_GAPS = {
-    "common.lstm_classifier_last_step": _RNN_WEAKREFS,
-    "legacy.variable_zeros_hidden_state": _RNN_WEAKREFS,
-    "legacy.variable_new_zeros_h0": _RNN_WEAKREFS,
     "common.train_step_with_sgd": "torch 2.x's optimizer step runs under torch._dynamo's own "
                                   "disable (torch.set_eval_frame): it breaks before the .grad read",
 }

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import dynamo
+from stacks import only_on_stack2
 
 
 @pytest.fixture()
@@ -209,3 +210,46 @@ def test_user_module_shares_the_context_handle(records):
     with ctx:
         model(x)
     assert [r["function"] for r in records] == ["ModuleListModel.forward"]
+
+
+RNN_CASES = [pytest.param(cls, backend, id=f"{cls.__name__}-{backend}",
+                          marks=[only_on_stack2("torch 1.13's aot_eager GRU forward is not bitwise eager's "
+                                                "(not a weakref matter: the capture is the same)")]
+                          if (cls, backend) == (nn.GRU, "aot_eager") else [])
+             for cls in (nn.LSTM, nn.GRU, nn.RNN) for backend in ("eager", "aot_eager")]
+
+
+@pytest.mark.parametrize("cls, backend", RNN_CASES)
+def test_rnn_captured_whole_and_bitwise(records, cls, backend):
+    """torch 2.x's RNNBase.forward checks its flat weights' weakrefs (`ref() is not weight`): the
+    call gives the parameter the forward read, guarded; forward and gradients equal eager."""
+    torch.manual_seed(0)
+    rnn = cls(4, 8, num_layers=2, batch_first=True)
+    head = nn.Linear(8, 3)
+
+    def f(x):
+        out, _ = rnn(x)
+        return head(out[:, -1])
+
+    compiled = dynamo.compile(f, fullgraph=True, backend=backend)
+    results = []
+    for fn in (f, compiled):
+        torch.manual_seed(1)
+        x = torch.randn(3, 5, 4)
+        rnn.zero_grad(set_to_none=True)
+        out = fn(x)
+        out.sum().backward()
+        results.append((out.detach(), tuple(p.grad.clone() for p in rnn.parameters())))
+    assert_bitwise(results)
+    assert len([r for r in records if r["status"] == "compiled"]) == 1
+    # A parameter replaced (RNNBase.__setattr__ keeps the old weakref): the guards fail, and the
+    # forward, which sees the change and refreshes its flat weights, runs as eager's does.
+    old = rnn.weight_hh_l1
+    with torch.no_grad():
+        rnn.weight_hh_l1 = nn.Parameter(old * 0.5)
+    x = torch.randn(3, 5, 4)
+    got = dynamo.compile(f, backend=backend)(x)
+    if hasattr(rnn, "_flat_weight_refs"):  # torch 2.x: the compiled call refreshed them, as eager does
+        assert rnn._flat_weight_refs[rnn._flat_weights_names.index("weight_hh_l1")]() is rnn.weight_hh_l1
+    assert torch.equal(got, f(x))
+    assert len(records) > 1
