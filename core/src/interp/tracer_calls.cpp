@@ -971,6 +971,8 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
         ctx.breakHere(BreakKind::kTensorToPython, "Tensor." + name + "() needs the tensor's data");
       if (nameIn(name, kDynamicShape, std::size(kDynamicShape)))
         ctx.breakHere(BreakKind::kDynamicShape, "Tensor." + name + "() has a data-dependent output shape");
+      if (name == "size" && args.empty() && kwargs.empty() && tr.depth() > 0)
+        if (ValueRef s = makeLazySize(ctx, fn->self)) return s;
       if (name == "size" && args.size() == 1 && kwargs.empty() && args[0]->isConst() && PyLong_CheckExact(args[0]->py())) {
         if (ValueRef s = symbolicSize(ctx, fn->self, PyLong_AsLongLong(args[0]->py()))) return s;
         PyErr_Clear();
