@@ -432,7 +432,9 @@ class FusedFn final : public core::CompiledGraphFn {
 
   bool runExtern(const codegen::Step& s, Frame& f) const {
     const core::NodeRef& n = graph_.body()[s.node];
-    auto value = [&](const core::NodeRef& a) { return valueOf(a, f); };
+    // ATen sees its inputs in eager's layout (the recorded strides): a view of a kernel buffer
+    // the program laid out otherwise would fail, or see other elements.
+    auto value = [&](const core::NodeRef& a) { return outputOf(a, f); };
     std::vector<core::PyObjectRef> args;
     for (const core::Arg& a : n->args()) args.push_back(core::argToPython(a, value));
     core::PyObjectRef kwargs = core::PyObjectRef::steal(core::checkPy(PyDict_New()));

@@ -56,6 +56,104 @@ bool listenerListings = false;
 // The handle currently installed on each thread's hook, to report it back from set_mode.
 thread_local PyObject* currentHandle = nullptr;  // strong ref
 
+// ---- torch.compile's frame hook beside ours ----------------------------------------------------
+//
+// Both capture frames through the interpreter's one PEP 523 slot. Under torch.compile (its
+// callback set on this thread), a dynamo-compiled call would run our transformed code through
+// torch's hook, which captures it again (and fails on our graph objects): refused with a UserError
+// naming the user's call. The other nesting (a torch.compile'd function called from code Dynamo
+// runs) needs nothing: torch's hook goes over ours and our hook leaves the frames it hands on alone.
+
+// sys.modules[name] (new ref), or NULL (no error set) when it is not imported.
+PyObject* importedModule(const char* name) {
+  PyRef key = PyRef::steal(PyUnicode_FromString(name));
+  PyObject* m = key ? PyImport_GetModule(key.get()) : nullptr;
+  if (m == nullptr) PyErr_Clear();
+  return m;
+}
+
+// True when torch._dynamo's eval-frame callback is set on this thread. Cheap unless another
+// hook is installed at all.
+bool torchHookActive() {
+  if (!core::foreignHookInstalled()) return false;
+  PyObject* torch = importedModule("torch");  // new ref or NULL
+  if (torch == nullptr) return false;
+  PyRef mod = PyRef::steal(torch);
+  PyRef get;
+  for (const char* step : {"_C", "_dynamo", "eval_frame", "get_eval_frame_callback"}) {
+    PyRef next = PyRef::steal(PyObject_GetAttrString(get ? get.get() : mod.get(), step));
+    if (!next) {
+      PyErr_Clear();
+      return false;  // torch 1.x: no torch._dynamo
+    }
+    get = next;
+  }
+  PyRef callback = PyRef::steal(PyObject_CallNoArgs(get.get()));
+  if (!callback) {
+    PyErr_Clear();
+    return false;
+  }
+  return callback.get() != Py_None;
+}
+
+// The innermost frame of the user's (frames of the dynamo package skipped): where the call came from.
+SourceLocation userCallSite() {
+  static std::string packageDir = [] {
+    PyRef dyn = PyRef::steal(importedModule("dynamo"));
+    PyRef file = dyn ? PyRef::steal(PyObject_GetAttrString(dyn.get(), "__file__")) : PyRef{};
+    PyErr_Clear();
+    std::string f = file && PyUnicode_Check(file.get()) ? PyUnicode_AsUTF8(file.get()) : "";
+    size_t slash = f.rfind('/');
+    return slash == std::string::npos ? std::string() : f.substr(0, slash + 1);
+  }();
+  SourceLocation loc;
+  PyFrameObject* f = PyEval_GetFrame();  // borrowed ref
+  PyRef hold;
+  while (f != nullptr) {
+    PyRef code = PyRef::steal(reinterpret_cast<PyObject*>(PyFrame_GetCode(f)));
+    const char* file = PyUnicode_AsUTF8(reinterpret_cast<PyCodeObject*>(code.get())->co_filename);
+    if (file == nullptr) {
+      PyErr_Clear();
+      break;
+    }
+    if (packageDir.empty() || std::string(file).rfind(packageDir, 0) != 0) {
+      loc.file = file;
+      loc.line = PyFrame_GetLineNumber(f);
+      break;
+    }
+    hold = PyRef::steal(reinterpret_cast<PyObject*>(PyFrame_GetBack(f)));  // new ref
+    f = reinterpret_cast<PyFrameObject*>(hold.get());
+  }
+  if (loc.line > 0) {
+    PyRef linecache = PyRef::steal(PyImport_ImportModule("linecache"));
+    PyRef text = linecache ? PyRef::steal(PyObject_CallMethod(linecache.get(), "getline", "si",
+                                                                          loc.file.c_str(), loc.line))
+                                 : PyRef{};
+    if (text && PyUnicode_Check(text.get())) {
+      std::string s = PyUnicode_AsUTF8(text.get());
+      size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t\r\n");
+      if (b != std::string::npos) loc.sourceLine = s.substr(b, e - b + 1);
+    }
+    PyErr_Clear();
+  }
+  return loc;
+}
+
+// Throws the UserError when torch.compile's hook is active on this thread. `what`: what the user
+// asked of Dynamo ("a call of a dynamo-compiled function", "`with dynamo.optimize(...)`").
+void refuseUnderTorchCompile(const std::string& what) {
+  if (!torchHookActive()) return;
+  throw UserError(UserErrorKind::kInvalidArgument,
+                  what + " under torch.compile: both would capture the same frames",
+                  userCallSite(),
+                  "torch._dynamo's frame hook (PEP 523) is active on this thread (the code runs inside a "
+                  "torch.compile'd function or torch._dynamo.optimize), and the interpreter has one hook: "
+                  "torch would capture Dynamo's compiled code again",
+                  "use one compiler for this code: call the dynamo-compiled function outside the "
+                  "torch.compile'd one, or wrap it with torch.compiler.disable(...) so that torch.compile "
+                  "leaves it to Dynamo");
+}
+
 PyObject* locationToDict(const SourceLocation& loc) {
   PyObject* d = checkPy(PyDict_New());
   setItem(d, "file", newStr(loc.file));
@@ -309,6 +407,14 @@ PyObject* setMode(PyObject*, PyObject* args) {
     PyErr_Format(PyExc_ValueError, "set_mode: unknown mode '%s' (use 'off', 'run_only' or 'compile')", mode);
     return nullptr;
   }
+  if (hm != core::HookMode::kOff) {
+    try {
+      refuseUnderTorchCompile("`with dynamo.optimize(...)` (or dynamo.run)");
+    } catch (...) {
+      Py_DECREF(previous);
+      throw;
+    }
+  }
   core::setHookMode(hm, compiler);
   Py_XINCREF(handle == Py_None ? nullptr : handle);
   Py_XDECREF(currentHandle);
@@ -426,6 +532,7 @@ PyObject* compiledFunctionCall(PyObject* self, PyObject* const* args, size_t nar
   std::shared_ptr<core::FrameCompiler> prevCompiler = core::hookCompiler();
   PyObject* prevHandle = currentHandle;  // the thread's reference moves to this frame
   try {
+    if (o->mode != core::HookMode::kOff) refuseUnderTorchCompile("a call of a dynamo-compiled function");
     core::setHookMode(o->mode, o->handle ? *reinterpret_cast<CompilerHandle*>(o->handle)->compiler : nullptr);
   } catch (...) {
     translateException();

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from stacks import known_gap_on_stack2, only_on_stack1, only_on_stack2
+from stacks import only_on_stack1, only_on_stack2
 
 SOURCE = Path(os.environ.get("DYNAMO_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BENCH = SOURCE / "bench"
@@ -148,8 +148,6 @@ def test_listing_cost_prints_both_modes():
     assert "with listings" in out
 
 
-@known_gap_on_stack2("torch 2.x's TransformerEncoder compiles 8 times in automatic mode, not at most 3 "
-                     "(outputs exact); as in test_dynamic_shapes")
 def test_dynamic_shapes_quick_prints_json_rows():
     proc = subprocess.run([sys.executable, str(BENCH / "dynamic_shapes.py"), "--quick"], capture_output=True,
                           text=True, timeout=300, env=dict(os.environ))

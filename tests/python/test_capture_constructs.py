@@ -15,7 +15,7 @@ from torch.autograd import Variable
 import dynamo
 import dynamo.aot
 from capture_harness import Recorder, same
-from stacks import known_gap_on_stack2
+from stacks import only_on_stack2
 
 
 @pytest.fixture(autouse=True)
@@ -393,18 +393,11 @@ def test_item_of_a_constant_tensor_changed_by_an_op_breaks():
 
 # ---- modules with forward hooks and pre-hooks -------------------------------------------------
 
-HOOKS_UNDER_TRY = known_gap_on_stack2(
-    "torch 2.x's Module._call_impl runs the hooks and forward inside try/except (it calls the global "
-    "always-called hooks before re-raising); the capture breaks on a tensor operation under a user "
-    "handler, and fullgraph=True turns that break into an error")
-
-
 def _net():
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2))
 
 
-@HOOKS_UNDER_TRY
 def test_forward_hooks_and_pre_hooks_run_in_the_graph():
     net = _net()
     features = {}
@@ -429,7 +422,6 @@ def test_forward_hooks_and_pre_hooks_run_in_the_graph():
     assert same(out, f(x)) and same(compiled_features, features)
 
 
-@HOOKS_UNDER_TRY
 def test_hooks_removed_or_added_after_compiling_recompile():
     net = _net()
     h = net[0].register_forward_hook(lambda m, i, o: o * 10)
@@ -444,7 +436,6 @@ def test_hooks_removed_or_added_after_compiling_recompile():
     assert len(rec.compiled) == 3
 
 
-@HOOKS_UNDER_TRY
 def test_global_forward_hook():
     net = _net()
     handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 2 if isinstance(m, nn.Linear) else None)
@@ -455,7 +446,6 @@ def test_global_forward_hook():
         handle.remove()
 
 
-@HOOKS_UNDER_TRY
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_forward_hook_gradients(backend):
     net = _net()
@@ -476,7 +466,6 @@ def test_backward_hooks_still_break():
         dynamo.compile(net, fullgraph=True)(torch.randn(2, 4))
 
 
-@HOOKS_UNDER_TRY
 def test_hook_replaced_under_the_same_handle_recompiles():
     net = _net()
     h = net[0].register_forward_hook(lambda m, i, o: o * 10)
@@ -485,6 +474,140 @@ def test_hook_replaced_under_the_same_handle_recompiles():
     assert same(cf(x), net(x))
     net[0]._forward_hooks[h.id] = lambda m, i, o: o * -1
     assert same(cf(x), net(x))
+
+
+# torch 2.x's Module._call_impl runs hooks and forward under `try: ... except Exception:`, whose
+# handler calls the forward hooks registered with always_call=True before re-raising. Without such
+# hooks the handler only re-raises and the hooks are captured as above; with one, the handler must
+# stay in force, so the module call runs as Python (and its always-called hook runs on an error).
+ALWAYS_CALL = only_on_stack2("forward hooks with always_call=True came with torch 2.1's Module._call_impl")
+
+
+def _failing_input():
+    return torch.randn(2, 5)  # net[0] is Linear(4, 6): forward raises
+
+
+@ALWAYS_CALL
+def test_always_called_forward_hook_keeps_the_handler_in_force():
+    net = _net()
+    calls = []
+    net[2].register_forward_hook(lambda m, i, o: calls.append("hook"), always_call=True)
+    net[0].register_forward_hook(lambda m, i, o: calls.append("first"), always_call=True)
+    x = torch.randn(2, 4)
+    with pytest.raises(dynamo.Unsupported, match=r"a tensor operation inside a try block"):
+        dynamo.compile(net, fullgraph=True)(x)
+    dynamo.reset()
+    calls.clear()
+    expected = net(x)
+    eager_calls = list(calls)
+    calls.clear()
+    cf = dynamo.compile(net)
+    assert same(cf(x), expected) and calls == eager_calls == ["first", "hook"]
+    calls.clear()
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied"):
+        cf(_failing_input())
+    assert calls == ["first"]  # net[0]'s handler ran it before re-raising, as in eager
+
+
+@ALWAYS_CALL
+@pytest.mark.parametrize("where", ["module", "global"])
+def test_always_called_hook_registered_after_compiling_recompiles(where):
+    net = _net()
+    net[0].register_forward_hook(lambda m, i, o: o * 2)
+    x = torch.randn(2, 4)
+    calls = []
+    with Recorder() as rec:
+        cf = dynamo.compile(net)
+        assert same(cf(x), net(x))
+        assert len(rec.compiled) == 1 and rec.breaks == []
+        if where == "module":
+            handle = net[0].register_forward_hook(lambda m, i, o: calls.append("always"), always_call=True)
+        else:
+            handle = torch.nn.modules.module.register_module_forward_hook(
+                lambda m, i, o: calls.append("always"), always_call=True)
+        try:
+            assert same(cf(x), net(x))
+            assert len(rec.compiled) > 1  # the empty always-called registries are guarded
+            bad = _failing_input()
+            calls.clear()
+            with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied"):
+                net(bad)
+            eager_calls = list(calls)
+            calls.clear()
+            with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied"):
+                cf(bad)
+            # module: net[0]'s handler; global: net[0]'s, then the Sequential's
+            assert calls == eager_calls == ["always"] * (1 if where == "module" else 2)
+        finally:
+            handle.remove()
+
+
+# ---- weakrefs -----------------------------------------------------------------------------------
+
+class _Holder:
+    pass
+
+
+def test_weakref_call_gives_the_object_the_function_reads_and_is_guarded():
+    """ref() of a weakref the function reads: the object it already read through its own source
+    (torch 2.x's RNN compares its flat weights' weakrefs with its parameters this way)."""
+    import weakref
+    h = _Holder()
+    h.w = torch.randn(3)
+    h.refs = [weakref.ref(h.w)]
+
+    def f(x):
+        w = h.w
+        changed = any(r() is not w for r in h.refs)
+        return x * w + (1 if changed else 0)
+
+    x = torch.randn(3)
+    assert same(one_graph(f, x), f(x))
+    dynamo.reset()
+    cf = dynamo.compile(f)
+    with Recorder() as rec:
+        assert same(cf(x), f(x))
+        assert len(rec.records) == 1 and rec.breaks == []
+        old, h.w = h.w, torch.randn(3)  # the weakref points at the old tensor, still alive:
+        assert same(cf(x), f(x))        # the guard fails; the new capture breaks at the call
+        assert len(rec.records) == 2
+        assert [b["detail"] for b in rec.breaks] == [
+            "call of a weakref to an object (Tensor) that the function does not read otherwise"]
+    del old  # now dead: ref() is None, captured whole
+    dynamo.reset()
+    assert same(one_graph(f, x), f(x))
+    h.refs = [weakref.ref(h.w)]
+    dynamo.reset()
+    assert same(one_graph(f, x), f(x))
+
+
+def test_weakref_to_an_object_not_read_otherwise_breaks():
+    import weakref
+    h = _Holder()
+    h.t = torch.randn(3)
+    h.ref = weakref.ref(h.t)
+
+    def f(x):
+        return x + h.ref()
+
+    x = torch.randn(3)
+    with pytest.raises(dynamo.Unsupported, match=r"call of a weakref to an object \(Tensor\) that the "
+                                                  r"function does not read otherwise"):
+        dynamo.compile(f, fullgraph=True)(x)
+    dynamo.reset()
+    assert same(dynamo.compile(f)(x), f(x))
+
+
+def test_dead_weakref_gives_none():
+    import weakref
+    h = _Holder()
+    h.ref = weakref.ref(_Holder())  # dead at once
+
+    def f(x):
+        return x + 1 if h.ref() is None else x - 1
+
+    x = torch.randn(3)
+    assert same(one_graph(f, x), f(x))
 
 
 # ---- sets built in the function ---------------------------------------------------------------
@@ -722,6 +845,77 @@ def test_generator_that_prints_keeps_the_order_of_output(capsys):
         return total
 
     x = torch.ones(1)
+    f(x)
+    eager = capsys.readouterr().out
+    assert same(dynamo.compile(f)(x), f(x))
+    assert capsys.readouterr().out == eager * 2
+
+
+def test_yield_from_delegates_values_and_returns_the_inner_result():
+    """`yield from` (GET_YIELD_FROM_ITER, SEND, END_SEND on 3.12): the inner generator's values
+    pass through lazily, interleaved with the consumer's side effects, and its return value is the
+    expression's value."""
+    def inner(x):
+        events.append("inner 1")
+        yield x + 1
+        events.append("inner 2")
+        yield x * 2
+        return x.sum()
+
+    def outer(x):
+        total = yield from inner(x)
+        yield from (x - 1, x - 2)  # a tuple: iter() of it
+        yield from []
+        yield total
+
+    def f(x):
+        outs = []
+        for y in outer(x):
+            events.append("got")
+            outs.append(y)
+            x.add_(1)  # the next value sees the change, as in Python
+        return outs
+
+    x, x_ref = torch.randn(3), None
+    x_ref = x.clone()
+    events.clear()
+    out = one_graph(f, x)
+    compiled = list(events)
+    events.clear()
+    assert same(out, f(x_ref)) and same(x, x_ref) and compiled == events
+
+
+def test_yield_from_in_recursive_generators_modules_walk():
+    """Module.modules() / named_modules() recurse through `yield from` (torch 2.x's
+    Transformer fast-path checks walk self.modules()): captured whole, counted as eager counts."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 3), nn.Sequential(nn.ReLU(), nn.Sequential(nn.Linear(3, 2))))
+
+    def f(x):
+        names = [name for name, _ in net.named_modules()]
+        hooked = any(len(m._forward_hooks) for m in net.modules())
+        return net(x) * len(names), names, hooked
+
+    x = torch.randn(2, 3)
+    assert same(one_graph(f, x), f(x))
+
+
+def test_yield_from_then_a_break_in_the_consumer_gives_eagers_result(capsys):
+    def inner(x):
+        yield x + 1
+        yield x + 2
+
+    def outer(x):
+        yield from inner(x)
+
+    def f(x):
+        total = x
+        for y in outer(x):
+            print("got")
+            total = total + y
+        return total
+
+    x = torch.ones(2)
     f(x)
     eager = capsys.readouterr().out
     assert same(dynamo.compile(f)(x), f(x))

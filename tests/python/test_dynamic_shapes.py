@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import dynamo
-from stacks import known_gap_on_stack2
 
 
 @pytest.fixture(autouse=True)
@@ -209,9 +208,47 @@ def test_a_size_clamped_by_a_slice_is_not_taken_for_linear(records):
     assert "specialised" in text
 
 
-@known_gap_on_stack2(
-    "torch 2.x's TransformerEncoder.forward (its fast-path and mask checks) compiles 8 times over "
-    "the 30 lengths, not 2 (outputs equal eager); recompile reasons not investigated")
+def _seq_len(x):
+    size = x.size()  # in inlined code: read lazily (torch 2.x's _get_seq_len does this)
+    if len(size) == 2:
+        return size[0]
+    return size[1]
+
+
+def _first_two(x):
+    a, b, _ = x.size()
+    return a * b
+
+
+def test_size_of_a_dynamic_tensor_read_by_len_index_and_unpacking_stays_dynamic(records):
+    def f(x):
+        n = _seq_len(x)
+        return x.reshape(_first_two(x), -1) * n
+
+    cf = dynamo.compile(f)
+    for t in [3, 4, 7, 9, 12]:
+        x = torch.randn(2, t, 5)
+        assert torch.equal(cf(x), f(x)), t
+    assert len(records.compiled) == 2
+    assert "specialised" not in records.compiled[1]["dynamic_shapes"]
+
+
+def _whole_size(x):
+    size = x.size()
+    return x.new_zeros(size) + size.numel()  # the torch.Size used as a whole: specialised
+
+
+def test_size_used_as_a_whole_specialises_with_the_reason(records):
+    def f(x):
+        return _whole_size(x) + x
+
+    cf = dynamo.compile(f)
+    for t in [3, 4, 5]:
+        x = torch.randn(t, 2)
+        assert torch.equal(cf(x), f(x)), t
+    assert "x.size() read as Python ints" in records.compiled[1]["dynamic_shapes"]
+
+
 def test_transformer_encoder_thirty_sequence_lengths_compile_at_most_twice(records):
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0)

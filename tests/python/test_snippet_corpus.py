@@ -46,25 +46,7 @@ def test_snippet_equals_eager_in_default_mode(s, capsys):
 
 
 # What torch 2.x's own Python layer adds in these snippets' way (docs/stacks.md, known gaps).
-_HOOKS_UNDER_TRY = ("torch 2.x's Module._call_impl runs hooks and forward inside try/except: a tensor "
-                    "operation under a user handler breaks")
-_RNN_WEAKREFS = ("torch 2.x's RNN checks its flat weights through weakrefs (ref() is weight): calling a "
-                 "weakref is not traced")
 _STACK2_GAPS = {
-    "hooks.forward_hook_scales_output": _HOOKS_UNDER_TRY,
-    "hooks.forward_hook_returns_none": _HOOKS_UNDER_TRY,
-    "hooks.forward_pre_hook_normalises_input": _HOOKS_UNDER_TRY,
-    "hooks.pre_hook_returning_a_tensor": _HOOKS_UNDER_TRY,
-    "hooks.feature_extraction_hook_into_dict": _HOOKS_UNDER_TRY,
-    "hooks.hook_on_top_module": _HOOKS_UNDER_TRY,
-    "hooks.two_hooks_in_order": _HOOKS_UNDER_TRY,
-    "hooks.hook_reading_module_attribute": _HOOKS_UNDER_TRY,
-    "hooks.hook_appending_to_list": _HOOKS_UNDER_TRY,
-    "hooks.pre_hook_with_kwargs_free_module": _HOOKS_UNDER_TRY,
-    "hooks.hook_that_prints": _HOOKS_UNDER_TRY,
-    "common.lstm_classifier_last_step": _RNN_WEAKREFS,
-    "legacy.variable_zeros_hidden_state": _RNN_WEAKREFS,
-    "legacy.variable_new_zeros_h0": _RNN_WEAKREFS,
     "common.train_step_with_sgd": "torch 2.x's optimizer step runs under torch._dynamo's own "
                                   "disable (torch.set_eval_frame): it breaks before the .grad read",
 }

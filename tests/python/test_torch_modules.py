@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import dynamo
-from stacks import known_gap_on_stack2
+from stacks import only_on_stack2
 
 
 @pytest.fixture()
@@ -95,24 +95,11 @@ CASES = {
 }
 
 
-# torch 2.x's Transformer*.forward in eval mode runs its inference fast-path checks, which use
-# `yield from` (GET_YIELD_FROM_ITER, not captured yet) with an iterator live across the break: the
-# frame is skipped and the module runs eagerly (results equal, no graph).
-EVAL_FAST_PATH_GAP = known_gap_on_stack2(
-    "Transformer*.forward in eval mode: GET_YIELD_FROM_ITER in torch 2.x's fast-path checks, frame skipped")
-
-
-def _mark_eval_fast_path_gap(request, case, train):
-    if not train and case.startswith("TransformerEncoder"):
-        request.node.add_marker(EVAL_FAST_PATH_GAP)
-
-
 @pytest.mark.parametrize("api", ["optimize", "compile"])
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 @pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_module_forward_is_compiled_and_bitwise(request, records, case, train, backend, api):
-    _mark_eval_fast_path_gap(request, case, train)
+def test_module_forward_is_compiled_and_bitwise(records, case, train, backend, api):
     factory, make_input, function = CASES[case]
     module = factory().train(train)
     compiled = wrap(api, backend, module)
@@ -126,8 +113,7 @@ def test_module_forward_is_compiled_and_bitwise(request, records, case, train, b
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_explain_agrees_with_the_run(request, records, case):
-    _mark_eval_fast_path_gap(request, case, False)
+def test_explain_agrees_with_the_run(records, case):
     factory, make_input, function = CASES[case]
     module = factory().eval()
     x = make_input()
@@ -139,7 +125,6 @@ def test_explain_agrees_with_the_run(request, records, case):
     assert compiled_graphs(records, function) == 1
 
 
-@EVAL_FAST_PATH_GAP
 def test_eval_dropout_under_no_grad_is_compiled(records):
     """Eval mode with dropout > 0 and no grad (torch's inference fast-path conditions)."""
     module = encoder_layer(0.3).eval()
@@ -149,6 +134,24 @@ def test_eval_dropout_under_no_grad_is_compiled(records):
         got = dynamo.optimize("aot_eager")(module)(x)
     assert torch.equal(expected, got)
     assert compiled_graphs(records, "TransformerEncoderLayer.forward") == 1
+    # The fast path eager takes (torch 2.x's checks walk self.modules(), a `yield from`
+    # generator) is the one captured: its fused kernel is the graph's.
+    ops = [r["graphs"][0]["op_counts"] for r in records if r["status"] == "compiled"]
+    assert ops[0].get("torch._transformer_encoder_layer_fwd") == 1, ops
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_encoder_fast_path_under_no_grad_equals_eager(records, layers):
+    """TransformerEncoder in eval under no_grad: eager runs torch._transformer_encoder_layer_fwd
+    per layer after its checks (torch 2.x: `yield from` in Module.modules()); so does the graph."""
+    module = nn.TransformerEncoder(encoder_layer(0.1), layers).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        expected = module(x)
+        got = dynamo.compile(module, fullgraph=True)(x)
+    assert torch.equal(expected, got)
+    ops = [r["graphs"][0]["op_counts"] for r in records if r["status"] == "compiled"]
+    assert len(ops) == 1 and ops[0].get("torch._transformer_encoder_layer_fwd") == layers, ops
 
 
 def printing_relu(x):
@@ -207,3 +210,46 @@ def test_user_module_shares_the_context_handle(records):
     with ctx:
         model(x)
     assert [r["function"] for r in records] == ["ModuleListModel.forward"]
+
+
+RNN_CASES = [pytest.param(cls, backend, id=f"{cls.__name__}-{backend}",
+                          marks=[only_on_stack2("torch 1.13's aot_eager GRU forward is not bitwise eager's "
+                                                "(not a weakref matter: the capture is the same)")]
+                          if (cls, backend) == (nn.GRU, "aot_eager") else [])
+             for cls in (nn.LSTM, nn.GRU, nn.RNN) for backend in ("eager", "aot_eager")]
+
+
+@pytest.mark.parametrize("cls, backend", RNN_CASES)
+def test_rnn_captured_whole_and_bitwise(records, cls, backend):
+    """torch 2.x's RNNBase.forward checks its flat weights' weakrefs (`ref() is not weight`): the
+    call gives the parameter the forward read, guarded; forward and gradients equal eager."""
+    torch.manual_seed(0)
+    rnn = cls(4, 8, num_layers=2, batch_first=True)
+    head = nn.Linear(8, 3)
+
+    def f(x):
+        out, _ = rnn(x)
+        return head(out[:, -1])
+
+    compiled = dynamo.compile(f, fullgraph=True, backend=backend)
+    results = []
+    for fn in (f, compiled):
+        torch.manual_seed(1)
+        x = torch.randn(3, 5, 4)
+        rnn.zero_grad(set_to_none=True)
+        out = fn(x)
+        out.sum().backward()
+        results.append((out.detach(), tuple(p.grad.clone() for p in rnn.parameters())))
+    assert_bitwise(results)
+    assert len([r for r in records if r["status"] == "compiled"]) == 1
+    # A parameter replaced (RNNBase.__setattr__ keeps the old weakref): the guards fail, and the
+    # forward, which sees the change and refreshes its flat weights, runs as eager's does.
+    old = rnn.weight_hh_l1
+    with torch.no_grad():
+        rnn.weight_hh_l1 = nn.Parameter(old * 0.5)
+    x = torch.randn(3, 5, 4)
+    got = dynamo.compile(f, backend=backend)(x)
+    if hasattr(rnn, "_flat_weight_refs"):  # torch 2.x: the compiled call refreshed them, as eager does
+        assert rnn._flat_weight_refs[rnn._flat_weights_names.index("weight_hh_l1")]() is rnn.weight_hh_l1
+    assert torch.equal(got, f(x))
+    assert len(records) > 1

@@ -113,6 +113,10 @@ static int is_eligible(PyThreadState* tstate, _PyInterpreterFrame* frame, int th
 static PyObject* dynamo_eval_shim(PyThreadState* tstate, _PyInterpreterFrame* frame,
                                   int throwflag) {
   if (!is_eligible(tstate, frame, throwflag)) return eval_default(tstate, frame, throwflag);
+  // Another PEP 523 hook was installed over ours (torch.compile's, a debugger's) and hands us the
+  // frames it does not take: they are its business, never captured by us as well.
+  if (_PyInterpreterState_GetEvalFrameFunc(tstate->interp) != dynamo_eval_shim)
+    return eval_default(tstate, frame, throwflag);
   PyObject* function = dynamo_frame_function(frame);  // borrowed ref
   DynamoFrameInfo info;
   info.code = frame->f_code;
@@ -153,6 +157,11 @@ void dynamo_eval_uninstall(void) {
   if (_PyInterpreterState_GetEvalFrameFunc(hooked_interp) != dynamo_eval_shim) return;
   // previous_eval_frame stays set: frames already inside the shim still chain to it.
   _PyInterpreterState_SetEvalFrameFunc(hooked_interp, previous_eval_frame);
+}
+
+int dynamo_eval_foreign_installed(void) {
+  _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
+  return current != dynamo_eval_shim && current != _PyEval_EvalFrameDefault;
 }
 
 int dynamo_eval_installed(void) {

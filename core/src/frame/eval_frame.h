@@ -40,6 +40,9 @@ void dynamo_eval_install(void);
 void dynamo_eval_uninstall(void);
 /// 1 when the shim is the interpreter's current eval-frame function.
 int dynamo_eval_installed(void);
+/// 1 when the interpreter's eval-frame function is another PEP 523 hook (neither ours nor
+/// CPython's default): torch.compile's while it is active, a debugger's. GIL held.
+int dynamo_eval_foreign_installed(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -188,6 +188,8 @@ std::shared_ptr<FrameCompiler> hookCompiler() {
 
 bool hookInstalled() { return dynamo_eval_installed() != 0; }
 
+bool foreignHookInstalled() { return dynamo_eval_foreign_installed() != 0; }
+
 int activeHookThreads() { return gActiveThreads; }
 
 HookSuspension::HookSuspension() { ++threadState().suspended; }

@@ -86,6 +86,7 @@ ValueRef callSetMethod(Tracer& tr, const ValueRef& self, const std::string& name
 struct LazyIterator {
   std::function<ValueRef(bool* exhausted)> pull;  ///< the next item, or null with *exhausted set
   bool exhausted = false;                         ///< stays exhausted, as Python iterators do
+  ValueRef returned;  ///< a generator's return value once exhausted (`x = yield from g()`); null: None
 };
 /// The iterator of a generator being traced: each pull resumes `tracer` to its next yield.
 ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer);

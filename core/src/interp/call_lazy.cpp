@@ -14,9 +14,12 @@ ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer) {
   it->kind = ValueKind::kIterator;
   it->lazy = std::make_shared<LazyIterator>();
   std::shared_ptr<Tracer> gen(std::move(tracer));
-  it->lazy->pull = [gen](bool* exhausted) -> ValueRef {
+  LazyIterator* lazy = it->lazy.get();  // owns the lambda, so it outlives every pull
+  it->lazy->pull = [gen, lazy](bool* exhausted) -> ValueRef {
     try {
-      return gen->resume(exhausted);
+      ValueRef v = gen->resume(exhausted);
+      if (*exhausted) lazy->returned = gen->returnedValue();
+      return v;
     } catch (GraphBreak& b) {
       b.inlined = true;  // nodes of the generator's code may be in the graph: restart
       throw;

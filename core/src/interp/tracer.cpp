@@ -12,6 +12,7 @@
 
 #include "autocast.h"
 #include "codegen.h"
+#include "dynamic.h"
 #include "inference_mode.h"
 #include "sym_values.h"
 #include "torch_api.h"
@@ -103,7 +104,26 @@ void Tracer::initRootLocals() {
   ctx_.userStack.pop_back();
 }
 
+bool isLazySize(const ValueRef& v) { return v && v->kind == ValueKind::kLazy && v->self; }
+
+ValueRef makeLazySize(CompileContext& ctx, const ValueRef& tensor) {
+  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->symSizes.empty())
+    return nullptr;
+  PyObjectRef size = PyObjectRef::steal(checkPy(PyObject_GetAttrString(tensor->obj.get(), "shape")));
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kLazy;
+  v->obj = size;
+  v->self = tensor;
+  v->name = "size()";
+  return v;
+}
+
 const ValueRef& Tracer::realize(ValueRef& v) {
+  if (isLazySize(v)) {  // a torch.Size used as a whole: its sizes become Python ints
+    specializeSizes(ctx_, v->self, "x.size() read as Python ints");
+    v = makeConst(v->obj.get());
+    return v;
+  }
   if (v && v->kind == ValueKind::kLazy) {
     auto it = realized_.find(v.get());
     if (it == realized_.end()) {
@@ -168,14 +188,66 @@ static bool isNoOpExit(const Value& exit) {
   return isNoOpContextManagerClass((PyObject*)type) && std::string(type->tp_name) == "nullcontext";
 }
 
+namespace {
+// torch.nn.Module._call_impl's code (torch >= 2.1 runs hooks and forward under a try/except that
+// calls the forward hooks registered with always_call=True, then re-raises); null before torch 2.
+PyCodeObject* moduleCallImplCode() {
+  static PyObject* code = [] {
+    PyObject* fn = PyObject_GetAttrString(torchApi().moduleType, "_call_impl");  // new ref
+    PyObject* c = fn != nullptr && PyFunction_Check(fn) ? PyFunction_GET_CODE(fn) : nullptr;  // borrowed
+    Py_XINCREF(c);  // kept for the process
+    Py_XDECREF(fn);
+    PyErr_Clear();
+    return c;
+  }();
+  return reinterpret_cast<PyCodeObject*>(code);
+}
+}  // namespace
+
+// _call_impl's `except Exception:` runs the forward hooks registered with always_call=True that
+// have not run yet, then re-raises. With no such hook, on the module or global, it only re-raises:
+// an error from the graph reaching the caller directly is what eager gives, so the handler does not
+// stop the capture. The two registries are guarded empty (a hook registered with always_call=True
+// later recompiles, and the capture then breaks as under any other handler).
+bool Tracer::isNoOpModuleCallHandler() const {
+  if (code_ != moduleCallImplCode() || locals_.empty() || !locals_[0]) return false;
+  ValueRef self = locals_[0];
+  if (self->kind == ValueKind::kCell) self = self->as<CellData>().box ? self->as<CellData>().box->contents : nullptr;
+  if (!self || !self->source || !self->obj || !isModule(self->obj.get())) return false;
+  static PyObject* globalAlways = [] {  // borrowed from the module, which lives for the process
+    PyObject* mod = PyImport_ImportModule("torch.nn.modules.module");  // new ref
+    PyObject* d = mod ? PyObject_GetAttrString(mod, "_global_forward_hooks_always_called") : nullptr;  // new ref
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    return d;  // kept for the process
+  }();
+  if (globalAlways == nullptr || !PyDict_Check(globalAlways) || PyDict_GET_SIZE(globalAlways) != 0) return false;
+  PyObjectRef own = PyObjectRef::steal(PyObject_GetAttrString(self->obj.get(), "_forward_hooks_always_called"));
+  if (!own || !PyDict_Check(own.get()) || PyDict_GET_SIZE(own.get()) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  ctx_.guard(Source::object(globalAlways, "torch.nn.modules.module._global_forward_hooks_always_called"),
+             makeLengthCheck(0));
+  ctx_.guard(Source::attr(self->source, "_forward_hooks_always_called"), makeLengthCheck(0));
+  return true;
+}
+
 bool Tracer::underUserHandler() const {
   const auto& ins = bc_.instructions;
   const int n = static_cast<int>(ins.size());
   if (ip_ < 0 || ip_ >= n) return false;
-  // Walk out through CPython's pass-through handlers (bytecode::firstUserHandler) and through a
-  // `with` whose exit the graph replays (a traced grad-mode manager) or that does nothing.
+  // Walk out through CPython's pass-through handlers (bytecode::firstUserHandler), through torch
+  // 2.x's Module._call_impl handler when it only re-raises, and through a `with` whose exit the
+  // graph replays (a traced grad-mode manager) or that does nothing.
   bc::ExceptionHandler h = bc::firstUserHandler(bc_, ins[ip_].handler);
-  for (int hops = 0; h.active() && bc::isWithExitHandler(bc_, h) && hops < 64; ++hops) {
+  for (int hops = 0; h.active() && hops < 64; ++hops) {
+    const int t = h.target;
+    if (t >= 0 && t < n && ins[t].opcode == PUSH_EXC_INFO && isNoOpModuleCallHandler()) {
+      h = bc::firstUserHandler(bc_, ins[t].handler);
+      continue;
+    }
+    if (!bc::isWithExitHandler(bc_, h)) return true;
     const int exitAt = h.depth - 1;  // the with's __exit__ sits just below the handler depth
     const ValueRef* exit = exitAt >= 0 && exitAt < static_cast<int>(stack_.size()) ? &stack_[exitAt] : nullptr;
     const bool gradWith = exit && *exit && (*exit)->kind == ValueKind::kGradMode;
@@ -915,6 +987,14 @@ bool Tracer::stepOperators(const bc::Instruction& ins) {
       return true;
     case BINARY_SUBSCR: {
       ValueRef index = pop();
+      if (isLazySize(stack_.back()) && index->isConst() && PyLong_CheckExact(index->py())) {
+        if (ValueRef s = symbolicSize(ctx_, stack_.back()->self, PyLong_AsLongLong(index->py()))) {
+          popRaw();
+          push(s);
+          return true;
+        }
+        PyErr_Clear();
+      }
       ValueRef obj = pop();
       push(getItem(ctx_, obj, index));
       return true;
@@ -1063,6 +1143,26 @@ bool Tracer::stepContainers(const bc::Instruction& ins) {
     case FOR_ITER:
       doForIter(ins);
       return true;
+    case GET_YIELD_FROM_ITER: {  // `yield from x` in a generator being traced: iter(x)
+      if (!generator_) return false;
+      ValueRef v = pop();
+      push(v->kind == ValueKind::kIterator
+               ? v
+               : makeIterator(v, v->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx_, v)));
+      return true;
+    }
+    case SEND:
+      if (!generator_) return false;
+      doSend(ins);
+      return true;
+#ifdef END_SEND
+    case END_SEND: {  // 3.12: [receiver, value] -> [value]
+      ValueRef v = popRaw();
+      popRaw();
+      push(std::move(v));
+      return true;
+    }
+#endif
 #ifdef END_FOR
     case END_FOR:
       pop();
@@ -1267,6 +1367,19 @@ bool Tracer::stepControl(const bc::Instruction& ins) {
 // ---- handlers with more logic -----------------------------------------------------------------
 
 void Tracer::doCall(int nargs) {
+  // len(x.size()) of a lazy size: the number of dimensions, which the tensor's guard fixes.
+  if (nargs == 1 && !kwNames_ && stack_.size() >= 3 && isLazySize(stack_.back()) && stack_[stack_.size() - 3]->isNull()) {
+    const ValueRef& fn = stack_[stack_.size() - 2];
+    if ((fn->kind == ValueKind::kObject || fn->isConst()) && fn->obj &&
+        fn->py() == PyDict_GetItemString(PyModule_GetDict(torchApi().builtinsModule), "len")) {
+      PyObjectRef n = PyObjectRef::steal(checkPy(PyLong_FromSsize_t(static_cast<Py_ssize_t>(stack_.back()->self->symSizes.size()))));
+      popRaw();
+      popRaw();
+      popRaw();
+      push(makeConst(n.get()));
+      return;
+    }
+  }
   std::vector<ValueRef> args = popN(nargs);
   ValueRef fn = pop();
   ValueRef selfOrNull = pop();
@@ -1342,6 +1455,32 @@ void Tracer::doForIter(const bc::Instruction& ins) {
 #endif
 }
 
+// `yield from it` (GET_YIELD_FROM_ITER; LOAD_CONST None; SEND; YIELD_VALUE; ...; JUMP back to
+// SEND): each SEND pulls the next item of the inner iterator, which the YIELD_VALUE after it
+// passes out; the value sent back in is always None (our consumers only call next()). When the
+// inner iterator is done, its return value is the expression's value and SEND jumps past the loop.
+void Tracer::doSend(const bc::Instruction& ins) {
+  ValueRef sent = popRaw();
+  if (!(sent->isConst() && sent->py() == Py_None))
+    ctx_.breakHere(BreakKind::kUnsupported, "send() of a value other than None into `yield from`");
+  ValueRef& receiver = top();
+  if (receiver->kind != ValueKind::kIterator)
+    ctx_.breakHere(BreakKind::kUnsupported, "`yield from` over " + describe(*receiver));
+  ValueRef item;
+  if (nextItem(receiver, &item)) {  // a generator runs to its next yield now
+    push(std::move(item));
+    return;
+  }
+  ValueRef ret = receiver->lazy && receiver->lazy->returned ? receiver->lazy->returned : makeConst(Py_None);
+#if PY_VERSION_HEX >= 0x030C0000
+  push(std::move(ret));  // [receiver, value]: END_SEND (the target) drops the receiver
+#else
+  popRaw();  // 3.11: [value], and the target is the instruction after the loop
+  push(std::move(ret));
+#endif
+  jumpTo(ins.target);
+}
+
 void Tracer::doMakeFunction(int flags) {
   ValueRef fn = std::make_shared<Value>();
   fn->kind = ValueKind::kFunction;
@@ -1368,6 +1507,20 @@ void Tracer::doMakeFunction(int flags) {
 }
 
 void Tracer::doUnpack(int count) {
+  if (isLazySize(stack_.back()) && count == static_cast<int>(stack_.back()->self->symSizes.size())) {
+    std::vector<ValueRef> sizes;
+    for (int d = 0; d < count; ++d) {
+      ValueRef s = symbolicSize(ctx_, stack_.back()->self, d);
+      if (!s) break;
+      sizes.push_back(s);
+    }
+    if (static_cast<int>(sizes.size()) == count) {
+      popRaw();
+      for (int d = count; d-- > 0;) push(sizes[d]);  // the first item on top
+      return;
+    }
+    PyErr_Clear();
+  }
   ValueRef v = pop();
   std::vector<ValueRef> items;
   if (v->isTensor()) {

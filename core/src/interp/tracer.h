@@ -211,6 +211,12 @@ struct RootBreak {
   bool needsRestart = false;       ///< the graph holds nodes of a partial inline
 };
 
+/// `x.size()` in inlined code on a tensor with dynamic sizes: a kLazy torch.Size (value.h) that
+/// len(), constant indexing and unpacking read symbolically; null where sizes are static.
+ValueRef makeLazySize(CompileContext& ctx, const ValueRef& tensor);
+/// True for a Value made by makeLazySize and not used as a whole yet.
+bool isLazySize(const ValueRef& v);
+
 /// Interprets one code object.
 class Tracer {
  public:
@@ -234,10 +240,15 @@ class Tracer {
   /// (try/except, try/finally, or a `with` whose manager is not a traced grad-mode one): an
   /// error raised by graph code there must reach that handler, so such code is not captured.
   bool underUserHandler() const;
+  /// True (and guarded) when this is torch 2.x's Module._call_impl and its handler can only
+  /// re-raise: no forward hook registered with always_call=True (tracer.cpp).
+  bool isNoOpModuleCallHandler() const;
 
   /// Generator mode (call_constructs.cpp): runs to the next YIELD_VALUE and returns the value
   /// yielded, or null with *exhausted set once the generator has returned.
   ValueRef resume(bool* exhausted);
+  /// What the generator (or function) returned once it is done; null before.
+  const ValueRef& returnedValue() const { return returned_; }
 
   // Used by the call machinery (tracer_calls.cpp).
   CompileContext& ctx() { return ctx_; }
@@ -272,6 +283,7 @@ class Tracer {
   void doBinary(int nbOp);
   void doCompare(int cmp);
   void doForIter(const bytecode::Instruction& ins);
+  void doSend(const bytecode::Instruction& ins);
   void doMakeFunction(int flags);
   void doUnpack(int count);
   void doFormat(int flags);

@@ -832,9 +832,33 @@ ValueRef callClass(Tracer& tr, PyObject* fn, const std::string& mod, std::vector
   unsupportedCall(ctx, fn, "creating an instance of a class inside the compiled function");
 }
 
+namespace {
+// ref() of a weakref.ref read from the frame (torch 2.x's RNN checks `ref() is not weight` for its
+// flat weights). The weakref is guarded to be this very one, so its referent is fixed or gone. A
+// dead one gives None (it stays dead). A live one gives the value the function already read the
+// referent through (the module's parameter), guarded to be that object: alive, so ref() is it.
+// A referent the function has not read elsewhere has no source to guard: the call breaks.
+ValueRef callWeakref(CompileContext& ctx, const ValueRef& fnValue, const std::vector<ValueRef>& args, const Kw& kwargs) {
+  PyObject* ref = fnValue->py();  // borrowed ref
+  if (!args.empty() || !kwargs.empty())
+    ctx.breakHere(BreakKind::kException, "a weakref is called with no arguments");
+  if (!fnValue->source) ctx.breakHere(BreakKind::kUnsupportedCall, "call of a weakref that cannot be reached from the frame");
+  ctx.guard(fnValue->source, makeIdMatch(ref));
+  PyObject* target = PyWeakref_GET_OBJECT(ref);  // borrowed ref; Py_None once dead
+  if (target == Py_None) return makeConst(Py_None);
+  auto seen = ctx.byIdentity.find(target);
+  if (seen == ctx.byIdentity.end() || !seen->second->source)
+    ctx.breakHere(BreakKind::kUnsupportedCall, "call of a weakref to an object (" + std::string(Py_TYPE(target)->tp_name) +
+                                                   ") that the function does not read otherwise");
+  ctx.guard(seen->second->source, makeIdMatch(target));
+  return seen->second;
+}
+}  // namespace
+
 ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> args, Kw kwargs) {
   CompileContext& ctx = tr.ctx();
   PyObject* fn = fnValue->py();
+  if (PyWeakref_CheckRefExact(fn)) return callWeakref(ctx, fnValue, args, kwargs);
   if (ValueRef r = callConstruct(tr, fnValue, args, kwargs)) return r;
 
   if (ValueRef g = gradModeCall(ctx, fn, args, kwargs)) return g;
@@ -955,6 +979,8 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
         ctx.breakHere(BreakKind::kTensorToPython, "Tensor." + name + "() needs the tensor's data");
       if (nameIn(name, kDynamicShape, std::size(kDynamicShape)))
         ctx.breakHere(BreakKind::kDynamicShape, "Tensor." + name + "() has a data-dependent output shape");
+      if (name == "size" && args.empty() && kwargs.empty() && tr.depth() > 0)
+        if (ValueRef s = makeLazySize(ctx, fn->self)) return s;
       if (name == "size" && args.size() == 1 && kwargs.empty() && args[0]->isConst() && PyLong_CheckExact(args[0]->py())) {
         if (ValueRef s = symbolicSize(ctx, fn->self, PyLong_AsLongLong(args[0]->py()))) return s;
         PyErr_Clear();

@@ -35,7 +35,9 @@
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
 // when an instruction first consumes it, so values that only pass through the frame (arguments
 // never read, a resume function's stack values handed straight to the breaking call) add no
-// guards and cause no recompiles.
+// guards and cause no recompiles. In inlined code a kLazy with `self` set (no source) is
+// `x.size()` of a tensor with dynamic sizes (obj: the example torch.Size): len(), a constant
+// index and unpacking read it symbolically; any other use specialises x's sizes (Tracer::realize).
 #pragma once
 
 #include <Python.h>

@@ -77,6 +77,9 @@ HookMode hookMode();
 std::shared_ptr<FrameCompiler> hookCompiler();
 /// True while our eval-frame function is installed in the interpreter.
 bool hookInstalled();
+/// True while another PEP 523 hook is the interpreter's eval-frame function (torch.compile's
+/// while it is active on some thread, a debugger's); frames it hands on are left to it.
+bool foreignHookInstalled();
 /// Number of threads whose mode is not kOff.
 int activeHookThreads();
 
