@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -16,6 +17,24 @@
 
 namespace dynamo::codegen {
 namespace {
+
+// Test only: DYNAMO_TEST_MISCOMPILE=<unary op>[:value|compile|crash] makes the emitters get that
+// op wrong in every kernel that contains it (dynamo-minify --after=kernel's tests inject a
+// kernel generator bug with it, as DYNAMO_TEST_CORRUPT_NODE injects a pass bug): `value` adds
+// 1e-2 to its result (an accuracy bug), `compile` calls a function that does not exist (the
+// kernel does not compile), `crash` traps (SIGILL when the kernel runs). Unset: `code` as it is.
+std::string testMiscompile(UnaryOp op, std::string code, const char* T) {
+  static const char* kNames[] = {"neg", "abs", "relu", "sigmoid", "tanh", "exp", "log", "sqrt",
+                                 "rsqrt", "erf", "floor", "trunc", "not", "isnan", "reciprocal"};
+  const char* env = std::getenv("DYNAMO_TEST_MISCOMPILE");
+  if (env == nullptr || *env == '\0') return code;
+  std::string spec = env, name = spec.substr(0, spec.find(':'));
+  std::string mode = spec.find(':') == std::string::npos ? "value" : spec.substr(spec.find(':') + 1);
+  if (name != kNames[static_cast<int>(op)]) return code;
+  if (mode == "compile") return "dyn_test_miscompiled(" + code + ")";
+  if (mode == "crash") return "(__builtin_trap(), " + code + ")";
+  return std::string("((") + T + ")(" + code + " + (" + T + ")0.01))";
+}
 
 // Helpers shared by both targets. DYN_FN is `static inline` on the host and
 // `__device__ __forceinline__` under NVRTC.
@@ -156,6 +175,10 @@ class Printer {
 
  private:
   std::string unary(const Expr& e, const char* T) const {
+    return testMiscompile(e->unary(), unaryCode(e, T), T);
+  }
+
+  std::string unaryCode(const Expr& e, const char* T) const {
     std::string a = print(e->operands()[0]);
     switch (e->unary()) {
       case UnaryOp::kNeg: return std::string("((") + T + ")(-" + a + "))";
