@@ -29,3 +29,20 @@ def test_within_tolerance_is_not_a_failure(tmp_path):
     assert code == 0, err
     assert "(no output diverged beyond --tol 0.001): nothing to minify, nothing written" in err
     assert not (tmp_path / "r.py").exists() and not (tmp_path / "r_minify").exists()
+
+
+def test_an_exception_while_minifying_a_divergence_is_not_followed(tmp_path):
+    """wrong_then_raise diverges on relu, but raises on a relu without a convolution in front: the
+    queries that drop the convolution fail with an exception, which is another failure (the
+    PyTorch complaint: an accuracy failure minified into a runtime error "down to nothing")."""
+    code, _, err = run("dynamo-minify", "--accuracy", "--tol", "1e-4", "-o", tmp_path / "r.py",
+                       SMALL_MODEL, "wrong_then_raise", cwd=tmp_path)
+    assert code == 0, err
+    assert ("failed differently (builtins.ValueError: another fault: relu without a convolution"
+            in err and "counted as passing, not followed" in err), err
+    nodes = repro_nodes((tmp_path / "r.py").read_text())
+    assert len(nodes) <= 3 and any("conv2d" in n for n in nodes) and any(".relu()" in n for n in nodes), nodes
+    assert "it reproduces the failure in a fresh process (divergence from fp64 eager beyond the tolerance)" in err
+    rc, out = run_repro(tmp_path / "r.py", tmp_path)
+    assert rc == 1 and "AssertionError: the compiled graph diverges from fp64 eager" in out
+    assert "ValueError" not in out

@@ -4,6 +4,7 @@ decomposition group, the graph and the diverging node, with a command for each s
 nothing behind outside its own run directory."""
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -93,6 +94,16 @@ def test_counted_pass_names_the_bad_application(tmp_path):
     assert runs[f"applications-{k}"]["failure"] is not None
     assert runs[f"applications-{k - 1}"]["failure"] is None
     assert [s["step"] for s in result["steps"]] == ["backend", "pass", "application", "graph"]
+    # Nothing of the bisection stays to change later ordinary runs: in the same directory, the
+    # script fails in full again (not capped at the k - 1 applications that pass), and the
+    # bisection wrote nothing outside its own directory.
+    assert os.listdir(tmp_path) == ["b"]
+    e = dict(os.environ, DYNAMO_TEST_CORRUPT_NODE="relu",
+             PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, SMALL_MODEL, "eager"], cwd=tmp_path, env=e,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "dynamo_test_corrupted" in proc.stderr, proc.stderr
+    assert os.listdir(tmp_path) == ["b"]
 
 
 def test_accuracy_bisect_names_a_pass_that_changes_values(tmp_path):

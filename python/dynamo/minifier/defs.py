@@ -132,7 +132,10 @@ ENV_VARS = (
      "of the pass in the process go ahead (dynamo-bisect's counted passes; DYNAMO_LOGS=passes and the "
      "compile records number them)"),
     ("DYNAMO_TEST_CORRUPT_NODE", "dynamo.compile / optimize", "tests only: turns on the test pass "
-     "`test_corrupt_node`, which breaks the call nodes of this name (docs/bisect.md)"),
+     "`test_corrupt_node`, which breaks the call nodes of this name (`name:value`: makes their "
+     "values 1e-2 off) (docs/bisect.md)"),
+    ("DYNAMO_TEST_MISCOMPILE", "the fused code generator", "tests only: `op[:value|compile|crash]` "
+     "makes the emitters get that unary op wrong in every kernel holding it (docs/minify.md)"),
     ("DYNAMO_AOT_DISABLE_DECOMPS", "dynamo.aot", "comma-separated decomposition groups not to apply"),
     ("DYNAMO_LOGS", "dynamo.logs", "one line per event to stderr (docs/logs.md)"),
     ("DYNAMO_TRACE", "dynamo.config.trace_path", "the SQLite trace store to record into"),
