@@ -7,9 +7,9 @@ Cases (each a fresh `dynamo-minify` run on a generated script, in a temporary di
            graph holds adaptive_avg_pool2d; the whole 175-node graph is captured
   aot_fw   training step, --after=aot: the AOT forward compiler raises on aten::mean... (see FAULTS)
   aot_bw   training step, --after=aot: the backward graph fails at aten::threshold_backward
-  kernel   forward, --after=kernel --accuracy: the fused backend, whose code generator gets relu
-           1e-2 wrong in every kernel holding one (DYNAMO_TEST_MISCOMPILE=relu:value, test only);
-           a kernel cache of its own, cold
+  kernel   forward, --after=kernel --accuracy: the fused backend, whose code generator gets add
+           1e-2 wrong in every kernel holding one (DYNAMO_TEST_MISCOMPILE=add:value, test only:
+           the residual adds fused with their relu); a kernel cache of its own, cold
 --quick: resnet18 and the dynamo case only (the smoke test).
 
 Prints one JSON object per line (an environment row, then one row per case: nodes before and
@@ -78,8 +78,8 @@ CASES = {
     "dynamo": ("dynamo", "raise_on_kind", "adaptive_avg_pool2d", False, [], {}),
     "aot_fw": ("aot", "aot_fw_raise", "aten::mean", True, [], {}),
     "aot_bw": ("aot", "aot_bw_raise", "aten::threshold_backward", True, [], {}),
-    "kernel": ("kernel", "fused", "relu", False, ["--accuracy", "--tol", "1e-3"],
-               {"DYNAMO_TEST_MISCOMPILE": "relu:value"}),
+    "kernel": ("kernel", "fused", "add", False, ["--accuracy", "--tol", "1e-3"],
+               {"DYNAMO_TEST_MISCOMPILE": "add:value"}),
 }
 
 

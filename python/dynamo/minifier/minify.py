@@ -464,7 +464,8 @@ def _minify(args, workdir, resume_work, start, passes, server, trace_crash):
                      f"(the fp64 reference, taken before the pass pipeline), but the graph the "
                      f"passes made and the backend got does not diverge from itself when run alone: "
                      f"a pass of passes.def changed its values. Not minified\n"
-                     f"  = hint: dynamo-bisect --accuracy --tol {args.tol!r} {state['script']}"
+                     f"  = hint: dynamo-bisect --accuracy --tol {args.tol!r} "
+                     f"{state['script'] or 'script.py'}"
                      f"{' ' + ' '.join(state['args']) if state['args'] else ''} names the pass and "
                      f"its bad application")
                 return 1

@@ -15,11 +15,15 @@ def reduce(unit, oracle):
     body = [n.name for n in unit.calls()]
     stored = []
     for kind, index in reversed(p["steps"]):
-        names = p["kernels"][index]["nodes"] if kind == "kernel" else [body[index]]
-        stored.append(names)
+        if kind == "kernel":
+            stored.append(p["kernels"][index]["nodes"])
+        elif 0 <= index < len(body):
+            stored.append([body[index]])
     values = unit.recorded_values()
     drop = [names for names in stored if not oracle.should_keep()]
-    drop = [n for names in drop for n in names if isinstance(values.get(n), torch.Tensor)]
+    # (A name may be stored by two steps; one the importer renamed is not in the graph.)
+    drop = list(dict.fromkeys(n for names in drop for n in names
+                              if n in body and isinstance(values.get(n), torch.Tensor)))
     if not drop:
         return None
     ed = unit.edit()
