@@ -7,6 +7,9 @@ Cases (each a fresh `dynamo-minify` run on a generated script, in a temporary di
            graph holds adaptive_avg_pool2d; the whole 175-node graph is captured
   aot_fw   training step, --after=aot: the AOT forward compiler raises on aten::mean... (see FAULTS)
   aot_bw   training step, --after=aot: the backward graph fails at aten::threshold_backward
+  kernel   forward, --after=kernel --accuracy: the fused backend, whose code generator gets add
+           1e-2 wrong in every kernel holding one (DYNAMO_TEST_MISCOMPILE=add:value, test only:
+           the residual adds fused with their relu); a kernel cache of its own, cold
 --quick: resnet18 and the dynamo case only (the smoke test).
 
 Prints one JSON object per line (an environment row, then one row per case: nodes before and
@@ -70,25 +73,30 @@ if __name__ == "__main__":
             dynamo.compile(model, backend={backend!r})(x)
 '''
 
-#: name -> (after, backend, op kind, train)
+#: name -> (after, backend, op kind, train, extra flags, extra environment)
 CASES = {
-    "dynamo": ("dynamo", "raise_on_kind", "adaptive_avg_pool2d", False),
-    "aot_fw": ("aot", "aot_fw_raise", "aten::mean", True),
-    "aot_bw": ("aot", "aot_bw_raise", "aten::threshold_backward", True),
+    "dynamo": ("dynamo", "raise_on_kind", "adaptive_avg_pool2d", False, [], {}),
+    "aot_fw": ("aot", "aot_fw_raise", "aten::mean", True, [], {}),
+    "aot_bw": ("aot", "aot_bw_raise", "aten::threshold_backward", True, [], {}),
+    "kernel": ("kernel", "fused", "add", False, ["--accuracy", "--tol", "1e-3"],
+               {"DYNAMO_TEST_MISCOMPILE": "add:value"}),
 }
 
 
 def run_case(name, model, tool):
-    after, backend, kind, train = CASES[name]
+    after, backend, kind, train, flags, extra_env = CASES[name]
     with tempfile.TemporaryDirectory() as d:
         script = os.path.join(d, "script.py")
         with open(script, "w") as f:
             f.write(SCRIPT.format(kind=kind, model=model, train=train, backend=backend))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(x) for x in sys.path if x),
+                   **extra_env)
+        if after == "kernel":
+            env["DYNAMO_KERNEL_CACHE"] = os.path.join(d, "kernels")
         start = time.perf_counter()
-        proc = subprocess.run([*tool, f"--after={after}", "--quiet", "-o", os.path.join(d, "repro.py"),
-                               script], cwd=d, capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                                  os.path.abspath(x) for x in sys.path if x)))
+        proc = subprocess.run([*tool, f"--after={after}", *flags, "--quiet", "-o",
+                               os.path.join(d, "repro.py"), script], cwd=d, capture_output=True,
+                              text=True, env=env)
         wall = time.perf_counter() - start
         err = proc.stderr
         m = re.search(r"minified graph \d+ from (\d+) to (\d+) node\(s\) \((.*?)\) in (\d+) queries, "
@@ -99,7 +107,8 @@ def run_case(name, model, tool):
                 "nodes_before": int(m.group(1)), "nodes_after": int(m.group(2)),
                 "ops_after": m.group(3), "queries": int(m.group(4)),
                 "minify_s": float(m.group(5)), "wall_s": round(wall, 2),
-                "reproduces": "it reproduces the failure in a fresh process" in err}
+                "reproduces": "it reproduces the failure in a fresh process" in err,
+                "one_kernel": "the minified graph is one kernel" in err}
 
 
 def main():

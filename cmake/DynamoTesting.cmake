@@ -28,6 +28,7 @@ endif()
 set(DYNAMO_STACK2_SLOW
   test_explain_cli test_minify_bisect test_logs test_minify_cli test_minify_errors test_crash_trace
   test_recording test_profile_cli test_minify_accuracy test_minify_fused test_minify_aot
+  test_minify_kernel test_minify_bisect_torchvision
   test_torchvision test_aot_torchvision test_dynamic_torchvision)
 
 # dynamo_add_catch_test(NAME name SOURCES a.cpp ... LIBS dynamo::x ...)

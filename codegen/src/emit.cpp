@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -16,6 +17,35 @@
 
 namespace dynamo::codegen {
 namespace {
+
+// Test only: DYNAMO_TEST_MISCOMPILE=<op>[:value|compile|crash] makes the emitters get that unary
+// or binary op (its loop-IR name: tanh, add, max, ...) wrong in every kernel that contains it
+// (dynamo-minify --after=kernel's tests inject a kernel generator bug with it, as
+// DYNAMO_TEST_CORRUPT_NODE injects a pass bug): `value` adds 1e-2 to its result (an accuracy
+// bug), `compile` calls a function that does not exist (the kernel does not compile), `crash`
+// traps (SIGILL when the kernel runs). Unset: `code` as it is.
+std::string testMiscompile(const char* opName, std::string code, const char* T) {
+  const char* env = std::getenv("DYNAMO_TEST_MISCOMPILE");
+  if (env == nullptr || *env == '\0') return code;
+  std::string spec = env, name = spec.substr(0, spec.find(':'));
+  std::string mode = spec.find(':') == std::string::npos ? "value" : spec.substr(spec.find(':') + 1);
+  if (name != opName) return code;
+  if (mode == "compile") return "dyn_test_miscompiled(" + code + ")";
+  if (mode == "crash") return "(__builtin_trap(), " + code + ")";
+  return std::string("((") + T + ")(" + code + " + (" + T + ")0.01))";
+}
+
+const char* testOpName(UnaryOp op) {
+  static const char* kNames[] = {"neg", "abs", "relu", "sigmoid", "tanh", "exp", "log", "sqrt",
+                                 "rsqrt", "erf", "floor", "trunc", "not", "isnan", "reciprocal"};
+  return kNames[static_cast<int>(op)];
+}
+
+const char* testOpName(BinaryOp op) {
+  static const char* kNames[] = {"add", "sub", "mul", "div", "max", "min", "maximum", "minimum",
+                                 "pow", "floordiv", "eq", "ne", "lt", "le", "gt", "ge", "and", "or"};
+  return kNames[static_cast<int>(op)];
+}
 
 // Helpers shared by both targets. DYN_FN is `static inline` on the host and
 // `__device__ __forceinline__` under NVRTC.
@@ -156,6 +186,10 @@ class Printer {
 
  private:
   std::string unary(const Expr& e, const char* T) const {
+    return testMiscompile(testOpName(e->unary()), unaryCode(e, T), T);
+  }
+
+  std::string unaryCode(const Expr& e, const char* T) const {
     std::string a = print(e->operands()[0]);
     switch (e->unary()) {
       case UnaryOp::kNeg: return std::string("((") + T + ")(-" + a + "))";
@@ -178,6 +212,10 @@ class Printer {
   }
 
   std::string binary(const Expr& e) const {
+    return testMiscompile(testOpName(e->binary()), binaryCode(e), dtypeCType(e->dtype()));
+  }
+
+  std::string binaryCode(const Expr& e) const {
     const Expr& l = e->operands()[0];
     std::string a = print(l), b = print(e->operands()[1]);
     const char* T = dtypeCType(e->dtype());

@@ -4,11 +4,16 @@
 //                        name="graph")                                 # a FusedFunction
 //   f(*tensors) -> outputs;  f.report -> {"program", "kernels": [...], "externs", ...}
 //   _codegen.lowered_ops() -> [(name, kind, forms)]
+//   _codegen.lower(graph_json) -> {"program", "kernels": [{name, nodes, source, params}],
+//                                  "buffers": [{node, kind, dtype, shape, strides}], "steps"}
+//   _codegen.compile_kernel(source, symbol) -> (address, shared object)   (dynamo-minify's
+//                                  --after=kernel repro runs one kernel through these two)
 //   _codegen.nvrtc_available() -> (bool, why);  _codegen.nvrtc_compile(src, name, arch)
 //   _codegen.cubin_functions(bytes) -> (e_machine, [names]);  _codegen.cache_dir()
 // The graph comes as JSON (Graph.serialize()) and is resolved by qualified name.
 #include "bindings.h"
 #include "dynamo/backends/fused.h"
+#include "dynamo/codegen/emit.h"
 #include "dynamo/codegen/kernel_cache.h"
 #include "dynamo/codegen/lowering.h"
 #include "dynamo/codegen/nvrtc.h"
@@ -118,6 +123,100 @@ PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
+PyObject* intList(const std::vector<int64_t>& v) {
+  PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.size()));
+  if (!l) return nullptr;
+  for (size_t i = 0; i < v.size(); ++i) PyList_SET_ITEM(l, i, PyLong_FromLongLong(v[i]));
+  return l;
+}
+
+const char* bufferKindName(codegen::BufferKind k) {
+  switch (k) {
+    case codegen::BufferKind::kInput: return "input";
+    case codegen::BufferKind::kExtern: return "extern";
+    case codegen::BufferKind::kOutput: return "output";
+    case codegen::BufferKind::kIntermediate: return "intermediate";
+  }
+  return "?";
+}
+
+// The program the fused backend would make of a graph (its default lowering options), without
+// compiling anything: each kernel's C++ source and parameters, each buffer's layout.
+PyObject* lowerProgram(PyObject*, PyObject* args) {
+  const char* json;
+  if (!PyArg_ParseTuple(args, "s", &json)) return nullptr;
+  DYNAMO_PY_TRY
+  core::Graph graph = core::resolveTargets(core::readGraphJson(json));
+  codegen::Program program = codegen::lowerGraph(graph);
+  PyObject* kernels = PyList_New(0);
+  for (const codegen::Kernel& k : program.kernels) {
+    std::vector<int> params = codegen::kernelParams(k);
+    PyObject* d = dictOf({{"name", PyUnicode_FromString(k.name.c_str())},
+                          {"nodes", strList(k.nodes())},
+                          {"source", PyUnicode_FromString(codegen::emitCpp(k, program).c_str())},
+                          {"params", intList(std::vector<int64_t>(params.begin(), params.end()))}});
+    if (!d || PyList_Append(kernels, d) < 0) {
+      Py_XDECREF(d);
+      Py_DECREF(kernels);
+      return nullptr;
+    }
+    Py_DECREF(d);
+  }
+  PyObject* buffers = PyList_New(0);
+  for (const codegen::Buffer& b : program.buffers) {
+    PyObject* d = dictOf({{"node", PyUnicode_FromString(b.node.c_str())},
+                          {"kind", PyUnicode_FromString(bufferKindName(b.kind))},
+                          {"dtype", PyUnicode_FromString(codegen::dtypeName(b.dtype))},
+                          {"shape", intList(b.shape)},
+                          {"strides", intList(b.strides)}});
+    if (!d || PyList_Append(buffers, d) < 0) {
+      Py_XDECREF(d);
+      Py_DECREF(buffers);
+      Py_DECREF(kernels);
+      return nullptr;
+    }
+    Py_DECREF(d);
+  }
+  PyObject* steps = PyList_New(0);
+  for (const codegen::Step& st : program.steps) {
+    PyObject* t = Py_BuildValue("(si)", st.isKernel ? "kernel" : "extern", st.isKernel ? st.kernel : st.node);
+    if (!t || PyList_Append(steps, t) < 0) {
+      Py_XDECREF(t);
+      Py_DECREF(steps);
+      Py_DECREF(buffers);
+      Py_DECREF(kernels);
+      return nullptr;
+    }
+    Py_DECREF(t);
+  }
+  return dictOf({{"program", PyUnicode_FromString(codegen::printProgram(program).c_str())},
+                 {"kernels", kernels},
+                 {"buffers", buffers},
+                 {"steps", steps}});
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+// One kernel's C++ source compiled and loaded the way the fused backend does it (same compiler,
+// flags and cache; a compiler failure raises the same InternalError).
+PyObject* compileKernel(PyObject*, PyObject* args) {
+  const char *source, *symbol;
+  if (!PyArg_ParseTuple(args, "ss", &source, &symbol)) return nullptr;
+  DYNAMO_PY_TRY
+  std::vector<codegen::CompileJob> jobs{{source, symbol, {}}};
+  std::vector<codegen::LoadedKernel> loaded;
+  std::exception_ptr failure;
+  Py_BEGIN_ALLOW_THREADS
+  try {
+    loaded = codegen::compileKernels(jobs);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  Py_END_ALLOW_THREADS
+  if (failure) std::rethrow_exception(failure);
+  return Py_BuildValue("(Ns)", PyLong_FromVoidPtr(loaded[0].symbol), loaded[0].path.c_str());
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 PyObject* loweredOps(PyObject*, PyObject*) {
   PyObject* l = PyList_New(0);
   for (const auto& op : codegen::loweredOps()) {
@@ -160,6 +259,8 @@ PyObject* cacheDir(PyObject*, PyObject*) { return PyUnicode_FromString(codegen::
 PyMethodDef methods[] = {
     {"compile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(compileGraph)),
      METH_VARARGS | METH_KEYWORDS, "compile(graph_json, examples, cuda_host_shim=False, inside_autograd=False, name='graph') -> FusedFunction"},
+    {"lower", lowerProgram, METH_VARARGS, "lower(graph_json) -> {program, kernels, buffers, steps} (nothing compiled)"},
+    {"compile_kernel", compileKernel, METH_VARARGS, "compile_kernel(source, symbol) -> (address, shared object)"},
     {"lowered_ops", loweredOps, METH_NOARGS, "[(name, kind, forms)] of lowered_ops.def"},
     {"nvrtc_available", nvrtcAvailable, METH_NOARGS, "(available, version or why not)"},
     {"nvrtc_compile", nvrtcCompile, METH_VARARGS, "nvrtc_compile(source, name, arch) -> (ok, log, binary)"},

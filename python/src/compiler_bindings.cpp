@@ -20,6 +20,7 @@
 #include "dynamo/backends/registry.h"
 #include "dynamo/core/compiler.h"
 #include "dynamo/core/frame_hook.h"
+#include "dynamo/core/graph_fx.h"
 #include "dynamo/core/graph_printer.h"
 #include "dynamo/core/graph_serializer.h"
 #include "py_util.h"
@@ -646,6 +647,16 @@ PyObject* wrapFunction(PyObject*, PyObject* args) {
   return reinterpret_cast<PyObject*>(o);
 }
 
+// The graph of the compile in progress as captured, before the passes (a GraphModule), or None
+// outside a backend's compile: the accuracy reference of dynamo-minify's probe.
+PyObject* capturedGraph(PyObject*, PyObject*) {
+  DYNAMO_PY_TRY
+  const core::Graph* g = core::capturedGraphOfCurrentCompile();
+  if (g == nullptr) Py_RETURN_NONE;
+  return core::toFxGraphModule(*g).release();
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 PyMethodDef methods[] = {
     {"wrap", wrapFunction, METH_VARARGS, "wrap(fn, mode, handle) -> a callable running fn with the hook in `mode`."},
     {"make", makeCompiler, METH_VARARGS, "make(backend_name, backend, fullgraph, cache_size_limit, suppress_errors, listener, skip_file_prefixes, ..., dynamic, automatic_dynamic)"},
@@ -659,6 +670,9 @@ PyMethodDef methods[] = {
      "cache_entries(code) -> [{id, hits, code}]: its cache entries, most recently hit first."},
     {"break_kinds", breakKinds, METH_NOARGS, "[(slug, explanation, hint)] of every graph-break kind."},
     {"backend_list", backendList, METH_NOARGS, "[(name, description)] of the C++ backends of backends.def."},
+    {"captured_graph", capturedGraph, METH_NOARGS,
+     "captured_graph() -> the graph of the compile in progress before the pass pipeline (a GraphModule), "
+     "or None outside a backend's compile"},
     {"pass_list", passList, METH_VARARGS,
      "pass_list(with_tests=False) -> [(name, description)] of the passes of passes.def, in pipeline order "
      "(with_tests: also the test-only passes)."},

@@ -137,3 +137,16 @@ TEST_CASE("test_corrupt_node: one application per call node, one node made wrong
   CHECK(bodyNames(runPasses(sample(), on)) ==
         std::vector<std::string>{"mul", "relu", "getitem", "add_", "rand", "add", "add_1"});
 }
+
+TEST_CASE("test_corrupt_node in its value mode: the node's value plus 0.01", "[passes][bisect]") {
+  PassOptions on;
+  on.disabled = {"dead_code_elimination"};
+  on.corruptNode = "relu:value";
+  Graph out = runPasses(sample(), on);
+  CHECK(bodyNames(out) == std::vector<std::string>{"mul", "relu", "relu_corrupted", "getitem", "add_", "rand",
+                                                   "add", "add_1"});
+  const NodeRef& wrong = out.body()[2];
+  CHECK(wrong->method() == "add");
+  INFO(printGraph(out));
+  CHECK(printGraph(out).find("%relu_corrupted = %relu.add(0.01)") != std::string::npos);
+}

@@ -8,6 +8,8 @@ or `torch.nn.functional.relu`) and runs every other graph correctly:
     abort_on_relu     compiles; the compiled graph aborts the process when it runs
     raise_then_other  raises on relu, but a graph with relu and no conv raises ValueError instead
                       (a failure that turns into another while shrinking)
+    wrong_then_raise  relu off by 1e-2 as wrong_on_relu, but a graph with relu and no conv raises
+                      ValueError (an accuracy failure that turns into an exception while shrinking)
 """
 import os
 
@@ -56,6 +58,14 @@ def wrong_on_relu(gm, example_inputs):
     def run(*args):
         return Wrong(gm).run(*args)
     return run
+
+
+@dynamo.register_backend("wrong_then_raise")
+def wrong_then_raise(gm, example_inputs):
+    if _relu_nodes(gm) and not any(n.op == "call_function" and "conv" in str(n.target)
+                                   for n in gm.graph.nodes):
+        raise ValueError("another fault: relu without a convolution")
+    return wrong_on_relu(gm, example_inputs)
 
 
 @dynamo.register_backend("abort_on_relu")

@@ -4,6 +4,7 @@ decomposition group, the graph and the diverging node, with a command for each s
 nothing behind outside its own run directory."""
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -93,3 +94,65 @@ def test_counted_pass_names_the_bad_application(tmp_path):
     assert runs[f"applications-{k}"]["failure"] is not None
     assert runs[f"applications-{k - 1}"]["failure"] is None
     assert [s["step"] for s in result["steps"]] == ["backend", "pass", "application", "graph"]
+    # Nothing of the bisection stays to change later ordinary runs: in the same directory, the
+    # script fails in full again (not capped at the k - 1 applications that pass), and the
+    # bisection wrote nothing outside its own directory.
+    assert os.listdir(tmp_path) == ["b"]
+    e = dict(os.environ, DYNAMO_TEST_CORRUPT_NODE="relu",
+             PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, SMALL_MODEL, "eager"], cwd=tmp_path, env=e,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "dynamo_test_corrupted" in proc.stderr, proc.stderr
+    assert os.listdir(tmp_path) == ["b"]
+
+
+def test_accuracy_bisect_names_a_pass_that_changes_values(tmp_path):
+    # test_corrupt_node in its value mode makes relu 1e-2 off: the graph the backend gets is
+    # wrong, and only a reference taken before the passes (the graph as captured, in fp64) sees
+    # it. The bisector names the pass and the application.
+    code, _, err = run("dynamo-bisect", "--accuracy", "--tol", "1e-4", "--backends", "eager",
+                       "--workdir", "b", SMALL_MODEL, "eager", cwd=tmp_path,
+                       env={"DYNAMO_TEST_CORRUPT_NODE": "relu:value"})
+    assert code == 0, err
+    lines = err.splitlines()
+    assert (f"dynamo-bisect: {SMALL_MODEL} fails with backend eager: divergence from fp64 eager "
+            f"beyond the tolerance") in lines
+    assert "dynamo-bisect: pass: disabling pass test_corrupt_node makes the failure go away (2 runs)" in lines
+    result = json.loads((tmp_path / "b" / "result.json").read_text())
+    step = next(s for s in result["steps"] if s["step"] == "application")
+    k = step["application"]["index"]
+    assert (f"dynamo-bisect: application: application {k} of 13 of pass test_corrupt_node brings "
+            f"the failure (with its first {k - 1} the script passes; 3 runs): node relu "
+            f"(torch.Tensor.relu) at {SMALL_MODEL}:22: y = self.conv2(y).relu(), in the graph of "
+            f"Net.forward ({SMALL_MODEL}:19)") in lines
+    assert step["command"] == (f"DYNAMO_REPRO_AFTER=dynamo DYNAMO_REPRO_LEVEL=4 DYNAMO_REPRO_TOL=0.0001 "
+                               f"DYNAMO_BISECT_BACKEND=eager DYNAMO_BISECT_PASS=test_corrupt_node:{k} "
+                               f"python3 {SMALL_MODEL} eager")
+
+
+def test_captured_graph_is_the_reference_before_the_passes(monkeypatch):
+    # In-process: while a backend compiles, _C._compiler.captured_graph() is the graph before the
+    # pass pipeline; the probe's fp64 reference is that graph, so a value a pass got wrong shows.
+    import torch
+    import dynamo
+    from dynamo import _C
+    from dynamo.minifier import probe
+
+    monkeypatch.setenv("DYNAMO_TEST_CORRUPT_NODE", "relu:value")
+    seen = {}
+
+    def backend(gm, example_inputs):
+        seen["got"] = [n.name for n in gm.graph.nodes if n.op == "call_method"]
+        seen["captured"] = [n.name for n in _C._compiler.captured_graph().graph.nodes
+                            if n.op == "call_method"]
+        return gm.forward
+
+    def f(x):
+        return (x * 2).relu() + 1
+
+    p = probe.Probe("checked", backend, accuracy_tol=1e-4)
+    out = dynamo.compile(f, backend=p.backend())(torch.ones(3))
+    assert seen == {"got": ["relu", "relu_corrupted"], "captured": ["relu"]}
+    assert (out - 3.01).abs().max().item() < 1e-6   # the backend ran the corrupted graph
+    assert p.failure is not None and p.failure.stage == "accuracy" and p.failure.passes_changed
+    assert _C._compiler.captured_graph() is None   # outside a backend's compile

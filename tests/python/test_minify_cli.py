@@ -3,6 +3,7 @@ test-only backends (tests/python/minify_faults.py): the minifier shrinks the fai
 to the faulty op, writes a repro.py that reproduces the same failure in a fresh process, and a
 failure that turns into another while shrinking is not followed."""
 import os
+import re
 import signal
 import sys
 
@@ -18,6 +19,14 @@ def test_exception_in_backend_shrinks_to_the_relu(tmp_path):
     assert ("graph 0 (13 nodes, backend raise_on_relu) fails: builtins.RuntimeError: fault "
             "injected: this backend cannot compile relu (N nodes)") in err
     assert "wrote " + str(tmp_path / "repro.py") + ": it reproduces the failure in a fresh process" in err
+    # Progress as it goes: one line per accepted step (pass, granularity, nodes now / at start,
+    # queries, elapsed), then the summary.
+    progress = [line for line in err.splitlines() if line.startswith("dynamo-minify: [")]
+    assert progress and all(re.fullmatch(r"dynamo-minify: \[[a-z_]+ granularity \d+\] nodes \d+/13, "
+                                         r"queries \d+, \d+\.\d s(  \(smaller, kept\))?", line)
+                            for line in progress), progress
+    assert any(line.endswith("(smaller, kept)") for line in progress)
+    assert re.search(r"minified graph 0 from 13 to \d node\(s\) \(.*\) in \d+ queries, \d+\.\d s", err)
     text = (tmp_path / "repro.py").read_text()
     nodes = repro_nodes(text)
     assert len(nodes) <= 3 and any(".relu()" in n for n in nodes), nodes

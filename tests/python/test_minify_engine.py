@@ -37,8 +37,13 @@ def has_sin(unit):
 
 def test_def_file_and_pass_modules_agree():
     names = [p.name for p in defs.reduction_passes()]
-    assert names == ["truncate_suffix", "remove_outputs", "dead_code", "replace_with_values",
-                     "remove_unused_inputs", "shrink_shapes", "generate_inputs"]
+    assert names == ["isolate_kernel", "truncate_suffix", "remove_outputs", "dead_code",
+                     "replace_with_values", "remove_unused_inputs", "bypass_ops", "shrink_shapes",
+                     "generate_inputs"]
+    # The kernel-only ones run with --after=kernel alone.
+    assert [p.name for p in defs.reduction_passes() if p.kernel_only] == ["isolate_kernel", "bypass_ops"]
+    assert defs.stage_passes("dynamo") == [n for n in names if n not in ("isolate_kernel", "bypass_ops")]
+    assert defs.stage_passes("kernel") == names
     folder = os.path.dirname(load("dead_code").__file__)
     modules = sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".py") and f != "__init__.py")
     assert modules == sorted(names)
@@ -56,7 +61,7 @@ def test_engine_shrinks_a_chain_to_the_one_failing_op():
     assert value.numel() == 1 and is_generated(value)
     assert eng.queries <= 26, eng.queries
     # Without generate_inputs it is the real one: recorded from an eager run of the original.
-    names = [p.name for p in defs.reduction_passes() if p.name != "generate_inputs"]
+    names = [n for n in defs.stage_passes("dynamo") if n != "generate_inputs"]
     (value,) = engine.Engine(has_sin, passes=names).run(unit).inputs
     expected = unit.recorded_values()[next(n for n in unit.calls() if n.target is torch.sin).args[0].name]
     assert value.numel() == 1 and value.item() == expected.reshape(-1)[0].item()

@@ -57,7 +57,7 @@ def test_missing_script_unknown_pass_and_bad_resume(tmp_path):
                                  "  = hint: pass the path of the Python script that fails\n")
     code, _, err = run("dynamo-minify", "--passes", "truncate,dead_code", SMALL_MODEL, cwd=tmp_path)
     assert code == 2 and err.startswith("dynamo-minify: error: unknown reduction pass 'truncate'\n"
-                                        "  = hint: known passes: truncate_suffix, remove_outputs, ")
+                                        "  = hint: known passes: isolate_kernel, truncate_suffix, ")
     code, _, err = run("dynamo-minify", "--resume", tmp_path, cwd=tmp_path)
     assert code == 2 and err.startswith(f"dynamo-minify: error: --resume {tmp_path}: not a "
                                         f"dynamo-minify work directory (no state.json)")
@@ -67,8 +67,9 @@ def test_print_passes_lists_the_def_file(tmp_path):
     code, out, _ = run("dynamo-minify", "--print-passes", cwd=tmp_path)
     assert code == 0
     assert [line.split()[0] for line in out.splitlines()] == [
-        "truncate_suffix", "remove_outputs", "dead_code", "replace_with_values",
-        "remove_unused_inputs", "shrink_shapes", "generate_inputs"]
+        "isolate_kernel", "truncate_suffix", "remove_outputs", "dead_code", "replace_with_values",
+        "remove_unused_inputs", "bypass_ops", "shrink_shapes", "generate_inputs"]
+    assert "isolate_kernel         (--after=kernel only) replaces the values" in out
 
 
 def test_from_trace_without_a_store(tmp_path):

@@ -120,6 +120,13 @@ def test_innermost_dynamo_frame():
 def test_mask_message():
     assert mask_message("size 64 at 0x7ffe12, tol 1.5e-3") == "size N at ADDR, tol N"
     assert mask_message("conv2d_3 failed") == "conv2d_3 failed"
+    # A C++ compiler's echo of the line it stopped at changes with the graph; its error does not.
+    gcc = ("/tmp/k.cpp:131:22: error: 'dyn_bad' was not declared in this scope\n"
+           "  131 |   b1[0LL] = dyn_bad(dyn_tanh(b0[0LL]));\n"
+           "      |             ^~~~~~~\n"
+           "This is a bug in Dynamo")
+    assert mask_message(gcc) == ("PATH:N:N: error: 'dyn_bad' was not declared in this scope\n"
+                                 "This is a bug in Dynamo")
 
 
 def test_same_failure_with_other_numbers_has_the_same_fingerprint(server):

@@ -30,7 +30,22 @@ std::vector<BreakKindRow> breakKinds() {
 
 namespace {
 thread_local PyObject* backendCause = nullptr;  // strong ref
+thread_local const Graph* capturedNow = nullptr;  // borrowed: the graph before the passes
+
+// Sets capturedGraphOfCurrentCompile() for the duration of a backend's compile.
+class CapturedGraphScope {
+ public:
+  explicit CapturedGraphScope(const Graph* g) : previous_(capturedNow) { capturedNow = g; }
+  ~CapturedGraphScope() { capturedNow = previous_; }
+  CapturedGraphScope(const CapturedGraphScope&) = delete;
+  CapturedGraphScope& operator=(const CapturedGraphScope&) = delete;
+
+ private:
+  const Graph* previous_;
+};
 }  // namespace
+
+const Graph* capturedGraphOfCurrentCompile() { return capturedNow; }
 
 void setBackendFailureCause(PyObject* exception) {
   Py_XDECREF(backendCause);
@@ -385,7 +400,8 @@ class Compiler : public FrameCompiler {
     // The pass pipeline between capture and the backend (passes.def).
     PassOptions passOptions = opts_.passOptions;
     passOptions.printGraphs = rec.hasListings;
-    Graph graph = runPasses(ctx.graph.build(), passOptions, &rec.passes);
+    Graph captured = ctx.graph.build();
+    Graph graph = runPasses(captured, passOptions, &rec.passes);
     bool hasOps = !graph.body().empty();
     if (!hasOps && !brk && ctx.effects.empty()) {
       return skip(rec, "no tensor operations to capture");
@@ -422,6 +438,7 @@ class Compiler : public FrameCompiler {
       if (const auto& sink = compileSink()) sink->backendStarting();
       std::optional<BackendKernelCollector> kernels;
       if (rec.hasListings) kernels.emplace(&rec.kernels);
+      CapturedGraphScope capturedScope(&captured);
       spec.fn = opts_.backend->compile(request);
     }
     rec.backendMs = msSince(tBackend);

@@ -19,6 +19,7 @@ class ReductionPass(NamedTuple):
     name: str
     candidate: str
     description: str
+    kernel_only: bool = False   #: DYNAMO_KERNEL_REDUCTION_PASS: run by --after=kernel only
 
 
 class BisectStep(NamedTuple):
@@ -54,8 +55,14 @@ def _entries(name: str):
 @functools.lru_cache(maxsize=None)
 def reduction_passes() -> tuple:
     """The passes of reduction_passes.def, in order."""
-    return tuple(ReductionPass(*args) for macro, args in _entries("reduction_passes.def")
-                 if macro == "DYNAMO_REDUCTION_PASS")
+    return tuple(ReductionPass(*args, kernel_only=macro == "DYNAMO_KERNEL_REDUCTION_PASS")
+                 for macro, args in _entries("reduction_passes.def")
+                 if macro in ("DYNAMO_REDUCTION_PASS", "DYNAMO_KERNEL_REDUCTION_PASS"))
+
+
+def stage_passes(stage: str) -> list:
+    """The names of the passes a stage runs, in order (--after=kernel: all of them)."""
+    return [p.name for p in reduction_passes() if stage == "kernel" or not p.kernel_only]
 
 
 @functools.lru_cache(maxsize=None)
@@ -73,7 +80,8 @@ def bisect_steps() -> tuple:
 
 def markdown_passes() -> str:
     rows = ["| pass | candidate | dropping a candidate |", "|---|---|---|"]
-    rows += [f"| `{p.name}` | {p.candidate} | {p.description} |" for p in reduction_passes()]
+    rows += [f"| `{p.name}`{' (`--after=kernel`)' if p.kernel_only else ''} | {p.candidate} | "
+             f"{p.description} |" for p in reduction_passes()]
     return "\n".join(rows) + "\n"
 
 
@@ -124,7 +132,10 @@ ENV_VARS = (
      "of the pass in the process go ahead (dynamo-bisect's counted passes; DYNAMO_LOGS=passes and the "
      "compile records number them)"),
     ("DYNAMO_TEST_CORRUPT_NODE", "dynamo.compile / optimize", "tests only: turns on the test pass "
-     "`test_corrupt_node`, which breaks the call nodes of this name (docs/bisect.md)"),
+     "`test_corrupt_node`, which breaks the call nodes of this name (`name:value`: makes their "
+     "values 1e-2 off) (docs/bisect.md)"),
+    ("DYNAMO_TEST_MISCOMPILE", "the fused code generator", "tests only: `op[:value|compile|crash]` "
+     "makes the emitters get that unary op wrong in every kernel holding it (docs/minify.md)"),
     ("DYNAMO_AOT_DISABLE_DECOMPS", "dynamo.aot", "comma-separated decomposition groups not to apply"),
     ("DYNAMO_LOGS", "dynamo.logs", "one line per event to stderr (docs/logs.md)"),
     ("DYNAMO_TRACE", "dynamo.config.trace_path", "the SQLite trace store to record into"),

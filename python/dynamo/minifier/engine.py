@@ -50,7 +50,7 @@ class Engine:
                  on_progress: Optional[Callable] = None, on_success: Optional[Callable] = None,
                  max_rounds: int = 8):
         self._test = test
-        self.pass_names = list(passes) if passes else [p.name for p in defs.reduction_passes()]
+        self.pass_names = list(passes) if passes else defs.stage_passes("dynamo")
         self._on_progress = on_progress or (lambda info: None)
         self._on_success = on_success or (lambda unit, step: None)
         self._max_rounds = max_rounds

@@ -22,6 +22,9 @@ _NUM = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
 _SHAPE = re.compile(r"(?<![A-Za-z_])\d+x\d+\b")  # "2x64": a shape in a matmul message
 _PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]*")  # an absolute file path
 _KERNEL = re.compile(r"\bk\d+(?:_[A-Za-z0-9]+)+\b")       # codegen's kernel names: k0_tanh_mul
+# A C++ compiler's echo of the offending source line and its caret line ("  12 |   b1[0] = ...",
+# "     |     ^~~~"): the code it shows changes as the graph shrinks, the error does not.
+_SOURCE_ECHO = re.compile(r"^[ \t]*(\d+[ \t]*)?\|.*$\n?", re.MULTILINE)
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)', re.MULTILINE)
 _DYNAMO_DIR = os.sep + "dynamo" + os.sep
 _MINIFIER_DIR = _DYNAMO_DIR + "minifier" + os.sep
@@ -30,7 +33,9 @@ _MINIFIER_DIR = _DYNAMO_DIR + "minifier" + os.sep
 def mask_message(message: str) -> str:
     """Masks addresses and numbers: 'size 64 at 0x7f..' -> 'size N at ADDR'; also file paths
     ('/tmp/x/2de3...cpp' -> PATH) and the fused backend's generated kernel names
-    (k0_sum_1_mean_add_1 -> KERNEL), which change as the graph shrinks."""
+    (k0_sum_1_mean_add_1 -> KERNEL), which change as the graph shrinks, and a C++ compiler's
+    echo of the source line it stopped at."""
+    message = _SOURCE_ECHO.sub("", message)
     message = _PATH.sub("PATH", message)
     message = _KERNEL.sub("KERNEL", message)
     message = _SHAPE.sub("NxN", _HEX.sub("ADDR", message))

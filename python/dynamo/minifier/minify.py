@@ -80,9 +80,12 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def _pass_list(args):
+def _pass_list(args, stage="dynamo"):
+    """The passes to run for a stage: --passes (checked) or the stage's passes of
+    reduction_passes.def (the kernel-only ones with --after=kernel only), less --skip-passes."""
     known = [p.name for p in defs.reduction_passes()]
-    chosen = [x.strip() for x in args.passes.split(",") if x.strip()] if args.passes else list(known)
+    chosen = [x.strip() for x in args.passes.split(",") if x.strip()] if args.passes \
+        else defs.stage_passes(stage)
     skip = [x.strip() for x in args.skip_passes.split(",") if x.strip()]
     for name in chosen + skip:
         if name not in known:
@@ -282,6 +285,30 @@ def verify_repro(path, fp: Fingerprint, timeout):
     return got == fp, (got.describe() if got else "no failure")
 
 
+def _passes_changed(state) -> bool:
+    """Whether the capture's accuracy failure was against a captured graph the passes changed."""
+    return any(e["event"] == "fail" and e["graph"] == state["graph"] and e.get("passes_changed")
+               for e in _capture.read_events(state["capture_dir"]))
+
+
+def _write_repro(args, state, small, fp, cmd, kernel):
+    """Writes repro.py (and its inputs file) and runs it in a fresh process: (reproduces, what
+    it gave)."""
+    files = _repro.write(small, state["backend"], state["config"], state["tol"], fp.describe(),
+                         args.output, cmd, state["stage"], kernel)
+    stale = _repro.inputs_path(args.output)
+    if os.path.exists(stale) and stale not in [p for p, _ in files]:
+        os.remove(stale)   # the inputs of an earlier, larger repro of the same name
+    for path, content in files:
+        if isinstance(content, str):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(content)
+        else:
+            import torch
+            torch.save(content, path)
+    return verify_repro(args.output, fp, args.timeout)
+
+
 def _load_unit(d):
     import torch
     from dynamo.minifier import aot_stage
@@ -370,7 +397,7 @@ def main(argv=None):
 def _main(args):
     if args.print_passes:
         for p in defs.reduction_passes():
-            print(f"{p.name:22} {p.description}")
+            print(f"{p.name:22} {'(--after=kernel only) ' if p.kernel_only else ''}{p.description}")
         return 0
     passes = _pass_list(args)
     check_output(args.output)
@@ -432,6 +459,16 @@ def _minify(args, workdir, resume_work, start, passes, server, trace_crash):
     try:
         if not resume_work:
             outcomes = [m.query(unit) for _ in range(2)]
+            if any(o != m.fp for o in outcomes) and _passes_changed(state) and not any(outcomes):
+                _say(f"graph {state['graph']} diverges in the run from the graph Dynamo captured "
+                     f"(the fp64 reference, taken before the pass pipeline), but the graph the "
+                     f"passes made and the backend got does not diverge from itself when run alone: "
+                     f"a pass of passes.def changed its values. Not minified\n"
+                     f"  = hint: dynamo-bisect --accuracy --tol {args.tol!r} "
+                     f"{state['script'] or 'script.py'}"
+                     f"{' ' + ' '.join(state['args']) if state['args'] else ''} names the pass and "
+                     f"its bad application")
+                return 1
             if any(o != m.fp for o in outcomes):
                 seen = "; ".join(f"query {i + 1}: {o.describe() if o else 'no failure'}"
                                  for i, o in enumerate(outcomes))
@@ -439,27 +476,24 @@ def _minify(args, workdir, resume_work, start, passes, server, trace_crash):
                      f"{m.fp.describe()}, but run alone again: {seen}. Not minified; the graph and "
                      f"its inputs are in {state['capture_dir']}")
                 return 1
-        eng = _engine.Engine(m.test, passes, m.progress, m.checkpoint)
+        eng = _engine.Engine(m.test, _pass_list(args, state["stage"]), m.progress, m.checkpoint)
         eng.queries = m.queries
         small = eng.run(unit)
     finally:
         m.runner.close()
     cmd = "dynamo-minify " + " ".join([f"--after={state['stage']}",
-                                       *(["--accuracy"] if state["tol"] else []),
+                                       *(["--accuracy", "--tol", repr(state["tol"])] if state["tol"] else []),
                                        "-o", args.output, str(state["script"]), *state["args"]])
-    files = _repro.write(small, state["backend"], state["config"], state["tol"], m.fp.describe(),
-                         args.output, cmd, state["stage"])
-    stale = _repro.inputs_path(args.output)
-    if os.path.exists(stale) and stale not in [p for p, _ in files]:
-        os.remove(stale)   # the inputs of an earlier, larger repro of the same name
-    for path, content in files:
-        if isinstance(content, str):
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(content)
-        else:
-            import torch
-            torch.save(content, path)
-    ok, what = verify_repro(args.output, m.fp, args.timeout)
+    kernel = None
+    if state["stage"] == "kernel":
+        from dynamo.minifier import kernel_stage
+        kernel = kernel_stage.single_kernel(small)
+    ok, what = _write_repro(args, state, small, m.fp, cmd, kernel)
+    if kernel is not None and not ok:
+        _say(f"the repro of kernel {kernel['name']} alone does not reproduce the failure (it gave: "
+             f"{what}); writing the repro that runs the graph through the code generator instead")
+        kernel = None
+        ok, what = _write_repro(args, state, small, m.fp, cmd, None)
     state["queries"] = m.queries
     state["result"] = {"nodes": small.size(), "ops": small.op_kinds(), "reproduces": ok,
                        "elapsed_s": round(time.monotonic() - start, 2)}
@@ -471,7 +505,10 @@ def _minify(args, workdir, resume_work, start, passes, server, trace_crash):
     if len(m.different) > _MAX_DIFFERENT_SHOWN:
         _say(f"{len(m.different)} queries failed in other ways in all (counted as passing, not "
              f"followed); their output is in {os.path.join(workdir, 'queries.log')}")
-    if state["stage"] == "kernel":
+    if kernel is not None:
+        _say(f"the minified graph is one kernel, {kernel['name']}: repro.py compiles and runs its C++ "
+             f"source alone")
+    elif state["stage"] == "kernel":
         from dynamo.minifier import kernel_stage
         kernels = kernel_stage.describe_kernels(small.gm, small.inputs)
         _say(f"the minified graph is {kernels}" if kernels else

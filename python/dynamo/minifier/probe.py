@@ -12,6 +12,12 @@ same code the C++ backend runs. The
 compiled callable is wrapped too: its first call is checked (an exception; with accuracy on, a
 divergence of an output from an fp64 eager run of the graph beyond the tolerance). Later calls go
 straight to the compiled code.
+
+The fp64 reference is the graph as Dynamo captured it, before the pass pipeline
+(`dynamo._C._compiler.captured_graph()` while the backend compiles), not the graph the backend
+got: a pass that changes values is then a divergence too, which dynamo-bisect --accuracy narrows
+down to the pass and its application. Where there is no such graph (a minifier query of a graph
+with no Dynamo capture around it) or its inputs differ, the graph itself is the reference.
 """
 from __future__ import annotations
 
@@ -37,6 +43,8 @@ class Failure:
     node_kind: str = ""             #: accuracy: the op of the diverging output
     error: float = 0.0              #: accuracy: the largest error found
     tb: Any = None                  #: the traceback where the probe caught the exception
+    #: accuracy: the reference was the graph as captured and the passes had changed it
+    passes_changed: bool = False
 
     def as_dict(self):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
@@ -127,6 +135,33 @@ def output_nodes(gm):
     return _flat(value) if isinstance(value, (tuple, list)) else [value]
 
 
+def captured_reference(gm):
+    """The graph of the compile in progress before the passes (see the module doc), when it takes
+    the same inputs as gm; else gm."""
+    from dynamo import _C
+    ref = _C._compiler.captured_graph()
+    if ref is None:
+        return gm
+    def count(g):
+        return sum(1 for n in g.graph.nodes if n.op == "placeholder")
+    return ref if count(ref) == count(gm) and len(output_nodes(ref)) == len(output_nodes(gm)) else gm
+
+
+def max_error(got, ref64) -> float:
+    """The largest |got - ref64| (in fp64); a NaN where the reference has one too counts as equal
+    (an input that makes NaNs is not a compiler bug: generate_inputs can make a variance negative),
+    a NaN or infinity only one side has as an infinite error."""
+    import torch
+    if not got.numel():
+        return 0.0
+    g = got.detach().double()
+    diff = (g - ref64).abs()
+    same = (g.isnan() & ref64.isnan()) | ((g == ref64) & g.isinf())
+    diff = torch.where(same, torch.zeros_like(diff), diff)
+    diff = torch.where(diff.isnan(), torch.full_like(diff, float("inf")), diff)
+    return diff.max().item()
+
+
 def divergence(gm, inputs, result, tol):
     """(node kind, error) of the first output of gm whose value in `result` is further from an
     fp64 eager run than tol (relative to the output's magnitude) and than 10x eager fp32's own
@@ -142,10 +177,11 @@ def divergence(gm, inputs, result, tol):
             continue
         if got.shape != r64.shape:
             return (target_name(node) if hasattr(node, "op") else "output", float("inf"))
-        err = (got.detach().double() - r64).abs().max().item() if got.numel() else 0.0
-        own = (r32.detach().double() - r64).abs().max().item() if got.numel() else 0.0
-        scale = max(1.0, r64.abs().max().item() if got.numel() else 0.0)
-        if err != err or err > max(tol * scale, 10 * own):
+        err = max_error(got, r64)
+        own = max_error(r32, r64)
+        finite = r64[r64.isfinite()] if got.numel() else r64
+        scale = max(1.0, finite.abs().max().item() if finite.numel() else 0.0)
+        if err > max(tol * scale, 10 * own):
             kind = target_name(node) if hasattr(node, "op") and node.op != "placeholder" else "input"
             return (kind, err)
     return None
@@ -196,16 +232,17 @@ class Probe:
             i = self.graphs
             self.graphs += 1
             self._on_event("start", i, (gm, example_inputs))
+            reference = captured_reference(gm) if self.tol is not None else gm
             try:
                 compiled = self._compile_real(gm, example_inputs)
             except BaseException as exc:
                 self._fail(self._exception("compile", i, exc))
                 raise
-            return self._checked(i, gm, compiled)
+            return self._checked(i, reference, compiled, reference is not gm and reference.code != gm.code)
         compiler.__name__ = self.name
         return compiler
 
-    def _checked(self, i, gm, compiled):
+    def _checked(self, i, gm, compiled, passes_changed=False):
         state = {"first": True}
 
         def run(*args):
@@ -222,7 +259,8 @@ class Probe:
                 d = divergence(gm, before, out, self.tol)
                 if d is not None:
                     self._fail(Failure("accuracy", i, node_kind=d[0], error=d[1],
-                                       message=f"divergence at a {d[0]} node (error {d[1]:.3g})"))
+                                       message=f"divergence at a {d[0]} node (error {d[1]:.3g})",
+                                       passes_changed=passes_changed))
                     return out
             self._on_event("ok", i, None)
             return out

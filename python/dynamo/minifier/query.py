@@ -45,8 +45,9 @@ def run_dynamo(gm, inputs, spec: dict, config: dict, tol=None):
 
 
 def repro_main(module_class, load_inputs, spec: dict, config: dict, tol=None,
-               stage="dynamo") -> None:
-    """repro.py's main: runs the graph; on a failure raises it (or AssertionError for a
+               stage="dynamo", kernel=None) -> None:
+    """repro.py's main: runs the graph (with kernel: that one generated kernel alone,
+    kernel_stage.run_kernel_source); on a failure raises it (or AssertionError for a
     divergence). With DYNAMO_REPRO_RESULT=path set, also writes what happened there as JSON (how
     dynamo-minify checks that the repro reproduces)."""
     import traceback
@@ -57,7 +58,11 @@ def repro_main(module_class, load_inputs, spec: dict, config: dict, tol=None,
             # The graph again as a GraphModule, for the IR importer.
             import torch.fx
             module = torch.fx.symbolic_trace(module)
-        if stage == "kernel":
+        if stage == "kernel" and kernel is not None:
+            import functools
+            from dynamo.minifier.kernel_stage import run_kernel_source
+            run = functools.partial(run_kernel_source, kernel=kernel)
+        elif stage == "kernel":
             from dynamo.minifier.kernel_stage import run_kernel as run
         elif stage == "aot":
             from dynamo.minifier.aot_stage import run_aot as run
@@ -77,5 +82,5 @@ def repro_main(module_class, load_inputs, spec: dict, config: dict, tol=None,
     if "accuracy" in result:
         raise AssertionError(f"the compiled graph diverges from fp64 eager at a {result['accuracy']} "
                              f"node (error {result['error']:.3g}, tolerance {tol})")
-    print("repro.py: the graph compiled and ran without the failure"
+    print(f"repro.py: the {'kernel' if kernel is not None else 'graph'} compiled and ran without the failure"
           + (f"; kernels: {', '.join(result['kernels'])}" if result.get("kernels") else ""))

@@ -89,9 +89,26 @@ def inputs_path(path: str) -> str:
     return os.path.join(os.path.dirname(path), f"{stem}_inputs.pt")
 
 
+def kernel_code(kernel) -> str:
+    """KERNEL_SOURCE (the generated C++ as text) and KERNEL (its name and parameters)."""
+    import pprint
+    source = kernel["source"]
+    if "'''" in source or "\\" in source:   # not as a raw string: as an escaped literal
+        literal = repr(source)
+    else:
+        literal = "r'''" + source + "'''"
+    params = pprint.pformat(kernel["params"], width=100, sort_dicts=False)
+    return (f"#: The one kernel the code generator made of the graph: its C++ source as emitted.\n"
+            f"KERNEL_SOURCE = {literal}\n\n"
+            f"#: Its symbol, and its parameters in argument order (args[i] = the data of param i).\n"
+            f"KERNEL = {{\"name\": {kernel['name']!r}, \"source\": KERNEL_SOURCE,\n"
+            f"          \"params\": {params}}}\n")
+
+
 def write(unit, spec: dict, config: dict, tol, fingerprint_text: str, path: str,
-          command: str = "", stage: str = "dynamo"):
-    """[(path, text or tensors)]: repro.py and, when some input is large, its inputs file."""
+          command: str = "", stage: str = "dynamo", kernel=None):
+    """[(path, text or tensors)]: repro.py and, when some input is large, its inputs file. With
+    kernel (--after=kernel, kernel_stage.single_kernel()): the repro runs that kernel alone."""
     big_name = os.path.basename(inputs_path(path))
     load, saved = inputs_code(unit.inputs, big_name)
     kinds = ", ".join(unit.op_kinds())
@@ -99,7 +116,7 @@ def write(unit, spec: dict, config: dict, tol, fingerprint_text: str, path: str,
 
 The failure: {fingerprint_text}
 {('Made by: ' + command) if command else ''}
-Run it with `python3 {os.path.basename(path)}`: it needs only torch and dynamo.
+{('It compiles and runs the one kernel ' + kernel['name'] + ' below (the C++ source the code generator' + chr(10) + 'emitted) on the inputs, and compares its outputs with fp64 eager: the graph is the reference.' + chr(10)) if kernel else ''}Run it with `python3 {os.path.basename(path)}`: it needs only torch and dynamo.
 """
 import os
 
@@ -116,9 +133,9 @@ BACKEND = {spec!r}
 CONFIG = {config!r}
 #: Accuracy tolerance (None: the failure is an exception or a crash).
 TOL = {tol!r}
-
+{(chr(10) + kernel_code(kernel)) if kernel else ''}
 if __name__ == "__main__":
-    repro_main(Repro, load_inputs, BACKEND, CONFIG, TOL{f', stage="{stage}"' if stage != "dynamo" else ''})
+    repro_main(Repro, load_inputs, BACKEND, CONFIG, TOL{f', stage="{stage}"' if stage != "dynamo" else ''}{', kernel=KERNEL' if kernel else ''})
 '''
     out = [(path, text)]
     if saved:

@@ -101,6 +101,12 @@ class BackendKernelCollector {
   detail::KernelSlot* slot_;
 };
 
+/// The graph of the compile whose backend is compiling now, as the tracer captured it, before
+/// the pass pipeline; null outside a backend's compile (GIL held). dynamo-minify's and
+/// dynamo-bisect's accuracy checks run it in fp64 as the reference, so that a pass that changes
+/// values shows as a divergence (dynamo._C._compiler.captured_graph()).
+const Graph* capturedGraphOfCurrentCompile();
+
 /// Keeps the exception a Python backend raised (a new reference is stolen), for the
 /// BackendCompilerFailed the binding layer raises next (see takeBackendFailureCause()).
 void setBackendFailureCause(PyObject* exception);
