@@ -348,9 +348,13 @@ class FusedFn final : public core::CompiledGraphFn {
       at::NoGradGuard noGrad;
       const at::Tensor& a = f.tensors[m.a];
       const at::Tensor& b = f.tensors[m.b];
-      at::Tensor a2 = a.dim() == 2 ? a : a.reshape({-1, a.size(-1)});
-      at::Tensor out2 = out.dim() == 2 ? out : out.view({-1, out.size(-1)});
-      at::mm_out(out2, a2, m.transposeB ? b.t() : b);
+      if (m.batched) {
+        at::bmm_out(out, a, b);
+      } else {
+        at::Tensor a2 = a.dim() == 2 ? a : a.reshape({-1, a.size(-1)});
+        at::Tensor out2 = out.dim() == 2 ? out : out.view({-1, out.size(-1)});
+        at::mm_out(out2, a2, m.transposeB ? b.t() : b);
+      }
     } catch (...) {
       PyEval_RestoreThread(ts);
       throw;
@@ -550,9 +554,9 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   // over many channels ~7x further from fp64 than the NCHW one (1.4e-5 against 2e-6 on 256
   // channels), which small-batch batch_norm amplifies in the gradients.
   lowering.convSteps = !options.insideAutograd;
-  // (Their products stay ATen calls too: the AOT graphs take weights through aten::t views,
-  // which a matmul step would have to materialise.)
-  lowering.matmulSteps = !options.insideAutograd;
+  // Their products are matmul steps as in inference: the AOT graphs' aten::t / transpose views
+  // of weights and gradients stay extern views, which at::mm_out reads strided as eager does.
+  lowering.matmulSteps = true;
   codegen::Program program = codegen::lowerGraph(graph, lowering);
   std::vector<codegen::CompileJob> jobs;
   for (const codegen::Kernel& k : program.kernels) {

@@ -266,7 +266,7 @@ std::string printProgram(const Program& p) {
     }
     if (!s.isKernel && s.matmul >= 0) {
       const MatmulStep& m = p.matmuls[s.matmul];
-      o << "matmul #" << s.node << " b" << m.a << " @ b" << m.b << (m.transposeB ? ".T" : "") << " -> b" << m.result
+      o << (m.batched ? "bmm #" : "matmul #") << s.node << " b" << m.a << " @ b" << m.b << (m.transposeB ? ".T" : "") << " -> b" << m.result
         << "   # " << list(m.nodes) << "\n";
       continue;
     }

@@ -618,6 +618,7 @@ class Lowerer final : public LoweringContext {
     s.b = operandBuffer(m->b);
     if (s.a < 0 || s.b < 0) return false;
     s.transposeB = m->transposeB;
+    s.batched = m->batched;
     s.nodes = {n->name()};
     std::vector<int64_t> strides = contiguousStrides(meta->shape);
     s.result = newBuffer(n->name() + (m->bias ? "_mm" : ""), DType::kFloat32, meta->shape, strides,

@@ -140,9 +140,10 @@ std::optional<BatchNormMatch> matchEvalBatchNorm(const core::Node& bn, const cor
 struct MatmulMatch {
   core::NodeRef a, b, bias;  ///< bias may be null (linear, addmm)
   bool transposeB = false;   ///< linear: b is [out, in]
+  bool batched = false;      ///< bmm: 3-d operands, one product per batch
 };
 /// F.linear / aten::linear (2-d weight, 1-d bias or none), torch.mm / aten::mm, aten::addmm
-/// (beta = alpha = 1) of float32 CPU tensors, or nullopt.
+/// (beta = alpha = 1), torch.bmm / aten::bmm of float32 CPU tensors, or nullopt.
 std::optional<MatmulMatch> matchMatmul(const core::Node& n);
 
 /// Groups scheduler nodes into kernels, plans the arena; fills program.kernels/steps.

@@ -180,6 +180,7 @@ struct MatmulStep {
   int a = -1;                      ///< left operand buffer ([..., k])
   int b = -1;                      ///< right operand buffer ([k, n], or [n, k] when transposeB)
   bool transposeB = false;         ///< b is a linear's weight
+  bool batched = false;            ///< bmm: a [B, m, k] @ b [B, k, n] by at::bmm_out
   int result = -1;                 ///< the product's buffer ([..., n], contiguous)
   std::vector<std::string> nodes;  ///< the matmul/linear node
 };
