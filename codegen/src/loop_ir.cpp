@@ -261,6 +261,7 @@ std::string printProgram(const Program& p) {
       o << " stride " << list(c.stride) << " padding " << list(c.padding) << " dilation " << list(c.dilation)
         << " groups " << c.groups;
       if (c.bnMean >= 0) o << " batch_norm(b" << c.bnMean << ", b" << c.bnVar << ") folded";
+      if (c.relu) o << " relu";
       o << " -> b" << c.result << "   # " << list(c.nodes) << "\n";
       continue;
     }

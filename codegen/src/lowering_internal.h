@@ -135,6 +135,9 @@ struct BatchNormMatch {
 };
 /// `bn` as an eval-mode F.batch_norm of `input` whose tensors are graph inputs, or nullopt.
 std::optional<BatchNormMatch> matchEvalBatchNorm(const core::Node& bn, const core::Node& input);
+/// True when `relu` is a float32 relu of `input` (relu, F.relu with or without inplace, relu_):
+/// a conv step applies it as a post-op.
+bool isReluOf(const core::Node& relu, const core::Node& input);
 
 /// A matrix product node the generator runs as a matmul step (lower_matmul.cpp).
 struct MatmulMatch {
