@@ -591,7 +591,8 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   lowering.convSteps = !options.insideAutograd;
   // Their products are matmul steps as in inference: the AOT graphs' aten::t / transpose views
   // of weights and gradients stay extern views, which at::mm_out reads strided as eager does.
-  lowering.matmulSteps = true;
+  // (DYNAMO_FUSED_NO_TRAIN_MATMUL=1, read per compile, keeps them ATen calls: to compare.)
+  lowering.matmulSteps = !options.insideAutograd || !std::getenv("DYNAMO_FUSED_NO_TRAIN_MATMUL");
   codegen::Program program = codegen::lowerGraph(graph, lowering);
   std::vector<codegen::CompileJob> jobs;
   for (const codegen::Kernel& k : program.kernels) {
