@@ -284,9 +284,8 @@ class FusedFn final : public core::CompiledGraphFn {
   // conv2d_run (torch 1.13; looked up by name, so a build without it, or a torch that drops it,
   // takes at::convolution): the weight is reordered once into oneDNN's blocked layout instead of
   // on every call (measured ~2x on resnet18's 3x3 convs at batch 8), and a ReLU is its post-op.
-  // (DYNAMO_FUSED_NO_PREPACK=1 takes at::convolution, to compare.)
+  // (DYNAMO_FUSED_NO_PREPACK=1, read per compile, takes at::convolution: to compare.)
   static c10::optional<c10::OperatorHandle> packedConvOp(const char* name) {
-    if (std::getenv("DYNAMO_FUSED_NO_PREPACK")) return c10::nullopt;
     return c10::Dispatcher::singleton().findSchema({name, ""});
   }
   static const c10::optional<c10::OperatorHandle>& prepackOp() {
@@ -334,7 +333,7 @@ class FusedFn final : public core::CompiledGraphFn {
     PreparedConv p{std::move(sources), std::move(held), w.contiguous(at::MemoryFormat::ChannelsLast),
                    bias.defined() ? bias.contiguous() : bias, c10::IValue()};
     const std::vector<int64_t>& inShape = program_.buffers[c.input].shape;
-    if (prepackOp() && runPackedOp() && c.groups >= 1 && inShape.size() == 4) {
+    if (prepack_ && prepackOp() && runPackedOp() && inShape.size() == 4) {
       torch::jit::Stack stack{p.weight, p.bias.defined() ? c10::IValue(p.bias) : c10::IValue(), c.stride, c.padding,
                               c.dilation, c.groups, inShape, std::string(c.relu ? "relu" : "none")};
       prepackOp()->callBoxed(&stack);
@@ -516,6 +515,7 @@ class FusedFn final : public core::CompiledGraphFn {
   mutable std::mutex mu_;
   mutable std::vector<at::Tensor> arenas_;
   mutable std::unordered_map<int, PreparedConv> convCache_;  // per conv step
+  bool prepack_ = !std::getenv("DYNAMO_FUSED_NO_PREPACK");   // oneDNN's prepacked conv when present
 };
 
 class EagerFn final : public core::CompiledGraphFn {
