@@ -352,7 +352,9 @@ class FusedFn final : public core::CompiledGraphFn {
       PyThreadState* ts = PyEval_SaveThread();
       try {
         at::NoGradGuard noGrad;
-        if (!p.packed.isNone()) {
+        // (the packed primitive is made for the compiled input size; any other size, should one
+        // reach here, takes at::convolution)
+        if (!p.packed.isNone() && f.tensors[c.input].sizes().vec() == program_.buffers[c.input].shape) {
           torch::jit::Stack stack{f.tensors[c.input], p.packed};
           runPackedOp()->callBoxed(&stack);
           out = stack.at(0).toTensor();
