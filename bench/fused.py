@@ -26,6 +26,9 @@ The anchor `copy` is `dst.copy_(src)` of the same 8M float32 into a reused buffe
 wall clock, the variants interleaved within each repeat (eager, fused, copy, ...), the median of
 the repeats reported with the spread (min-max), and the ratio of the minima (`x (min)`), the
 steadier figure when other jobs share the machine. Nothing is asserted: figures only.
+Training steps with paired rounds and confidence intervals: bench/fused_train.py; conv steps with
+and without oneDNN's prepacked convolution: bench/fused_prepack.py; compile time:
+bench/fused_compile.py.
 """
 import argparse
 import json

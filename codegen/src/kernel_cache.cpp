@@ -18,6 +18,8 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <sstream>
 #include <thread>
 
@@ -172,7 +174,9 @@ struct FileLock {
   int fd = -1;
 };
 
-LoadedKernel compileOne(const CompileJob& job) {
+// One translation unit: `job.source` defining every symbol in `symbols` (one kernel, or several
+// combined by combineSources). Every kernel of the unit gets the unit's key, hit and time.
+std::vector<LoadedKernel> compileUnit(const CompileJob& job, const std::vector<std::string>& symbols) {
   const auto& flags = kernelCompileFlags();
   std::string flagText;
   for (const auto& f : flags) flagText += f + " ";
@@ -182,14 +186,22 @@ LoadedKernel compileOne(const CompileJob& job) {
   fs::path dir = kernelCacheDir();
   fs::path so = dir / (out.key + ".so");
   out.path = so.string();
+  auto resolved = [&](void* handle) {
+    std::vector<LoadedKernel> all;
+    for (const std::string& sym : symbols) {
+      LoadedKernel k = out;
+      k.symbol = dlsym(handle, sym.c_str());
+      DYNAMO_INTERNAL_ASSERT(k.symbol, "kernel ", sym, " missing from ", out.path);
+      all.push_back(std::move(k));
+    }
+    return all;
+  };
   {
     std::lock_guard<std::mutex> g(gMu);
     auto it = loadedLibraries().find(out.key);
     if (it != loadedLibraries().end()) {
       out.cacheHit = true;
-      out.symbol = dlsym(it->second.handle, job.symbol.c_str());
-      DYNAMO_INTERNAL_ASSERT(out.symbol, "kernel ", job.symbol, " missing from ", out.path);
-      return out;
+      return resolved(it->second.handle);
     }
   }
   {
@@ -230,9 +242,40 @@ LoadedKernel compileOne(const CompileJob& job) {
     DYNAMO_INTERNAL_ASSERT(h, "dlopen of a compiled kernel failed: ", dlerror());
     it = libs.emplace(out.key, Loaded{h, so.string()}).first;
   }
-  out.symbol = dlsym(it->second.handle, job.symbol.c_str());
-  DYNAMO_INTERNAL_ASSERT(out.symbol, "kernel ", job.symbol, " missing from ", out.path);
-  return out;
+  return resolved(it->second.handle);
+}
+
+// Several kernels' sources as one translation unit: each source's #include lines hoisted to the
+// top (so no header is first included inside a namespace), the rest of each source in a
+// namespace of its own (their static helpers do not collide); `extern "C"` keeps every kernel's
+// symbol its plain name.
+std::string combineSources(const std::vector<const CompileJob*>& jobs) {
+  std::string includes, bodies;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::istringstream in(jobs[i]->source);
+    std::string line, body;
+    while (std::getline(in, line)) {
+      if (line.rfind("#include", 0) == 0) {
+        if (seen.insert(line).second) includes += line + "\n";
+        continue;
+      }
+      body += line + "\n";
+    }
+    bodies += "namespace dyn_unit_" + std::to_string(i) + " {\n" + body + "}  // namespace dyn_unit_" +
+              std::to_string(i) + "\n";
+  }
+  return "// " + std::to_string(jobs.size()) + " kernels of one graph, one translation unit (Dynamo's fused backend)\n" +
+         includes + bodies;
+}
+
+// How many translation units the kernels of one compileKernels call are split into: one per
+// core (each compiler run costs ~0.1 s of CPU before it sees a kernel: process start, headers,
+// assembler, linker); $DYNAMO_KERNEL_UNITS overrides (a large number: one unit per kernel).
+size_t unitCount(size_t jobs) {
+  size_t n = std::max(1u, std::thread::hardware_concurrency());
+  if (const char* u = std::getenv("DYNAMO_KERNEL_UNITS"); u && std::atoll(u) > 0) n = static_cast<size_t>(std::atoll(u));
+  return std::min(n, jobs);
 }
 
 }  // namespace
@@ -263,19 +306,40 @@ const std::vector<std::string>& kernelCompileFlags() {
 }
 
 std::vector<LoadedKernel> compileKernels(const std::vector<CompileJob>& jobs) {
+  // Jobs without extra flags are dealt round-robin into unitCount() translation units; jobs
+  // with extra flags (the CUDA host shim) compile alone. A unit of one job is its source verbatim.
+  std::vector<std::vector<size_t>> units;
+  std::vector<size_t> plain;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].extraFlags.empty()) plain.push_back(i);
+    else units.push_back({i});
+  }
+  size_t nPlain = unitCount(plain.size());
+  size_t first = units.size();
+  units.resize(first + nPlain);
+  for (size_t j = 0; j < plain.size(); ++j) units[first + j % nPlain].push_back(plain[j]);
   std::vector<LoadedKernel> out(jobs.size());
-  std::vector<std::string> errors(jobs.size());
+  std::vector<std::string> errors(units.size());
   std::atomic<size_t> next{0};
   auto worker = [&] {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
+    for (size_t u = next++; u < units.size(); u = next++) {
       try {
-        out[i] = compileOne(jobs[i]);
+        std::vector<std::string> symbols;
+        std::vector<const CompileJob*> members;
+        for (size_t i : units[u]) {
+          symbols.push_back(jobs[i].symbol);
+          members.push_back(&jobs[i]);
+        }
+        CompileJob unit = members.size() == 1 ? *members[0]
+                                              : CompileJob{combineSources(members), symbols.front(), {}};
+        std::vector<LoadedKernel> loaded = compileUnit(unit, symbols);
+        for (size_t k = 0; k < units[u].size(); ++k) out[units[u][k]] = std::move(loaded[k]);
       } catch (const std::exception& e) {
-        errors[i] = e.what();
+        errors[u] = e.what();
       }
     }
   };
-  size_t n = std::min<size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
+  size_t n = std::min<size_t>(units.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
   for (size_t t = 1; t < n; ++t) threads.emplace_back(worker);
   worker();

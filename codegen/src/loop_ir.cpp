@@ -261,12 +261,13 @@ std::string printProgram(const Program& p) {
       o << " stride " << list(c.stride) << " padding " << list(c.padding) << " dilation " << list(c.dilation)
         << " groups " << c.groups;
       if (c.bnMean >= 0) o << " batch_norm(b" << c.bnMean << ", b" << c.bnVar << ") folded";
+      if (c.relu) o << " relu";
       o << " -> b" << c.result << "   # " << list(c.nodes) << "\n";
       continue;
     }
     if (!s.isKernel && s.matmul >= 0) {
       const MatmulStep& m = p.matmuls[s.matmul];
-      o << "matmul #" << s.node << " b" << m.a << " @ b" << m.b << (m.transposeB ? ".T" : "") << " -> b" << m.result
+      o << (m.batched ? "bmm #" : "matmul #") << s.node << " b" << m.a << " @ b" << m.b << (m.transposeB ? ".T" : "") << " -> b" << m.result
         << "   # " << list(m.nodes) << "\n";
       continue;
     }

@@ -6,6 +6,8 @@
 //   aten::convolution(x, w, b, stride, padding, dilation, transposed=False, output_padding, groups)
 //   F.batch_norm(conv, running_mean, running_var, weight, bias, training=False, momentum, eps)
 //     -> one step: conv(x, w * s, (b - mean) * s + bias) with s = weight / sqrt(running_var + eps)
+//   relu(conv or folded batch_norm), F.relu(.., inplace=True), relu_
+//     -> the step's post-op: oneDNN applies it as it writes the conv's output
 #include <algorithm>
 #include <unordered_map>
 
@@ -147,6 +149,20 @@ std::optional<BatchNormMatch> matchEvalBatchNorm(const core::Node& bn, const cor
     }
   }
   return m;
+}
+
+bool isReluOf(const core::Node& relu, const core::Node& input) {
+  if (relu.op() != core::NodeOp::kCallFunction && relu.op() != core::NodeOp::kCallMethod) return false;
+  if (canonicalOp(relu) != "relu" && inplaceBase(relu) != "relu") return false;
+  if (relu.args().empty() || !relu.args()[0].isNode() || relu.args()[0].asNode().get() != &input) return false;
+  for (size_t i = 1; i < relu.args().size(); ++i) {
+    if (relu.args()[i].kind() != core::ArgKind::kBool) return false;  // F.relu(x, inplace)
+  }
+  for (const auto& [k, v] : relu.kwargs()) {
+    if (k != "inplace") return false;
+  }
+  const auto& m = relu.meta().tensor;
+  return m && m->dtype == "torch.float32";
 }
 
 }  // namespace dynamo::codegen::detail

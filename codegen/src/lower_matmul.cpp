@@ -5,6 +5,10 @@
 //   F.linear(x, w, b) / aten::linear     x [..., k], w [n, k], b [n] or None  -> x @ w.T (+ b)
 //   torch.mm(a, b) / aten::mm            a [m, k], b [k, n]                   -> a @ b
 //   aten::addmm(bias, a, b)              beta = alpha = 1                     -> a @ b + bias
+//   torch.bmm(a, b) / aten::bmm          a [B, m, k], b [B, k, n]             -> a @ b per batch
+//
+// Training graphs (the AOT layer's forward and backward) take their operands through aten::t /
+// transpose views; those stay extern views and the product reads them strided, as eager does.
 #include "lowering_internal.h"
 
 namespace dynamo::codegen::detail {
@@ -31,7 +35,8 @@ std::optional<MatmulMatch> matchMatmul(const core::Node& n) {
   bool linear = name == "torch._C._nn.linear" || name == "torch.nn.functional.linear" || name == "aten::linear";
   bool mm = name == "torch.mm" || name == "aten::mm";
   bool addmm = name == "aten::addmm";
-  if (!linear && !mm && !addmm) return std::nullopt;
+  bool bmm = name == "torch.bmm" || name == "aten::bmm";
+  if (!linear && !mm && !addmm && !bmm) return std::nullopt;
   // positional arguments only, except a linear's bias by name
   const core::Arg* bias = nullptr;
   for (const auto& [k, v] : n.kwargs()) {
@@ -48,6 +53,14 @@ std::optional<MatmulMatch> matchMatmul(const core::Node& n) {
     m.a = args[0].asNode();
     m.b = args[1].asNode();
     m.transposeB = true;
+  } else if (bmm) {
+    if (args.size() != 2 || !floatTensor(&args[0], 3, 3) || !floatTensor(&args[1], 3, 3)) return std::nullopt;
+    const auto& sa = shapeOf(&args[0]);
+    const auto& sb = shapeOf(&args[1]);
+    if (sa[0] != sb[0] || sa[2] != sb[1]) return std::nullopt;
+    m.a = args[0].asNode();
+    m.b = args[1].asNode();
+    m.batched = true;
   } else {
     size_t first = addmm ? 1 : 0;
     if (args.size() != first + 2) return std::nullopt;

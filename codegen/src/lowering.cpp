@@ -443,7 +443,7 @@ class Lowerer final : public LoweringContext {
 
   void step(int i, const core::NodeRef& n) {
     std::string why;
-    if (folded_.count(n.get())) return;  // an eval batch_norm folded into the conv step before it
+    if (folded_.count(n.get())) return;  // an eval batch_norm or relu folded into the conv step before it
     if (tryConv(i, n)) return;
     if (tryMatmul(i, n)) return;
     std::string base = inplaceBase(*n);
@@ -578,6 +578,16 @@ class Lowerer final : public LoweringContext {
     c.groups = m->groups;
     c.nodes = {n->name()};
     if (bn) c.nodes.push_back(result->name());
+    // A ReLU of the (folded) result becomes oneDNN's post-op when nothing else reads the value
+    // before it: its only user, or an in-place ReLU (nn.ReLU(inplace=True)) that every other
+    // reader follows (they read the ReLU's value, as in eager).
+    if (core::NodeRef relu = reluAfter(result)) {
+      if (!inplaceBase(*relu).empty()) redirect_[result.get()] = relu;  // later readers read the ReLU
+      result = relu;
+      folded_.insert(result.get());
+      c.relu = true;
+      c.nodes.push_back(result->name());
+    }
     const auto& meta = result->meta().tensor;
     // Graphs that mutate memory keep eager's layouts: a result copied into the expected layout
     // would not see a later in-place write through an alias.
@@ -595,9 +605,26 @@ class Lowerer final : public LoweringContext {
     out_.items.push_back(it);
     values_[result.get()] = bufferValue(c.result, DType::kFloat32, meta->shape, strides);
     out_.program.nodeBuffer[position_.at(result.get())] = c.result;
-    out_.program.externs.emplace_back(n->name(), bn ? "conv step (channels-last weight, " + result->name() + " folded in)"
-                                                    : "conv step (channels-last weight)");
+    std::string folded;
+    for (size_t k = 1; k < c.nodes.size(); ++k) folded += (folded.empty() ? "" : ", ") + c.nodes[k];
+    out_.program.externs.emplace_back(n->name(), folded.empty() ? "conv step (channels-last weight)"
+                                                                : "conv step (channels-last weight, " + folded + " folded in)");
     return true;
+  }
+
+  // The ReLU a conv step can apply as its post-op (tryConv), or null.
+  core::NodeRef reluAfter(const core::NodeRef& result) const {
+    const auto& users = graph_.users(result);
+    if (mutating_ || users.empty() || outputs_.count(result.get())) return nullptr;
+    core::NodeRef relu;
+    for (const core::NodeRef& u : users) {
+      if (isReluOf(*u, *result) && (!relu || position_.at(u.get()) < position_.at(relu.get()))) relu = u;
+    }
+    if (!relu || (users.size() > 1 && inplaceBase(*relu).empty())) return nullptr;
+    for (const core::NodeRef& u : users) {
+      if (u != relu && position_.at(u.get()) < position_.at(relu.get())) return nullptr;
+    }
+    return relu;
   }
 
   // A linear / mm / addmm (lower_matmul.cpp) as a matmul step: the product goes into pooled
@@ -618,6 +645,7 @@ class Lowerer final : public LoweringContext {
     s.b = operandBuffer(m->b);
     if (s.a < 0 || s.b < 0) return false;
     s.transposeB = m->transposeB;
+    s.batched = m->batched;
     s.nodes = {n->name()};
     std::vector<int64_t> strides = contiguousStrides(meta->shape);
     s.result = newBuffer(n->name() + (m->bias ? "_mm" : ""), DType::kFloat32, meta->shape, strides,

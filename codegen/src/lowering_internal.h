@@ -135,14 +135,18 @@ struct BatchNormMatch {
 };
 /// `bn` as an eval-mode F.batch_norm of `input` whose tensors are graph inputs, or nullopt.
 std::optional<BatchNormMatch> matchEvalBatchNorm(const core::Node& bn, const core::Node& input);
+/// True when `relu` is a float32 relu of `input` (relu, F.relu with or without inplace, relu_):
+/// a conv step applies it as a post-op.
+bool isReluOf(const core::Node& relu, const core::Node& input);
 
 /// A matrix product node the generator runs as a matmul step (lower_matmul.cpp).
 struct MatmulMatch {
   core::NodeRef a, b, bias;  ///< bias may be null (linear, addmm)
   bool transposeB = false;   ///< linear: b is [out, in]
+  bool batched = false;      ///< bmm: 3-d operands, one product per batch
 };
 /// F.linear / aten::linear (2-d weight, 1-d bias or none), torch.mm / aten::mm, aten::addmm
-/// (beta = alpha = 1) of float32 CPU tensors, or nullopt.
+/// (beta = alpha = 1), torch.bmm / aten::bmm of float32 CPU tensors, or nullopt.
 std::optional<MatmulMatch> matchMatmul(const core::Node& n);
 
 /// Groups scheduler nodes into kernels, plans the arena; fills program.kernels/steps.

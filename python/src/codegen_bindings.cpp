@@ -148,51 +148,35 @@ PyObject* lowerProgram(PyObject*, PyObject* args) {
   DYNAMO_PY_TRY
   core::Graph graph = core::resolveTargets(core::readGraphJson(json));
   codegen::Program program = codegen::lowerGraph(graph);
-  PyObject* kernels = PyList_New(0);
+  PyRef kernels = PyRef::steal(checkPy(PyList_New(0)));
   for (const codegen::Kernel& k : program.kernels) {
     std::vector<int> params = codegen::kernelParams(k);
-    PyObject* d = dictOf({{"name", PyUnicode_FromString(k.name.c_str())},
-                          {"nodes", strList(k.nodes())},
-                          {"source", PyUnicode_FromString(codegen::emitCpp(k, program).c_str())},
-                          {"params", intList(std::vector<int64_t>(params.begin(), params.end()))}});
-    if (!d || PyList_Append(kernels, d) < 0) {
-      Py_XDECREF(d);
-      Py_DECREF(kernels);
-      return nullptr;
-    }
-    Py_DECREF(d);
+    PyRef d = PyRef::steal(checkPy(PyDict_New()));
+    setItem(d.get(), "name", newStr(k.name));
+    setItem(d.get(), "nodes", newStrList(k.nodes()));
+    setItem(d.get(), "source", newStr(codegen::emitCpp(k, program)));
+    setItem(d.get(), "params", intList(std::vector<int64_t>(params.begin(), params.end())));
+    appendItem(kernels.get(), d.release());
   }
-  PyObject* buffers = PyList_New(0);
+  PyRef buffers = PyRef::steal(checkPy(PyList_New(0)));
   for (const codegen::Buffer& b : program.buffers) {
-    PyObject* d = dictOf({{"node", PyUnicode_FromString(b.node.c_str())},
-                          {"kind", PyUnicode_FromString(bufferKindName(b.kind))},
-                          {"dtype", PyUnicode_FromString(codegen::dtypeName(b.dtype))},
-                          {"shape", intList(b.shape)},
-                          {"strides", intList(b.strides)}});
-    if (!d || PyList_Append(buffers, d) < 0) {
-      Py_XDECREF(d);
-      Py_DECREF(buffers);
-      Py_DECREF(kernels);
-      return nullptr;
-    }
-    Py_DECREF(d);
+    PyRef d = PyRef::steal(checkPy(PyDict_New()));
+    setItem(d.get(), "node", newStr(b.node));
+    setItem(d.get(), "kind", newStr(bufferKindName(b.kind)));
+    setItem(d.get(), "dtype", newStr(codegen::dtypeName(b.dtype)));
+    setItem(d.get(), "shape", intList(b.shape));
+    setItem(d.get(), "strides", intList(b.strides));
+    appendItem(buffers.get(), d.release());
   }
-  PyObject* steps = PyList_New(0);
-  for (const codegen::Step& st : program.steps) {
-    PyObject* t = Py_BuildValue("(si)", st.isKernel ? "kernel" : "extern", st.isKernel ? st.kernel : st.node);
-    if (!t || PyList_Append(steps, t) < 0) {
-      Py_XDECREF(t);
-      Py_DECREF(steps);
-      Py_DECREF(buffers);
-      Py_DECREF(kernels);
-      return nullptr;
-    }
-    Py_DECREF(t);
-  }
-  return dictOf({{"program", PyUnicode_FromString(codegen::printProgram(program).c_str())},
-                 {"kernels", kernels},
-                 {"buffers", buffers},
-                 {"steps", steps}});
+  PyRef steps = PyRef::steal(checkPy(PyList_New(0)));
+  for (const codegen::Step& st : program.steps)
+    appendItem(steps.get(), Py_BuildValue("(si)", st.isKernel ? "kernel" : "extern", st.isKernel ? st.kernel : st.node));
+  PyRef d = PyRef::steal(checkPy(PyDict_New()));
+  setItem(d.get(), "program", newStr(codegen::printProgram(program)));
+  setItem(d.get(), "kernels", std::move(kernels));
+  setItem(d.get(), "buffers", std::move(buffers));
+  setItem(d.get(), "steps", std::move(steps));
+  return d.release();
   DYNAMO_PY_CATCH(nullptr)
 }
 

@@ -78,6 +78,37 @@ TEST_CASE("the emitted C++ compiles, runs, and is a cache hit the second time") 
   for (int i = 0; i < 32; ++i) CHECK(y[i] == std::max(x[i] * 2.f + 1.f, 0.f));
 }
 
+TEST_CASE("kernels of one call share translation units: one compiler run per unit, every symbol found") {
+  // three kernels from one emitter (same helpers, same includes) under distinct names, two units:
+  // the helpers must not collide and each kernel must run its own body
+  Program p = lowerGraph(chainGraph());
+  std::string src = emitCpp(p.kernels[0], p);
+  std::vector<CompileJob> jobs;
+  for (int i = 0; i < 3; ++i) {
+    std::string s = src, from = "void " + p.kernels[0].name + "(", to = "void unit_test_k" + std::to_string(i) + "(";
+    s.replace(s.find(from), from.size(), to);
+    jobs.push_back({s + "// variant " + std::to_string(i) + "\n", "unit_test_k" + std::to_string(i), {}});
+  }
+  setenv("DYNAMO_KERNEL_UNITS", "2", 1);
+  auto loaded = compileKernels(jobs);
+  auto again = compileKernels(jobs);
+  unsetenv("DYNAMO_KERNEL_UNITS");
+  REQUIRE(loaded.size() == 3);
+  CHECK(loaded[0].key == loaded[2].key);  // dealt round-robin: kernels 0 and 2 share a unit
+  CHECK(loaded[0].key != loaded[1].key);
+  for (const auto& k : loaded) {
+    REQUIRE(k.symbol);
+    std::vector<float> x(32), y(32, -7.f);
+    for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i) - 16.f;
+    void* args[] = {x.data(), y.data()};
+    reinterpret_cast<void (*)(void* const*)>(k.symbol)(args);
+    for (int i = 0; i < 32; ++i) CHECK(y[i] == std::max(x[i] * 2.f + 1.f, 0.f));
+  }
+  CHECK(again[0].cacheHit);
+  CHECK(again[1].cacheHit);
+  CHECK(again[2].symbol == loaded[2].symbol);
+}
+
 TEST_CASE("softmax is one kernel with its reductions in registers") {
   core::GraphBuilder b;
   auto x = b.placeholder("x", meta({3, 5}));

@@ -152,3 +152,51 @@ def test_a_graph_the_aot_layer_refuses_runs_eagerly_with_the_reason():
     g1, = torch.autograd.grad(out.sum(), a)
     g2, = torch.autograd.grad(ref.sum(), a)
     assert torch.equal(g1, g2)
+
+
+class _Attention(torch.nn.Module):
+    """A projection and two batched products: mm/addmm and bmm in both graphs."""
+
+    def __init__(self, d=32):
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        a = torch.softmax(torch.bmm(q, k.transpose(1, 2)) / 8.0, -1)
+        return self.out(torch.relu(torch.bmm(a, v)))
+
+
+def test_products_of_training_graphs_are_matmul_steps(reports):
+    torch.manual_seed(5)
+    x = torch.randn(3, 10, 32)
+    check_against_eager_and_fp64(_Attention(), lambda m, t: m(t).pow(2).mean(), x)
+    for kind in ("forward", "backward"):
+        rs = [r for what, r in reports if what == kind]
+        program = "".join(r["program"] for r in rs)
+        reasons = {why for r in rs for _, why in r["externs"]}
+        # forward: the two projections (the AOT graph's mm of a t view, bias in the epilogue) and
+        # both bmm; backward: every weight and input gradient product
+        assert program.count("matmul #") >= 2 and program.count("bmm #") >= 2, program
+        assert "matmul step (at::mm_out)" in reasons, reasons
+        names = {n for r in rs for n, why in r["externs"] if not why.startswith("matmul step")}
+        assert not any(n.startswith(("mm", "bmm", "addmm")) for n in names), names
+
+
+def test_matmul_steps_across_optimizer_steps_match_eager():
+    # the products' results come from the caching pool: gradients handed to autograd and saved
+    # activations must stay intact while the next step's products reuse freed blocks
+    torch.manual_seed(6)
+    eager = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
+    compiled = copy.deepcopy(eager)
+    fn = dynamo.optimize("fused")(lambda t: compiled(t))
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_c = torch.optim.SGD(compiled.parameters(), lr=0.1)
+    for step in range(3):
+        x = torch.randn(16, 64)
+        for model, f, opt in ((eager, eager, opt_e), (compiled, fn, opt_c)):
+            opt.zero_grad(set_to_none=step % 2 == 0)
+            f(x).pow(2).mean().backward()
+            opt.step()
+        for (n, a), b in zip(eager.named_parameters(), compiled.parameters()):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=f"step {step}: {n}")

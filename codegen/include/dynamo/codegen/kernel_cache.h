@@ -1,7 +1,7 @@
 // Compiling generated C++ at run time: the system compiler, dlopen, and a content-addressed disk
 // cache shared by processes.
 //
-//   key  = sha256(source, compiler version, flags, CPU features)
+//   key  = sha256(source of the unit, compiler version, flags, CPU features)
 //   path = <cache dir>/<key>.so   (written to a temp file and renamed; a lock file per key)
 //   cache dir: $DYNAMO_KERNEL_CACHE, else $XDG_CACHE_HOME/dynamo/kernels, else
 //              ~/.cache/dynamo/kernels; size limit $DYNAMO_KERNEL_CACHE_MB (default 512), the
@@ -31,7 +31,10 @@ struct CompileJob {
 };
 
 /// Compiles (or loads from the cache) every job, in parallel on up to hardware_concurrency
-/// threads. Thread-safe. A compiler failure throws InternalError with the compiler's output.
+/// threads. Jobs without extra flags are dealt round-robin into one translation unit per core
+/// ($DYNAMO_KERNEL_UNITS overrides), each compiled by one compiler run and cached under one key
+/// (a compiler run costs ~0.1 s of CPU before it reaches a kernel). Thread-safe. A compiler
+/// failure throws InternalError with the compiler's output.
 std::vector<LoadedKernel> compileKernels(const std::vector<CompileJob>& jobs);
 
 /// The cache directory in use (created on first use).

@@ -167,6 +167,7 @@ struct ConvStep {
   double bnEps = 1e-5;             ///< folded batch_norm's eps
   std::vector<int64_t> stride, padding, dilation;  ///< as at::convolution takes them
   int64_t groups = 1;              ///< channel groups
+  bool relu = false;               ///< a ReLU after it applied as oneDNN's post-op
   int result = -1;                 ///< the output buffer (channels-last unless it escapes)
   std::vector<std::string> nodes;  ///< the conv node [, the folded batch_norm node]
 };
@@ -180,6 +181,7 @@ struct MatmulStep {
   int a = -1;                      ///< left operand buffer ([..., k])
   int b = -1;                      ///< right operand buffer ([k, n], or [n, k] when transposeB)
   bool transposeB = false;         ///< b is a linear's weight
+  bool batched = false;            ///< bmm: a [B, m, k] @ b [B, k, n] by at::bmm_out
   int result = -1;                 ///< the product's buffer ([..., n], contiguous)
   std::vector<std::string> nodes;  ///< the matmul/linear node
 };

@@ -1,0 +1,68 @@
+"""Compile time of torchvision resnet18 with the fused backend: cold (empty kernel cache) and warm.
+
+Run from the repository root (docs/codegen.md has the figures and the load):
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/fused_compile.py                 # ~30 s
+    PYTHONPATH=build/python /usr/bin/python3 bench/fused_compile.py --rounds 3 --units 0,100
+
+Each measurement is a new process (nothing loaded, nothing cached in memory) that makes
+resnet18 (eval, batch 1, 224x224, no_grad), calls it eagerly three times, then times the first
+call of dynamo.optimize("fused")(model): compile time = that call minus the last eager call.
+Cold: $DYNAMO_KERNEL_CACHE is a fresh empty directory; warm: the same directory again, in
+another new process. `--units` compares kernel translation-unit counts ($DYNAMO_KERNEL_UNITS:
+0 = the default, one unit per core; 100 = one compiler run per kernel, the old behaviour);
+the configurations are interleaved per round. Nothing is asserted: figures only.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+CHILD = r"""
+import time, torch, torchvision, dynamo
+torch.set_grad_enabled(False)
+m = torchvision.models.resnet18().eval()
+x = torch.randn(1, 3, 224, 224)
+for _ in range(3):
+    t = time.perf_counter(); m(x); eager = time.perf_counter() - t
+f = dynamo.optimize("fused")(m)
+t = time.perf_counter(); f(x); first = time.perf_counter() - t
+print((first - eager) * 1e3)
+"""
+
+
+def compile_ms(cache, units):
+    env = dict(os.environ, DYNAMO_KERNEL_CACHE=cache)
+    if units:
+        env["DYNAMO_KERNEL_UNITS"] = str(units)
+    else:
+        env.pop("DYNAMO_KERNEL_UNITS", None)
+    r = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, check=True)
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--units", default="0", help="comma-separated DYNAMO_KERNEL_UNITS values (0: default)")
+    args = ap.parse_args()
+    units = [int(u) for u in args.units.split(",")]
+    cold = {u: [] for u in units}
+    warm = {u: [] for u in units}
+    for _ in range(args.rounds):
+        for u in units:
+            with tempfile.TemporaryDirectory(prefix="dynamo-kc-") as d:
+                cold[u].append(compile_ms(d, u))
+                warm[u].append(compile_ms(d, u))
+    for u in units:
+        row = {"units": u or "default", "rounds": args.rounds, "load_avg_1m": round(os.getloadavg()[0], 1),
+               "cold_ms": [round(v) for v in cold[u]], "warm_ms": [round(v) for v in warm[u]],
+               "cold_median_ms": round(statistics.median(cold[u])), "warm_median_ms": round(statistics.median(warm[u]))}
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
