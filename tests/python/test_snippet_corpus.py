@@ -47,8 +47,6 @@ def test_snippet_equals_eager_in_default_mode(s, capsys):
 
 # What torch 2.x's own Python layer adds in these snippets' way (docs/stacks.md, known gaps).
 _STACK2_GAPS = {
-    "common.train_step_with_sgd": "torch 2.x's optimizer step runs under torch._dynamo's own "
-                                  "disable (torch.set_eval_frame): it breaks before the .grad read",
 }
 
 

@@ -117,3 +117,26 @@ def test_torch_compiled_function_called_from_dynamo_code_runs_under_torchs_hook(
     assert torch.equal(out, inner(x).sin())
     names = {r["function"] for r in records}
     assert not any("__init__" in n or "lambda" in n for n in names), names
+
+
+def test_a_torch_dynamo_disable_wrapper_is_traced_as_the_function_it_wraps():
+    """torch._dynamo.disable(f) only switches torch's hook off around f (torch 2.x wraps
+    Optimizer.zero_grad with it): Dynamo captures f itself, whole."""
+    import torch._dynamo
+
+    @torch._dynamo.disable
+    def helper(x):
+        return x.cos() * 3
+
+    def f(x):
+        return helper(x) + 1
+
+    x = torch.randn(4)
+    records = []
+    dynamo.add_compile_listener(records.append, listings=False)
+    try:
+        assert torch.equal(dynamo.compile(f, fullgraph=True)(x), f(x))
+    finally:
+        dynamo.remove_compile_listener(records.append)
+    ops = records[0]["graphs"][0]["op_counts"]
+    assert ops == {"torch.Tensor.cos": 1, "operator.mul": 1, "operator.add": 1}, ops

@@ -833,6 +833,25 @@ ValueRef callClass(Tracer& tr, PyObject* fn, const std::string& mod, std::vector
 }
 
 namespace {
+// The function a torch._dynamo.disable wrapper (torch/_dynamo/eval_frame.py's `_fn`) calls
+// (borrowed), or null for anything else.
+PyObject* torchDynamoDisabled(PyObject* fn) {
+  if (!PyFunction_Check(fn)) return nullptr;
+  PyObject* d = reinterpret_cast<PyFunctionObject*>(fn)->func_dict;  // borrowed, may be NULL
+  if (d == nullptr || PyDict_GetItemString(d, "_torchdynamo_disable") != Py_True) return nullptr;
+  PyCodeObject* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));  // borrowed
+  const char* file = PyUnicode_AsUTF8(code->co_filename);
+  const std::string suffix = "torch/_dynamo/eval_frame.py";
+  if (file == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  const std::string f = file;
+  if (f.size() < suffix.size() || f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0) return nullptr;
+  PyObject* orig = PyDict_GetItemString(d, "_torchdynamo_orig_callable");  // borrowed
+  return orig != nullptr && PyCallable_Check(orig) ? orig : nullptr;
+}
+
 // ref() of a weakref.ref read from the frame (torch 2.x's RNN checks `ref() is not weight` for its
 // flat weights). The weakref is guarded to be this very one, so its referent is fixed or gone. A
 // dead one gives None (it stays dead). A live one gives the value the function already read the
@@ -865,6 +884,14 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
   if (ValueRef q = autocastQuery(ctx, fn, args, kwargs)) return q;
   if (ValueRef q = inferenceModeQuery(ctx, fn, args)) return q;
   if (isModule(fn)) return callModule(tr, fnValue, std::move(args), std::move(kwargs));
+  if (PyObject* wrapped = torchDynamoDisabled(fn)) {
+    // torch._dynamo.disable(f) (torch 2.x wraps Optimizer.zero_grad and others with it) only
+    // switches torch's own frame hook off around the call, which changes nothing Dynamo captures
+    // or runs: traced as the function it wraps.
+    Source s = fnValue->source ? Source::attr(fnValue->source, "_torchdynamo_orig_callable") : Source{};
+    ctx.guard(s, makeIdMatch(wrapped));
+    return callObject(tr, makeObject(wrapped, s), std::move(args), std::move(kwargs));
+  }
   if (Py_TYPE(fn) == compiledFunctionType() && compiledFunctionType() != nullptr) {
     // dynamo.compile(g) called from traced code is traced through; dynamo.disable(g) is not.
     PyObjectRef mode = PyObjectRef::steal(checkPy(PyObject_GetAttrString(fn, "_dynamo_mode")));
