@@ -97,7 +97,7 @@ std::string_view aotGraphKindName(AotGraphKind kind) {
 int aotGraphIndex(int ordinal, AotGraphKind kind) { return -1 - (3 * ordinal + static_cast<int>(kind)); }
 
 bool decodeAotGraphIndex(int index, int& ordinal, AotGraphKind& kind) {
-  if (index >= 0) return false;
+  if (index >= 0 || index <= kPassGraphBase) return false;
   const int k = -1 - index;
   ordinal = k / 3;
   kind = static_cast<AotGraphKind>(k % 3);
@@ -105,11 +105,27 @@ bool decodeAotGraphIndex(int index, int& ordinal, AotGraphKind& kind) {
 }
 
 std::string graphIndexLabel(int index) {
+  if (index <= kPassGraphBase) return "graph before pass #" + std::to_string(kPassGraphBase - index + 1);
   int ordinal = 0;
   AotGraphKind kind{};
   if (!decodeAotGraphIndex(index, ordinal, kind)) return "graph " + std::to_string(index);
   return std::string("AOT ") + (ordinal > 0 ? "#" + std::to_string(ordinal + 1) + " " : "") +
          std::string(aotGraphKindName(kind)) + " graph";
+}
+
+std::vector<std::pair<int, std::string>> passInputGraphs(const std::vector<storage::ArtifactRecord>& artifacts) {
+  std::vector<std::pair<int, std::string>> out;
+  for (const storage::ArtifactRecord& a : artifacts)
+    if (a.name.rfind(kPassInputPrefix, 0) == 0)
+      out.emplace_back(kPassGraphBase - static_cast<int>(out.size()), a.name.substr(kPassInputPrefix.size()));
+  return out;
+}
+
+const storage::ArtifactRecord* passGraphArtifact(const std::vector<storage::ArtifactRecord>& artifacts, int index) {
+  int k = kPassGraphBase - index;
+  for (const storage::ArtifactRecord& a : artifacts)
+    if (a.name.rfind(kPassInputPrefix, 0) == 0 && k-- == 0) return &a;
+  return nullptr;
 }
 
 std::vector<AotRecord> aotRecords(const std::vector<storage::ArtifactRecord>& artifacts) {
@@ -280,7 +296,7 @@ std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artif
   for (const storage::ArtifactRecord& a : artifacts) {
     AotGraphKind kind{};
     if (a.name == kAotArtifact || a.name == kDynamicShapesArtifact || a.name == kPassesArtifact ||
-        a.name == storage::kKernelArtifact || graphKindOf(a.name, kind))
+        a.name == storage::kKernelArtifact || a.name.rfind(kPassInputPrefix, 0) == 0 || graphKindOf(a.name, kind))
       continue;
     if (!header) o << "Other artifacts\n";
     header = true;

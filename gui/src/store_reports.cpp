@@ -11,6 +11,17 @@ namespace {
 void addAotEntries(const storage::TraceReader& reader, RowId runId, const storage::CompileRecord& c,
                    const std::string& frame, std::vector<GraphEntry>& out) {
   const std::vector<storage::ArtifactRecord> artifacts = reader.artifactsOfCompile(c.id);
+  for (const auto& [index, pass] : passInputGraphs(artifacts)) {  // before each pass that changed it
+    GraphEntry e;
+    e.runId = runId;
+    e.frameId = c.frameId;
+    e.compileId = c.id;
+    e.attempt = c.attempt;
+    e.index = index;
+    e.label = QString("run %1 \u00b7 %2 \u00b7 compile #%3 \u00b7 graph 0 before %4")
+                  .arg(runId).arg(QString::fromStdString(frame)).arg(c.attempt).arg(QString::fromStdString(pass));
+    out.push_back(std::move(e));
+  }
   for (const AotRecord& r : aotRecords(artifacts))
     for (const AotGraphRef& g : r.graphs) {
       GraphEntry e;

@@ -78,6 +78,24 @@ GraphLoad loadGraph(const std::string& path, storage::RowId compileId, int index
   t.start();
   try {
     auto reader = storage::TraceReader::open(path);
+    if (index <= kPassGraphBase) {  // the graph a pass got (Dynamo's graph before that pass)
+      const std::vector<storage::ArtifactRecord> artifacts = reader->artifactsOfCompile(compileId);
+      const storage::ArtifactRecord* a = passGraphArtifact(artifacts, index);
+      if (!a) {
+        out.error = QString("compile %1 has no %2 in '%3'")
+                        .arg(compileId).arg(QString::fromStdString(graphIndexLabel(index))).arg(QString::fromStdString(path));
+        return out;
+      }
+      out.record.compileId = compileId;
+      out.record.index = index;
+      out.record.format = a->mediaType;
+      out.readMs = static_cast<double>(t.nsecsElapsed()) / 1e6;
+      t.restart();
+      out.graph = inspectGraphFromJson(a->data);
+      out.record.numNodes = static_cast<int>(out.graph->nodes().size());
+      out.buildMs = static_cast<double>(t.nsecsElapsed()) / 1e6;
+      return out;
+    }
     if (index < 0) return loadAotGraph(*reader, compileId, index);
     std::vector<storage::GraphRecord> graphs = reader->graphs(compileId);
     auto it = std::find_if(graphs.begin(), graphs.end(),

@@ -13,7 +13,8 @@
 //   misses[i] (recompile)      guard_failures    (the failing guard as data, joined by id to the
 //                                                 guard row, the failed entry and this compile)
 //   bytecode                   code              (transformed_bytecode)
-//   passes (changed ones)      artifacts         ("dynamo.passes": status, nodes removed/added)
+//   passes (changed ones)      artifacts         ("dynamo.passes": status, nodes removed/added;
+//                                                 "dynamo.pass.input/NAME": the graph it got)
 //   kernels[i] (fused backend) code + artifacts  (cpp_kernel source; "dynamo.kernel" metadata:
 //                                                 graph, nodes covered, cache hit, compile time)
 //   entry (weak)               cache_entry_hits  (the entry's own hit count, when the run ends)
@@ -450,6 +451,15 @@ class TraceSink final : public core::CompileSink {
       a.name = "dynamo.passes";
       a.mediaType = "text/plain";
       a.data = std::move(passes);
+      w.recordArtifact(std::move(a));
+    }
+    for (const core::PassRecord& p : r.passes) {  // the graph each changing pass got
+      if (!p.input) continue;
+      storage::ArtifactRecord a;
+      a.compileId = compileId;
+      a.name = "dynamo.pass.input/" + p.name;
+      a.mediaType = "application/json";
+      a.data = core::serializeGraph(*p.input);
       w.recordArtifact(std::move(a));
     }
     if (!r.dynamicShapes.empty()) {  // which dims are dynamic and the shape guards

@@ -18,7 +18,9 @@
 #include <unistd.h>
 #include <csignal>
 
+#include "dynamo/gui/compile_artifacts.h"
 #include "dynamo/gui/exporter.h"
+#include "dynamo/gui/graph_diff.h"
 #include "dynamo/gui/graph_view.h"
 #include "dynamo/gui/layout_engine.h"
 #include "dynamo/gui/main_window.h"
@@ -466,6 +468,58 @@ TEST_CASE("the graph view lays out the likely expansions in the background: the 
   REQUIRE(waitFor([&] { return drawn.count() == 3; }));
   CHECK(view.engine()->processRuns() == runs);
   qunsetenv("DYNAMO_INSPECT_LAYOUT");
+}
+
+TEST_CASE("the graph a pass got is a graph of the store: listed for the diff, loaded, diffed against the one after") {
+  testing::TempDir dir;
+  const std::string path = dir.file("passes.db");
+  storage::RowId compile = 0;
+  {
+    auto w = storage::TraceWriter::open(path, {});
+    storage::CompileRecord c;
+    c.frameId = w->recordFrame({0, 0, "m.py", 1, "f"});
+    c.status = "ok";
+    compile = w->recordCompile(c);
+    storage::GraphRecord g;
+    g.compileId = compile;
+    g.format = "dynamo.graph/1";
+    g.serialized = core::serializeGraph(testing::makeResnetLike(64, false));
+    g.numNodes = 10;
+    w->recordGraph(g);
+    // What the sink records for a pass that changed the graph (python/src/recording_bindings.cpp).
+    w->recordArtifact({0, 0, compile, "dynamo.passes", "text/plain",
+                       "pass dead_code_elimination: changed (31 -> 30 nodes)\n  removed: add\n", 0});
+    w->recordArtifact({0, 0, compile, "dynamo.pass.input/dead_code_elimination", "application/json",
+                       core::serializeGraph(testing::makeResnetLike(64, true)), 0});
+    w->close();
+  }
+  auto reader = storage::TraceReader::open(path);
+  const std::vector<storage::ArtifactRecord> artifacts = reader->artifactsOfCompile(compile);
+  const auto passes = passInputGraphs(artifacts);
+  REQUIRE(passes.size() == 1);
+  CHECK(passes[0] == std::make_pair(kPassGraphBase, std::string("dead_code_elimination")));
+  CHECK(graphIndexLabel(kPassGraphBase) == "graph before pass #1");
+  int ordinal = 0;
+  AotGraphKind kind{};
+  CHECK_FALSE(decodeAotGraphIndex(kPassGraphBase, ordinal, kind));
+  CHECK_THAT(compileDetailsText(artifacts),
+             Catch::Matchers::StartsWith("Passes that changed the graph (the nodes they removed and added)\n"
+                                         "  pass dead_code_elimination: changed (31 -> 30 nodes)\n    removed: add\n"));
+  CHECK_THAT(compileDetailsText(artifacts), !Catch::Matchers::Contains("dynamo.pass.input"));
+  // The diff pickers list it after the graph it became.
+  const StoreReports reports = buildStoreReports(path);
+  REQUIRE(reports.graphs.size() == 2);
+  CHECK(reports.graphs[1].index == kPassGraphBase);
+  CHECK(reports.graphs[1].label.endsWith(" \u00b7 compile #0 \u00b7 graph 0 before dead_code_elimination"));
+  const GraphLoad before = loadGraph(path, compile, kPassGraphBase);
+  const GraphLoad after = loadGraph(path, compile, 0);
+  REQUIRE(before.graph);
+  REQUIRE(after.graph);
+  const GraphDiff d = diffGraphs(*before.graph, *after.graph);
+  CHECK(d.removed == 1);
+  CHECK(d.added == 0);
+  const GraphLoad missing = loadGraph(path, compile, kPassGraphBase - 1);
+  CHECK(missing.error == QString("compile %1 has no graph before pass #2 in '%2'").arg(compile).arg(QString::fromStdString(path)));
 }
 
 TEST_CASE("export: SVG and PNG of every graph and a summary, in memory") {

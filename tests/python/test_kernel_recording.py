@@ -142,3 +142,9 @@ def test_a_pass_that_changed_the_graph_is_recorded_with_the_nodes_it_removed(tmp
         "pass dead_code_elimination: changed (5 -> 4 nodes)\n"
         "  removed: mul\n"
         f"  application 1: mul (operator.mul) at {script}:5\n")
+    # The graph the pass got, for the inspector's diff: the captured graph, mul included.
+    inputs = [a for a in store.artifacts(run["id"]) if a["name"].startswith("dynamo.pass.input/")]
+    assert [(a["name"], a["compile_id"]) for a in inputs] == [
+        ("dynamo.pass.input/dead_code_elimination", by_name["f"]["id"])]
+    (graph,) = store.graphs(by_name["f"]["id"])
+    assert set(_graph_nodes(inputs[0]["data"])) - set(_graph_nodes(graph["serialized"])) == {"mul"}

@@ -77,6 +77,7 @@ Graph runPasses(const Graph& graph, const PassOptions& options, std::vector<Pass
       if (changed && records != nullptr && options.printGraphs) {
         rec.graphText = printGraph(next);
         bodyDiff(g, next, rec.removed, rec.added);
+        rec.input = std::make_shared<const Graph>(g);
       }
       g = next;
     }

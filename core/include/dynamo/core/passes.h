@@ -83,6 +83,9 @@ struct PassRecord {
   /// When it changed the graph and listings are wanted (PassOptions::printGraphs): the body
   /// nodes of its input that its output lacks, and those its output added, by name.
   std::vector<std::string> removed, added;
+  /// ... and the graph it got (a shared handle, no copy): the trace store keeps it so that the
+  /// inspector can diff the graph before the pass against the one after it.
+  std::shared_ptr<const Graph> input;
   std::vector<PassApplication> applications;  ///< every application it asked for, in order
 };
 

@@ -64,11 +64,22 @@ struct AotRecord {
   std::string error;                     ///< set when the summary is not the JSON expected
 };
 
+/// The artifacts holding the graph a pass got, when it changed it ("dynamo.pass.input/NAME").
+inline constexpr std::string_view kPassInputPrefix = "dynamo.pass.input/";
+/// Pass input graphs are addressed by index kPassGraphBase - k (the compile's k-th such artifact),
+/// below every AOT graph index.
+inline constexpr int kPassGraphBase = -1000000;
+/// The pass input graphs among a compile's artifacts: (graph index, pass name), in order.
+std::vector<std::pair<int, std::string>> passInputGraphs(const std::vector<storage::ArtifactRecord>& artifacts);
+/// The artifact of pass input graph `index` (<= kPassGraphBase), or null.
+const storage::ArtifactRecord* passGraphArtifact(const std::vector<storage::ArtifactRecord>& artifacts, int index);
+
 /// The graph index of graph `kind` of AOT compile `ordinal` (see the banner).
 int aotGraphIndex(int ordinal, AotGraphKind kind);
-/// The inverse of aotGraphIndex; false for indexes >= 0 (Dynamo's graphs).
+/// The inverse of aotGraphIndex; false for indexes >= 0 (Dynamo's graphs) and pass input graphs.
 bool decodeAotGraphIndex(int index, int& ordinal, AotGraphKind& kind);
-/// "graph 0", "AOT joint graph", "AOT #2 backward graph".
+/// "graph 0", "AOT joint graph", "AOT #2 backward graph", "graph before pass #1" (a pass input
+/// graph; passInputGraphs names the pass).
 std::string graphIndexLabel(int index);
 
 /// The AOT compiles among a compile's artifacts (in id order). Graph artifacts before any
