@@ -92,6 +92,24 @@ def test_backward_hooks_run_through_autograd_as_in_eager(kind, backend):
     assert rec.breaks, "a hook that autograd calls breaks the graph"
 
 
+@pytest.mark.parametrize("register", ["register_full_backward_hook",
+                                      pytest.param("register_full_backward_pre_hook",
+                                                   marks=only_on_stack2("backward pre-hooks are torch 2.x"))])
+def test_backward_hook_added_after_compiling_recompiles_and_runs(register):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1))
+    compiled = dynamo.compile(net)
+    x = torch.randn(2, 4, requires_grad=True)
+    compiled(x).sum().backward()
+    calls = []
+    getattr(net[2], register)(lambda m, *grads: calls.append(len(grads)))
+    with Recorder() as rec:
+        compiled(x).sum().backward()
+    assert len(calls) == 1
+    failures = [g["kind"] for r in rec.records for m in r["misses"] for g in m["failures"]]
+    assert "MODULE_CALL" in failures, failures
+
+
 def test_backward_hook_break_messages():
     x = torch.randn(3, 4)
     net, _ = hooked_model("full")

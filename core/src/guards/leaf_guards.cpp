@@ -357,7 +357,7 @@ class HasAttrGuard final : public LeafGuard {
 class ModuleCallGuard final : public LeafGuard {
  public:
   ModuleCallGuard() : LeafGuard(GuardKind::kModuleCall) {
-    for (int i = 0; i < 4; ++i) names_[i] = PyUnicode_InternFromString(kNames[i]);  // new refs, kept
+    for (int i = 0; i < 5; ++i) names_[i] = PyUnicode_InternFromString(kNames[i]);  // new refs, kept
   }
 
   bool check(PyObject* value) const override { return whatChanged(value) == nullptr; }
@@ -373,7 +373,9 @@ class ModuleCallGuard final : public LeafGuard {
   bool sameAs(const LeafGuard& other) const override { return dynamic_cast<const ModuleCallGuard*>(&other) != nullptr; }
 
  private:
-  static constexpr const char* kNames[4] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "forward"};
+  // (_backward_pre_hooks: torch 2.x's register_full_backward_pre_hook.)
+  static constexpr const char* kNames[5] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                                            "_backward_pre_hooks", "forward"};
   // The first thing that would change the call, or null.
   const char* whatChanged(PyObject* value) const {
     PyObject** slot = _PyObject_GetDictPtr(value);  // borrowed: the instance dict's slot
@@ -381,7 +383,7 @@ class ModuleCallGuard final : public LeafGuard {
       PyErr_Clear();
       return nullptr;
     }
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 4; ++i) {
       PyObject* hooks = PyDict_GetItemWithError(*slot, names_[i]);  // borrowed ref
       if (hooks == nullptr) {
         PyErr_Clear();
@@ -389,11 +391,11 @@ class ModuleCallGuard final : public LeafGuard {
       }
       if (!PyDict_Check(hooks) || PyDict_GET_SIZE(hooks) != 0) return kNames[i];
     }
-    int r = PyDict_Contains(*slot, names_[3]);
+    int r = PyDict_Contains(*slot, names_[4]);
     if (r < 0) PyErr_Clear();
-    return r == 1 ? kNames[3] : nullptr;
+    return r == 1 ? kNames[4] : nullptr;
   }
-  PyObject* names_[4];  // interned, kept for the process
+  PyObject* names_[5];  // interned, kept for the process
 };
 
 class NoInstanceAttrGuard final : public LeafGuard {

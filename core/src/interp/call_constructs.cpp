@@ -630,16 +630,21 @@ ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<Val
   CompileContext& ctx = tr.ctx();
   PyObject* m = module->py();
   // Backward hooks wrap the inputs and outputs in autograd functions (torch.utils.hooks.BackwardHook).
+  // (Backward pre-hooks: torch 2.x's register_full_backward_pre_hook, run by the same wrapper.)
   static PyObject* globalBackward = lookup("torch.nn.modules.module", "_global_backward_hooks");
+  static PyObject* globalBackwardPre = lookup("torch.nn.modules.module", "_global_backward_pre_hooks");
+  auto nonEmpty = [](PyObject* d) { return d != nullptr && PyDict_Check(d) && PyDict_Size(d) > 0; };
   PyObjectRef own = PyObjectRef::steal(PyObject_GetAttrString(m, "_backward_hooks"));
   PyErr_Clear();
-  if ((own && PyDict_Check(own.get()) && PyDict_Size(own.get()) > 0) ||
-      (globalBackward && PyDict_Check(globalBackward) && PyDict_Size(globalBackward) > 0))
+  PyObjectRef ownPre = PyObjectRef::steal(PyObject_GetAttrString(m, "_backward_pre_hooks"));
+  PyErr_Clear();
+  if (nonEmpty(own.get()) || nonEmpty(ownPre.get()) || nonEmpty(globalBackward) || nonEmpty(globalBackwardPre))
     ctx.breakHere(BreakKind::kUnsupportedCall, "call of a module with backward hooks (" + std::string(Py_TYPE(m)->tp_name) + ")");
   // The hook dicts are attributes of torch.nn's own classes, which reads do not guard: guard
   // them here (a hook added, removed or replaced recompiles).
   if (module->source) {
-    for (const char* name : {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks"}) {
+    for (const char* name : {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"}) {
+      if (std::strcmp(name, "_backward_pre_hooks") == 0 && !ownPre) continue;  // torch 1.13 has none
       PyObjectRef d = PyObjectRef::steal(PyObject_GetAttrString(m, name));
       if (!d || !PyDict_Check(d.get())) {
         PyErr_Clear();

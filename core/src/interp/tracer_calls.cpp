@@ -287,19 +287,23 @@ ValueRef inlineFunction(Tracer& tr, PyObject* fn, const Source& fnSource, std::v
 // ---- modules -----------------------------------------------------------------------------------
 
 bool hasHooks(PyObject* module) {
-  static const char* kHookDicts[] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks"};
+  // (_backward_pre_hooks: torch 2.x's register_full_backward_pre_hook.)
+  static const char* kHookDicts[] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"};
   for (const char* h : kHookDicts) {
     PyObjectRef d = PyObjectRef::steal(PyObject_GetAttrString(module, h));
+    PyErr_Clear();
     if (d && PyDict_Check(d.get()) && PyDict_Size(d.get()) > 0) return true;
   }
-  PyErr_Clear();
-  static PyObject* globalHooks[3] = {};
-  if (globalHooks[0] == nullptr) {
+  static PyObject* globalHooks[4] = {};
+  static bool looked = false;
+  if (!looked) {
+    looked = true;
     PyObjectRef mod = PyObjectRef::steal(PyImport_ImportModule("torch.nn.modules.module"));
-    if (mod) {
-      globalHooks[0] = PyObject_GetAttrString(mod.get(), "_global_forward_hooks");      // kept
-      globalHooks[1] = PyObject_GetAttrString(mod.get(), "_global_forward_pre_hooks");  // kept
-      globalHooks[2] = PyObject_GetAttrString(mod.get(), "_global_backward_hooks");     // kept
+    const char* names[4] = {"_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                            "_global_backward_pre_hooks"};
+    for (int i = 0; mod && i < 4; ++i) {
+      globalHooks[i] = PyObject_GetAttrString(mod.get(), names[i]);  // kept (null where absent)
+      PyErr_Clear();
     }
     PyErr_Clear();
   }
@@ -335,7 +339,8 @@ ValueRef callModule(Tracer& tr, const ValueRef& mod, std::vector<ValueRef> args,
     }();
     if (moduleGlobals != nullptr) {
       Source g = moduleGlobalsSource(moduleGlobals);
-      for (const char* h : {"_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks"}) {
+      for (const char* h : {"_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                            "_global_backward_pre_hooks"}) {
         PyObjectRef key = PyObjectRef::steal(checkPy(PyUnicode_FromString(h)));
         if (PyDict_GetItem(moduleGlobals, key.get())) ctx.guard(Source::item(g, key.get()), makeLengthCheck(0));
       }
