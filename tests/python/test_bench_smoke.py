@@ -165,3 +165,12 @@ def test_dynamic_shapes_quick_prints_json_rows():
     # aot_eager's dynamic entry AOT-compiles once per batch size (8 sizes, one AOT compile each).
     assert [r["aot_compiles"] for r in work if r["workload"] == "mlp-aot"] == [8, 8]
     assert [r["case"] for r in rows if "case" in r] == ["guard_cost_x_times_2", "guard_cost_int_branch"]
+
+
+def test_callgrind_cases_run_without_valgrind():
+    # bench/callgrind_cases.py: the workloads docs/performance.md counts instructions of.
+    for case in ("call", "resnet18"):
+        proc = subprocess.run([sys.executable, str(BENCH / "callgrind_cases.py"), case, "--trace"],
+                              capture_output=True, text=True, timeout=300, env=dict(os.environ))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stderr.startswith(f"{case}: "), proc.stderr
