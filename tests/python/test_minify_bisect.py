@@ -11,6 +11,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from minify_util import SMALL_MODEL, run  # noqa: E402
 
+# The tool names the interpreter it runs under in its commands: the build's Python (python3 on
+# stack 1, the virtual environment's python on stack 2), the one ctest runs this file with.
+PYTHON = os.path.basename(sys.executable)
+
 
 def test_accuracy_bisect_names_backend_graph_and_node(tmp_path):
     code, _, err = run("dynamo-bisect", "--accuracy", "--tol", "1e-4", "--workdir", "b",
@@ -23,7 +27,7 @@ def test_accuracy_bisect_names_backend_graph_and_node(tmp_path):
             "tolerance") in lines
     assert "dynamo-bisect: backend: aot_eager is the first backend of the ladder that fails" in lines
     assert (f"dynamo-bisect:   reproduce: DYNAMO_REPRO_AFTER=dynamo DYNAMO_REPRO_LEVEL=4 "
-            f"DYNAMO_REPRO_TOL=0.0001 DYNAMO_BISECT_BACKEND=aot_eager python3 {SMALL_MODEL} "
+            f"DYNAMO_REPRO_TOL=0.0001 DYNAMO_BISECT_BACKEND=aot_eager {PYTHON} {SMALL_MODEL} "
             f"aot_eager") in lines
     assert ("dynamo-bisect: pass: no pass of passes.def is involved (disabling all of them: "
             "still fails)") in lines
