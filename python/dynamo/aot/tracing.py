@@ -69,7 +69,7 @@ def check_inputs(examples, sources):
         if t.is_inference():
             raise Fallback(f"graph input '{name}' is an inference-mode tensor: autograd cannot trace it")
         if t.numel() and t.device.type != "meta":
-            key = (t.device, t.storage().data_ptr())
+            key = _storage_key(t)
             if key in seen:
                 raise Fallback(f"graph inputs '{seen[key]}' and '{name}' share storage: tracing clones "
                                f"would lose the aliasing")
@@ -107,7 +107,11 @@ def _clone(t):
 
 
 def _storage_key(t):
-    return (t.device, t.storage().data_ptr()) if t.numel() else None
+    if not t.numel():
+        return None
+    # torch 2.x's Tensor.storage() warns that TypedStorage is deprecated: untyped_storage() there.
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return (t.device, storage.data_ptr())
 
 
 def _flat_outputs(out):
