@@ -61,6 +61,27 @@ bool tracedEnabled(CompileContext& ctx, const std::string& device) {
   return now.find(device) != std::string::npos;
 }
 
+// Whether torch.set_autocast_cpu_dtype accepts `dtype`: autocast's constructor only warns and
+// disables itself for an unsupported CPU dtype, but its __enter__ still sets the dtype, which
+// raises on torch 1.x for anything but bfloat16. Probed (and the previous dtype restored) so that
+// the answer follows the installed torch.
+bool cpuDtypeAccepted(PyObject* dtype) {
+  static PyObject* getFn = lookup("torch", "get_autocast_cpu_dtype");
+  static PyObject* setFn = lookup("torch", "set_autocast_cpu_dtype");
+  if (getFn == nullptr || setFn == nullptr) return true;
+  PyObjectRef prev = PyObjectRef::steal(PyObject_CallNoArgs(getFn));
+  if (!prev) {
+    PyErr_Clear();
+    return true;
+  }
+  PyObjectRef r = PyObjectRef::steal(PyObject_CallOneArg(setFn, dtype));
+  const bool ok = static_cast<bool>(r);
+  PyErr_Clear();
+  PyObjectRef back = PyObjectRef::steal(PyObject_CallOneArg(setFn, prev.get()));
+  PyErr_Clear();
+  return ok;
+}
+
 // The Value of a real autocast instance: the effective settings its constructor made of its
 // arguments (a CUDA block without CUDA, or a dtype autocast does not support on the device, is
 // disabled there, with torch's warning).
@@ -77,6 +98,9 @@ ValueRef managerValue(CompileContext& ctx, PyObject* cm) {
   const std::string dev = PyUnicode_AsUTF8(device.get());
   if (dev != "cpu" && dev != "cuda")
     ctx.breakHere(BreakKind::kUnsupportedCall, "an autocast block for device '" + dev + "' (only cpu and cuda are captured)");
+  if (dev == "cpu" && !cpuDtypeAccepted(dtype.get()))
+    ctx.breakHere(BreakKind::kUnsupportedCall,
+                  "an autocast block whose dtype " + str(dtype.get()) + " torch.set_autocast_cpu_dtype rejects (its __enter__ raises)");
   auto g = std::make_shared<Value>();
   g->kind = ValueKind::kGradMode;
   g->flag = ctx.gradEnabled;
