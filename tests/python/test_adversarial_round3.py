@@ -38,6 +38,46 @@ def unused_matmul_of_mismatched_dtypes_raises():
     return fn, lambda f, i: f(x * i, w)
 
 
+@case
+def autocast_around_call_with_disabled_block():
+    # aot_eager replayed its ATen graph under the caller's autocast: the mm recorded uncast in the
+    # captured autocast(enabled=False) block was cast to bfloat16 again.
+    def fn(x, w):
+        a = x @ w
+        with torch.autocast("cpu", enabled=False):
+            b = x @ w
+            c = a.float() @ w
+        return a, b, c
+    x, w = torch.randn(3, 3), torch.randn(3, 3)
+
+    def drive(f, i):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=(i != 1)):
+            return f(x, w)
+    return fn, drive
+
+
+@case
+def autocast_around_training_call_with_disabled_block():
+    # aot_eager's joint trace ran the backward of the block's float32 mm under the caller's
+    # autocast (bfloat16 gradients); eager's backward, called outside autocast, runs it in float32.
+    lin = torch.nn.Linear(3, 3)
+
+    def fn(x):
+        h = lin(x)
+        with torch.autocast("cpu", enabled=False):
+            g = h.float() @ lin.weight
+        return (g * h).sum()
+
+    def drive(f, i):
+        lin.zero_grad(set_to_none=True)
+        x = torch.randn(2, 3, requires_grad=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = f(x)
+        loss.backward()
+        return loss, x.grad, lin.weight.grad, lin.bias.grad
+    return fn, drive
+
+
 XFAIL = {
     "unused_matmul_of_mismatched_dtypes_raises":
         "a dead op whose real kernel raises (mm of bfloat16 and float32: 'expected scalar type "
