@@ -78,6 +78,22 @@ def autocast_around_training_call_with_disabled_block():
     return fn, drive
 
 
+@case
+def reshape_of_column_slice():
+    # aot_eager traced on a contiguous copy of the strided input: the reshape became a view with
+    # the copy's strides (aten._reshape_alias) and read the slice's storage as if contiguous.
+    base = torch.arange(12.0).reshape(3, 4)
+    xs = [base[:, :3], torch.randn(3, 3), base[:, :3].t(), torch.ones(1, 3).expand(3, 3)]
+
+    def fn(x):
+        y = x.view(-1) if x.is_contiguous() else x.reshape(-1)
+        return y, x.flatten() * 2, x.stride()
+    return fn, lambda f, i: f(xs[i])
+
+
+case(calls=4)(reshape_of_column_slice)
+
+
 XFAIL = {
     "unused_matmul_of_mismatched_dtypes_raises":
         "a dead op whose real kernel raises (mm of bfloat16 and float32: 'expected scalar type "
