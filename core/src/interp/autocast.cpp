@@ -66,18 +66,24 @@ bool tracedEnabled(CompileContext& ctx, const std::string& device) {
 // raises on torch 1.x for anything but bfloat16. Probed (and the previous dtype restored) so that
 // the answer follows the installed torch.
 bool cpuDtypeAccepted(PyObject* dtype) {
-  static PyObject* getFn = lookup("torch", "get_autocast_cpu_dtype");
-  static PyObject* setFn = lookup("torch", "set_autocast_cpu_dtype");
-  if (getFn == nullptr || setFn == nullptr) return true;
-  PyObjectRef prev = PyObjectRef::steal(PyObject_CallNoArgs(getFn));
+  // torch 2.x: get/set_autocast_dtype(device, ...) (the _cpu_ forms are deprecated there).
+  static PyObject* getDev = lookup("torch", "get_autocast_dtype");
+  static PyObject* setDev = lookup("torch", "set_autocast_dtype");
+  static PyObject* getCpu = lookup("torch", "get_autocast_cpu_dtype");
+  static PyObject* setCpu = lookup("torch", "set_autocast_cpu_dtype");
+  const bool byDevice = getDev != nullptr && setDev != nullptr;
+  if (!byDevice && (getCpu == nullptr || setCpu == nullptr)) return true;
+  PyObjectRef prev = PyObjectRef::steal(byDevice ? PyObject_CallFunction(getDev, "s", "cpu") : PyObject_CallNoArgs(getCpu));
   if (!prev) {
     PyErr_Clear();
     return true;
   }
-  PyObjectRef r = PyObjectRef::steal(PyObject_CallOneArg(setFn, dtype));
-  const bool ok = static_cast<bool>(r);
+  auto set = [&](PyObject* dt) {
+    return PyObjectRef::steal(byDevice ? PyObject_CallFunction(setDev, "sO", "cpu", dt) : PyObject_CallOneArg(setCpu, dt));
+  };
+  const bool ok = static_cast<bool>(set(dtype));
   PyErr_Clear();
-  PyObjectRef back = PyObjectRef::steal(PyObject_CallOneArg(setFn, prev.get()));
+  set(prev.get());
   PyErr_Clear();
   return ok;
 }

@@ -86,7 +86,7 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
         rec["fallback"] = "the graph enters an autocast block and calls autograd: it runs on the eager runner"
         _finish(rec)
         return rec["fallback"]
-    if (context_nodes.has_autocast(gm) and (torch.is_autocast_cpu_enabled() or torch.is_autocast_enabled())
+    if (context_nodes.has_autocast(gm) and any(runtime.autocast_on())
             and torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in examples)):
         # The joint trace would run the backward under the autocast entered around the call,
         # casting the backward ops of the block's uncast ops that eager's backward runs uncast.

@@ -20,21 +20,45 @@ import torch
 __all__ = ["make_inference_fn", "make_training_fn"]
 
 
+def _autocast_api():
+    """(is_on() -> (cpu, cuda), set_on(cpu, cuda)): torch 2.x takes the device (its _cpu_ forms are
+    deprecated), torch 1.x has one function per device."""
+    try:
+        torch.is_autocast_enabled("cpu")
+    except TypeError:
+        def is_on():
+            return torch.is_autocast_cpu_enabled(), torch.is_autocast_enabled()
+
+        def set_on(cpu, gpu):
+            torch.set_autocast_cpu_enabled(cpu)
+            torch.set_autocast_enabled(gpu)
+        return is_on, set_on
+
+    def is_on():
+        return torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda")
+
+    def set_on(cpu, gpu):
+        torch.set_autocast_enabled("cpu", cpu)
+        torch.set_autocast_enabled("cuda", gpu)
+    return is_on, set_on
+
+
+autocast_on, _set_autocast_on = _autocast_api()
+
+
 def _without_autocast(fn):
     """fn run with autocast off: the trace recorded autocast's casts as explicit ops (and the ops
     of a captured autocast(enabled=False) block uncast), so the ATen graphs replay eager's dtypes
     only when no autocast around the call casts their ops again."""
     def run(*args):
-        cpu, gpu = torch.is_autocast_cpu_enabled(), torch.is_autocast_enabled()
+        cpu, gpu = autocast_on()
         if not cpu and not gpu:
             return fn(*args)
-        torch.set_autocast_cpu_enabled(False)
-        torch.set_autocast_enabled(False)
+        _set_autocast_on(False, False)
         try:
             return fn(*args)
         finally:
-            torch.set_autocast_cpu_enabled(cpu)
-            torch.set_autocast_enabled(gpu)
+            _set_autocast_on(cpu, gpu)
 
     return run
 
