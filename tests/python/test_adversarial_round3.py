@@ -122,6 +122,42 @@ def inference_flag_of_view_of_input():
     return fn, lambda f, i: f(xs[i])
 
 
+def _state():
+    return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.is_autocast_cpu_enabled())
+
+
+def _suspended_in(make_block):
+    # A generator left suspended inside a block: eager leaves the block when the dropped generator
+    # is closed; the graph entered it and never left, so the state stayed switched after the call.
+    def gen(x):
+        with make_block():
+            yield x @ x * 2
+            yield x * 3
+
+    def fn(x):
+        g = gen(x)
+        return next(g)
+
+    def drive(f, i):
+        return f(torch.randn(2, 2, requires_grad=True)), _state()
+    return fn, drive, _state
+
+
+@case
+def generator_suspended_in_autocast_block():
+    return _suspended_in(lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+
+
+@case
+def generator_suspended_in_inference_mode_block():
+    return _suspended_in(torch.inference_mode)
+
+
+@case
+def generator_suspended_in_no_grad_block():
+    return _suspended_in(torch.no_grad)
+
+
 XFAIL = {
     "inference_flag_of_view_of_input":
         "x[0].is_inference() of a view of an inference-tensor input is False when compiled: the "
