@@ -158,6 +158,19 @@ def generator_suspended_in_no_grad_block():
     return _suspended_in(torch.no_grad)
 
 
+@case
+def inference_mode_and_autocast_in_one_with():
+    # The autocast example's dtype cast was made outside the traced inference mode: the block's
+    # result read as a normal tensor (is_inference() False) although the graph makes an inference one.
+    lin = torch.nn.Linear(2, 2)
+
+    def fn(x):
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            b = lin(x)
+        return b, b.is_inference(), b.requires_grad
+    return fn, lambda f, i: f(torch.randn(1, 2))
+
+
 XFAIL = {
     "inference_flag_of_view_of_input":
         "x[0].is_inference() of a view of an inference-tensor input is False when compiled: the "

@@ -989,7 +989,10 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     checkInPlaceSizes(*this, args[i], method.empty() ? callableName(fn) : "Tensor." + method);
     return args[i];
   }
-  if (autocastReal && autocastReal.get() != res.get()) retype(res, autocastReal.get());
+  if (autocastReal && autocastReal.get() != res.get()) {
+    PyObjectRef inferenceAgain = tracedInferenceMode(*this);  // the cast example made in the traced mode
+    retype(res, autocastReal.get());
+  }
   // Factory functions (and the materialized fallback) give real tensors: bring them to meta.
   bool hasTensor = resultToMeta(res);
   if (!hasTensor && res.get() == Py_None) {
