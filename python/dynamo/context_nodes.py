@@ -13,7 +13,8 @@ as in eager:
 - the eager runner and callable backends run the nodes in order;
 - the AOT backends trace autocast blocks with ``make_fx`` while the nodes run, so autocast's casts
   are recorded as explicit ``aten._to_copy`` ops and the ATen graphs replay eager's dtypes without
-  autocast; a graph with inference-mode nodes runs on the eager runner (its results must be
+  autocast (the runtime switches off an autocast entered around the call while they run; a
+  training graph with blocks called under autocast runs on the eager runner); a graph with inference-mode nodes runs on the eager runner (its results must be
   inference tensors, which a traced graph run outside the mode would not make);
 - the fused backend runs such inference graphs on the eager runner (its kernels do not autocast).
 

@@ -61,6 +61,33 @@ bool tracedEnabled(CompileContext& ctx, const std::string& device) {
   return now.find(device) != std::string::npos;
 }
 
+// Whether torch.set_autocast_cpu_dtype accepts `dtype`: autocast's constructor only warns and
+// disables itself for an unsupported CPU dtype, but its __enter__ still sets the dtype, which
+// raises on torch 1.x for anything but bfloat16. Probed (and the previous dtype restored) so that
+// the answer follows the installed torch.
+bool cpuDtypeAccepted(PyObject* dtype) {
+  // torch 2.x: get/set_autocast_dtype(device, ...) (the _cpu_ forms are deprecated there).
+  static PyObject* getDev = lookup("torch", "get_autocast_dtype");
+  static PyObject* setDev = lookup("torch", "set_autocast_dtype");
+  static PyObject* getCpu = lookup("torch", "get_autocast_cpu_dtype");
+  static PyObject* setCpu = lookup("torch", "set_autocast_cpu_dtype");
+  const bool byDevice = getDev != nullptr && setDev != nullptr;
+  if (!byDevice && (getCpu == nullptr || setCpu == nullptr)) return true;
+  PyObjectRef prev = PyObjectRef::steal(byDevice ? PyObject_CallFunction(getDev, "s", "cpu") : PyObject_CallNoArgs(getCpu));
+  if (!prev) {
+    PyErr_Clear();
+    return true;
+  }
+  auto set = [&](PyObject* dt) {
+    return PyObjectRef::steal(byDevice ? PyObject_CallFunction(setDev, "sO", "cpu", dt) : PyObject_CallOneArg(setCpu, dt));
+  };
+  const bool ok = static_cast<bool>(set(dtype));
+  PyErr_Clear();
+  set(prev.get());
+  PyErr_Clear();
+  return ok;
+}
+
 // The Value of a real autocast instance: the effective settings its constructor made of its
 // arguments (a CUDA block without CUDA, or a dtype autocast does not support on the device, is
 // disabled there, with torch's warning).
@@ -77,6 +104,9 @@ ValueRef managerValue(CompileContext& ctx, PyObject* cm) {
   const std::string dev = PyUnicode_AsUTF8(device.get());
   if (dev != "cpu" && dev != "cuda")
     ctx.breakHere(BreakKind::kUnsupportedCall, "an autocast block for device '" + dev + "' (only cpu and cuda are captured)");
+  if (dev == "cpu" && !cpuDtypeAccepted(dtype.get()))
+    ctx.breakHere(BreakKind::kUnsupportedCall,
+                  "an autocast block whose dtype " + str(dtype.get()) + " torch.set_autocast_cpu_dtype rejects (its __enter__ raises)");
   auto g = std::make_shared<Value>();
   g->kind = ValueKind::kGradMode;
   g->flag = ctx.gradEnabled;

@@ -359,6 +359,13 @@ class Compiler : public FrameCompiler {
         if (ctx->inferenceBlocks > 0) {
           return skip(rec, "graph break inside a `with torch.inference_mode()` block (" + brk->info.detail + "); the function runs as Python");
         }
+      } else if (!ctx->autocastBlocks.empty() || ctx->inferenceBlocks > 0 || ctx->gradEnabled != initialGrad()) {
+        // Returned with a block still open (or grad mode switched): a generator suspended inside
+        // `with torch.autocast()`, `with torch.inference_mode()` or `with torch.no_grad()`. Eager leaves it when the generator is closed (when it
+        // is collected), which the graph cannot know; its enter node alone would leave the state
+        // on after the call.
+        return skip(rec, "the function returns with grad mode switched or with a `with torch.autocast(...)` or "
+                         "`with torch.inference_mode()` block of a suspended generator open; the function runs as Python");
       }
       rec.captureMs = msSince(tTrace);
       ActiveCompile active(*ctx);

@@ -989,7 +989,10 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     checkInPlaceSizes(*this, args[i], method.empty() ? callableName(fn) : "Tensor." + method);
     return args[i];
   }
-  if (autocastReal && autocastReal.get() != res.get()) retype(res, autocastReal.get());
+  if (autocastReal && autocastReal.get() != res.get()) {
+    PyObjectRef inferenceAgain = tracedInferenceMode(*this);  // the cast example made in the traced mode
+    retype(res, autocastReal.get());
+  }
   // Factory functions (and the materialized fallback) give real tensors: bring them to meta.
   bool hasTensor = resultToMeta(res);
   if (!hasTensor && res.get() == Py_None) {
@@ -1006,6 +1009,14 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     // reads the data (torch.equal, allclose, is_nonzero, __bool__, data_ptr, __repr__) would be
     // computed on stand-in tensors: a break, so it runs on the real values.
     const std::string what = method.empty() ? callableName(fn) : method;
+    // The conjugate and negative bits, and whether a frame's tensor is an inference tensor, are
+    // not on the meta examples of the frame's tensors (nor in their guards): read for real.
+    bool flagOfInput = what == "is_conj" || what == "is_neg";
+    if (what == "is_inference")
+      for (const ValueRef& a : args) flagOfInput = flagOfInput || (a->isTensor() && a->source);
+    if (anyTensorArg && flagOfInput)
+      breakHere(BreakKind::kTensorToPython,
+                "Tensor." + what + "() of a tensor from outside the graph: the flag is not on its meta example");
     if (anyTensorArg && !isMetadataQuery(what))
       breakHere(BreakKind::kTensorToPython,
                 (method.empty() ? Target::fromCallable(fn).qualifiedName() : "Tensor." + method) +

@@ -86,6 +86,14 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
         rec["fallback"] = "the graph enters an autocast block and calls autograd: it runs on the eager runner"
         _finish(rec)
         return rec["fallback"]
+    if (context_nodes.has_autocast(gm) and any(runtime.autocast_on())
+            and torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in examples)):
+        # The joint trace would run the backward under the autocast entered around the call,
+        # casting the backward ops of the block's uncast ops that eager's backward runs uncast.
+        rec["fallback"] = ("the graph has an autocast block, is called under autocast and needs autograd: "
+                           "it runs on the eager runner")
+        _finish(rec)
+        return rec["fallback"]
     if parts is not None and any(n.op != "placeholder" and n.op != "output" for n in parts[0].graph.nodes):
         return _compile_split(parts, examples, backend, function, file, line, fw_compiler, bw_compiler)
     sources = [n.meta.get("dynamo_source", n.name) for n in gm.graph.nodes if n.op == "placeholder"]

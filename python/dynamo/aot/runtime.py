@@ -20,8 +20,52 @@ import torch
 __all__ = ["make_inference_fn", "make_training_fn"]
 
 
+def _autocast_api():
+    """(is_on() -> (cpu, cuda), set_on(cpu, cuda)): torch 2.x takes the device (its _cpu_ forms are
+    deprecated), torch 1.x has one function per device."""
+    try:
+        torch.is_autocast_enabled("cpu")
+    except TypeError:
+        def is_on():
+            return torch.is_autocast_cpu_enabled(), torch.is_autocast_enabled()
+
+        def set_on(cpu, gpu):
+            torch.set_autocast_cpu_enabled(cpu)
+            torch.set_autocast_enabled(gpu)
+        return is_on, set_on
+
+    def is_on():
+        return torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda")
+
+    def set_on(cpu, gpu):
+        torch.set_autocast_enabled("cpu", cpu)
+        torch.set_autocast_enabled("cuda", gpu)
+    return is_on, set_on
+
+
+autocast_on, _set_autocast_on = _autocast_api()
+
+
+def _without_autocast(fn):
+    """fn run with autocast off: the trace recorded autocast's casts as explicit ops (and the ops
+    of a captured autocast(enabled=False) block uncast), so the ATen graphs replay eager's dtypes
+    only when no autocast around the call casts their ops again."""
+    def run(*args):
+        cpu, gpu = autocast_on()
+        if not cpu and not gpu:
+            return fn(*args)
+        _set_autocast_on(False, False)
+        try:
+            return fn(*args)
+        finally:
+            _set_autocast_on(cpu, gpu)
+
+    return run
+
+
 def make_inference_fn(fw, plan):
     n = plan.num_user_outputs
+    fw = _without_autocast(fw)
     if plan.num_fwd_outputs == n:
         return fw
 
@@ -45,6 +89,7 @@ def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
     diff_out = list(plan.diff_outputs)
     nondiff = [k for k in range(n_user) if k not in set(diff_out)]
     state = {"bw": None}
+    fw = _without_autocast(fw)
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -71,7 +116,7 @@ def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
             bw = state["bw"]
             if bw is None:
                 start = time.perf_counter()
-                bw = state["bw"] = compile_backward()
+                bw = state["bw"] = _without_autocast(compile_backward())
                 if on_backward_compiled is not None:
                     on_backward_compiled((time.perf_counter() - start) * 1e3)
             for s, v in zip(ctx.others, ctx.versions):

@@ -102,7 +102,18 @@ def decompose_like_eager(device_type):
 
 
 def _clone(t):
-    c = t.detach().clone(memory_format=torch.preserve_format)
+    """A copy with t's strides: make_fx records a reshape of a contiguous example as a view
+    (aten._reshape_alias with its strides), wrong on the real, strided input (a column slice)."""
+    d = t.detach()
+    c = d.clone(memory_format=torch.preserve_format)
+    if c.stride() != d.stride() and d.numel():
+        c = torch.empty_strided(d.size(), d.stride(), dtype=d.dtype, device=d.device)
+        if torch._debug_has_internal_overlap(c) == 0:
+            c.copy_(d)
+        else:  # overlapping strides (expand): the spanned storage copied, viewed the same way
+            extent = 1 + sum((n - 1) * st for n, st in zip(d.size(), d.stride()))
+            span = d.as_strided((extent,), (1,), d.storage_offset()).clone()
+            c = span.as_strided(d.size(), d.stride(), 0)
     return c.requires_grad_(True) if t.requires_grad else c
 
 
