@@ -668,6 +668,34 @@ PyObject* runnerVectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
   return runner.run(args, static_cast<size_t>(PyVectorcall_NARGS(nargsf)));  // new ref or NULL
 }
 
+// run_owned(inputs: list): empties the list, taking its references, and frees each input right
+// after its last use (core::GraphRunner::runOwned).
+PyObject* runnerRunOwned(PyObject* self, PyObject* list) {
+  if (!PyList_CheckExact(list)) {
+    PyErr_SetString(PyExc_TypeError, "run_owned() takes a list of the inputs, which it empties");
+    return nullptr;
+  }
+  Py_ssize_t n = PyList_GET_SIZE(list);
+  std::vector<PyObject*> inputs(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    inputs[size_t(i)] = PyList_GET_ITEM(list, i);
+    Py_INCREF(inputs[size_t(i)]);  // ours now; the list lets go of its own below
+  }
+  if (PyList_SetSlice(list, 0, n, nullptr) < 0) {
+    for (PyObject* o : inputs) Py_DECREF(o);
+    return nullptr;
+  }
+  const core::GraphRunner& runner = *reinterpret_cast<RunnerObject*>(self)->runner;
+  return runner.runOwned(inputs.data(), inputs.size());  // steals the inputs; new ref or NULL
+}
+
+PyMethodDef runnerMethods[] = {
+    {"run_owned", runnerRunOwned, METH_O,
+     "run_owned(inputs: list) -> output structure: runs the graph on the list's items, emptying "
+     "the list, and frees each input right after its last use"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
 void runnerDealloc(PyObject* self) {
   delete reinterpret_cast<RunnerObject*>(self)->runner;
   PyObject_Free(self);
@@ -690,11 +718,24 @@ PyObject* runnerGetLastUses(PyObject* self, void*) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
+PyObject* runnerGetInputLastUses(PyObject* self, void*) {
+  DYNAMO_PY_TRY
+  std::vector<Arg> uses;
+  for (int u : reinterpret_cast<RunnerObject*>(self)->runner->inputLastUses()) {
+    uses.push_back(Arg::integer(u));
+  }
+  return core::constantToPython(Arg::list(std::move(uses))).release();
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 PyGetSetDef runnerGetSet[] = {
     {"graph", runnerGetGraph, nullptr, "the graph this runner executes", nullptr},
     {"input_count", runnerGetInputCount, nullptr, "number of inputs", nullptr},
     {"last_uses", runnerGetLastUses, nullptr,
      "per slot (inputs, then body nodes): the step after which it is freed; -1 for inputs",
+     nullptr},
+    {"input_last_uses", runnerGetInputLastUses, nullptr,
+     "per input: the step after which run_owned() frees it; -1: unused, freed before the first",
      nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
@@ -750,6 +791,7 @@ int readyTypes() {
   RunnerType.tp_vectorcall_offset = offsetof(RunnerObject, vectorcall);
   RunnerType.tp_call = PyVectorcall_Call;
   RunnerType.tp_getset = runnerGetSet;
+  RunnerType.tp_methods = runnerMethods;
 
   for (PyTypeObject* t : {&NodeType, &BuilderType, &GraphType, &RunnerType}) {
     // What PyVarObject_HEAD_INIT would set: one reference, owned by this static storage.

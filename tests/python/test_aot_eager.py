@@ -555,3 +555,59 @@ def test_forward_and_backward_compilers_plug_in():
     assert seen == [("forward", ["aten::addmm", "aten::t"])]
     out.sum().backward()
     assert seen[1][0] == "backward" and lin.weight.grad is not None
+
+
+def _step_peak_bytes(step):
+    """Peak of the running sum of the allocations and frees the profiler records during step()
+    (deterministic on CPU: the same ops in the same order allocate the same sizes)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
+                    key=lambda e: e.start_ns() if hasattr(e, "start_ns") else e.start_us() * 1000)
+    live = peak = 0
+    for e in events:
+        live += e.nbytes()
+        peak = max(peak, live)
+    return peak
+
+
+def test_backward_frees_each_saved_value_after_its_last_use_as_eager():
+    # Each layer saves 1 MiB activations; eager autograd frees them one by one as the backward
+    # goes down the layers. The compiled backward must not hold them all until it returns. (The
+    # save-all partition: the min-cut would save only x and w here and recompute the rest.)
+    def f(x, w):
+        for _ in range(6):
+            x = torch.sin(x * w)
+        return x
+
+    torch.manual_seed(0)
+    x, w = torch.randn(512, 512), torch.randn(512, 512, requires_grad=True)
+    c = dynamo.optimize("aot_eager_default_partitioner")(f)
+    c(x, w).sum().backward()  # compiles the forward and the backward
+    w.grad = None
+    eager = _step_peak_bytes(lambda: f(x, w).sum().backward())
+    g_eager, w.grad = w.grad, None
+    compiled = _step_peak_bytes(lambda: c(x, w).sum().backward())
+    assert torch.equal(w.grad, g_eager)
+    assert _last()["fallback"] is None and len(_last()["saved"]) >= 6
+    assert compiled <= eager, (compiled, eager)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "aot_eager_default_partitioner"])
+def test_retain_graph_keeps_the_saved_values_for_a_second_backward(backend):
+    torch.manual_seed(0)
+    m = _cnn()
+    m2 = copy.deepcopy(m)
+    c = dynamo.compile(m2, backend=backend)
+    x = torch.randn(2, 3, 8, 8)
+    y, y2 = m(x).square().sum(), c(x).square().sum()
+    for _ in range(2):
+        y.backward(retain_graph=True)
+        y2.backward(retain_graph=True)
+    _assert_same_state(m, m2)
+    y.backward()
+    y2.backward()
+    _assert_same_state(m, m2)
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        y2.backward()

@@ -754,6 +754,52 @@ def test_runner_frees_intermediates_after_last_use():
     assert seen["big"]() is None
 
 
+def test_runner_run_owned_frees_inputs_after_last_use():
+    seen = {}
+
+    def probe(t):
+        seen["a_alive"] = seen["a"]() is not None
+        seen["b_alive"] = seen["b"]() is not None
+        return t
+
+    b = G.GraphBuilder()
+    a = b.placeholder("a")
+    bb = b.placeholder("b")
+    b.placeholder("unused")
+    s = b.call_function(torch.sum, (a,))
+    p = b.call_function(probe, (s,))
+    out = b.call_function(torch.add, (p, bb))
+    b.output(out)
+    runner = b.build().runner()
+    assert runner.input_last_uses == [0, 2, -1]
+    args = [torch.ones(1000), torch.ones(3), torch.zeros(2)]
+    seen["a"], seen["b"] = weakref.ref(args[0]), weakref.ref(args[1])
+    unused = weakref.ref(args[2])
+    result = runner.run_owned(args)
+    assert args == []  # the runner took the list's references
+    assert seen["a_alive"] is False and seen["b_alive"] is True
+    assert seen["b"]() is None and unused() is None
+    assert result.tolist() == [1001.0] * 3
+    # the plain call borrows its inputs: they live on
+    kept = torch.ones(1000)
+    runner(kept, torch.ones(3), torch.zeros(2))
+    assert kept.sum().item() == 1000.0
+
+
+def test_runner_run_owned_errors():
+    b = G.GraphBuilder()
+    x = b.placeholder("x")
+    b.output(b.call_function(torch.neg, (x,)))
+    runner = b.build().runner()
+    with pytest.raises(TypeError, match="run_owned\\(\\) takes a list of the inputs, which it empties"):
+        runner.run_owned((torch.ones(1),))
+    args = [torch.ones(1), torch.ones(1)]
+    first = weakref.ref(args[0])
+    with pytest.raises(TypeError, match="the graph takes 1 inputs but 2 were given"):
+        runner.run_owned(args)
+    assert args == [] and first() is None
+
+
 def test_runner_releases_everything_when_a_node_fails():
     seen = {}
 

@@ -1,7 +1,8 @@
 // GraphRunner (graph_runner.h): plans a graph once, then runs it with vectorcall.
 //
 // Plan, made at construction:
-//   slots    0..I-1 are the inputs (borrowed from the caller, never freed);
+//   slots    0..I-1 are the inputs (borrowed from the caller by run(), never freed; owned by
+//            runOwned(), freed after their last use, unused ones before the first step);
 //            I..I+B-1 the results of the B body nodes (owned; freed after their last use).
 //   steps    one per body node: the callable (or method name), where each argument comes from
 //            (a constant made once, a slot, or a container built per call from slots), the
@@ -58,6 +59,7 @@ struct Step {
   PyObject* kwnames = nullptr;   ///< borrowed from Plan::constants; NULL without kwargs
   int resultSlot = -1;
   std::vector<int> freeAfter;    ///< slots whose last use is this step
+  std::vector<int> freeInputsAfter;  ///< input slots whose last use is this step (runOwned)
   size_t builtCount = 0;         ///< how many args are kBuilt
 };
 
@@ -94,6 +96,8 @@ struct GraphRunner::Plan {
   std::vector<PyObjectRef> constants;  ///< owns every constant, method name and kwnames tuple
   std::unordered_map<const Node*, int> slotOf;
   std::vector<int> lastUse;            ///< per slot; -1 for inputs
+  std::vector<int> inputLastUse;       ///< per input slot; -1 when unused
+  std::vector<int> unusedInputs;       ///< runOwned frees them before the first step
 
   ArgSource sourceOf(const Arg& arg) {
     ArgSource s;
@@ -113,7 +117,11 @@ struct GraphRunner::Plan {
   void noteUses(const Arg& arg, int step) {
     arg.forEachNode([&](const NodeRef& n) {
       int slot = slotOf.at(n.get());
-      if (static_cast<size_t>(slot) >= inputCount) lastUse[slot] = std::max(lastUse[slot], step);
+      if (static_cast<size_t>(slot) >= inputCount) {
+        lastUse[slot] = std::max(lastUse[slot], step);
+      } else {
+        inputLastUse[slot] = std::max(inputLastUse[slot], step);
+      }
     });
   }
 
@@ -160,6 +168,7 @@ GraphRunner::GraphRunner(Graph graph) : graph_(std::move(graph)), plan_(std::mak
   p.inputCount = graph_.inputs().size();
   p.slotCount = p.inputCount + graph_.body().size();
   p.lastUse.assign(p.slotCount, -1);
+  p.inputLastUse.assign(p.inputCount, -1);
   int slot = 0;
   for (const NodeRef& n : graph_.inputs()) p.slotOf[n.get()] = slot++;
   for (const NodeRef& n : graph_.body()) p.slotOf[n.get()] = slot++;
@@ -177,6 +186,14 @@ GraphRunner::GraphRunner(Graph graph) : graph_(std::move(graph)), plan_(std::mak
   for (size_t s = p.inputCount; s < p.slotCount; ++s) {
     if (p.lastUse[s] < end) p.steps[static_cast<size_t>(p.lastUse[s])].freeAfter.push_back(int(s));
   }
+  for (size_t s = 0; s < p.inputCount; ++s) {
+    int use = p.inputLastUse[s];
+    if (use < 0) {
+      p.unusedInputs.push_back(int(s));
+    } else if (use < end) {
+      p.steps[static_cast<size_t>(use)].freeInputsAfter.push_back(int(s));
+    }
+  }
 }
 
 GraphRunner::~GraphRunner() = default;
@@ -185,21 +202,39 @@ size_t GraphRunner::inputCount() const { return plan_->inputCount; }
 
 std::vector<int> GraphRunner::lastUses() const { return plan_->lastUse; }
 
+std::vector<int> GraphRunner::inputLastUses() const { return plan_->inputLastUse; }
+
 PyObject* GraphRunner::run(PyObject* const* inputs, size_t count, size_t* failedAt) const {
+  return execute(inputs, count, /*owned=*/false, failedAt);
+}
+
+PyObject* GraphRunner::runOwned(PyObject* const* inputs, size_t count, size_t* failedAt) const {
+  return execute(inputs, count, /*owned=*/true, failedAt);
+}
+
+PyObject* GraphRunner::execute(PyObject* const* inputs, size_t count, bool owned,
+                               size_t* failedAt) const {
   const Plan& p = *plan_;
   if (count != p.inputCount) {
+    if (owned) {
+      for (size_t i = 0; i < count; ++i) Py_XDECREF(inputs[i]);
+    }
     PyErr_Format(PyExc_TypeError, "the graph takes %zu inputs but %zu were given",
                  p.inputCount, count);
     return nullptr;
   }
   SmallBuffer<PyObject*, kStackSlots> slots(p.slotCount);
-  std::copy(inputs, inputs + count, slots.data());  // borrowed refs
+  std::copy(inputs, inputs + count, slots.data());  // borrowed refs, or owned ones (runOwned)
+  const size_t firstOwned = owned ? 0 : p.inputCount;
   SmallBuffer<PyObject*, 16> argv(p.maxArgs + 1);   // argv[0] is scratch for the callee
   SmallBuffer<PyObject*, 8> built(p.maxBuilt);      // new refs, released after each call
   NodeValueFn valueOf = [&](const NodeRef& n) { return slots[size_t(p.slotOf.at(n.get()))]; };
   auto releaseSlots = [&] {
-    for (size_t s = p.inputCount; s < p.slotCount; ++s) Py_CLEAR(slots[s]);
+    for (size_t s = firstOwned; s < p.slotCount; ++s) Py_CLEAR(slots[s]);
   };
+  if (owned) {
+    for (int s : p.unusedInputs) Py_CLEAR(slots[size_t(s)]);
+  }
 
   for (size_t stepIndex = 0; stepIndex < p.steps.size(); ++stepIndex) {
     const Step& step = p.steps[stepIndex];
@@ -236,6 +271,9 @@ PyObject* GraphRunner::run(PyObject* const* inputs, size_t count, size_t* failed
     }
     slots[size_t(step.resultSlot)] = result;  // owned by the slot
     for (int s : step.freeAfter) Py_CLEAR(slots[size_t(s)]);
+    if (owned) {
+      for (int s : step.freeInputsAfter) Py_CLEAR(slots[size_t(s)]);
+    }
   }
 
   PyObject* out = nullptr;  // new ref

@@ -8,7 +8,10 @@
                              non-differentiable
                    backward: compiles the backward graph on first use (bw_compiler), then
                              bw(*saved, *contiguous grads of differentiable outputs) -> one grad
-                             per input (None where none)
+                             per input (None where none); on the graph runner the arguments are
+                             handed over (run_owned) after autograd drops its saved references
+                             (maybe_clear_saved_tensors; kept under retain_graph=True), and each
+                             is freed right after its last use in the backward graph
 
 Autograd calls the backward as one node. The backward cannot itself be differentiated:
 create_graph=True (double backward) raises an error that names the compiled function.
@@ -83,6 +86,13 @@ def _double_backward_error(plan):
         f"dynamo.disable, when you need higher-order gradients")
 
 
+def _unpack_saved(ctx):
+    """The saved values in the backward graph's order, as a new list (no other local references)."""
+    tensors = iter(ctx.saved_tensors)
+    others = iter(ctx.others)
+    return [next(tensors) if is_t else next(others) for is_t in ctx.layout]
+
+
 def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
     """fw: the forward callable; compile_backward(): the backward callable, called once, lazily."""
     n_user, n_fwd = plan.num_user_outputs, plan.num_fwd_outputs
@@ -126,11 +136,16 @@ def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
                         f"inplace operation: [{s.type()} {list(s.shape)}] is at version {s._version}; "
                         f"expected version {v} instead (a parameter saved for the backward of the "
                         f"compiled graph of '{plan.function}', {plan.where})")
-            tensors = iter(ctx.saved_tensors)
-            others = iter(ctx.others)
-            saved = [next(tensors) if is_t else next(others) for is_t in ctx.layout]
-            tangents = [grads[k].contiguous() for k in diff_out]
-            return tuple(bw(*saved, *tangents))
+            args = _unpack_saved(ctx)
+            args += [grads[k].contiguous() for k in diff_out]
+            run_owned = getattr(bw, "run_owned", None)
+            if run_owned is None:  # another backward compiler: it borrows its inputs
+                return tuple(bw(*args))
+            # Hand the saved values over: autograd drops its references now (unless the graph is
+            # retained: retain_graph=True), the runner frees each one after its last use, as
+            # eager autograd frees a saved tensor once its backward node has run.
+            ctx.maybe_clear_saved_tensors()
+            return tuple(run_owned(args))
 
     CompiledFunction.__name__ = f"CompiledFunction_{plan.function.replace('.', '_')}"
 

@@ -32,16 +32,25 @@ class GraphRunner {
   /// `failedAt` is given and a node raised, *failedAt is that node's index in the body.
   PyObject* run(PyObject* const* inputs, size_t count, size_t* failedAt = nullptr) const;
 
+  /// Like run(), but takes ownership of the `count` inputs (new refs, stolen whatever happens) and
+  /// frees each one right after its last use, as eager autograd frees a saved tensor once the
+  /// node that needed it has run. The AOT backward uses it (python/dynamo/aot/runtime.py): its
+  /// saved values are handed over and die as soon as the backward graph no longer needs them.
+  PyObject* runOwned(PyObject* const* inputs, size_t count, size_t* failedAt = nullptr) const;
+
   /// Number of graph inputs.
   size_t inputCount() const;
   /// The graph this runner executes.
   const Graph& graph() const { return graph_; }
   /// For tests and the README: after which step each slot is freed (slot -> step index; the
-  /// output step is body().size()). Input slots are never freed (the caller owns them): -1.
+  /// output step is body().size()). Input slots are never freed by run() (the caller owns them): -1.
   std::vector<int> lastUses() const;
+  /// For tests: after which step runOwned() frees each input (-1: before the first step, unused).
+  std::vector<int> inputLastUses() const;
 
  private:
   struct Plan;
+  PyObject* execute(PyObject* const* inputs, size_t count, bool owned, size_t* failedAt) const;
   Graph graph_;
   std::unique_ptr<Plan> plan_;
 };
