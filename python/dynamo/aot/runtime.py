@@ -52,17 +52,24 @@ autocast_on, _set_autocast_on = _autocast_api()
 def _without_autocast(fn):
     """fn run with autocast off: the trace recorded autocast's casts as explicit ops (and the ops
     of a captured autocast(enabled=False) block uncast), so the ATen graphs replay eager's dtypes
-    only when no autocast around the call casts their ops again."""
-    def run(*args):
+    only when no autocast around the call casts their ops again. A graph runner's owning call
+    (run_owned, which frees the saved values after their last use) is kept, wrapped the same way."""
+    def off(f, *args):
         cpu, gpu = autocast_on()
         if not cpu and not gpu:
-            return fn(*args)
+            return f(*args)
         _set_autocast_on(False, False)
         try:
-            return fn(*args)
+            return f(*args)
         finally:
             _set_autocast_on(cpu, gpu)
 
+    def run(*args):
+        return off(fn, *args)
+
+    owned = getattr(fn, "run_owned", None)
+    if owned is not None:
+        run.run_owned = lambda args: off(owned, args)
     return run
 
 
