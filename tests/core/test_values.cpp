@@ -32,3 +32,19 @@ TEST_CASE("as<T>() on a value of another kind is an internal error naming both k
   relabelled.kind = ValueKind::kCell;
   CHECK_THROWS_AS(relabelled.as<CellData>(), dynamo::InternalError);
 }
+
+TEST_CASE("a grad-mode manager carries its role and modes, read through as<GradModeData>()", "[values]") {
+  ValueRef exit = makeGradMode({GradModeData::Role::kInferenceExit, true, false});
+  CHECK(exit->kind == ValueKind::kGradMode);
+  const GradModeData& data = exit->as<GradModeData>();
+  CHECK(data.role == GradModeData::Role::kInferenceExit);
+  CHECK(data.mode);
+  CHECK_FALSE(data.restore);
+  try {
+    makeCell(nullptr, 0)->as<GradModeData>();
+    FAIL("as<GradModeData>() accepted a cell");
+  } catch (const dynamo::InternalError& e) {
+    CHECK(std::string(e.what()).find("a cell value used as a grad-mode context manager") != std::string::npos);
+  }
+  CHECK_THROWS_AS(exit->as<CellData>(), dynamo::InternalError);
+}

@@ -1207,12 +1207,13 @@ void Tracer::doImportName(int nameIndex) {
 void Tracer::doBeforeWith() {
   ValueRef mgr = pop();
   if (ValueRef cm = autocastManagerOf(ctx_, mgr)) mgr = cm;  // @torch.autocast(...)'s wrapper
-  if (mgr->kind == ValueKind::kGradMode && mgr->name == "autocast") {
+  using Role = GradModeData::Role;
+  if (mgr->kind == ValueKind::kGradMode && mgr->as<GradModeData>().role == Role::kAutocast) {
     push(enterAutocast(ctx_, mgr));
     push(makeConst(Py_None));
     return;
   }
-  if (mgr->kind == ValueKind::kGradMode && mgr->name == "inference_mode") {
+  if (mgr->kind == ValueKind::kGradMode && mgr->as<GradModeData>().role == Role::kInferenceMode) {
     push(enterInferenceMode(ctx_, mgr));
     push(makeConst(Py_None));
     return;
@@ -1220,25 +1221,21 @@ void Tracer::doBeforeWith() {
   if (mgr->kind != ValueKind::kGradMode)
     ctx_.breakHere(BreakKind::kUnsupported, "`with` on " + describe(*mgr));
   // Push the __exit__ callable (restores the previous mode) and the __enter__ result.
-  ValueRef exit = std::make_shared<Value>();
-  exit->kind = ValueKind::kGradMode;
-  exit->name = "__exit__";
-  if (mgr->name == "no-op") {  // nullcontext(), record_function(name): nothing on entry or exit
-    exit->name = "__noop_exit__";
-    push(exit);
+  const GradModeData& gm = mgr->as<GradModeData>();
+  if (gm.role == Role::kNoOp) {  // nullcontext(), record_function(name): nothing on entry or exit
+    push(makeGradMode({Role::kNoOpExit, false}));
     push(makeConst(Py_None));
     return;
   }
-  if (mgr->name == "set_grad_enabled") {
+  if (gm.role == Role::kSetGradEnabled) {
     // Already switched by the constructor; __exit__ restores the mode from before it.
-    exit->flag = mgr->index == 1;
-    push(exit);
+    push(makeGradMode({Role::kExit, gm.restore}));
     push(makeConst(Py_None));
     return;
   }
-  exit->flag = ctx_.gradEnabled;
+  ValueRef exit = makeGradMode({Role::kExit, ctx_.gradEnabled});
   ValueRef enterFn = std::make_shared<Value>(*mgr);
-  enterFn->name = "__enter__";
+  enterFn->as<GradModeData>().role = Role::kEnter;
   push(exit);
   push(callValue(*this, enterFn, {}, {}));
 }

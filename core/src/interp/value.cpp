@@ -176,4 +176,11 @@ ValueRef makeCell(std::shared_ptr<CellBox> box, int slot) {
   return v;
 }
 
+ValueRef makeGradMode(GradModeData data) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kGradMode;
+  v->data = data;
+  return v;
+}
+
 }  // namespace dynamo::core::interp

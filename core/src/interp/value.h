@@ -19,7 +19,8 @@
 //   kTensorAttr tensor method not yet called: x.view      self (tensor), name
 //   kCell       a cell (closure variable)                 as<CellData>(): box, slot
 //   kIterator   iterator over a known sequence            items (or self: a live list), index
-//   kGradMode   torch.no_grad()/enable_grad() object     flag
+//   kGradMode   a grad-mode/autocast/inference-mode      as<GradModeData>(): role, mode, restore;
+//               manager, or its __enter__/__exit__        obj (autocast: the torch.autocast object)
 //   kLazy       a root-frame value not looked at yet      obj (the object), source
 //   kSymInt     a Python int known only symbolically       symInt (expression), node (its run-time
 //               (dynamic shapes, sym_values.cpp)           value in the graph), obj (example), source
@@ -29,7 +30,7 @@
 // Kind data (migration in progress, docs/capture.md "Value kinds"): a kind whose fields mean
 // nothing to the others keeps them in a struct of its own inside `data` (a std::variant), read
 // through as<T>(), which checks the kind; a value is made with its data (makeCell). Kinds moved
-// so far: kCell (CellData). The others still use the shared fields below, each commented with
+// so far: kCell (CellData), kGradMode (GradModeData). The others still use the shared fields below, each commented with
 // the kinds that read it; moving one kind is one struct, one variant alternative and its sites.
 //
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
@@ -91,12 +92,34 @@ struct CellData {
   int slot = -1;                 ///< the frame's local slot that holds the cell
 };
 
+/// kGradMode's data: a context manager the tracer enters and leaves itself (torch.no_grad(),
+/// enable_grad(), set_grad_enabled(mode), a manager that changes nothing, torch.autocast(...),
+/// torch.inference_mode(mode)), or the __enter__ / __exit__ callable a `with` pushes for one.
+struct GradModeData {
+  enum class Role {
+    kGradMode,        ///< no_grad() / enable_grad(): sets `mode` on entry
+    kNoOp,            ///< nullcontext(), record_function(...), autocast that changes nothing
+    kSetGradEnabled,  ///< set_grad_enabled(mode): switched already; `restore` is the mode before
+    kAutocast,        ///< torch.autocast(...): the Value's obj is the autocast object
+    kInferenceMode,   ///< inference_mode(mode): `mode` is the inference mode it sets
+    kEnter,           ///< a grad-mode manager's __enter__: sets grad mode `mode`
+    kExit,            ///< a grad-mode manager's __exit__: restores grad mode `mode`
+    kNoOpExit,        ///< a no-op manager's __exit__
+    kAutocastExit,    ///< an autocast block's __exit__
+    kInferenceExit,   ///< an inference-mode block's __exit__: grad mode `mode`, inference mode `restore`
+  };
+  Role role = Role::kGradMode;
+  bool mode = false;     ///< the grad (kInferenceMode: inference) mode it sets or restores
+  bool restore = false;  ///< kSetGradEnabled: grad mode to restore; kInferenceExit: inference mode to restore
+};
+
 /// The kind-specific data of a Value: std::monostate for the kinds not moved yet.
-using KindData = std::variant<std::monostate, CellData>;
+using KindData = std::variant<std::monostate, CellData, GradModeData>;
 
 /// The kind a KindData alternative belongs to.
 template <typename T> struct KindOf;
 template <> struct KindOf<CellData> { static constexpr ValueKind kind = ValueKind::kCell; };
+template <> struct KindOf<GradModeData> { static constexpr ValueKind kind = ValueKind::kGradMode; };
 
 /// A kind's name for messages ("cell", "tensor").
 const char* valueKindName(ValueKind kind);
@@ -118,7 +141,7 @@ struct Value {
   std::vector<std::shared_ptr<CellBox>> closure;  ///< kFunction: closure cells
   ValueRef kwdefaults;           ///< kFunction: kw-only defaults (a kDict) or null
   size_t index = 0;              ///< kIterator: next position
-  bool flag = false;             ///< kGradMode: the grad mode it sets
+  bool flag = false;             ///< kSymFloat: known to be a finite float (sym_values.cpp)
   bool mutated = false;          ///< kList/kDict with a source: changed during tracing
   bool idGuarded = false;        ///< kObject: its identity is guarded (ID_MATCH on its source)
   ValueRef watched;              ///< kIterator over a dict: the dict, whose size must not change
@@ -182,6 +205,8 @@ ValueRef makeSlice(ValueRef start, ValueRef stop, ValueRef step);
 ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Source source = {});
 /// A cell in local `slot`, sharing `box` (a new, empty box when null).
 ValueRef makeCell(std::shared_ptr<CellBox> box, int slot);
+/// A grad-mode manager or its __enter__/__exit__ (see GradModeData).
+ValueRef makeGradMode(GradModeData data);
 /// A root-frame object not wrapped yet (see kLazy). `o` is borrowed.
 ValueRef makeLazy(PyObject* o, Source source);
 
