@@ -48,3 +48,19 @@ TEST_CASE("a grad-mode manager carries its role and modes, read through as<GradM
   }
   CHECK_THROWS_AS(exit->as<CellData>(), dynamo::InternalError);
 }
+
+TEST_CASE("an iterator over a list is live; over anything else it walks a snapshot", "[values]") {
+  ValueRef list = makeList({makeNull()});
+  ValueRef live = makeIterator(list, {});
+  CHECK(live->as<IteratorData>().list == list);
+  CHECK(live->as<IteratorData>().position == 0);
+  CHECK_FALSE(live->as<IteratorData>().lazy);
+  list->items.push_back(makeNull());  // the loop appends: the iterator sees it
+  CHECK(iteratorItems(*live).size() == 2);
+  ValueRef tuple = makeTuple({makeNull()});
+  ValueRef snap = makeIterator(tuple, tuple->items);
+  CHECK_FALSE(snap->as<IteratorData>().list);
+  tuple->items.push_back(makeNull());
+  CHECK(iteratorItems(*snap).size() == 1);
+  CHECK_THROWS_AS(list->as<IteratorData>(), dynamo::InternalError);
+}

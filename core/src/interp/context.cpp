@@ -1038,7 +1038,8 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
       return keys;
     }
     case ValueKind::kIterator: {
-      if (v->lazy) {  // a generator runs to its end now
+      IteratorData& data = v->as<IteratorData>();
+      if (data.lazy) {  // a generator runs to its end now
         std::vector<ValueRef> rest;
         ValueRef item;
         while (nextItem(v, &item)) rest.push_back(item);
@@ -1046,8 +1047,8 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
       }
       // Consuming an iterator advances it, as in Python (list(it), for x in it, zip(it, ...)).
       const std::vector<ValueRef>& items = iteratorItems(*v);
-      std::vector<ValueRef> rest(items.begin() + std::min(v->index, items.size()), items.end());
-      v->index = std::max(v->index, items.size());
+      std::vector<ValueRef> rest(items.begin() + std::min(data.position, items.size()), items.end());
+      data.position = std::max(data.position, items.size());
       return rest;
     }
     case ValueKind::kConst: {

@@ -1435,7 +1435,8 @@ void Tracer::doForIter(const bc::Instruction& ins) {
   ValueRef& it = top();
   if (it->kind != ValueKind::kIterator)
     ctx_.breakHere(BreakKind::kUnsupported, "for loop over " + describe(*it));
-  if (it->watched && it->watched->keys.size() != it->watchedSize)
+  const IteratorData& data = it->as<IteratorData>();
+  if (data.watched && data.watched->keys.size() != data.watchedSize)
     ctx_.breakHere(BreakKind::kException, "dictionary changed size during iteration");
   ValueRef item;
   if (nextItem(it, &item)) {  // a generator runs to its next yield now (call_constructs.h)
@@ -1468,7 +1469,8 @@ void Tracer::doSend(const bc::Instruction& ins) {
     push(std::move(item));
     return;
   }
-  ValueRef ret = receiver->lazy && receiver->lazy->returned ? receiver->lazy->returned : makeConst(Py_None);
+  const std::shared_ptr<LazyIterator>& lazy = receiver->as<IteratorData>().lazy;
+  ValueRef ret = lazy && lazy->returned ? lazy->returned : makeConst(Py_None);
 #if PY_VERSION_HEX >= 0x030C0000
   push(std::move(ret));  // [receiver, value]: END_SEND (the target) drops the receiver
 #else

@@ -60,20 +60,34 @@ ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Sourc
 ValueRef makeIterator(const ValueRef& v, std::vector<ValueRef> snapshot) {
   auto it = std::make_shared<Value>();
   it->kind = ValueKind::kIterator;
+  IteratorData data;
   if (v && v->kind == ValueKind::kList) {
-    it->self = v;
+    data.list = v;
   } else {
     it->items = std::move(snapshot);
   }
   // Python raises if a dict (or a set made in the trace, whose keys are its members) changes size.
   if (v && (v->kind == ValueKind::kDict || (v->kind == ValueKind::kObject && v->name == "__made_in_trace__"))) {
-    it->watched = v;
-    it->watchedSize = v->keys.size();
+    data.watched = v;
+    data.watchedSize = v->keys.size();
   }
+  it->data = std::move(data);
   return it;
 }
 
-const std::vector<ValueRef>& iteratorItems(const Value& it) { return it.self ? it.self->items : it.items; }
+const std::vector<ValueRef>& iteratorItems(const Value& it) {
+  const IteratorData& data = it.as<IteratorData>();
+  return data.list ? data.list->items : it.items;
+}
+
+ValueRef makeLazyIterator(std::shared_ptr<LazyIterator> lazy) {
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  IteratorData data;
+  data.lazy = std::move(lazy);
+  it->data = std::move(data);
+  return it;
+}
 
 ValueRef makeLazy(PyObject* o, Source source) {
   auto v = std::make_shared<Value>();

@@ -18,7 +18,8 @@
 //   kMethod     bound method: self + function             self, obj (function)
 //   kTensorAttr tensor method not yet called: x.view      self (tensor), name
 //   kCell       a cell (closure variable)                 as<CellData>(): box, slot
-//   kIterator   iterator over a known sequence            items (or self: a live list), index
+//   kIterator   iterator over a known sequence, or       items (a snapshot), as<IteratorData>():
+//               pulled lazily                             the live list, position, watched dict, lazy
 //   kGradMode   a grad-mode/autocast/inference-mode      as<GradModeData>(): role, mode, restore;
 //               manager, or its __enter__/__exit__        obj (autocast: the torch.autocast object)
 //   kLazy       a root-frame value not looked at yet      obj (the object), source
@@ -30,7 +31,7 @@
 // Kind data (migration in progress, docs/capture.md "Value kinds"): a kind whose fields mean
 // nothing to the others keeps them in a struct of its own inside `data` (a std::variant), read
 // through as<T>(), which checks the kind; a value is made with its data (makeCell). Kinds moved
-// so far: kCell (CellData), kGradMode (GradModeData). The others still use the shared fields below, each commented with
+// so far: kCell (CellData), kGradMode (GradModeData), kIterator (IteratorData). The others still use the shared fields below, each commented with
 // the kinds that read it; moving one kind is one struct, one variant alternative and its sites.
 //
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
@@ -113,13 +114,27 @@ struct GradModeData {
   bool restore = false;  ///< kSetGradEnabled: grad mode to restore; kInferenceExit: inference mode to restore
 };
 
+struct LazyIterator;  // call_constructs.h
+
+/// kIterator's data. An iterator over known items walks the Value's `items` (a snapshot) or,
+/// over a list, the list itself (live: it sees items the loop appends or removes); a lazy one
+/// pulls its items on demand (a generator being traced, or zip/enumerate/map/filter over one).
+struct IteratorData {
+  ValueRef list;          ///< the list a live iterator walks; null otherwise
+  size_t position = 0;    ///< the next item's position (iterators over known items)
+  ValueRef watched;       ///< an iterator over a dict (or a set made in the trace): the dict, whose
+  size_t watchedSize = 0; ///< size (its size when iteration began) must not change
+  std::shared_ptr<LazyIterator> lazy;  ///< a lazy iterator's source (call_constructs.h); null otherwise
+};
+
 /// The kind-specific data of a Value: std::monostate for the kinds not moved yet.
-using KindData = std::variant<std::monostate, CellData, GradModeData>;
+using KindData = std::variant<std::monostate, CellData, GradModeData, IteratorData>;
 
 /// The kind a KindData alternative belongs to.
 template <typename T> struct KindOf;
 template <> struct KindOf<CellData> { static constexpr ValueKind kind = ValueKind::kCell; };
 template <> struct KindOf<GradModeData> { static constexpr ValueKind kind = ValueKind::kGradMode; };
+template <> struct KindOf<IteratorData> { static constexpr ValueKind kind = ValueKind::kIterator; };
 
 /// A kind's name for messages ("cell", "tensor").
 const char* valueKindName(ValueKind kind);
@@ -140,18 +155,12 @@ struct Value {
   std::string name;              ///< kTensorAttr: method name; kFunction: qualname
   std::vector<std::shared_ptr<CellBox>> closure;  ///< kFunction: closure cells
   ValueRef kwdefaults;           ///< kFunction: kw-only defaults (a kDict) or null
-  size_t index = 0;              ///< kIterator: next position
   bool flag = false;             ///< kSymFloat: known to be a finite float (sym_values.cpp)
   bool mutated = false;          ///< kList/kDict with a source: changed during tracing
   bool idGuarded = false;        ///< kObject: its identity is guarded (ID_MATCH on its source)
-  ValueRef watched;              ///< kIterator over a dict: the dict, whose size must not change
-  size_t watchedSize = 0;        ///< kIterator over a dict: its size when iteration began
   /// kTensor with dynamic dimensions: one size expression per dimension (constants for static
   /// ones); empty when every size is static (obj's sizes are then exact).
   std::vector<sym::Expr> symSizes;
-  /// kIterator pulled on demand: a generator being traced lazily, or zip/enumerate over one
-  /// (call_constructs.h); null for iterators over known items.
-  std::shared_ptr<struct LazyIterator> lazy;
   /// kTensor made by a torch factory from Python constants only (torch.tensor(3)) and not yet
   /// passed to any op: its real value, so item()/tolist()/int() on it are constants
   /// (call_constructs.cpp). Null otherwise.
@@ -194,6 +203,8 @@ struct Value {
 ValueRef makeIterator(const ValueRef& v, std::vector<ValueRef> snapshot);
 /// The items an iterator walks (the list's current items for a live one).
 const std::vector<ValueRef>& iteratorItems(const Value& it);
+/// An iterator whose items are pulled on demand from `lazy` (call_constructs.h).
+ValueRef makeLazyIterator(std::shared_ptr<LazyIterator> lazy);
 
 /// Constructors. `o` is a borrowed ref (a new reference is kept).
 ValueRef makeConst(PyObject* o);
