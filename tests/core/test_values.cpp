@@ -64,3 +64,18 @@ TEST_CASE("an iterator over a list is live; over anything else it walks a snapsh
   CHECK(iteratorItems(*snap).size() == 1);
   CHECK_THROWS_AS(list->as<IteratorData>(), dynamo::InternalError);
 }
+
+TEST_CASE("a function made in the trace keeps its closure and keyword defaults in FunctionData", "[values]") {
+  auto box = std::make_shared<CellBox>();
+  FunctionData data;
+  data.closure = {box};
+  data.kwdefaults = makeList({});  // any Value: the constructor stores what MAKE_FUNCTION popped
+  ValueRef fn = makeFunction(nullptr, {makeNull()}, "outer.<locals>.inner", data);
+  CHECK(fn->kind == ValueKind::kFunction);
+  CHECK(fn->name == "outer.<locals>.inner");
+  CHECK(fn->items.size() == 1);  // positional defaults stay in items, walked like a container's
+  REQUIRE(fn->as<FunctionData>().closure.size() == 1);
+  CHECK(fn->as<FunctionData>().closure[0] == box);
+  CHECK(fn->as<FunctionData>().kwdefaults == data.kwdefaults);
+  CHECK_THROWS_AS(fn->as<IteratorData>(), dynamo::InternalError);
+}

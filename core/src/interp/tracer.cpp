@@ -1481,28 +1481,27 @@ void Tracer::doSend(const bc::Instruction& ins) {
 }
 
 void Tracer::doMakeFunction(int flags) {
-  ValueRef fn = std::make_shared<Value>();
-  fn->kind = ValueKind::kFunction;
 #if PY_VERSION_HEX < 0x030B0000
   pop();  // qualname
 #endif
   ValueRef code = pop();
-  fn->obj = code->obj;
+  FunctionData data;
   if (flags & 0x08) {
     ValueRef closure = pop();
     for (const ValueRef& c : closure->items) {
-      fn->closure.push_back(c->as<CellData>().box);  // checks that it is a cell
+      data.closure.push_back(c->as<CellData>().box);  // checks that it is a cell
     }
   }
   if (flags & 0x04) pop();  // annotations
-  if (flags & 0x02) fn->kwdefaults = pop();
+  if (flags & 0x02) data.kwdefaults = pop();
+  std::vector<ValueRef> defaults;
   if (flags & 0x01) {
-    ValueRef defaults = pop();
-    fn->items = iterateValue(ctx_, defaults);
+    ValueRef d = pop();
+    defaults = iterateValue(ctx_, d);
   }
-  fn->name = PyUnicode_AsUTF8(reinterpret_cast<PyCodeObject*>(fn->py())->co_qualname);
-  fn->globals = PyObjectRef::borrow(globals_);
-  push(fn);
+  data.globals = PyObjectRef::borrow(globals_);
+  std::string qualname = PyUnicode_AsUTF8(reinterpret_cast<PyCodeObject*>(code->py())->co_qualname);
+  push(makeFunction(code->py(), std::move(defaults), std::move(qualname), std::move(data)));
 }
 
 void Tracer::doUnpack(int count) {

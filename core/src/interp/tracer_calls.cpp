@@ -1017,8 +1017,9 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
     }
     case ValueKind::kFunction: {
       PyCodeObject* code = (PyCodeObject*)fn->py();  // borrowed ref
-      return inlineCode(tr, code, fn->globals ? fn->globals.get() : tr.globals(), fn->items, fn->kwdefaults,
-                        fn->closure, std::move(args), std::move(kwargs), fn->name);
+      const FunctionData& f = fn->as<FunctionData>();
+      return inlineCode(tr, code, f.globals ? f.globals.get() : tr.globals(), fn->items, f.kwdefaults,
+                        f.closure, std::move(args), std::move(kwargs), fn->name);
     }
     case ValueKind::kGradMode: {
       const TorchApi& api = torchApi();

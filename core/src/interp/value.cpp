@@ -190,6 +190,16 @@ ValueRef makeCell(std::shared_ptr<CellBox> box, int slot) {
   return v;
 }
 
+ValueRef makeFunction(PyObject* code, std::vector<ValueRef> defaults, std::string qualname, FunctionData data) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kFunction;
+  v->obj = PyObjectRef::borrow(code);
+  v->items = std::move(defaults);
+  v->name = std::move(qualname);
+  v->data = std::move(data);
+  return v;
+}
+
 ValueRef makeGradMode(GradModeData data) {
   auto v = std::make_shared<Value>();
   v->kind = ValueKind::kGradMode;

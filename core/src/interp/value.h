@@ -14,7 +14,8 @@
 //   kSlice      slice(start, stop, step)                 items
 //   kNull       the NULL pushed before calls (3.11)      -
 //   kObject     any Python object known exactly          obj, source (modules, functions, ...)
-//   kFunction   a function made during tracing           obj (code), items (defaults), cells
+//   kFunction   a function made during tracing           obj (code), items (defaults), name (qualname),
+//                                                         as<FunctionData>(): globals, closure, kwdefaults
 //   kMethod     bound method: self + function             self, obj (function)
 //   kTensorAttr tensor method not yet called: x.view      self (tensor), name
 //   kCell       a cell (closure variable)                 as<CellData>(): box, slot
@@ -31,7 +32,8 @@
 // Kind data (migration in progress, docs/capture.md "Value kinds"): a kind whose fields mean
 // nothing to the others keeps them in a struct of its own inside `data` (a std::variant), read
 // through as<T>(), which checks the kind; a value is made with its data (makeCell). Kinds moved
-// so far: kCell (CellData), kGradMode (GradModeData), kIterator (IteratorData). The others still use the shared fields below, each commented with
+// so far: kCell (CellData), kGradMode (GradModeData), kIterator (IteratorData),
+// kFunction (FunctionData). The others still use the shared fields below, each commented with
 // the kinds that read it; moving one kind is one struct, one variant alternative and its sites.
 //
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
@@ -127,14 +129,24 @@ struct IteratorData {
   std::shared_ptr<LazyIterator> lazy;  ///< a lazy iterator's source (call_constructs.h); null otherwise
 };
 
+/// kFunction's data: what a function made during tracing (MAKE_FUNCTION) closes over. Its code
+/// stays in the Value's obj, its positional defaults in `items` (walked like a container's, so
+/// a tensor default is seen where tensors are looked for) and its qualname in `name`.
+struct FunctionData {
+  PyObjectRef globals;  ///< the globals dict of the module that made it
+  std::vector<std::shared_ptr<CellBox>> closure;  ///< its closure cells, in co_freevars order
+  ValueRef kwdefaults;  ///< keyword-only defaults (a kDict), or null
+};
+
 /// The kind-specific data of a Value: std::monostate for the kinds not moved yet.
-using KindData = std::variant<std::monostate, CellData, GradModeData, IteratorData>;
+using KindData = std::variant<std::monostate, CellData, GradModeData, IteratorData, FunctionData>;
 
 /// The kind a KindData alternative belongs to.
 template <typename T> struct KindOf;
 template <> struct KindOf<CellData> { static constexpr ValueKind kind = ValueKind::kCell; };
 template <> struct KindOf<GradModeData> { static constexpr ValueKind kind = ValueKind::kGradMode; };
 template <> struct KindOf<IteratorData> { static constexpr ValueKind kind = ValueKind::kIterator; };
+template <> struct KindOf<FunctionData> { static constexpr ValueKind kind = ValueKind::kFunction; };
 
 /// A kind's name for messages ("cell", "tensor").
 const char* valueKindName(ValueKind kind);
@@ -144,7 +156,6 @@ struct Value {
   PyObjectRef obj;               ///< the constant / object / meta example / function code
   NodeRef node;                  ///< kTensor: the graph node producing it
   PyObjectRef device;            ///< kTensor: the real torch.device (meta examples lose it)
-  PyObjectRef globals;           ///< kFunction: the globals dict of the module that made it
   PyObjectRef real;              ///< kList/kDict: the real container it stands for, when it is one;
                                  ///< kTensor input: its exact type (Tensor or Parameter)
   Source source;                 ///< where it came from in the frame, when it did
@@ -153,8 +164,6 @@ struct Value {
   ValueRef self;                 ///< kMethod / kTensorAttr: the receiver; kDict of a
                                  ///< collections.defaultdict made in the trace: default_factory
   std::string name;              ///< kTensorAttr: method name; kFunction: qualname
-  std::vector<std::shared_ptr<CellBox>> closure;  ///< kFunction: closure cells
-  ValueRef kwdefaults;           ///< kFunction: kw-only defaults (a kDict) or null
   bool flag = false;             ///< kSymFloat: known to be a finite float (sym_values.cpp)
   bool mutated = false;          ///< kList/kDict with a source: changed during tracing
   bool idGuarded = false;        ///< kObject: its identity is guarded (ID_MATCH on its source)
@@ -216,6 +225,8 @@ ValueRef makeSlice(ValueRef start, ValueRef stop, ValueRef step);
 ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Source source = {});
 /// A cell in local `slot`, sharing `box` (a new, empty box when null).
 ValueRef makeCell(std::shared_ptr<CellBox> box, int slot);
+/// A function made during tracing from `code` (a borrowed ref), its positional defaults and qualname.
+ValueRef makeFunction(PyObject* code, std::vector<ValueRef> defaults, std::string qualname, FunctionData data);
 /// A grad-mode manager or its __enter__/__exit__ (see GradModeData).
 ValueRef makeGradMode(GradModeData data);
 /// A root-frame object not wrapped yet (see kLazy). `o` is borrowed.
