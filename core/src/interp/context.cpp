@@ -422,7 +422,7 @@ PyObjectRef exampleOf(CompileContext& ctx, const ValueRef& v) {
       return v->obj;
     case ValueKind::kSymInt:
       return PyObjectRef::steal(checkPy(PyLong_FromLongLong(
-          ctx.probeValues ? v->symInt.eval(*ctx.probeValues) : ctx.shapes.evalHint(v->symInt))));
+          ctx.probeValues ? v->as<SymIntData>().expr.eval(*ctx.probeValues) : ctx.shapes.evalHint(v->as<SymIntData>().expr))));
     case ValueKind::kSymFloat: {
       if (ctx.floatProbeValues) {
         auto it = ctx.floatProbeValues->find(v.get());

@@ -17,7 +17,7 @@ ValueRef makeSymInt(CompileContext& ctx, sym::Expr e, NodeRef node) {
   auto v = std::make_shared<Value>();
   v->kind = ValueKind::kSymInt;
   v->obj = PyObjectRef::steal(checkPy(PyLong_FromLongLong(ctx.shapes.evalHint(e))));
-  v->symInt = std::move(e);
+  v->data = SymIntData{std::move(e)};
   v->node = std::move(node);
   ++ctx.symIntsMade;
   return v;
@@ -26,7 +26,7 @@ ValueRef makeSymInt(CompileContext& ctx, sym::Expr e, NodeRef node) {
 // The expression of a kSymInt or of an exact int constant that fits in 64 bits.
 bool exprOf(const ValueRef& v, sym::Expr& out) {
   if (v->isSymInt()) {
-    out = v->symInt;
+    out = v->as<SymIntData>().expr;
     return true;
   }
   if (!v->isConst() || !PyLong_CheckExact(v->py())) return false;
@@ -160,7 +160,7 @@ bool knownFinite(const ValueRef& v) {
 
 // Whether the kSymInt `v` satisfies `v op bound` for every value its range admits.
 bool symIntAlways(CompileContext& ctx, const ValueRef& v, sym::RelOp op, int64_t bound) {
-  return v->isSymInt() && sym::decide(sym::rel(v->symInt, op, bound), ctx.shapes.ranges()).value_or(false);
+  return v->isSymInt() && sym::decide(sym::rel(v->as<SymIntData>().expr, op, bound), ctx.shapes.ranges()).value_or(false);
 }
 
 PyObjectRef callOn(PyObject* fn, const std::vector<ValueRef>& args, CompileContext& ctx) {
@@ -308,16 +308,17 @@ ValueRef symIntOperator(CompileContext& ctx, const std::string& name, const std:
 }
 
 bool symIntTruth(CompileContext& ctx, const ValueRef& v) {
-  return ctx.shapes.evaluate(sym::rel(v->symInt, sym::RelOp::kNe, 0), ctx.here().str(), "truth value");
+  return ctx.shapes.evaluate(sym::rel(v->as<SymIntData>().expr, sym::RelOp::kNe, 0), ctx.here().str(), "truth value");
 }
 
 int64_t specializeSymInt(CompileContext& ctx, const ValueRef& v, const std::string& why) {
   std::vector<int> ids;
-  for (int id : v->symInt.symbols()) {
+  const sym::Expr& e = v->as<SymIntData>().expr;
+  for (int id : e.symbols()) {
     if (!ctx.shapes.pinned(id)) ids.push_back(id);
   }
   specializeSymbols(ctx, ids, why);
-  return ctx.shapes.evalHint(v->symInt);
+  return ctx.shapes.evalHint(e);
 }
 
 }  // namespace dynamo::core::interp

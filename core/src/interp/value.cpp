@@ -155,7 +155,7 @@ std::string describe(const Value& v) {
     case ValueKind::kIterator: return "iterator";
     case ValueKind::kGradMode: return "grad-mode context manager";
     case ValueKind::kLazy: return "'" + v.source.name() + "'";
-    case ValueKind::kSymInt: return "symbolic int " + v.symInt.str() + (v.source ? " '" + v.source.name() + "'" : std::string());
+    case ValueKind::kSymInt: return "symbolic int " + v.as<SymIntData>().expr.str() + (v.source ? " '" + v.source.name() + "'" : std::string());
     case ValueKind::kSymFloat: return "symbolic float" + (v.source ? " '" + v.source.name() + "'" : std::string());
   }
   return "value";

@@ -24,7 +24,7 @@
 //   kGradMode   a grad-mode/autocast/inference-mode      as<GradModeData>(): role, mode, restore;
 //               manager, or its __enter__/__exit__        obj (autocast: the torch.autocast object)
 //   kLazy       a root-frame value not looked at yet      obj (the object), source
-//   kSymInt     a Python int known only symbolically       symInt (expression), node (its run-time
+//   kSymInt     a Python int known only symbolically       as<SymIntData>(): expr; node (its run-time
 //               (dynamic shapes, sym_values.cpp)           value in the graph), obj (example), source
 //   kSymFloat   a Python float known only at run time      node (its run-time value in the graph),
 //               (a learning rate; sym_values.cpp)          obj (example), source, symRoots
@@ -33,7 +33,7 @@
 // nothing to the others keeps them in a struct of its own inside `data` (a std::variant), read
 // through as<T>(), which checks the kind; a value is made with its data (makeCell). Kinds moved
 // so far: kCell (CellData), kGradMode (GradModeData), kIterator (IteratorData),
-// kFunction (FunctionData). The others still use the shared fields below, each commented with
+// kFunction (FunctionData), kSymInt (SymIntData). The others still use the shared fields below, each commented with
 // the kinds that read it; moving one kind is one struct, one variant alternative and its sites.
 //
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
@@ -138,8 +138,14 @@ struct FunctionData {
   ValueRef kwdefaults;  ///< keyword-only defaults (a kDict), or null
 };
 
+/// kSymInt's data (sym_values.cpp): the int's value as an expression of the compile's symbols.
+/// Its example value stays in the Value's obj, its run-time value's graph node in `node`.
+struct SymIntData {
+  sym::Expr expr;
+};
+
 /// The kind-specific data of a Value: std::monostate for the kinds not moved yet.
-using KindData = std::variant<std::monostate, CellData, GradModeData, IteratorData, FunctionData>;
+using KindData = std::variant<std::monostate, CellData, GradModeData, IteratorData, FunctionData, SymIntData>;
 
 /// The kind a KindData alternative belongs to.
 template <typename T> struct KindOf;
@@ -147,6 +153,7 @@ template <> struct KindOf<CellData> { static constexpr ValueKind kind = ValueKin
 template <> struct KindOf<GradModeData> { static constexpr ValueKind kind = ValueKind::kGradMode; };
 template <> struct KindOf<IteratorData> { static constexpr ValueKind kind = ValueKind::kIterator; };
 template <> struct KindOf<FunctionData> { static constexpr ValueKind kind = ValueKind::kFunction; };
+template <> struct KindOf<SymIntData> { static constexpr ValueKind kind = ValueKind::kSymInt; };
 
 /// A kind's name for messages ("cell", "tensor").
 const char* valueKindName(ValueKind kind);
@@ -174,8 +181,6 @@ struct Value {
   /// passed to any op: its real value, so item()/tolist()/int() on it are constants
   /// (call_constructs.cpp). Null otherwise.
   PyObjectRef constValue;
-  /// kSymInt: its value as an expression of the compile's symbols (obj holds the example value).
-  sym::Expr symInt;
   /// kSymFloat: the symbolic inputs it was computed from (kSymFloat inputs, kSymInt values), to
   /// specialise when its value is needed.
   std::vector<ValueRef> symRoots;
