@@ -111,29 +111,31 @@ bool anySymScalar(const std::vector<ValueRef>& args) {
 
 namespace {
 
-// A float input is its own root (symRoots empty); a computed kSymFloat lists its roots.
+// A float input is its own root (SymFloatData::roots empty); a computed kSymFloat lists its roots.
 void addRoots(const ValueRef& a, std::vector<ValueRef>& out) {
   auto add = [&](const ValueRef& r) {
     if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
   };
-  if (a->isSymFloat() && a->symRoots.empty()) {
+  if (a->isSymFloat() && a->as<SymFloatData>().roots.empty()) {
     add(a);
   } else if (a->isSymFloat()) {
-    for (const ValueRef& r : a->symRoots) add(r);
+    for (const ValueRef& r : a->as<SymFloatData>().roots) add(r);
   } else if (a->isSymInt()) {
     add(a);
   }
 }
 
 // `finite`: known to be a finite float (computed from ints and moderate constants only), so the
-// math functions kept symbolic cannot raise on it (Value::flag).
+// math functions kept symbolic cannot raise on it (SymFloatData::finite).
 ValueRef makeSymFloat(CompileContext& ctx, PyObjectRef example, NodeRef node, const std::vector<ValueRef>& args, bool finite) {
   auto v = std::make_shared<Value>();
   v->kind = ValueKind::kSymFloat;
   v->obj = std::move(example);
   v->node = std::move(node);
-  for (const ValueRef& a : args) addRoots(a, v->symRoots);
-  v->flag = finite;
+  SymFloatData data;
+  for (const ValueRef& a : args) addRoots(a, data.roots);
+  data.finite = finite;
+  v->data = std::move(data);
   ++ctx.symIntsMade;
   return v;
 }
@@ -153,7 +155,7 @@ bool plainNumber(const ValueRef& v, double* out = nullptr) {
 // Known finite, with a magnitude that keeps +, -, * and / by such values finite.
 bool knownFinite(const ValueRef& v) {
   if (v->isSymInt()) return true;
-  if (v->isSymFloat()) return v->flag;
+  if (v->isSymFloat()) return v->as<SymFloatData>().finite;
   double x = 0;
   return plainNumber(v, &x) && std::abs(x) < 1e100;
 }

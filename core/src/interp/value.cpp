@@ -179,6 +179,7 @@ const char* valueKindName(ValueKind kind) {
     case ValueKind::kGradMode: return "grad-mode context manager";
     case ValueKind::kLazy: return "lazy";
     case ValueKind::kSymInt: return "symbolic int";
+    case ValueKind::kSymFloat: return "symbolic float";
   }
   return "value";
 }

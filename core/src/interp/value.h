@@ -27,13 +27,14 @@
 //   kSymInt     a Python int known only symbolically       as<SymIntData>(): expr; node (its run-time
 //               (dynamic shapes, sym_values.cpp)           value in the graph), obj (example), source
 //   kSymFloat   a Python float known only at run time      node (its run-time value in the graph),
-//               (a learning rate; sym_values.cpp)          obj (example), source, symRoots
+//               (a learning rate; sym_values.cpp)          obj (example), source,
+//                                                          as<SymFloatData>(): roots, finite
 //
 // Kind data (migration in progress, docs/capture.md "Value kinds"): a kind whose fields mean
 // nothing to the others keeps them in a struct of its own inside `data` (a std::variant), read
 // through as<T>(), which checks the kind; a value is made with its data (makeCell). Kinds moved
 // so far: kCell (CellData), kGradMode (GradModeData), kIterator (IteratorData),
-// kFunction (FunctionData), kSymInt (SymIntData). The others still use the shared fields below, each commented with
+// kFunction (FunctionData), kSymInt (SymIntData), kSymFloat (SymFloatData). The others still use the shared fields below, each commented with
 // the kinds that read it; moving one kind is one struct, one variant alternative and its sites.
 //
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
@@ -144,8 +145,18 @@ struct SymIntData {
   sym::Expr expr;
 };
 
+/// kSymFloat's data (sym_values.cpp). Its example value stays in the Value's obj, its run-time
+/// value's graph node in `node`.
+struct SymFloatData {
+  /// The symbolic inputs it was computed from (kSymFloat inputs, kSymInt values), to specialise
+  /// when its value is needed; empty for a float input (its own root).
+  std::vector<ValueRef> roots;
+  bool finite = false;  ///< known to be a finite float (computed from ints and moderate constants)
+};
+
 /// The kind-specific data of a Value: std::monostate for the kinds not moved yet.
-using KindData = std::variant<std::monostate, CellData, GradModeData, IteratorData, FunctionData, SymIntData>;
+using KindData = std::variant<std::monostate, CellData, GradModeData, IteratorData, FunctionData, SymIntData,
+                              SymFloatData>;
 
 /// The kind a KindData alternative belongs to.
 template <typename T> struct KindOf;
@@ -154,6 +165,7 @@ template <> struct KindOf<GradModeData> { static constexpr ValueKind kind = Valu
 template <> struct KindOf<IteratorData> { static constexpr ValueKind kind = ValueKind::kIterator; };
 template <> struct KindOf<FunctionData> { static constexpr ValueKind kind = ValueKind::kFunction; };
 template <> struct KindOf<SymIntData> { static constexpr ValueKind kind = ValueKind::kSymInt; };
+template <> struct KindOf<SymFloatData> { static constexpr ValueKind kind = ValueKind::kSymFloat; };
 
 /// A kind's name for messages ("cell", "tensor").
 const char* valueKindName(ValueKind kind);
@@ -171,7 +183,6 @@ struct Value {
   ValueRef self;                 ///< kMethod / kTensorAttr: the receiver; kDict of a
                                  ///< collections.defaultdict made in the trace: default_factory
   std::string name;              ///< kTensorAttr: method name; kFunction: qualname
-  bool flag = false;             ///< kSymFloat: known to be a finite float (sym_values.cpp)
   bool mutated = false;          ///< kList/kDict with a source: changed during tracing
   bool idGuarded = false;        ///< kObject: its identity is guarded (ID_MATCH on its source)
   /// kTensor with dynamic dimensions: one size expression per dimension (constants for static
@@ -181,9 +192,6 @@ struct Value {
   /// passed to any op: its real value, so item()/tolist()/int() on it are constants
   /// (call_constructs.cpp). Null otherwise.
   PyObjectRef constValue;
-  /// kSymFloat: the symbolic inputs it was computed from (kSymFloat inputs, kSymInt values), to
-  /// specialise when its value is needed.
-  std::vector<ValueRef> symRoots;
 
   KindData data;                 ///< the data of a kind that has its own (see KindData)
 
