@@ -32,3 +32,50 @@ TEST_CASE("as<T>() on a value of another kind is an internal error naming both k
   relabelled.kind = ValueKind::kCell;
   CHECK_THROWS_AS(relabelled.as<CellData>(), dynamo::InternalError);
 }
+
+TEST_CASE("a grad-mode manager carries its role and modes, read through as<GradModeData>()", "[values]") {
+  ValueRef exit = makeGradMode({GradModeData::Role::kInferenceExit, true, false});
+  CHECK(exit->kind == ValueKind::kGradMode);
+  const GradModeData& data = exit->as<GradModeData>();
+  CHECK(data.role == GradModeData::Role::kInferenceExit);
+  CHECK(data.mode);
+  CHECK_FALSE(data.restore);
+  try {
+    makeCell(nullptr, 0)->as<GradModeData>();
+    FAIL("as<GradModeData>() accepted a cell");
+  } catch (const dynamo::InternalError& e) {
+    CHECK(std::string(e.what()).find("a cell value used as a grad-mode context manager") != std::string::npos);
+  }
+  CHECK_THROWS_AS(exit->as<CellData>(), dynamo::InternalError);
+}
+
+TEST_CASE("an iterator over a list is live; over anything else it walks a snapshot", "[values]") {
+  ValueRef list = makeList({makeNull()});
+  ValueRef live = makeIterator(list, {});
+  CHECK(live->as<IteratorData>().list == list);
+  CHECK(live->as<IteratorData>().position == 0);
+  CHECK_FALSE(live->as<IteratorData>().lazy);
+  list->items.push_back(makeNull());  // the loop appends: the iterator sees it
+  CHECK(iteratorItems(*live).size() == 2);
+  ValueRef tuple = makeTuple({makeNull()});
+  ValueRef snap = makeIterator(tuple, tuple->items);
+  CHECK_FALSE(snap->as<IteratorData>().list);
+  tuple->items.push_back(makeNull());
+  CHECK(iteratorItems(*snap).size() == 1);
+  CHECK_THROWS_AS(list->as<IteratorData>(), dynamo::InternalError);
+}
+
+TEST_CASE("a function made in the trace keeps its closure and keyword defaults in FunctionData", "[values]") {
+  auto box = std::make_shared<CellBox>();
+  FunctionData data;
+  data.closure = {box};
+  data.kwdefaults = makeList({});  // any Value: the constructor stores what MAKE_FUNCTION popped
+  ValueRef fn = makeFunction(nullptr, {makeNull()}, "outer.<locals>.inner", data);
+  CHECK(fn->kind == ValueKind::kFunction);
+  CHECK(fn->name == "outer.<locals>.inner");
+  CHECK(fn->items.size() == 1);  // positional defaults stay in items, walked like a container's
+  REQUIRE(fn->as<FunctionData>().closure.size() == 1);
+  CHECK(fn->as<FunctionData>().closure[0] == box);
+  CHECK(fn->as<FunctionData>().kwdefaults == data.kwdefaults);
+  CHECK_THROWS_AS(fn->as<IteratorData>(), dynamo::InternalError);
+}

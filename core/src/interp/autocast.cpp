@@ -107,17 +107,13 @@ ValueRef managerValue(CompileContext& ctx, PyObject* cm) {
   if (dev == "cpu" && !cpuDtypeAccepted(dtype.get()))
     ctx.breakHere(BreakKind::kUnsupportedCall,
                   "an autocast block whose dtype " + str(dtype.get()) + " torch.set_autocast_cpu_dtype rejects (its __enter__ raises)");
-  auto g = std::make_shared<Value>();
-  g->kind = ValueKind::kGradMode;
-  g->flag = ctx.gradEnabled;
   const bool on = PyObject_IsTrue(enabled.get()) == 1;
   if (!on && !tracedEnabled(ctx, dev)) {
     // autocast(enabled=False) where autocast is off already: entering and leaving it change
     // nothing the graph sees (see nullcontext).
-    g->name = "no-op";
-    return g;
+    return makeGradMode({GradModeData::Role::kNoOp, ctx.gradEnabled});
   }
-  g->name = "autocast";
+  ValueRef g = makeGradMode({GradModeData::Role::kAutocast, ctx.gradEnabled});
   g->obj = PyObjectRef::borrow(cm);
   return g;
 }
@@ -179,11 +175,7 @@ ValueRef enterAutocast(CompileContext& ctx, const ValueRef& mgr) {
                           Arg::boolean(b.cacheEnabled)},
                          {}, ctx.metaHere(nullptr));
   ctx.autocastBlocks.push_back(std::move(b));
-  auto exit = std::make_shared<Value>();
-  exit->kind = ValueKind::kGradMode;
-  exit->name = "__autocast_exit__";
-  exit->flag = ctx.gradEnabled;
-  return exit;
+  return makeGradMode({GradModeData::Role::kAutocastExit, ctx.gradEnabled});
 }
 
 void exitAutocast(CompileContext& ctx) {

@@ -10,12 +10,11 @@ using Kw = std::vector<std::pair<std::string, ValueRef>>;
 // ---- generators ------------------------------------------------------------------------------
 
 ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer) {
-  auto it = std::make_shared<Value>();
-  it->kind = ValueKind::kIterator;
-  it->lazy = std::make_shared<LazyIterator>();
+  ValueRef it = makeLazyIterator(std::make_shared<LazyIterator>());
+  LazyIterator& source = *it->as<IteratorData>().lazy;
   std::shared_ptr<Tracer> gen(std::move(tracer));
-  LazyIterator* lazy = it->lazy.get();  // owns the lambda, so it outlives every pull
-  it->lazy->pull = [gen, lazy](bool* exhausted) -> ValueRef {
+  LazyIterator* lazy = &source;  // owns the lambda, so it outlives every pull
+  source.pull = [gen, lazy](bool* exhausted) -> ValueRef {
     try {
       ValueRef v = gen->resume(exhausted);
       if (*exhausted) lazy->returned = gen->returnedValue();
@@ -29,26 +28,27 @@ ValueRef makeGeneratorIterator(std::unique_ptr<Tracer> tracer) {
 }
 
 bool nextItem(const ValueRef& it, ValueRef* out) {
-  if (it->lazy) {
-    if (it->lazy->exhausted) return false;
+  IteratorData& data = it->as<IteratorData>();
+  if (data.lazy) {
+    if (data.lazy->exhausted) return false;
     bool exhausted = false;
-    ValueRef v = it->lazy->pull(&exhausted);
+    ValueRef v = data.lazy->pull(&exhausted);
     if (exhausted) {
-      it->lazy->exhausted = true;
+      data.lazy->exhausted = true;
       return false;
     }
     *out = std::move(v);
     return true;
   }
   const std::vector<ValueRef>& items = iteratorItems(*it);
-  if (it->index >= items.size()) return false;
-  *out = items[it->index++];
+  if (data.position >= items.size()) return false;
+  *out = items[data.position++];
   return true;
 }
 
 bool anyLazy(const std::vector<ValueRef>& args) {
   for (const ValueRef& a : args)
-    if (a->kind == ValueKind::kIterator && a->lazy) return true;
+    if (a->kind == ValueKind::kIterator && a->as<IteratorData>().lazy) return true;
   return false;
 }
 
@@ -70,11 +70,10 @@ ValueRef lazyZipOrEnumerate(CompileContext& ctx, bool isZip, const std::vector<V
   for (ValueRef& p : parts)
     if (p->kind != ValueKind::kIterator)
       p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
-  auto it = std::make_shared<Value>();
-  it->kind = ValueKind::kIterator;
-  it->lazy = std::make_shared<LazyIterator>();
+  ValueRef it = makeLazyIterator(std::make_shared<LazyIterator>());
+  LazyIterator& source = *it->as<IteratorData>().lazy;
   auto index = std::make_shared<long>(start);
-  it->lazy->pull = [parts, isZip, index](bool* exhausted) -> ValueRef {
+  source.pull = [parts, isZip, index](bool* exhausted) -> ValueRef {
     std::vector<ValueRef> items;
     for (const ValueRef& p : parts) {
       ValueRef v;
@@ -101,11 +100,10 @@ ValueRef lazyMapOrFilter(CompileContext& ctx, bool isMap, const std::vector<Valu
   for (ValueRef& p : parts)
     if (p->kind != ValueKind::kIterator)
       p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
-  auto it = std::make_shared<Value>();
-  it->kind = ValueKind::kIterator;
-  it->lazy = std::make_shared<LazyIterator>();
+  ValueRef it = makeLazyIterator(std::make_shared<LazyIterator>());
+  LazyIterator& source = *it->as<IteratorData>().lazy;
   CompileContext* c = &ctx;  // outlives every Value of the compile
-  it->lazy->pull = [c, fn, parts, isMap](bool* exhausted) -> ValueRef {
+  source.pull = [c, fn, parts, isMap](bool* exhausted) -> ValueRef {
     Tracer& current = const_cast<Tracer&>(*c->tracers.back());
     while (true) {
       std::vector<ValueRef> items;

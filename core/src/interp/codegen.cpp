@@ -245,7 +245,8 @@ OutputPlan::FunctionLocal functionLocal(CompileContext& ctx, const RootBreak& br
   OutputPlan::FunctionLocal f;
   f.slot = slot;
   f.code = fn.obj;
-  for (const auto& box : fn.closure) {
+  const FunctionData& data = fn.as<FunctionData>();
+  for (const auto& box : data.closure) {
     int found = -1;
     for (size_t i = 0; i < brk.locals.size(); ++i) {
       const ValueRef& c = brk.locals[i];
@@ -259,7 +260,7 @@ OutputPlan::FunctionLocal functionLocal(CompileContext& ctx, const RootBreak& br
     if (!c) ctx.breakHere(BreakKind::kUnsupported, "cannot rebuild function " + fn.name + " after the graph (non-constant default)");
     f.defaults.push_back(c);
   }
-  if (fn.kwdefaults && !fn.kwdefaults->items.empty())
+  if (data.kwdefaults && !data.kwdefaults->items.empty())
     ctx.breakHere(BreakKind::kUnsupported, "cannot rebuild function " + fn.name + " after the graph (keyword defaults)");
   return f;
 }

@@ -422,7 +422,7 @@ PyObjectRef exampleOf(CompileContext& ctx, const ValueRef& v) {
       return v->obj;
     case ValueKind::kSymInt:
       return PyObjectRef::steal(checkPy(PyLong_FromLongLong(
-          ctx.probeValues ? v->symInt.eval(*ctx.probeValues) : ctx.shapes.evalHint(v->symInt))));
+          ctx.probeValues ? v->as<SymIntData>().expr.eval(*ctx.probeValues) : ctx.shapes.evalHint(v->as<SymIntData>().expr))));
     case ValueKind::kSymFloat: {
       if (ctx.floatProbeValues) {
         auto it = ctx.floatProbeValues->find(v.get());
@@ -1049,7 +1049,8 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
       return keys;
     }
     case ValueKind::kIterator: {
-      if (v->lazy) {  // a generator runs to its end now
+      IteratorData& data = v->as<IteratorData>();
+      if (data.lazy) {  // a generator runs to its end now
         std::vector<ValueRef> rest;
         ValueRef item;
         while (nextItem(v, &item)) rest.push_back(item);
@@ -1057,8 +1058,8 @@ std::vector<ValueRef> iterateValue(CompileContext& ctx, const ValueRef& v) {
       }
       // Consuming an iterator advances it, as in Python (list(it), for x in it, zip(it, ...)).
       const std::vector<ValueRef>& items = iteratorItems(*v);
-      std::vector<ValueRef> rest(items.begin() + std::min(v->index, items.size()), items.end());
-      v->index = std::max(v->index, items.size());
+      std::vector<ValueRef> rest(items.begin() + std::min(data.position, items.size()), items.end());
+      data.position = std::max(data.position, items.size());
       return rest;
     }
     case ValueKind::kConst: {

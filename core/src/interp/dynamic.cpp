@@ -262,7 +262,7 @@ std::vector<int> freeSymbols(const CompileContext& ctx, const std::vector<ValueR
   for (const ValueRef& t : tensors) {
     for (const sym::Expr& e : t->symSizes) add(e);
   }
-  for (const ValueRef& i : ints) add(i->symInt);
+  for (const ValueRef& i : ints) add(i->as<SymIntData>().expr);
   return {ids.begin(), ids.end()};
 }
 

@@ -43,37 +43,31 @@ ValueRef inferenceModeManager(CompileContext& ctx, PyObject* fn, const std::vect
   }
   if (args.size() > 1 || (mode && !(mode->isConst() && PyBool_Check(mode->py()))))
     ctx.breakHere(BreakKind::kUnsupportedCall, "torch.inference_mode() with a mode that is not a constant bool");
-  auto g = std::make_shared<Value>();
-  g->kind = ValueKind::kGradMode;
-  g->name = "inference_mode";
-  g->flag = !mode || mode->py() == Py_True;
-  return g;
+  return makeGradMode({GradModeData::Role::kInferenceMode, !mode || mode->py() == Py_True});
 }
 
 ValueRef enterInferenceMode(CompileContext& ctx, const ValueRef& mgr) {
   static PyObject* enter = lookup("dynamo.context_nodes", "enter_inference_mode");
   if (enter == nullptr) ctx.breakHere(BreakKind::kUnsupportedCall, "dynamo.context_nodes not found");
   guardEntryMode(ctx);
-  auto exit = std::make_shared<Value>();
-  exit->kind = ValueKind::kGradMode;
-  exit->name = "__inference_exit__";
-  exit->flag = ctx.gradEnabled;                 // grad mode to restore
-  exit->index = ctx.inferenceMode ? 1 : 0;      // inference mode to restore
-  ctx.graph.callFunction(Target::fromCallable(enter), {Arg::boolean(mgr->flag)}, {}, ctx.metaHere(nullptr));
+  // mode: the grad mode to restore; restore: the inference mode to restore.
+  ValueRef exit = makeGradMode({GradModeData::Role::kInferenceExit, ctx.gradEnabled, ctx.inferenceMode});
+  const bool mode = mgr->as<GradModeData>().mode;
+  ctx.graph.callFunction(Target::fromCallable(enter), {Arg::boolean(mode)}, {}, ctx.metaHere(nullptr));
   ctx.usesContextBlocks = true;
   ++ctx.inferenceBlocks;
-  ctx.inferenceMode = mgr->flag;
-  ctx.gradEnabled = !mgr->flag;  // c10::InferenceMode(mode) sets grad mode to !mode
+  ctx.inferenceMode = mode;
+  ctx.gradEnabled = !mode;  // c10::InferenceMode(mode) sets grad mode to !mode
   return exit;
 }
 
-void exitInferenceMode(CompileContext& ctx, const Value& exit) {
+void exitInferenceMode(CompileContext& ctx, const GradModeData& exit) {
   static PyObject* leave = lookup("dynamo.context_nodes", "exit_inference_mode");
   DYNAMO_INTERNAL_ASSERT(ctx.inferenceBlocks > 0 && leave != nullptr, "inference_mode __exit__ without an open block");
   ctx.graph.callFunction(Target::fromCallable(leave), {}, {}, ctx.metaHere(nullptr));
   --ctx.inferenceBlocks;
-  ctx.inferenceMode = exit.index == 1;
-  ctx.gradEnabled = exit.flag;
+  ctx.inferenceMode = exit.restore;
+  ctx.gradEnabled = exit.mode;
 }
 
 ValueRef inferenceModeQuery(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args) {

@@ -28,7 +28,7 @@ ValueRef inferenceModeManager(CompileContext& ctx, PyObject* fn, const std::vect
 /// Value (it remembers the grad and inference modes to restore).
 ValueRef enterInferenceMode(CompileContext& ctx, const ValueRef& mgr);
 /// The __exit__ Value `exit` of an inference-mode block is called: records the exit node.
-void exitInferenceMode(CompileContext& ctx, const Value& exit);
+void exitInferenceMode(CompileContext& ctx, const GradModeData& exit);
 /// torch.is_inference_mode_enabled(): the traced mode; null when fn is another callable.
 ValueRef inferenceModeQuery(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args);
 /// Puts the real inference mode in the traced one for the examples of a call, when they differ

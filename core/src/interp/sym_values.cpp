@@ -17,7 +17,7 @@ ValueRef makeSymInt(CompileContext& ctx, sym::Expr e, NodeRef node) {
   auto v = std::make_shared<Value>();
   v->kind = ValueKind::kSymInt;
   v->obj = PyObjectRef::steal(checkPy(PyLong_FromLongLong(ctx.shapes.evalHint(e))));
-  v->symInt = std::move(e);
+  v->data = SymIntData{std::move(e)};
   v->node = std::move(node);
   ++ctx.symIntsMade;
   return v;
@@ -26,7 +26,7 @@ ValueRef makeSymInt(CompileContext& ctx, sym::Expr e, NodeRef node) {
 // The expression of a kSymInt or of an exact int constant that fits in 64 bits.
 bool exprOf(const ValueRef& v, sym::Expr& out) {
   if (v->isSymInt()) {
-    out = v->symInt;
+    out = v->as<SymIntData>().expr;
     return true;
   }
   if (!v->isConst() || !PyLong_CheckExact(v->py())) return false;
@@ -111,29 +111,31 @@ bool anySymScalar(const std::vector<ValueRef>& args) {
 
 namespace {
 
-// A float input is its own root (symRoots empty); a computed kSymFloat lists its roots.
+// A float input is its own root (SymFloatData::roots empty); a computed kSymFloat lists its roots.
 void addRoots(const ValueRef& a, std::vector<ValueRef>& out) {
   auto add = [&](const ValueRef& r) {
     if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
   };
-  if (a->isSymFloat() && a->symRoots.empty()) {
+  if (a->isSymFloat() && a->as<SymFloatData>().roots.empty()) {
     add(a);
   } else if (a->isSymFloat()) {
-    for (const ValueRef& r : a->symRoots) add(r);
+    for (const ValueRef& r : a->as<SymFloatData>().roots) add(r);
   } else if (a->isSymInt()) {
     add(a);
   }
 }
 
 // `finite`: known to be a finite float (computed from ints and moderate constants only), so the
-// math functions kept symbolic cannot raise on it (Value::flag).
+// math functions kept symbolic cannot raise on it (SymFloatData::finite).
 ValueRef makeSymFloat(CompileContext& ctx, PyObjectRef example, NodeRef node, const std::vector<ValueRef>& args, bool finite) {
   auto v = std::make_shared<Value>();
   v->kind = ValueKind::kSymFloat;
   v->obj = std::move(example);
   v->node = std::move(node);
-  for (const ValueRef& a : args) addRoots(a, v->symRoots);
-  v->flag = finite;
+  SymFloatData data;
+  for (const ValueRef& a : args) addRoots(a, data.roots);
+  data.finite = finite;
+  v->data = std::move(data);
   ++ctx.symIntsMade;
   return v;
 }
@@ -153,14 +155,14 @@ bool plainNumber(const ValueRef& v, double* out = nullptr) {
 // Known finite, with a magnitude that keeps +, -, * and / by such values finite.
 bool knownFinite(const ValueRef& v) {
   if (v->isSymInt()) return true;
-  if (v->isSymFloat()) return v->flag;
+  if (v->isSymFloat()) return v->as<SymFloatData>().finite;
   double x = 0;
   return plainNumber(v, &x) && std::abs(x) < 1e100;
 }
 
 // Whether the kSymInt `v` satisfies `v op bound` for every value its range admits.
 bool symIntAlways(CompileContext& ctx, const ValueRef& v, sym::RelOp op, int64_t bound) {
-  return v->isSymInt() && sym::decide(sym::rel(v->symInt, op, bound), ctx.shapes.ranges()).value_or(false);
+  return v->isSymInt() && sym::decide(sym::rel(v->as<SymIntData>().expr, op, bound), ctx.shapes.ranges()).value_or(false);
 }
 
 PyObjectRef callOn(PyObject* fn, const std::vector<ValueRef>& args, CompileContext& ctx) {
@@ -308,16 +310,17 @@ ValueRef symIntOperator(CompileContext& ctx, const std::string& name, const std:
 }
 
 bool symIntTruth(CompileContext& ctx, const ValueRef& v) {
-  return ctx.shapes.evaluate(sym::rel(v->symInt, sym::RelOp::kNe, 0), ctx.here().str(), "truth value");
+  return ctx.shapes.evaluate(sym::rel(v->as<SymIntData>().expr, sym::RelOp::kNe, 0), ctx.here().str(), "truth value");
 }
 
 int64_t specializeSymInt(CompileContext& ctx, const ValueRef& v, const std::string& why) {
   std::vector<int> ids;
-  for (int id : v->symInt.symbols()) {
+  const sym::Expr& e = v->as<SymIntData>().expr;
+  for (int id : e.symbols()) {
     if (!ctx.shapes.pinned(id)) ids.push_back(id);
   }
   specializeSymbols(ctx, ids, why);
-  return ctx.shapes.evalHint(v->symInt);
+  return ctx.shapes.evalHint(e);
 }
 
 }  // namespace dynamo::core::interp

@@ -2,9 +2,9 @@
 // (a step counter, a loop index passed in) becomes a graph input instead of a constant, so one
 // graph serves every value.
 //
-//   frame int `step` (changed since the last compile)      kSymInt: symInt = s0, node = placeholder
-//   x.size(0), x.shape[0], b, t = x.shape (dynamic dims)    kSymInt: symInt = s0, node = x.size(0)
-//   step * 2, step + n, step // 4 ...                       kSymInt: symInt = 2*s0 ..., node = operator.mul
+//   frame int `step` (changed since the last compile)      kSymInt: expr = s0, node = placeholder
+//   x.size(0), x.shape[0], b, t = x.shape (dynamic dims)    kSymInt: expr = s0, node = x.size(0)
+//   step * 2, step + n, step // 4 ...                       kSymInt: expr = 2*s0 ..., node = operator.mul
 //   x * step, torch.add(x, step)                            graph node taking the int node as argument
 //   step > 10, if step % 10: ...                            constant bool, guard `s0 > 10` with its line
 //   anything else that needs the value (range(step),        specialised: s0 pinned to its example value

@@ -1207,12 +1207,13 @@ void Tracer::doImportName(int nameIndex) {
 void Tracer::doBeforeWith() {
   ValueRef mgr = pop();
   if (ValueRef cm = autocastManagerOf(ctx_, mgr)) mgr = cm;  // @torch.autocast(...)'s wrapper
-  if (mgr->kind == ValueKind::kGradMode && mgr->name == "autocast") {
+  using Role = GradModeData::Role;
+  if (mgr->kind == ValueKind::kGradMode && mgr->as<GradModeData>().role == Role::kAutocast) {
     push(enterAutocast(ctx_, mgr));
     push(makeConst(Py_None));
     return;
   }
-  if (mgr->kind == ValueKind::kGradMode && mgr->name == "inference_mode") {
+  if (mgr->kind == ValueKind::kGradMode && mgr->as<GradModeData>().role == Role::kInferenceMode) {
     push(enterInferenceMode(ctx_, mgr));
     push(makeConst(Py_None));
     return;
@@ -1220,25 +1221,21 @@ void Tracer::doBeforeWith() {
   if (mgr->kind != ValueKind::kGradMode)
     ctx_.breakHere(BreakKind::kUnsupported, "`with` on " + describe(*mgr));
   // Push the __exit__ callable (restores the previous mode) and the __enter__ result.
-  ValueRef exit = std::make_shared<Value>();
-  exit->kind = ValueKind::kGradMode;
-  exit->name = "__exit__";
-  if (mgr->name == "no-op") {  // nullcontext(), record_function(name): nothing on entry or exit
-    exit->name = "__noop_exit__";
-    push(exit);
+  const GradModeData& gm = mgr->as<GradModeData>();
+  if (gm.role == Role::kNoOp) {  // nullcontext(), record_function(name): nothing on entry or exit
+    push(makeGradMode({Role::kNoOpExit, false}));
     push(makeConst(Py_None));
     return;
   }
-  if (mgr->name == "set_grad_enabled") {
+  if (gm.role == Role::kSetGradEnabled) {
     // Already switched by the constructor; __exit__ restores the mode from before it.
-    exit->flag = mgr->index == 1;
-    push(exit);
+    push(makeGradMode({Role::kExit, gm.restore}));
     push(makeConst(Py_None));
     return;
   }
-  exit->flag = ctx_.gradEnabled;
+  ValueRef exit = makeGradMode({Role::kExit, ctx_.gradEnabled});
   ValueRef enterFn = std::make_shared<Value>(*mgr);
-  enterFn->name = "__enter__";
+  enterFn->as<GradModeData>().role = Role::kEnter;
   push(exit);
   push(callValue(*this, enterFn, {}, {}));
 }
@@ -1438,7 +1435,8 @@ void Tracer::doForIter(const bc::Instruction& ins) {
   ValueRef& it = top();
   if (it->kind != ValueKind::kIterator)
     ctx_.breakHere(BreakKind::kUnsupported, "for loop over " + describe(*it));
-  if (it->watched && it->watched->keys.size() != it->watchedSize)
+  const IteratorData& data = it->as<IteratorData>();
+  if (data.watched && data.watched->keys.size() != data.watchedSize)
     ctx_.breakHere(BreakKind::kException, "dictionary changed size during iteration");
   ValueRef item;
   if (nextItem(it, &item)) {  // a generator runs to its next yield now (call_constructs.h)
@@ -1471,7 +1469,8 @@ void Tracer::doSend(const bc::Instruction& ins) {
     push(std::move(item));
     return;
   }
-  ValueRef ret = receiver->lazy && receiver->lazy->returned ? receiver->lazy->returned : makeConst(Py_None);
+  const std::shared_ptr<LazyIterator>& lazy = receiver->as<IteratorData>().lazy;
+  ValueRef ret = lazy && lazy->returned ? lazy->returned : makeConst(Py_None);
 #if PY_VERSION_HEX >= 0x030C0000
   push(std::move(ret));  // [receiver, value]: END_SEND (the target) drops the receiver
 #else
@@ -1482,28 +1481,27 @@ void Tracer::doSend(const bc::Instruction& ins) {
 }
 
 void Tracer::doMakeFunction(int flags) {
-  ValueRef fn = std::make_shared<Value>();
-  fn->kind = ValueKind::kFunction;
 #if PY_VERSION_HEX < 0x030B0000
   pop();  // qualname
 #endif
   ValueRef code = pop();
-  fn->obj = code->obj;
+  FunctionData data;
   if (flags & 0x08) {
     ValueRef closure = pop();
     for (const ValueRef& c : closure->items) {
-      fn->closure.push_back(c->as<CellData>().box);  // checks that it is a cell
+      data.closure.push_back(c->as<CellData>().box);  // checks that it is a cell
     }
   }
   if (flags & 0x04) pop();  // annotations
-  if (flags & 0x02) fn->kwdefaults = pop();
+  if (flags & 0x02) data.kwdefaults = pop();
+  std::vector<ValueRef> defaults;
   if (flags & 0x01) {
-    ValueRef defaults = pop();
-    fn->items = iterateValue(ctx_, defaults);
+    ValueRef d = pop();
+    defaults = iterateValue(ctx_, d);
   }
-  fn->name = PyUnicode_AsUTF8(reinterpret_cast<PyCodeObject*>(fn->py())->co_qualname);
-  fn->globals = PyObjectRef::borrow(globals_);
-  push(fn);
+  data.globals = PyObjectRef::borrow(globals_);
+  std::string qualname = PyUnicode_AsUTF8(reinterpret_cast<PyCodeObject*>(code->py())->co_qualname);
+  push(makeFunction(code->py(), std::move(defaults), std::move(qualname), std::move(data)));
 }
 
 void Tracer::doUnpack(int count) {

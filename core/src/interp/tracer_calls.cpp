@@ -770,10 +770,7 @@ bool isModuleName(const std::string& mod, const char* prefix) {
 ValueRef gradModeCall(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
   const TorchApi& api = torchApi();
   if (fn == api.noGrad || fn == api.enableGrad) {
-    auto g = std::make_shared<Value>();
-    g->kind = ValueKind::kGradMode;
-    g->flag = fn == api.enableGrad;
-    return g;
+    return makeGradMode({GradModeData::Role::kGradMode, fn == api.enableGrad});
   }
   if (fn == api.isGradEnabled) return makeConst(ctx.gradEnabled ? Py_True : Py_False);
   if (isNoOpContextManagerClass(fn) && kwargs.empty() &&
@@ -781,22 +778,15 @@ ValueRef gradModeCall(CompileContext& ctx, PyObject* fn, const std::vector<Value
     // A context manager that changes nothing the graph sees: a grad-mode manager that keeps the
     // mode (entering returns None, as nullcontext() does). record_function's profiler range is
     // not recorded for code that runs inside a graph.
-    auto g = std::make_shared<Value>();
-    g->kind = ValueKind::kGradMode;
-    g->name = "no-op";
-    g->flag = ctx.gradEnabled;
-    return g;
+    return makeGradMode({GradModeData::Role::kNoOp, ctx.gradEnabled});
   }
   if (fn == api.setGradEnabledCm) {
     // torch.set_grad_enabled(mode) switches at once; as a context manager it switches back on exit.
     if (args.size() != 1 || !args[0]->isConst() || !PyBool_Check(args[0]->py()))
       ctx.breakHere(BreakKind::kUnsupported, "torch.set_grad_enabled with a non-constant mode");
     bool mode = args[0]->py() == Py_True;
-    auto g = std::make_shared<Value>();
-    g->kind = ValueKind::kGradMode;
-    g->name = "set_grad_enabled";
-    g->flag = mode;
-    g->index = ctx.gradEnabled ? 1 : 0;  // the mode to restore on __exit__
+    // restore: the mode to restore on __exit__
+    ValueRef g = makeGradMode({GradModeData::Role::kSetGradEnabled, mode, ctx.gradEnabled});
     if (ctx.gradEnabled != mode) ctx.recordCall(api.setGradEnabled, "", {args[0]}, {});
     ctx.gradEnabled = mode;
     return g;
@@ -1027,22 +1017,25 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
     }
     case ValueKind::kFunction: {
       PyCodeObject* code = (PyCodeObject*)fn->py();  // borrowed ref
-      return inlineCode(tr, code, fn->globals ? fn->globals.get() : tr.globals(), fn->items, fn->kwdefaults,
-                        fn->closure, std::move(args), std::move(kwargs), fn->name);
+      const FunctionData& f = fn->as<FunctionData>();
+      return inlineCode(tr, code, f.globals ? f.globals.get() : tr.globals(), fn->items, f.kwdefaults,
+                        f.closure, std::move(args), std::move(kwargs), fn->name);
     }
     case ValueKind::kGradMode: {
       const TorchApi& api = torchApi();
-      if (fn->name == "__noop_exit__") return makeConst(Py_None);
-      if (fn->name == "__autocast_exit__") {
+      const GradModeData& gm = fn->as<GradModeData>();
+      using Role = GradModeData::Role;
+      if (gm.role == Role::kNoOpExit) return makeConst(Py_None);
+      if (gm.role == Role::kAutocastExit) {
         exitAutocast(ctx);
         return makeConst(Py_None);
       }
-      if (fn->name == "__inference_exit__") {
-        exitInferenceMode(ctx, *fn);
+      if (gm.role == Role::kInferenceExit) {
+        exitInferenceMode(ctx, gm);
         return makeConst(Py_None);
       }
-      if (fn->name == "__enter__" || fn->name == "__exit__") {
-        bool mode = fn->flag;
+      if (gm.role == Role::kEnter || gm.role == Role::kExit) {
+        bool mode = gm.mode;
         PyObject* flag = mode ? Py_True : Py_False;
         if (ctx.gradEnabled != mode) ctx.recordCall(api.setGradEnabled, "", {makeConst(flag)}, {});
         ctx.gradEnabled = mode;

@@ -60,20 +60,34 @@ ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Sourc
 ValueRef makeIterator(const ValueRef& v, std::vector<ValueRef> snapshot) {
   auto it = std::make_shared<Value>();
   it->kind = ValueKind::kIterator;
+  IteratorData data;
   if (v && v->kind == ValueKind::kList) {
-    it->self = v;
+    data.list = v;
   } else {
     it->items = std::move(snapshot);
   }
   // Python raises if a dict (or a set made in the trace, whose keys are its members) changes size.
   if (v && (v->kind == ValueKind::kDict || (v->kind == ValueKind::kObject && v->name == "__made_in_trace__"))) {
-    it->watched = v;
-    it->watchedSize = v->keys.size();
+    data.watched = v;
+    data.watchedSize = v->keys.size();
   }
+  it->data = std::move(data);
   return it;
 }
 
-const std::vector<ValueRef>& iteratorItems(const Value& it) { return it.self ? it.self->items : it.items; }
+const std::vector<ValueRef>& iteratorItems(const Value& it) {
+  const IteratorData& data = it.as<IteratorData>();
+  return data.list ? data.list->items : it.items;
+}
+
+ValueRef makeLazyIterator(std::shared_ptr<LazyIterator> lazy) {
+  auto it = std::make_shared<Value>();
+  it->kind = ValueKind::kIterator;
+  IteratorData data;
+  data.lazy = std::move(lazy);
+  it->data = std::move(data);
+  return it;
+}
 
 ValueRef makeLazy(PyObject* o, Source source) {
   auto v = std::make_shared<Value>();
@@ -141,7 +155,7 @@ std::string describe(const Value& v) {
     case ValueKind::kIterator: return "iterator";
     case ValueKind::kGradMode: return "grad-mode context manager";
     case ValueKind::kLazy: return "'" + v.source.name() + "'";
-    case ValueKind::kSymInt: return "symbolic int " + v.symInt.str() + (v.source ? " '" + v.source.name() + "'" : std::string());
+    case ValueKind::kSymInt: return "symbolic int " + v.as<SymIntData>().expr.str() + (v.source ? " '" + v.source.name() + "'" : std::string());
     case ValueKind::kSymFloat: return "symbolic float" + (v.source ? " '" + v.source.name() + "'" : std::string());
   }
   return "value";
@@ -165,6 +179,7 @@ const char* valueKindName(ValueKind kind) {
     case ValueKind::kGradMode: return "grad-mode context manager";
     case ValueKind::kLazy: return "lazy";
     case ValueKind::kSymInt: return "symbolic int";
+    case ValueKind::kSymFloat: return "symbolic float";
   }
   return "value";
 }
@@ -173,6 +188,23 @@ ValueRef makeCell(std::shared_ptr<CellBox> box, int slot) {
   auto v = std::make_shared<Value>();
   v->kind = ValueKind::kCell;
   v->data = CellData{box ? std::move(box) : std::make_shared<CellBox>(), slot};
+  return v;
+}
+
+ValueRef makeFunction(PyObject* code, std::vector<ValueRef> defaults, std::string qualname, FunctionData data) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kFunction;
+  v->obj = PyObjectRef::borrow(code);
+  v->items = std::move(defaults);
+  v->name = std::move(qualname);
+  v->data = std::move(data);
+  return v;
+}
+
+ValueRef makeGradMode(GradModeData data) {
+  auto v = std::make_shared<Value>();
+  v->kind = ValueKind::kGradMode;
+  v->data = data;
   return v;
 }
 

@@ -14,22 +14,27 @@
 //   kSlice      slice(start, stop, step)                 items
 //   kNull       the NULL pushed before calls (3.11)      -
 //   kObject     any Python object known exactly          obj, source (modules, functions, ...)
-//   kFunction   a function made during tracing           obj (code), items (defaults), cells
+//   kFunction   a function made during tracing           obj (code), items (defaults), name (qualname),
+//                                                         as<FunctionData>(): globals, closure, kwdefaults
 //   kMethod     bound method: self + function             self, obj (function)
 //   kTensorAttr tensor method not yet called: x.view      self (tensor), name
 //   kCell       a cell (closure variable)                 as<CellData>(): box, slot
-//   kIterator   iterator over a known sequence            items (or self: a live list), index
-//   kGradMode   torch.no_grad()/enable_grad() object     flag
+//   kIterator   iterator over a known sequence, or       items (a snapshot), as<IteratorData>():
+//               pulled lazily                             the live list, position, watched dict, lazy
+//   kGradMode   a grad-mode/autocast/inference-mode      as<GradModeData>(): role, mode, restore;
+//               manager, or its __enter__/__exit__        obj (autocast: the torch.autocast object)
 //   kLazy       a root-frame value not looked at yet      obj (the object), source
-//   kSymInt     a Python int known only symbolically       symInt (expression), node (its run-time
+//   kSymInt     a Python int known only symbolically       as<SymIntData>(): expr; node (its run-time
 //               (dynamic shapes, sym_values.cpp)           value in the graph), obj (example), source
 //   kSymFloat   a Python float known only at run time      node (its run-time value in the graph),
-//               (a learning rate; sym_values.cpp)          obj (example), source, symRoots
+//               (a learning rate; sym_values.cpp)          obj (example), source,
+//                                                          as<SymFloatData>(): roots, finite
 //
 // Kind data (migration in progress, docs/capture.md "Value kinds"): a kind whose fields mean
 // nothing to the others keeps them in a struct of its own inside `data` (a std::variant), read
 // through as<T>(), which checks the kind; a value is made with its data (makeCell). Kinds moved
-// so far: kCell (CellData). The others still use the shared fields below, each commented with
+// so far: kCell (CellData), kGradMode (GradModeData), kIterator (IteratorData),
+// kFunction (FunctionData), kSymInt (SymIntData), kSymFloat (SymFloatData). The others still use the shared fields below, each commented with
 // the kinds that read it; moving one kind is one struct, one variant alternative and its sites.
 //
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
@@ -91,12 +96,76 @@ struct CellData {
   int slot = -1;                 ///< the frame's local slot that holds the cell
 };
 
+/// kGradMode's data: a context manager the tracer enters and leaves itself (torch.no_grad(),
+/// enable_grad(), set_grad_enabled(mode), a manager that changes nothing, torch.autocast(...),
+/// torch.inference_mode(mode)), or the __enter__ / __exit__ callable a `with` pushes for one.
+struct GradModeData {
+  enum class Role {
+    kGradMode,        ///< no_grad() / enable_grad(): sets `mode` on entry
+    kNoOp,            ///< nullcontext(), record_function(...), autocast that changes nothing
+    kSetGradEnabled,  ///< set_grad_enabled(mode): switched already; `restore` is the mode before
+    kAutocast,        ///< torch.autocast(...): the Value's obj is the autocast object
+    kInferenceMode,   ///< inference_mode(mode): `mode` is the inference mode it sets
+    kEnter,           ///< a grad-mode manager's __enter__: sets grad mode `mode`
+    kExit,            ///< a grad-mode manager's __exit__: restores grad mode `mode`
+    kNoOpExit,        ///< a no-op manager's __exit__
+    kAutocastExit,    ///< an autocast block's __exit__
+    kInferenceExit,   ///< an inference-mode block's __exit__: grad mode `mode`, inference mode `restore`
+  };
+  Role role = Role::kGradMode;
+  bool mode = false;     ///< the grad (kInferenceMode: inference) mode it sets or restores
+  bool restore = false;  ///< kSetGradEnabled: grad mode to restore; kInferenceExit: inference mode to restore
+};
+
+struct LazyIterator;  // call_constructs.h
+
+/// kIterator's data. An iterator over known items walks the Value's `items` (a snapshot) or,
+/// over a list, the list itself (live: it sees items the loop appends or removes); a lazy one
+/// pulls its items on demand (a generator being traced, or zip/enumerate/map/filter over one).
+struct IteratorData {
+  ValueRef list;          ///< the list a live iterator walks; null otherwise
+  size_t position = 0;    ///< the next item's position (iterators over known items)
+  ValueRef watched;       ///< an iterator over a dict (or a set made in the trace): the dict, whose
+  size_t watchedSize = 0; ///< size (its size when iteration began) must not change
+  std::shared_ptr<LazyIterator> lazy;  ///< a lazy iterator's source (call_constructs.h); null otherwise
+};
+
+/// kFunction's data: what a function made during tracing (MAKE_FUNCTION) closes over. Its code
+/// stays in the Value's obj, its positional defaults in `items` (walked like a container's, so
+/// a tensor default is seen where tensors are looked for) and its qualname in `name`.
+struct FunctionData {
+  PyObjectRef globals;  ///< the globals dict of the module that made it
+  std::vector<std::shared_ptr<CellBox>> closure;  ///< its closure cells, in co_freevars order
+  ValueRef kwdefaults;  ///< keyword-only defaults (a kDict), or null
+};
+
+/// kSymInt's data (sym_values.cpp): the int's value as an expression of the compile's symbols.
+/// Its example value stays in the Value's obj, its run-time value's graph node in `node`.
+struct SymIntData {
+  sym::Expr expr;
+};
+
+/// kSymFloat's data (sym_values.cpp). Its example value stays in the Value's obj, its run-time
+/// value's graph node in `node`.
+struct SymFloatData {
+  /// The symbolic inputs it was computed from (kSymFloat inputs, kSymInt values), to specialise
+  /// when its value is needed; empty for a float input (its own root).
+  std::vector<ValueRef> roots;
+  bool finite = false;  ///< known to be a finite float (computed from ints and moderate constants)
+};
+
 /// The kind-specific data of a Value: std::monostate for the kinds not moved yet.
-using KindData = std::variant<std::monostate, CellData>;
+using KindData = std::variant<std::monostate, CellData, GradModeData, IteratorData, FunctionData, SymIntData,
+                              SymFloatData>;
 
 /// The kind a KindData alternative belongs to.
 template <typename T> struct KindOf;
 template <> struct KindOf<CellData> { static constexpr ValueKind kind = ValueKind::kCell; };
+template <> struct KindOf<GradModeData> { static constexpr ValueKind kind = ValueKind::kGradMode; };
+template <> struct KindOf<IteratorData> { static constexpr ValueKind kind = ValueKind::kIterator; };
+template <> struct KindOf<FunctionData> { static constexpr ValueKind kind = ValueKind::kFunction; };
+template <> struct KindOf<SymIntData> { static constexpr ValueKind kind = ValueKind::kSymInt; };
+template <> struct KindOf<SymFloatData> { static constexpr ValueKind kind = ValueKind::kSymFloat; };
 
 /// A kind's name for messages ("cell", "tensor").
 const char* valueKindName(ValueKind kind);
@@ -106,7 +175,6 @@ struct Value {
   PyObjectRef obj;               ///< the constant / object / meta example / function code
   NodeRef node;                  ///< kTensor: the graph node producing it
   PyObjectRef device;            ///< kTensor: the real torch.device (meta examples lose it)
-  PyObjectRef globals;           ///< kFunction: the globals dict of the module that made it
   PyObjectRef real;              ///< kList/kDict: the real container it stands for, when it is one;
                                  ///< kTensor input: its exact type (Tensor or Parameter)
   Source source;                 ///< where it came from in the frame, when it did
@@ -115,29 +183,15 @@ struct Value {
   ValueRef self;                 ///< kMethod / kTensorAttr: the receiver; kDict of a
                                  ///< collections.defaultdict made in the trace: default_factory
   std::string name;              ///< kTensorAttr: method name; kFunction: qualname
-  std::vector<std::shared_ptr<CellBox>> closure;  ///< kFunction: closure cells
-  ValueRef kwdefaults;           ///< kFunction: kw-only defaults (a kDict) or null
-  size_t index = 0;              ///< kIterator: next position
-  bool flag = false;             ///< kGradMode: the grad mode it sets
   bool mutated = false;          ///< kList/kDict with a source: changed during tracing
   bool idGuarded = false;        ///< kObject: its identity is guarded (ID_MATCH on its source)
-  ValueRef watched;              ///< kIterator over a dict: the dict, whose size must not change
-  size_t watchedSize = 0;        ///< kIterator over a dict: its size when iteration began
   /// kTensor with dynamic dimensions: one size expression per dimension (constants for static
   /// ones); empty when every size is static (obj's sizes are then exact).
   std::vector<sym::Expr> symSizes;
-  /// kIterator pulled on demand: a generator being traced lazily, or zip/enumerate over one
-  /// (call_constructs.h); null for iterators over known items.
-  std::shared_ptr<struct LazyIterator> lazy;
   /// kTensor made by a torch factory from Python constants only (torch.tensor(3)) and not yet
   /// passed to any op: its real value, so item()/tolist()/int() on it are constants
   /// (call_constructs.cpp). Null otherwise.
   PyObjectRef constValue;
-  /// kSymInt: its value as an expression of the compile's symbols (obj holds the example value).
-  sym::Expr symInt;
-  /// kSymFloat: the symbolic inputs it was computed from (kSymFloat inputs, kSymInt values), to
-  /// specialise when its value is needed.
-  std::vector<ValueRef> symRoots;
 
   KindData data;                 ///< the data of a kind that has its own (see KindData)
 
@@ -171,6 +225,8 @@ struct Value {
 ValueRef makeIterator(const ValueRef& v, std::vector<ValueRef> snapshot);
 /// The items an iterator walks (the list's current items for a live one).
 const std::vector<ValueRef>& iteratorItems(const Value& it);
+/// An iterator whose items are pulled on demand from `lazy` (call_constructs.h).
+ValueRef makeLazyIterator(std::shared_ptr<LazyIterator> lazy);
 
 /// Constructors. `o` is a borrowed ref (a new reference is kept).
 ValueRef makeConst(PyObject* o);
@@ -182,6 +238,10 @@ ValueRef makeSlice(ValueRef start, ValueRef stop, ValueRef step);
 ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Source source = {});
 /// A cell in local `slot`, sharing `box` (a new, empty box when null).
 ValueRef makeCell(std::shared_ptr<CellBox> box, int slot);
+/// A function made during tracing from `code` (a borrowed ref), its positional defaults and qualname.
+ValueRef makeFunction(PyObject* code, std::vector<ValueRef> defaults, std::string qualname, FunctionData data);
+/// A grad-mode manager or its __enter__/__exit__ (see GradModeData).
+ValueRef makeGradMode(GradModeData data);
 /// A root-frame object not wrapped yet (see kLazy). `o` is borrowed.
 ValueRef makeLazy(PyObject* o, Source source);
 
