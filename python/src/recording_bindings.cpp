@@ -255,6 +255,24 @@ class TraceSink final : public core::CompileSink {
     writer_->recordArtifact(std::move(row));
   }
 
+  bool wantsLateKernels(uint64_t entryId) override {
+    return writer_ && pid_ == getpid() && entries_.count(entryId) != 0;
+  }
+
+  // The kernels of a graph an entry compiled after it was made (a training compile's backward
+  // graph, at its first backward call): late rows of the compile that made the entry.
+  void lateKernels(uint64_t entryId, const std::vector<core::BackendKernel>& kernels) override {
+    if (!writer_ || pid_ != getpid() || kernels.empty()) return;
+    auto it = entries_.find(entryId);
+    if (it == entries_.end()) return;
+    try {
+      for (const core::BackendKernel& k : kernels) writer_->recordKernel(kernelRow(it->second.compileId, k));
+    } catch (const std::exception&) {
+      return;  // nothing more of it reaches the store; the program goes on
+    }
+    if (commitMode_ != kBatch) commit();
+  }
+
   void backendStarting() override {
     if (writer_) writer_->noteCrashStage(storage::CrashStage::kBackend, 0);
   }

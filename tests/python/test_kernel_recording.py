@@ -88,22 +88,35 @@ def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(tmp
     assert [k["cache_key"] for k in hits] == [k["cache_key"] for k in kernels]
 
 
-def test_training_graph_kernels_belong_to_the_aot_forward_graph(tmp_path):
+def _aot_graph_nodes(store, run, compile, name):
+    (graph,) = [a for a in store.artifacts(run["id"]) if a["compile_id"] == compile["id"] and a["name"] == name]
+    return set(_graph_nodes(graph["data"]))
+
+
+def test_training_compile_records_its_forward_and_late_backward_kernels(tmp_path):
     store = _run(tmp_path, tmp_path / "t.db", mode="train")
     run, compiles = _compiles(store)
     step = compiles[-1]
     kernels = store.kernels_of_compile(step["id"])
-    assert kernels, "the forward graph of the training compile has kernels"
-    forward = [a for a in store.artifacts(run["id"])
-               if a["compile_id"] == step["id"] and a["name"] == "dynamo.aot.forward"]
-    assert len(forward) == 1
-    forward_nodes = set(_graph_nodes(forward[0]["data"]))
-    for k in kernels:
-        # (The backward graph is compiled at the first backward call, after the compile was
-        # recorded: its kernels are not in the store.)
-        assert k["graph"] == "aot.forward" and k["graph_index"] == 0
-        assert set(k["nodes"]) <= forward_nodes, (k["nodes"], forward_nodes)
-    assert "sigmoid" in {n for k in kernels for n in k["nodes"]}
+    forward = [k for k in kernels if k["graph"] == "aot.forward"]
+    backward = [k for k in kernels if k["graph"] == "aot.backward"]
+    # The forward graph's kernels come with the compile; the backward graph is compiled at the
+    # first backward call, after the compile was recorded: its kernels are late rows of it.
+    assert forward and backward
+    assert kernels == forward + backward
+    forward_nodes = _aot_graph_nodes(store, run, step, "dynamo.aot.forward")
+    backward_nodes = _aot_graph_nodes(store, run, step, "dynamo.aot.backward")
+    for k in forward:
+        assert k["graph_index"] == 0 and set(k["nodes"]) <= forward_nodes, (k["nodes"], forward_nodes)
+    for k in backward:
+        assert k["graph_index"] == 0 and set(k["nodes"]) <= backward_nodes, (k["nodes"], backward_nodes)
+        assert k["kind"] == "cpp_kernel" and f' {k["name"]}(' in k["source"]
+    assert "sigmoid" in {n for k in forward for n in k["nodes"]}
+    # The late rows are code rows of the same compile.
+    code = [c["name"] for c in store.code(run["id"], step["id"]) if c["kind"] == "cpp_kernel"]
+    assert code == [k["name"] for k in kernels]
+    # The eval compile (no backward) has no backward kernels.
+    assert all(k["graph"] == "dynamo" for k in store.kernels_of_compile(compiles[0]["id"]))
 
 
 PASSES_SCRIPT = r"""
