@@ -26,8 +26,9 @@ torch.manual_seed(0)
 m = Net().eval()
 x = torch.randn(2, 3, 8, 8)
 with torch.no_grad():
-    got = dynamo.compile(m, backend="fused")(x)
-    torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+    fn = dynamo.compile(m, backend="fused")
+    for _ in range(int(sys.argv[2])):  # the first 5 calls are timed (run_us)
+        torch.testing.assert_close(fn(x), m(x), rtol=1e-5, atol=1e-5)
 if sys.argv[1] == "train":
     def step(w, v):
         return torch.sigmoid(v @ w * 2 + 1).sum(dim=1)
@@ -37,9 +38,9 @@ print("done")
 """
 
 
-def _run(tmp_path, db, mode="eval"):
+def _run(tmp_path, db, mode="eval", calls=1):
     env = dict(os.environ, DYNAMO_TRACE=str(db), DYNAMO_KERNEL_CACHE=str(tmp_path / "kernels"))
-    r = subprocess.run([sys.executable, "-c", SCRIPT, mode], env=env, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", SCRIPT, mode, str(calls)], env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and "done" in r.stdout, r.stderr
     return _C.TraceReader(str(db))
@@ -70,7 +71,7 @@ def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(tmp
         assert set(k["nodes"]) <= names, k
         assert not k["cache_hit"] and k["compile_us"] > 0 and k["lower_us"] > 0
         assert k["cache_key"] and k["loops"].startswith("outer [")
-        assert k["run_us"] == -1  # not measured
+        assert k["run_us"] == -1 and k["run_calls"] == 0  # one call: fewer than the 5 timed
     # The fusion groups: the inlined pointwise nodes are in the kernel that computes them.
     assert kernels[0]["nodes"] == ["mul", "add", "relu", "mean"]
     assert kernels[1]["nodes"][-2:] == ["sigmoid", "mul_1"]
@@ -86,6 +87,22 @@ def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(tmp
     assert [k["name"] for k in hits] == ["k0_mean", "k1_mul_1"]
     assert all(k["cache_hit"] and k["compile_us"] == 0 for k in hits)
     assert [k["cache_key"] for k in hits] == [k["cache_key"] for k in kernels]
+
+
+def test_traced_kernels_record_their_mean_run_time_over_the_first_five_calls(tmp_path):
+    for calls in (4, 7):
+        store = _run(tmp_path, tmp_path / f"r{calls}.db", calls=calls)
+        run, (compile,) = _compiles(store)
+        kernels = store.kernels_of_compile(compile["id"])
+        assert [k["name"] for k in kernels] == ["k0_mean", "k1_mul_1"]
+        timed = [a for a in store.artifacts(run["id"]) if a["name"] == "dynamo.kernel.run"]
+        if calls < 5:  # written once, after the fifth call
+            assert timed == [] and all(k["run_us"] == -1 and k["run_calls"] == 0 for k in kernels)
+        else:
+            assert len(timed) == 2  # once per kernel, not again on the sixth and seventh calls
+            # (Microseconds, rounded: these kernels are small, so 0 is a measured value.)
+            assert all(k["run_us"] >= 0 and k["run_calls"] == 5 for k in kernels), kernels
+            assert sorted(json.loads(a["data"])["code_id"] for a in timed) == sorted(k["id"] for k in kernels)
 
 
 def _aot_graph_nodes(store, run, compile, name):

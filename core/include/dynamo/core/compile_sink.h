@@ -60,6 +60,14 @@ class CompileSink {
     (void)entryId;
     (void)kernels;
   }
+  /// The measured run times of the kernels reported with `token` (BackendKernel::runToken; see
+  /// reportKernelRunTimes): per kernel in report order, its mean microseconds per call over its
+  /// first `calls` calls. Never throws.
+  virtual void kernelRunTimes(uint64_t token, const std::vector<double>& meanUs, int calls) {
+    (void)token;
+    (void)meanUs;
+    (void)calls;
+  }
 };
 
 /// Installs the process's sink (null: none). GIL held.
