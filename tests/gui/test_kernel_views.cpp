@@ -268,6 +268,9 @@ TEST_CASE("the window: a fused graph opens by fusion group; a node's panel and i
   CHECK(panel.contains(QString("kernel %1 (c++, %2; ").arg(QString::fromStdString(k.name), QString::fromStdString(k.loops))));
   CHECK(panel.contains(k.cacheHit ? QString("loaded from the disk cache")
                                   : QString("compiled in %1 ms").arg(static_cast<double>(k.compileUs) / 1000.0, 0, 'f', 0)));
+  // The fixture calls the net 5 times: its kernels' run times are measured.
+  REQUIRE(k.runCalls == 5);
+  CHECK(panel.contains(QString("; ran in %1 us per call (mean of its first 5 calls)").arg(k.runUs)));
   QString group = "fusion group: ";
   for (const std::string& n : k.nodes) group += QString::fromStdString(n) + " ";
   CHECK(panel.contains(group.trimmed()));
