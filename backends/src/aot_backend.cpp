@@ -199,7 +199,7 @@ void PerSizeAotFn::record(PyObject* const* inputs, size_t count, double ms) cons
   // The AOT layer's record of this compile (python/dynamo/aot: take_pending_json).
   if (entryId_ != 0) {
     PyObjectRef module = PyObjectRef::steal(PyImport_ImportModule("dynamo.aot"));
-    PyObjectRef json = PyObjectRef::steal(module ? PyObject_CallMethod(module.get(), "take_pending_json", nullptr) : nullptr);
+    PyObjectRef json = PyObjectRef::steal(module ? PyObject_CallMethod(module.get(), "take_pending_json", "K", static_cast<unsigned long long>(entryId_)) : nullptr);
     if (json && PyUnicode_Check(json.get())) rec.detailJson = PyUnicode_AsUTF8(json.get());
     PyErr_Clear();
   }

@@ -27,6 +27,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -185,8 +186,10 @@ bool matches(const at::Tensor& t, const codegen::Buffer& b) {
 
 class FusedFn final : public core::CompiledGraphFn {
  public:
-  FusedFn(const core::Graph& graph, codegen::Program program, std::vector<KernelFn> fns)
-      : graph_(graph), program_(std::move(program)), fns_(std::move(fns)), eager_(graph) {
+  // runToken: nonzero when the trace store records these kernels (reportBackendKernels): the
+  // first core::kTimedKernelCalls calls time each kernel and report the means once.
+  FusedFn(const core::Graph& graph, codegen::Program program, std::vector<KernelFn> fns, uint64_t runToken)
+      : graph_(graph), program_(std::move(program)), fns_(std::move(fns)), eager_(graph), runToken_(runToken) {
     for (size_t i = 0; i < graph.inputs().size(); ++i) slot_[graph.inputs()[i].get()] = -1 - static_cast<int>(i);
     for (size_t i = 0; i < graph.body().size(); ++i) slot_[graph.body()[i].get()] = static_cast<int>(i);
     for (const codegen::Kernel& k : program_.kernels) params_.push_back(codegen::kernelParams(k));
@@ -254,9 +257,13 @@ class FusedFn final : public core::CompiledGraphFn {
         if (b.kind == BufferKind::kIntermediate && b.arenaOffset >= 0) f.ptrs[b.id] = base + b.arenaOffset;
       }
     }
+    // Timed only for a traced compile's first calls (never on the untraced path).
+    std::vector<double> kernelUs;
+    if (runToken_ != 0 && timedCalls_.load(std::memory_order_relaxed) < core::kTimedKernelCalls)
+      kernelUs.assign(fns_.size(), 0.0);
     for (const codegen::Step& s : program_.steps) {
       if (s.isKernel) {
-        runKernel(s.kernel, f);
+        runKernel(s.kernel, f, kernelUs.empty() ? nullptr : &kernelUs[s.kernel]);
       } else if (s.conv >= 0) {
         runConv(s.conv, f);
       } else if (s.matmul >= 0) {
@@ -268,10 +275,27 @@ class FusedFn final : public core::CompiledGraphFn {
     }
     core::PyObjectRef out = core::argToPython(graph_.output()->outputValue(),
                                               [&](const core::NodeRef& n) { return outputOf(n, f); });
+    if (!kernelUs.empty()) addTimedCall(kernelUs);
     return out.release();
   }
 
-  void runKernel(int k, Frame& f) const {
+  // One timed call's kernel times; the last of the first kTimedKernelCalls reports the means
+  // (GIL held: the sink writes them).
+  void addTimedCall(const std::vector<double>& kernelUs) const {
+    std::vector<double> means;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (timedCalls_.load(std::memory_order_relaxed) >= core::kTimedKernelCalls) return;
+      if (timedUs_.empty()) timedUs_.assign(kernelUs.size(), 0.0);
+      for (size_t i = 0; i < kernelUs.size(); ++i) timedUs_[i] += kernelUs[i];
+      const int calls = timedCalls_.fetch_add(1, std::memory_order_relaxed) + 1;
+      if (calls < core::kTimedKernelCalls) return;
+      for (double us : timedUs_) means.push_back(us / calls);
+    }
+    core::reportKernelRunTimes(runToken_, means, core::kTimedKernelCalls);
+  }
+
+  void runKernel(int k, Frame& f, double* us = nullptr) const {
     for (int b : program_.kernels[k].writes) {
       const codegen::Buffer& buf = program_.buffers[b];
       if (buf.kind != BufferKind::kOutput) continue;
@@ -281,7 +305,13 @@ class FusedFn final : public core::CompiledGraphFn {
     std::vector<void*> args;
     for (int b : params_[k]) args.push_back(f.ptrs[b]);
     PyThreadState* ts = PyEval_SaveThread();
-    fns_[k](args.data());
+    if (us == nullptr) {
+      fns_[k](args.data());
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      fns_[k](args.data());
+      *us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    }
     PyEval_RestoreThread(ts);
   }
 
@@ -534,6 +564,9 @@ class FusedFn final : public core::CompiledGraphFn {
   mutable std::vector<at::Tensor> arenas_;
   mutable std::unordered_map<int, PreparedConv> convCache_;  // per conv step
   bool prepack_ = !std::getenv("DYNAMO_FUSED_NO_PREPACK");   // oneDNN's prepacked conv when present
+  uint64_t runToken_ = 0;                       // nonzero: time the first calls (the trace store)
+  mutable std::atomic<int> timedCalls_{0};      // timed calls so far (stops at kTimedKernelCalls)
+  mutable std::vector<double> timedUs_;         // per kernel, summed over the timed calls (mu_)
 };
 
 class EagerFn final : public core::CompiledGraphFn {
@@ -633,7 +666,7 @@ std::vector<std::string> coveredNodes(const codegen::Kernel& k, const core::Grap
 
 // Hands the kernels to the compile being recorded (core's BackendKernel, for the trace store):
 // the captured graph's ("dynamo"), or the AOT layer's forward / backward graph's.
-void recordKernels(const codegen::Program& program, const std::vector<codegen::CompileJob>& jobs,
+uint64_t recordKernels(const codegen::Program& program, const std::vector<codegen::CompileJob>& jobs,
                    const std::vector<codegen::LoadedKernel>& loaded, double lowerMs,
                    const core::BackendRequest& request, const FusedOptions& options) {
   const core::Graph& graph = request.graph;
@@ -654,7 +687,7 @@ void recordKernels(const codegen::Program& program, const std::vector<codegen::C
     b.lowerMs = lowerMs;
     out.push_back(std::move(b));
   }
-  core::reportBackendKernels(options.insideAutograd ? "aot." + request.function : "dynamo", std::move(out));
+  return core::reportBackendKernels(options.insideAutograd ? "aot." + request.function : "dynamo", std::move(out));
 }
 
 }  // namespace
@@ -726,13 +759,14 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
       report->kernels.push_back(std::move(info));
     }
   }
-  if (core::wantsBackendKernels()) recordKernels(program, jobs, loaded, lowerMs, request, options);
+  const uint64_t runToken =
+      core::wantsBackendKernels() ? recordKernels(program, jobs, loaded, lowerMs, request, options) : 0;
   if (report) {
     report->program = codegen::printProgram(program);
     report->externs = program.externs;
     report->arenaBytes = program.arenaBytes;
   }
-  return std::make_unique<FusedFn>(graph, std::move(program), std::move(fns));
+  return std::make_unique<FusedFn>(graph, std::move(program), std::move(fns), runToken);
 }
 
 std::shared_ptr<core::Backend> makeFusedBackend() { return std::make_shared<FusedBackend>(); }

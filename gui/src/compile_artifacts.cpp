@@ -340,6 +340,8 @@ InspectGraphPtr withKernels(const InspectGraphPtr& graph, int index,
     ik.cacheHit = k.cacheHit;
     ik.compileMs = static_cast<double>(k.compileUs) / 1000.0;
     ik.lowerMs = static_cast<double>(k.lowerUs) / 1000.0;
+    ik.runUs = static_cast<double>(k.runUs);
+    ik.runCalls = k.runCalls;
     const int id = static_cast<int>(out.size());
     for (const std::string& name : k.nodes) {
       auto it = byName.find(name);

@@ -18,6 +18,7 @@
 // structmember.h needs Python.h first (bindings.h includes it).
 #include <structmember.h>
 #include "dynamo/backends/registry.h"
+#include "dynamo/core/compile_sink.h"
 #include "dynamo/core/compiler.h"
 #include "dynamo/core/frame_hook.h"
 #include "dynamo/core/graph_fx.h"
@@ -657,6 +658,31 @@ PyObject* capturedGraph(PyObject*, PyObject*) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
+// collect_late_kernels(entry_id, fn): fn() (the compile of a graph the entry `entry_id` makes
+// after it was made: an AOT compile's backward graph), with its backend's kernels handed to the
+// trace store's sink as late rows of the compile that made the entry. Only when the sink records
+// that entry; otherwise just fn().
+PyObject* collectLateKernels(PyObject*, PyObject* args) {
+  DYNAMO_PY_TRY
+  unsigned long long entryId = 0;
+  PyObject* fn = nullptr;
+  if (!PyArg_ParseTuple(args, "KO:collect_late_kernels", &entryId, &fn)) return nullptr;
+  const std::shared_ptr<core::CompileSink>& sink = core::compileSink();
+  if (entryId == 0 || !sink || !sink->wantsLateKernels(entryId)) return PyObject_CallNoArgs(fn);
+  std::vector<core::BackendKernel> kernels;
+  PyObject* out = nullptr;
+  {
+    core::BackendKernelCollector collect(&kernels);
+    out = PyObject_CallNoArgs(fn);
+  }
+  if (out != nullptr) {
+    // The sink is asked again: the call may have closed the run.
+    if (const auto& now = core::compileSink()) now->lateKernels(entryId, kernels);
+  }
+  return out;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 PyMethodDef methods[] = {
     {"wrap", wrapFunction, METH_VARARGS, "wrap(fn, mode, handle) -> a callable running fn with the hook in `mode`."},
     {"make", makeCompiler, METH_VARARGS, "make(backend_name, backend, fullgraph, cache_size_limit, suppress_errors, listener, skip_file_prefixes, ..., dynamic, automatic_dynamic)"},
@@ -673,6 +699,9 @@ PyMethodDef methods[] = {
     {"captured_graph", capturedGraph, METH_NOARGS,
      "captured_graph() -> the graph of the compile in progress before the pass pipeline (a GraphModule), "
      "or None outside a backend's compile"},
+    {"collect_late_kernels", collectLateKernels, METH_VARARGS,
+     "collect_late_kernels(entry_id, fn) -> fn(), recording the kernels its backend compiles as late "
+     "rows of the compile that made the entry (the trace store; docs/trace-store.md, \"Kernels\")"},
     {"pass_list", passList, METH_VARARGS,
      "pass_list(with_tests=False) -> [(name, description)] of the passes of passes.def, in pipeline order "
      "(with_tests: also the test-only passes)."},

@@ -255,6 +255,53 @@ class TraceSink final : public core::CompileSink {
     writer_->recordArtifact(std::move(row));
   }
 
+  bool wantsLateKernels(uint64_t entryId) override {
+    return writer_ && pid_ == getpid() && entries_.count(entryId) != 0;
+  }
+
+  // The kernels of a graph an entry compiled after it was made (a training compile's backward
+  // graph, at its first backward call): late rows of the compile that made the entry.
+  void lateKernels(uint64_t entryId, const std::vector<core::BackendKernel>& kernels) override {
+    if (!writer_ || pid_ != getpid() || kernels.empty()) return;
+    auto it = entries_.find(entryId);
+    if (it == entries_.end()) return;
+    try {
+      for (const core::BackendKernel& k : kernels)
+        noteKernelRow(k, it->second.compileId, writer_->recordKernel(kernelRow(it->second.compileId, k)));
+    } catch (const std::exception&) {
+      return;  // nothing more of it reaches the store; the program goes on
+    }
+    if (commitMode_ != kBatch) commit();
+  }
+
+  // The fused backend's measured kernel run times (core::reportKernelRunTimes): one
+  // "dynamo.kernel.run" artifact per kernel, written once, with the compile of its kernel row.
+  void kernelRunTimes(uint64_t token, const std::vector<double>& meanUs, int calls) override {
+    auto it = kernelRows_.find(token);
+    if (it == kernelRows_.end()) return;
+    const std::vector<std::pair<RowId, RowId>> rows = std::move(it->second);
+    kernelRows_.erase(it);
+    if (!writer_ || pid_ != getpid()) return;
+    try {
+      for (std::size_t i = 0; i < rows.size() && i < meanUs.size(); ++i) {
+        if (rows[i].second == 0) continue;
+        writer_->recordKernelRunTime(rows[i].first, rows[i].second, static_cast<std::int64_t>(std::llround(meanUs[i])),
+                                     calls);
+      }
+    } catch (const std::exception&) {
+      return;
+    }
+    if (commitMode_ != kBatch) commit();
+  }
+
+  // Which (compile, kernel code row) each reported kernel was written as, for its run time.
+  void noteKernelRow(const core::BackendKernel& k, RowId compileId, RowId codeId) {
+    if (k.runToken == 0 || k.runIndex < 0) return;
+    std::vector<std::pair<RowId, RowId>>& rows = kernelRows_[k.runToken];
+    if (rows.size() <= static_cast<std::size_t>(k.runIndex)) rows.resize(k.runIndex + 1, {0, 0});
+    rows[k.runIndex] = {compileId, codeId};
+  }
+
   void backendStarting() override {
     if (writer_) writer_->noteCrashStage(storage::CrashStage::kBackend, 0);
   }
@@ -303,6 +350,7 @@ class TraceSink final : public core::CompileSink {
     writer_.reset();
     frames_.clear();
     entries_.clear();
+    kernelRows_.clear();
   }
 
   // Artifacts produced in Python during this compile (the AOT layer's joint, forward and
@@ -444,7 +492,7 @@ class TraceSink final : public core::CompileSink {
       code.content = r.bytecode;
       w.recordCode(std::move(code));
     }
-    for (const core::BackendKernel& k : r.kernels) w.recordKernel(kernelRow(compileId, k));
+    for (const core::BackendKernel& k : r.kernels) noteKernelRow(k, compileId, w.recordKernel(kernelRow(compileId, k)));
     if (std::string passes = passesText(r); !passes.empty()) {  // what the passes changed
       storage::ArtifactRecord a;
       a.compileId = compileId;
@@ -534,6 +582,7 @@ class TraceSink final : public core::CompileSink {
   pid_t pid_ = 0;
   PyObject* opener_ = nullptr;  // strong ref, or null
   PyObject* artifactSource_ = nullptr;  // strong ref, or null
+  std::map<uint64_t, std::vector<std::pair<RowId, RowId>>> kernelRows_;  // run token -> (compile, code row) per kernel
   std::vector<core::BackendCompileRecord> pendingBackend_;  // made during the compile being made
   int commitMode_ = kPersist;
   bool warnedInternal_ = false;

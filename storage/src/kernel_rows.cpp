@@ -39,7 +39,28 @@ RowId readKernelMeta(const std::string& json, KernelRecord& k) {
   return j["code_id"].get<RowId>();
 }
 
+// A kKernelRunArtifact's JSON: {code_id, run_us, calls}; false when unreadable.
+bool readKernelRun(const std::string& json, RowId& codeId, std::int64_t& runUs, int& calls) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("code_id") || !j["code_id"].is_number_integer() || !j.contains("run_us") ||
+      !j["run_us"].is_number_integer())
+    return false;
+  codeId = j["code_id"].get<RowId>();
+  runUs = j["run_us"].get<std::int64_t>();
+  calls = j.contains("calls") && j["calls"].is_number_integer() ? j["calls"].get<int>() : 0;
+  return true;
+}
+
 }  // namespace detail
+
+RowId TraceWriter::recordKernelRunTime(RowId compileId, RowId kernelId, std::int64_t runUs, int calls) {
+  ArtifactRecord a;
+  a.compileId = compileId;
+  a.name = kKernelRunArtifact;
+  a.mediaType = "application/json";
+  a.data = nlohmann::json{{"code_id", kernelId}, {"run_us", runUs}, {"calls", calls}}.dump();
+  return recordArtifact(std::move(a));
+}
 
 RowId TraceWriter::recordKernel(KernelRecord kernel) {
   CodeRecord code;
@@ -82,6 +103,19 @@ std::vector<KernelRecord> TraceReader::kernelsOfCompile(RowId compileId) const {
       k.source = rows[i].content;
       out.push_back(std::move(k));
       break;
+    }
+  }
+  // Measured run times (written after the kernels ran): the last one of a kernel wins.
+  for (const ArtifactRecord& a : artifacts) {
+    if (a.name != kKernelRunArtifact) continue;
+    RowId codeId = 0;
+    std::int64_t runUs = -1;
+    int calls = 0;
+    if (!detail::readKernelRun(a.data, codeId, runUs, calls)) continue;
+    for (KernelRecord& k : out) {
+      if (k.id != codeId) continue;
+      k.runUs = runUs;
+      k.runCalls = calls;
     }
   }
   // Kernel code rows without readable metadata: shown by name and source alone.

@@ -13,5 +13,7 @@ std::string kernelMetaJson(const KernelRecord& k, RowId codeId);
 /// Fills `k`'s metadata from `json`; returns the code row it names, 0 when the text is not
 /// kernel metadata (k untouched then).
 RowId readKernelMeta(const std::string& json, KernelRecord& k);
+/// A kKernelRunArtifact's JSON {code_id, run_us, calls}; false when unreadable.
+bool readKernelRun(const std::string& json, RowId& codeId, std::int64_t& runUs, int& calls);
 
 }  // namespace dynamo::storage::detail

@@ -148,7 +148,7 @@ TEST_CASE("a fused graph loads with its kernels: each node knows the kernel that
   CHECK_THAT(details, !Catch::Matchers::Contains("dynamo.kernel ("));
 }
 
-TEST_CASE("the training compile's kernels belong to its AOT forward graph (and its joint graph)") {
+TEST_CASE("the training compile's kernels belong to its AOT forward graph (and its joint graph), its late ones to its backward graph") {
   auto reader = storage::TraceReader::open(storePath());
   const storage::CompileRecord c = compileOf(*reader, "step");
   const std::vector<storage::KernelRecord> stored = storedKernels(*reader, c.id, "aot.forward");
@@ -158,21 +158,35 @@ TEST_CASE("the training compile's kernels belong to its AOT forward graph (and i
   REQUIRE(dynamoGraph.graph);
   CHECK(dynamoGraph.graph->kernels().empty());
   CHECK_FALSE(overlayApplies(Overlay::kFusionGroup, *dynamoGraph.graph));
+  // The backward graph is compiled at the first backward call, after the compile was recorded:
+  // its kernels are late rows of the compile.
+  const std::vector<storage::KernelRecord> late = storedKernels(*reader, c.id, "aot.backward");
+  REQUIRE_FALSE(late.empty());
   for (int index : {aotGraphIndex(0, AotGraphKind::kForward), aotGraphIndex(0, AotGraphKind::kJoint)}) {
     INFO(graphIndexLabel(index));
     const GraphLoad load = loadGraph(storePath(), c.id, index);
     REQUIRE(load.graph);
-    REQUIRE(load.graph->kernels().size() == stored.size());
+    // The joint graph holds both: the forward's kernels, then the backward's.
+    const bool joint = index == aotGraphIndex(0, AotGraphKind::kJoint);
+    REQUIRE(load.graph->kernels().size() == stored.size() + (joint ? late.size() : 0));
     for (const std::string& name : stored[0].nodes) {
       const int n = nodeNamed(*load.graph, name);
       REQUIRE(n >= 0);
       CHECK(load.graph->node(n).kernels == std::vector<int>{0});
     }
   }
-  // The backward graph is compiled at the first backward call, after the compile was recorded.
+  // The late kernels on the backward graph, each on the nodes it computes.
   const GraphLoad backward = loadGraph(storePath(), c.id, aotGraphIndex(0, AotGraphKind::kBackward));
   REQUIRE(backward.graph);
-  CHECK(backward.graph->kernels().empty());
+  REQUIRE(backward.graph->kernels().size() == late.size());
+  CHECK(overlayApplies(Overlay::kFusionGroup, *backward.graph));
+  for (std::size_t k = 0; k < late.size(); ++k) {
+    for (const std::string& name : late[k].nodes) {
+      const int n = nodeNamed(*backward.graph, name);
+      REQUIRE(n >= 0);
+      CHECK(backward.graph->node(n).kernels == std::vector<int>{static_cast<int>(k)});
+    }
+  }
 }
 
 TEST_CASE("overlays: fusion group and compile time fills, group aggregates and legends") {
@@ -254,6 +268,9 @@ TEST_CASE("the window: a fused graph opens by fusion group; a node's panel and i
   CHECK(panel.contains(QString("kernel %1 (c++, %2; ").arg(QString::fromStdString(k.name), QString::fromStdString(k.loops))));
   CHECK(panel.contains(k.cacheHit ? QString("loaded from the disk cache")
                                   : QString("compiled in %1 ms").arg(static_cast<double>(k.compileUs) / 1000.0, 0, 'f', 0)));
+  // The fixture calls the net 5 times: its kernels' run times are measured.
+  REQUIRE(k.runCalls == 5);
+  CHECK(panel.contains(QString("; ran in %1 us per call (mean of its first 5 calls)").arg(k.runUs)));
   QString group = "fusion group: ";
   for (const std::string& n : k.nodes) group += QString::fromStdString(n) + " ";
   CHECK(panel.contains(group.trimmed()));

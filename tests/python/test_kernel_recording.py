@@ -26,8 +26,9 @@ torch.manual_seed(0)
 m = Net().eval()
 x = torch.randn(2, 3, 8, 8)
 with torch.no_grad():
-    got = dynamo.compile(m, backend="fused")(x)
-    torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+    fn = dynamo.compile(m, backend="fused")
+    for _ in range(int(sys.argv[2])):  # the first 5 calls are timed (run_us)
+        torch.testing.assert_close(fn(x), m(x), rtol=1e-5, atol=1e-5)
 if sys.argv[1] == "train":
     def step(w, v):
         return torch.sigmoid(v @ w * 2 + 1).sum(dim=1)
@@ -37,9 +38,9 @@ print("done")
 """
 
 
-def _run(tmp_path, db, mode="eval"):
+def _run(tmp_path, db, mode="eval", calls=1):
     env = dict(os.environ, DYNAMO_TRACE=str(db), DYNAMO_KERNEL_CACHE=str(tmp_path / "kernels"))
-    r = subprocess.run([sys.executable, "-c", SCRIPT, mode], env=env, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", SCRIPT, mode, str(calls)], env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and "done" in r.stdout, r.stderr
     return _C.TraceReader(str(db))
@@ -70,7 +71,7 @@ def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(tmp
         assert set(k["nodes"]) <= names, k
         assert not k["cache_hit"] and k["compile_us"] > 0 and k["lower_us"] > 0
         assert k["cache_key"] and k["loops"].startswith("outer [")
-        assert k["run_us"] == -1  # not measured
+        assert k["run_us"] == -1 and k["run_calls"] == 0  # one call: fewer than the 5 timed
     # The fusion groups: the inlined pointwise nodes are in the kernel that computes them.
     assert kernels[0]["nodes"] == ["mul", "add", "relu", "mean"]
     assert kernels[1]["nodes"][-2:] == ["sigmoid", "mul_1"]
@@ -88,22 +89,51 @@ def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(tmp
     assert [k["cache_key"] for k in hits] == [k["cache_key"] for k in kernels]
 
 
-def test_training_graph_kernels_belong_to_the_aot_forward_graph(tmp_path):
+def test_traced_kernels_record_their_mean_run_time_over_the_first_five_calls(tmp_path):
+    for calls in (4, 7):
+        store = _run(tmp_path, tmp_path / f"r{calls}.db", calls=calls)
+        run, (compile,) = _compiles(store)
+        kernels = store.kernels_of_compile(compile["id"])
+        assert [k["name"] for k in kernels] == ["k0_mean", "k1_mul_1"]
+        timed = [a for a in store.artifacts(run["id"]) if a["name"] == "dynamo.kernel.run"]
+        if calls < 5:  # written once, after the fifth call
+            assert timed == [] and all(k["run_us"] == -1 and k["run_calls"] == 0 for k in kernels)
+        else:
+            assert len(timed) == 2  # once per kernel, not again on the sixth and seventh calls
+            # (Microseconds, rounded: these kernels are small, so 0 is a measured value.)
+            assert all(k["run_us"] >= 0 and k["run_calls"] == 5 for k in kernels), kernels
+            assert sorted(json.loads(a["data"])["code_id"] for a in timed) == sorted(k["id"] for k in kernels)
+
+
+def _aot_graph_nodes(store, run, compile, name):
+    (graph,) = [a for a in store.artifacts(run["id"]) if a["compile_id"] == compile["id"] and a["name"] == name]
+    return set(_graph_nodes(graph["data"]))
+
+
+def test_training_compile_records_its_forward_and_late_backward_kernels(tmp_path):
     store = _run(tmp_path, tmp_path / "t.db", mode="train")
     run, compiles = _compiles(store)
     step = compiles[-1]
     kernels = store.kernels_of_compile(step["id"])
-    assert kernels, "the forward graph of the training compile has kernels"
-    forward = [a for a in store.artifacts(run["id"])
-               if a["compile_id"] == step["id"] and a["name"] == "dynamo.aot.forward"]
-    assert len(forward) == 1
-    forward_nodes = set(_graph_nodes(forward[0]["data"]))
-    for k in kernels:
-        # (The backward graph is compiled at the first backward call, after the compile was
-        # recorded: its kernels are not in the store.)
-        assert k["graph"] == "aot.forward" and k["graph_index"] == 0
-        assert set(k["nodes"]) <= forward_nodes, (k["nodes"], forward_nodes)
-    assert "sigmoid" in {n for k in kernels for n in k["nodes"]}
+    forward = [k for k in kernels if k["graph"] == "aot.forward"]
+    backward = [k for k in kernels if k["graph"] == "aot.backward"]
+    # The forward graph's kernels come with the compile; the backward graph is compiled at the
+    # first backward call, after the compile was recorded: its kernels are late rows of it.
+    assert forward and backward
+    assert kernels == forward + backward
+    forward_nodes = _aot_graph_nodes(store, run, step, "dynamo.aot.forward")
+    backward_nodes = _aot_graph_nodes(store, run, step, "dynamo.aot.backward")
+    for k in forward:
+        assert k["graph_index"] == 0 and set(k["nodes"]) <= forward_nodes, (k["nodes"], forward_nodes)
+    for k in backward:
+        assert k["graph_index"] == 0 and set(k["nodes"]) <= backward_nodes, (k["nodes"], backward_nodes)
+        assert k["kind"] == "cpp_kernel" and f' {k["name"]}(' in k["source"]
+    assert "sigmoid" in {n for k in forward for n in k["nodes"]}
+    # The late rows are code rows of the same compile.
+    code = [c["name"] for c in store.code(run["id"], step["id"]) if c["kind"] == "cpp_kernel"]
+    assert code == [k["name"] for k in kernels]
+    # The eval compile (no backward) has no backward kernels.
+    assert all(k["graph"] == "dynamo" for k in store.kernels_of_compile(compiles[0]["id"]))
 
 
 PASSES_SCRIPT = r"""

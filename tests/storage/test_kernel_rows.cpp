@@ -97,3 +97,27 @@ TEST_CASE("a kernel code row whose metadata is unreadable is still listed, by na
   CHECK(got[0].graph.empty());
   CHECK(got[0].nodes.empty());
 }
+
+TEST_CASE("a kernel's run time, written after it ran, is read into run_us and run_calls") {
+  ScratchDir dir;
+  const std::string path = dir.file("trace.db");
+  auto writer = TraceWriter::open(path, RunRecord{});
+  CompileRecord c;
+  c.frameId = writer->recordFrame({0, 0, "model.py", 3, "f"});
+  c.status = "ok";
+  const RowId compile = writer->recordCompile(c);
+  const RowId k0 = writer->recordKernel(sampleKernel(compile, "k0_relu", "dynamo", 0));
+  writer->recordKernel(sampleKernel(compile, "k1_sum", "dynamo", 0));
+  writer->recordKernelRunTime(compile, k0, 40, 5);
+  writer->recordKernelRunTime(compile, k0, 37, 5);  // the last one wins
+  writer->recordArtifact({0, 0, compile, kKernelRunArtifact, "application/json", "{\"code_id\": \"x\"}", 0});
+  writer->close();
+
+  auto reader = TraceReader::open(path);
+  const std::vector<KernelRecord> got = reader->kernelsOfCompile(compile);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].runUs == 37);
+  CHECK(got[0].runCalls == 5);
+  CHECK(got[1].runUs == -1);  // never measured (and the unreadable record is skipped)
+  CHECK(got[1].runCalls == 0);
+}

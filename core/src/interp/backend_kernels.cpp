@@ -5,6 +5,7 @@
 #include <map>
 
 #include "dynamo/core/backend.h"
+#include "dynamo/core/compile_sink.h"
 
 namespace dynamo::core {
 namespace detail {
@@ -15,6 +16,7 @@ struct KernelSlot {
 }  // namespace detail
 namespace {
 thread_local detail::KernelSlot* tlsSlot = nullptr;
+uint64_t lastToken = 0;  // GIL held
 }  // namespace
 
 BackendKernelCollector::BackendKernelCollector(std::vector<BackendKernel>* out)
@@ -29,14 +31,23 @@ BackendKernelCollector::~BackendKernelCollector() {
 
 bool wantsBackendKernels() { return tlsSlot != nullptr; }
 
-void reportBackendKernels(const std::string& graph, std::vector<BackendKernel> kernels) {
-  if (!tlsSlot) return;
+uint64_t reportBackendKernels(const std::string& graph, std::vector<BackendKernel> kernels) {
+  if (!tlsSlot) return 0;
   const int ordinal = tlsSlot->calls[graph]++;  // a graph with no kernel still takes its number
+  const uint64_t token = ++lastToken;
+  int index = 0;
   for (BackendKernel& k : kernels) {
     k.graph = graph;
     k.graphOrdinal = ordinal;
+    k.runToken = token;
+    k.runIndex = index++;
     tlsSlot->out->push_back(std::move(k));
   }
+  return token;
+}
+
+void reportKernelRunTimes(uint64_t token, const std::vector<double>& meanUs, int calls) {
+  if (const auto& sink = compileSink()) sink->kernelRunTimes(token, meanUs, calls);
 }
 
 }  // namespace dynamo::core

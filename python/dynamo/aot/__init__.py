@@ -172,8 +172,14 @@ def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compil
     fw = fw_compiler(forward)
     _phase(rec, "compile_forward", start)
 
+    owner = {"entry_id": 0}  # the cache entry this compile is part of (_claim_owners)
+    _owners().append(owner)
+
     def compile_backward():
-        return bw_compiler(_C._graph.read_graph(backward_json).resolve())
+        # Compiled at the first backward call, after the compile was recorded: the backend's
+        # kernels are late rows of the compile that made the entry (docs/trace-store.md).
+        return _C._compiler.collect_late_kernels(
+            owner["entry_id"], lambda: bw_compiler(_C._graph.read_graph(backward_json).resolve()))
 
     def backward_compiled(ms):
         rec["phases_ms"]["compile_backward"] = round(ms, 3)
@@ -312,19 +318,37 @@ def _artifacts():
     return out
 
 
-def take_pending_json():
+def take_pending_json(entry_id=0):
     """The "dynamo.aot" JSON of the newest AOT compile not yet linked to a compile record, or None;
     forgets them all. The aot backends call it after compiling a dynamic graph for new input sizes
     during a call (backends/src/aot_backend.cpp), so that the record goes with that entry's
-    compile and not with the process's next one."""
+    compile and not with the process's next one; the training functions it made belong to the
+    entry `entry_id`."""
+    _claim_owners(entry_id)
     pending = _pending()
     out = _summary_json(pending[-1]) if pending else None
     pending.clear()
     return out
 
 
+def _owners():
+    o = getattr(_local, "owners", None)
+    if o is None:
+        o = _local.owners = []
+    return o
+
+
+def _claim_owners(entry_id):
+    """The training functions made since the last claim belong to the cache entry `entry_id`
+    (0: no entry was made): their backward graphs' kernels are recorded with its compile."""
+    for owner in _owners():
+        owner["entry_id"] = entry_id
+    _owners().clear()
+
+
 def _clear_pending(record):
     _pending().clear()
+    _claim_owners(record.get("entry_id", 0))
 
 
 def make_backend(backend="aot_eager", fw_compiler=_default_compiler, bw_compiler=_default_compiler):

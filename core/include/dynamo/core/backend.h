@@ -73,6 +73,9 @@ struct BackendKernel {
   bool cacheHit = false;           ///< loaded from the disk cache (no compiler run)
   double compileMs = 0;            ///< the system compiler's wall time for it (0 on a hit)
   double lowerMs = 0;              ///< lowering and emitting the whole graph, shared by its kernels
+  uint64_t runToken = 0;           ///< the token reportBackendKernels returned for its graph
+                                   ///< (set by it): reportKernelRunTimes names the graph by it
+  int runIndex = 0;                ///< its position in that graph's kernels (set by it)
 };
 
 /// Whether the compile running on this thread collects its backend's kernels (the trace store
@@ -81,7 +84,17 @@ bool wantsBackendKernels();
 /// Hands the kernels of one compiled graph of kind `graph` to the compile running on this thread
 /// (CompileRecord::kernels), numbering the graphs of each kind in call order. A no-op when no
 /// compile collects (wantsBackendKernels() false: a graph compiled lazily, at its first call).
-void reportBackendKernels(const std::string& graph, std::vector<BackendKernel> kernels);
+/// Returns a token naming these kernels (process-unique, nonzero) when collected, else 0: a
+/// backend that gets a token measures its kernels' first kTimedKernelCalls calls and reports
+/// them with reportKernelRunTimes; with 0 it measures nothing.
+uint64_t reportBackendKernels(const std::string& graph, std::vector<BackendKernel> kernels);
+
+/// The calls of a graph whose kernels a backend times (from the first; reportBackendKernels).
+inline constexpr int kTimedKernelCalls = 5;
+/// The mean wall time per call, in microseconds, of each kernel of the graph reportBackendKernels
+/// named `token` (in its order) over its first `calls` calls: handed to the compile sink
+/// (CompileSink::kernelRunTimes), which writes it once. GIL held.
+void reportKernelRunTimes(uint64_t token, const std::vector<double>& meanUs, int calls);
 
 namespace detail {
 struct KernelSlot;

@@ -50,6 +50,24 @@ class CompileSink {
   /// A backend compiled a graph for one input signature (during a compile, or on a call of an
   /// entry whose graph has dynamic sizes). Never throws.
   virtual void backendCompiled(const BackendCompileRecord& record) { (void)record; }
+  /// Whether a graph compiled after the entry `entryId` was made (an AOT compile's backward
+  /// graph, at its first backward call) should collect its backend's kernels for lateKernels.
+  /// Never throws.
+  virtual bool wantsLateKernels(uint64_t entryId) { (void)entryId; return false; }
+  /// The kernels of a graph the entry `entryId` compiled after it was made (the backward graph
+  /// of a training compile): late rows of the compile that made the entry. Never throws.
+  virtual void lateKernels(uint64_t entryId, const std::vector<BackendKernel>& kernels) {
+    (void)entryId;
+    (void)kernels;
+  }
+  /// The measured run times of the kernels reported with `token` (BackendKernel::runToken; see
+  /// reportKernelRunTimes): per kernel in report order, its mean microseconds per call over its
+  /// first `calls` calls. Never throws.
+  virtual void kernelRunTimes(uint64_t token, const std::vector<double>& meanUs, int calls) {
+    (void)token;
+    (void)meanUs;
+    (void)calls;
+  }
 };
 
 /// Installs the process's sink (null: none). GIL held.

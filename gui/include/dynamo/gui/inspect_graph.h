@@ -95,6 +95,9 @@ struct InspectKernel {
   bool cacheHit = false;       ///< loaded from the kernel disk cache (no compiler run)
   double compileMs = 0;        ///< the system compiler's wall time for it (0 on a hit)
   double lowerMs = 0;          ///< lowering and emitting the whole graph (shared by its kernels)
+  double runUs = -1;           ///< mean wall time per call over its first runCalls calls; -1:
+                               ///< not measured (storage::KernelRecord::runUs)
+  int runCalls = 0;            ///< the calls runUs averages
   std::vector<int> nodes;      ///< the nodes it computes (its fusion group), graph order
 };
 

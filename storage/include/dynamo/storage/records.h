@@ -178,6 +178,9 @@ struct CodeRecord {
 /// The artifact that holds a kernel's metadata (KernelRecord), one per kernel, beside the code
 /// row with its source.
 inline constexpr const char* kKernelArtifact = "dynamo.kernel";
+/// The artifact of a kernel's measured run time (TraceWriter::recordKernelRunTime): JSON
+/// {"code_id", "run_us", "calls"}, written after the kernel ran, so after its kKernelArtifact.
+inline constexpr const char* kKernelRunArtifact = "dynamo.kernel.run";
 
 /// A kernel a code-generating backend (the fused backend) compiled for one of a compile's graphs.
 /// Stored without a schema change (v3): its source as a `code` row (cpp_kernel, cuda_kernel) and
@@ -200,7 +203,10 @@ struct KernelRecord {
   bool cacheHit = false;           ///< loaded from the disk cache: no compiler run
   std::int64_t compileUs = 0;      ///< the system compiler's wall time for this kernel (0 on a hit)
   std::int64_t lowerUs = 0;        ///< lowering and emitting its whole graph (shared by its kernels)
-  std::int64_t runUs = -1;         ///< a measured run time per call; -1 when not measured
+  std::int64_t runUs = -1;         ///< its mean wall time per call over its first `runCalls`
+                                   ///< calls (the fused backend: docs/trace-store.md,
+                                   ///< "Kernels"); -1 when not measured
+  int runCalls = 0;                ///< the calls runUs averages; 0 when not measured
 };
 
 /// A free-form artifact (a file a backend wrote, a profile, a log excerpt).

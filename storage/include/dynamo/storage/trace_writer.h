@@ -92,6 +92,10 @@ class TraceWriter {
   /// Records a kernel (records.h, KernelRecord): its source as a code row, the rest as a
   /// kKernelArtifact artifact naming that row. Returns the code row's id; see recordFrame.
   RowId recordKernel(KernelRecord kernel);
+  /// Records the measured run time of the kernel whose code row is `kernelId` (recordKernel's
+  /// result) of compile `compileId`: a kKernelRunArtifact artifact, which kernelsOfCompile reads
+  /// into KernelRecord::runUs and runCalls (the last one of a kernel wins); see recordFrame.
+  RowId recordKernelRunTime(RowId compileId, RowId kernelId, std::int64_t runUs, int calls);
 
   /// Blocks until every row enqueued before the call is committed, committing them on the
   /// calling thread (one transaction; no fsync unless the WAL outgrew its checkpoints). Throws
