@@ -8,6 +8,7 @@ target_sources(dynamo_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/tracer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tracer_attrs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tracer_calls.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tracer_handlers.cpp
   ${CMAKE_CURRENT_LIST_DIR}/call_constructs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/call_sets.cpp
   ${CMAKE_CURRENT_LIST_DIR}/call_lazy.cpp
