@@ -123,13 +123,6 @@ PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
-PyObject* intList(const std::vector<int64_t>& v) {
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.size()));
-  if (!l) return nullptr;
-  for (size_t i = 0; i < v.size(); ++i) PyList_SET_ITEM(l, i, PyLong_FromLongLong(v[i]));
-  return l;
-}
-
 const char* bufferKindName(codegen::BufferKind k) {
   switch (k) {
     case codegen::BufferKind::kInput: return "input";
@@ -155,7 +148,7 @@ PyObject* lowerProgram(PyObject*, PyObject* args) {
     setItem(d.get(), "name", newStr(k.name));
     setItem(d.get(), "nodes", newStrList(k.nodes()));
     setItem(d.get(), "source", newStr(codegen::emitCpp(k, program)));
-    setItem(d.get(), "params", intList(std::vector<int64_t>(params.begin(), params.end())));
+    setItem(d.get(), "params", newIntList(std::vector<int64_t>(params.begin(), params.end())));
     appendItem(kernels.get(), d.release());
   }
   PyRef buffers = PyRef::steal(checkPy(PyList_New(0)));
@@ -164,8 +157,8 @@ PyObject* lowerProgram(PyObject*, PyObject* args) {
     setItem(d.get(), "node", newStr(b.node));
     setItem(d.get(), "kind", newStr(bufferKindName(b.kind)));
     setItem(d.get(), "dtype", newStr(codegen::dtypeName(b.dtype)));
-    setItem(d.get(), "shape", intList(b.shape));
-    setItem(d.get(), "strides", intList(b.strides));
+    setItem(d.get(), "shape", newIntList(b.shape));
+    setItem(d.get(), "strides", newIntList(b.strides));
     appendItem(buffers.get(), d.release());
   }
   PyRef steps = PyRef::steal(checkPy(PyList_New(0)));

@@ -39,6 +39,13 @@ PyObject* newStrList(const std::vector<std::string>& items) {
   return list.release();
 }
 
+PyObject* newIntList(const std::vector<int64_t>& items) {
+  PyRef list = PyRef::steal(checkPy(PyList_New(static_cast<Py_ssize_t>(items.size()))));
+  for (size_t i = 0; i < items.size(); ++i)
+    PyList_SET_ITEM(list.get(), static_cast<Py_ssize_t>(i), newInt(items[i]));  // steals
+  return list.release();
+}
+
 PyObject* newStrTuple(const std::vector<std::string>& items) {
   PyRef tuple = PyRef::steal(checkPy(PyTuple_New(static_cast<Py_ssize_t>(items.size()))));
   for (size_t i = 0; i < items.size(); ++i)

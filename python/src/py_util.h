@@ -2,7 +2,7 @@
 //
 // - PyRef: an owning reference (RAII), the same type as core's PyObjectRef. Every raw PyObject* in binding code either lives in a
 //   PyRef or carries a comment saying whether it is borrowed.
-// - the makers every binding file uses (newStr, newBytes, newInt, newStrList, newStrTuple), the
+// - the makers every binding file uses (newStr, newBytes, newInt, newStrList, newIntList, newStrTuple), the
 //   dict/list fillers (setItem, appendItem) and addSubmodule(): one definition each, here.
 // - translateException(): maps a C++ exception to the matching Python exception (user errors to
 //   dynamo.UserError subclasses, internal errors to dynamo.InternalError), for use in the
@@ -11,6 +11,7 @@
 
 #include <Python.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -60,6 +61,8 @@ PyObject* newBytes(std::string_view data);
 PyObject* newInt(long long value);
 /// A list of str (newStr each).
 PyObject* newStrList(const std::vector<std::string>& items);
+/// A list of int (newInt each).
+PyObject* newIntList(const std::vector<int64_t>& items);
 /// A tuple of str (newStr each).
 PyObject* newStrTuple(const std::vector<std::string>& items);
 
