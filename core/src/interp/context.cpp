@@ -128,7 +128,7 @@ ValueRef CompileContext::wrapTensor(PyObject* obj, const Source& source) {
   NodeRef node = graph.placeholder(source.name(), meta);
   ValueRef v = makeTensor(node, example, device, source);
   guard(source, makeTensorMatch(obj, makeInputSymbols(*this, v, obj, source)));
-  v->real = PyObjectRef::borrow(type);  // Tensor or Parameter, for type() and isinstance
+  v->as<TensorData>().exactType = PyObjectRef::borrow(type);  // Tensor or Parameter, for type() and isinstance
   inputs_.emplace_back(node, source);
   realInputs.push_back(PyObjectRef::borrow(obj));
   byIdentity.emplace(obj, v);  // the first source stays the canonical one
@@ -536,7 +536,7 @@ static PyObjectRef inferDevice(const std::string& method, const std::vector<Valu
                                const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
   const TorchApi& api = torchApi();
   auto asDevice = [&](const ValueRef& v) -> PyObjectRef {
-    if (v->isTensor() && method == "to") return v->device;
+    if (v->isTensor() && method == "to") return v->as<TensorData>().device;
     if ((v->isConst() || v->kind == ValueKind::kObject) &&
         ((PyObject*)Py_TYPE(v->py()) == api.deviceType || PyUnicode_Check(v->py()))) {
       if (PyUnicode_Check(v->py())) {
@@ -562,7 +562,7 @@ static PyObjectRef inferDevice(const std::string& method, const std::vector<Valu
   if (method == "cpu") return PyObjectRef::steal(checkPy(PyObject_CallFunction(api.deviceType, "s", "cpu")));
   if (method == "cuda") return PyObjectRef::steal(checkPy(PyObject_CallFunction(api.deviceType, "s", "cuda")));
   std::function<PyObjectRef(const ValueRef&)> first = [&](const ValueRef& v) -> PyObjectRef {
-    if (v->isTensor()) return v->device;
+    if (v->isTensor()) return v->as<TensorData>().device;
     if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList)
       for (const ValueRef& item : v->items)
         if (PyObjectRef d = first(item)) return d;
@@ -635,7 +635,7 @@ static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v, int fill,
     PyObjectRef args = PyObjectRef::steal(checkPy(PyTuple_Pack(1, shape.get())));
     PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
     PyDict_SetItemString(kw.get(), "dtype", dtype.get());
-    PyDict_SetItemString(kw.get(), "device", v->device.get());
+    PyDict_SetItemString(kw.get(), "device", v->as<TensorData>().device.get());
     if (withGrad) {
       PyObjectRef rg = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "requires_grad")));
       PyDict_SetItem(kw.get(), PyUnicode_FromString("requires_grad"), rg.get());
@@ -873,7 +873,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   // A tensor built from constants (Value::constValue) is no longer known once an op sees it:
   // the op may change it in place or make a view through which it changes later.
   std::function<void(const ValueRef&)> forget = [&](const ValueRef& v) {
-    v->constValue = PyObjectRef{};
+    if (v->isTensor()) v->as<TensorData>().constValue = PyObjectRef{};
     for (const ValueRef& i : v->items)
       if (i) forget(i);
   };
@@ -981,7 +981,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i]->isTensor() || PyTuple_GET_ITEM(exArgs.get(), i) != res.get()) continue;
     NodeMeta meta = metaHere(res.get());
-    if (meta.tensor) meta.tensor->device = strOf(args[i]->device.get());
+    if (meta.tensor) meta.tensor->device = strOf(args[i]->as<TensorData>().device.get());
     if (method.empty())
       graph.callFunction(Target::fromCallable(fn), std::move(gargs), std::move(gkwargs), meta);
     else

@@ -87,11 +87,11 @@ ValueRef wrapSymIntInput(CompileContext& ctx, PyObject* obj, const Source& sourc
 }
 
 ValueRef symbolicSize(CompileContext& ctx, const ValueRef& tensor, int64_t dim) {
-  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->symSizes.empty()) return nullptr;
-  int64_t n = static_cast<int64_t>(tensor->symSizes.size());
+  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->as<TensorData>().symSizes.empty()) return nullptr;
+  int64_t n = static_cast<int64_t>(tensor->as<TensorData>().symSizes.size());
   if (dim < -n || dim >= n) return nullptr;
   if (dim < 0) dim += n;
-  const sym::Expr& e = tensor->symSizes[static_cast<size_t>(dim)];
+  const sym::Expr& e = tensor->as<TensorData>().symSizes[static_cast<size_t>(dim)];
   bool free = false;
   for (int id : e.symbols()) free = free || !ctx.shapes.pinned(id);
   if (!free) return makeConst(PyObjectRef::steal(checkPy(PyLong_FromLongLong(ctx.shapes.evalHint(e)))).get());

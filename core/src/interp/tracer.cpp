@@ -107,7 +107,7 @@ void Tracer::initRootLocals() {
 bool isLazySize(const ValueRef& v) { return v && v->kind == ValueKind::kLazy && v->self; }
 
 ValueRef makeLazySize(CompileContext& ctx, const ValueRef& tensor) {
-  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->symSizes.empty())
+  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->as<TensorData>().symSizes.empty())
     return nullptr;
   PyObjectRef size = PyObjectRef::steal(checkPy(PyObject_GetAttrString(tensor->obj.get(), "shape")));
   auto v = std::make_shared<Value>();
@@ -420,7 +420,7 @@ Source moduleGlobalsSource(PyObject* globals) {
 // symbolic ints, without making the torch.Size (whose other uses read every size as a Python
 // int: specialised). Looks at the next instructions; true when it handled them.
 bool Tracer::symbolicShapeRead(const ValueRef& tensor) {
-  if (tensor->symSizes.empty() || ip_ + 2 >= static_cast<int>(bc_.instructions.size())) return false;
+  if (tensor->as<TensorData>().symSizes.empty() || ip_ + 2 >= static_cast<int>(bc_.instructions.size())) return false;
   const bc::Instruction& next = bc_.instructions[ip_ + 1];
   const bc::Instruction& after = bc_.instructions[ip_ + 2];
   if (next.opcode == LOAD_CONST && after.opcode == BINARY_SUBSCR) {
@@ -433,7 +433,7 @@ bool Tracer::symbolicShapeRead(const ValueRef& tensor) {
     jumpTo(ip_ + 3);
     return true;
   }
-  if (next.opcode == UNPACK_SEQUENCE && next.arg == static_cast<int>(tensor->symSizes.size())) {
+  if (next.opcode == UNPACK_SEQUENCE && next.arg == static_cast<int>(tensor->as<TensorData>().symSizes.size())) {
     std::vector<ValueRef> sizes;
     for (int d = 0; d < next.arg; ++d) {
       ValueRef s = symbolicSize(ctx_, tensor, d);
@@ -1283,7 +1283,7 @@ void Tracer::doCall(int nargs) {
     const ValueRef& fn = stack_[stack_.size() - 2];
     if ((fn->kind == ValueKind::kObject || fn->isConst()) && fn->obj &&
         fn->py() == PyDict_GetItemString(PyModule_GetDict(torchApi().builtinsModule), "len")) {
-      PyObjectRef n = PyObjectRef::steal(checkPy(PyLong_FromSsize_t(static_cast<Py_ssize_t>(stack_.back()->self->symSizes.size()))));
+      PyObjectRef n = PyObjectRef::steal(checkPy(PyLong_FromSsize_t(static_cast<Py_ssize_t>(stack_.back()->self->as<TensorData>().symSizes.size()))));
       popRaw();
       popRaw();
       popRaw();
@@ -1419,7 +1419,7 @@ void Tracer::doMakeFunction(int flags) {
 }
 
 void Tracer::doUnpack(int count) {
-  if (isLazySize(stack_.back()) && count == static_cast<int>(stack_.back()->self->symSizes.size())) {
+  if (isLazySize(stack_.back()) && count == static_cast<int>(stack_.back()->self->as<TensorData>().symSizes.size())) {
     std::vector<ValueRef> sizes;
     for (int d = 0; d < count; ++d) {
       ValueRef s = symbolicSize(ctx_, stack_.back()->self, d);

@@ -52,7 +52,9 @@ ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Sourc
   v->kind = ValueKind::kTensor;
   v->node = std::move(node);
   v->obj = std::move(example);
-  v->device = std::move(device);
+  TensorData data;
+  data.device = std::move(device);
+  v->data = std::move(data);
   v->source = std::move(source);
   return v;
 }
