@@ -445,7 +445,7 @@ Arg argOf(CompileContext& ctx, const ValueRef& v) {
     case ValueKind::kTensor:
     case ValueKind::kSymInt:
     case ValueKind::kSymFloat:
-      return Arg::node(v->node);
+      return Arg::node(v->graphNode());
     case ValueKind::kTuple:
     case ValueKind::kList: {
       std::vector<Arg> items;

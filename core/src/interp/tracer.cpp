@@ -745,9 +745,11 @@ void Tracer::doIsOp(int arg) {
                                                   "' is '" + b->source.name() + "')");
     same = a->py() == b->py();
   } else if (a->isTensor() && b->isTensor()) {
-    if (a->node != b->node && a->source && b->source)
+    const NodeRef& na = a->as<TensorData>().node;
+    const NodeRef& nb = b->as<TensorData>().node;
+    if (na != nb && a->source && b->source)
       ctx_.breakHere(BreakKind::kUnsupported, "identity test between two input tensors");
-    same = a->node == b->node;
+    same = na == nb;
   } else if ((a->isConst() && a->py() == Py_None) || (b->isConst() && b->py() == Py_None)) {
     same = false;  // a symbolic value is never None
   } else {
