@@ -496,7 +496,9 @@ bool Tracer::truthiness(const ValueRef& v) {
 // One instruction: each opcode family has its handler (a switch returning false for opcodes it
 // does not handle); an opcode no family handles is a graph break naming it.
 void Tracer::step(const bc::Instruction& ins) {
-  if (stepSlots(ins) || stepCalls(ins) || stepOperators(ins) || stepContainers(ins) || stepControl(ins)) return;
+  if (stepSlots(ins) || stepCalls(ins) || stepOperators(ins) || stepContainers(ins) || stepIteration(ins) ||
+      stepControl(ins))
+    return;
   ctx_.breakHere(BreakKind::kUnsupportedBytecode,
                  std::string("instruction ") + bc::opcodeName(ins.opcode) + " is not supported");
 }
@@ -935,7 +937,7 @@ bool Tracer::stepOperators(const bc::Instruction& ins) {
   }
 }
 
-// Building, changing, unpacking and iterating containers.
+// Building and changing containers.
 bool Tracer::stepContainers(const bc::Instruction& ins) {
   const int op = ins.opcode;
   const int arg = ins.arg;
@@ -1032,6 +1034,15 @@ bool Tracer::stepContainers(const bc::Instruction& ins) {
       }
       return true;
     }
+    default:
+      return false;
+  }
+}
+
+// Unpacking and iterating: sequences, iterators, `yield from`.
+bool Tracer::stepIteration(const bc::Instruction& ins) {
+  const int arg = ins.arg;
+  switch (ins.opcode) {
     case UNPACK_SEQUENCE:
       doUnpack(arg);
       return true;
