@@ -87,13 +87,15 @@ PyObject* reportToPython(const backends::FusedReport& r) {
 }
 
 PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* kwlist[] = {"graph_json", "examples", "cuda_host_shim", "inside_autograd", "name", nullptr};
+  static const char* kwlist[] = {"graph_json", "examples", "cuda_host_shim", "inside_autograd", "name", "size_scope",
+                                 nullptr};
   const char* json;
   PyObject* examples;  // borrowed
   int shim = 0, insideAutograd = 0;
   const char* name = "graph";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|pps", const_cast<char**>(kwlist), &json, &examples, &shim,
-                                   &insideAutograd, &name)) {
+  const char* sizeScope = "";  // non-empty: kernels take the sizes that vary in this scope as parameters
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|ppss", const_cast<char**>(kwlist), &json, &examples, &shim,
+                                   &insideAutograd, &name, &sizeScope)) {
     return nullptr;
   }
   DYNAMO_PY_TRY
@@ -110,6 +112,8 @@ PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
   backends::FusedOptions options;
   options.cudaHostShim = shim != 0;
   options.insideAutograd = insideAutograd != 0;
+  options.sizeScope = sizeScope;
+  options.sizeParams = *sizeScope != '\0';
   std::unique_ptr<core::CompiledGraphFn> fn = backends::compileFused(req, &report, options);
   PyObject* rep = reportToPython(report);
   auto* o = PyObject_New(FusedObject, &FusedType);

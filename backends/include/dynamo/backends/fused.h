@@ -43,6 +43,13 @@ struct FusedOptions {
   /// torch.autograd.Function): convolutions stay ATen calls (no channels-last conv steps, whose
   /// rounding small-batch batch_norm amplifies in gradients).
   bool insideAutograd = false;
+  /// The family scope of the kernels' size templates (codegen/kernel_template.h); empty: the
+  /// request's function and location.
+  std::string sizeScope;
+  /// Size integers that differ between lowerings of the same kernel text in this scope become
+  /// a parameter array passed to the kernel (one compile serves many sizes). Off: literal sizes
+  /// (a static compile still records its sizes as the scope's reference).
+  bool sizeParams = false;
 };
 
 /// Compiles request.graph with the fused backend; fills *report when given.
