@@ -237,6 +237,16 @@ PyObject* cubinFunctions(PyObject*, PyObject* arg) {
 
 PyObject* cacheDir(PyObject*, PyObject*) { return PyUnicode_FromString(codegen::kernelCacheDir().c_str()); }
 
+PyObject* kernelCounters(PyObject*, PyObject*) {
+  DYNAMO_PY_TRY
+  backends::FusedCounters c = backends::fusedCounters();
+  PyRef d = PyRef::steal(checkPy(PyDict_New()));
+  setItem(d.get(), "units_loaded", newInt(c.unitsLoaded));
+  setItem(d.get(), "compiler_runs", newInt(c.compilerRuns));
+  return d.release();
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 PyMethodDef methods[] = {
     {"compile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(compileGraph)),
      METH_VARARGS | METH_KEYWORDS, "compile(graph_json, examples, cuda_host_shim=False, inside_autograd=False, name='graph') -> FusedFunction"},
@@ -247,6 +257,8 @@ PyMethodDef methods[] = {
     {"nvrtc_compile", nvrtcCompile, METH_VARARGS, "nvrtc_compile(source, name, arch) -> (ok, log, binary)"},
     {"cubin_functions", cubinFunctions, METH_O, "cubin_functions(bytes) -> (e_machine, [function names])"},
     {"cache_dir", cacheDir, METH_NOARGS, "the kernel cache directory"},
+    {"counters", kernelCounters, METH_NOARGS,
+     "{units_loaded, compiler_runs}: kernel libraries this process has loaded, and built with the compiler"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -47,9 +47,16 @@ def _default_compiler(graph):
 # ---- preset "fused": forward and backward graphs lowered to kernels (docs/codegen.md) ---------
 
 def _fused_compiler(kind):
-    def compile_fused(graph):
-        return _C._codegen.compile(graph.serialize(), [], inside_autograd=True, name=kind)
+    def compile_fused(graph, size_scope=""):
+        # size_scope: kernels whose text repeats across this scope's compiles (the same function
+        # traced at other sizes) take the sizes that differ as parameters (docs/dynamic-shapes.md).
+        scope = f"{size_scope}:{kind}" if size_scope else ""
+        return _C._codegen.compile(graph.serialize(), [], inside_autograd=True, name=kind, size_scope=scope)
     return compile_fused
+
+
+def _scoped(compiler, scope):
+    return lambda graph: compiler(graph, size_scope=scope)
 
 
 #: backend -> (forward compiler, backward compiler) used instead of the graph runner
@@ -69,6 +76,8 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
     mode, decompose = PRESETS.get(backend, ("min_cut", False))
     if backend in COMPILERS and fw_compiler is _default_compiler and bw_compiler is _default_compiler:
         fw_compiler, bw_compiler = COMPILERS[backend]
+        scope = f"aot:{function}@{file}:{line}"
+        fw_compiler, bw_compiler = _scoped(fw_compiler, scope), _scoped(bw_compiler, scope)
     rec = {"backend": backend, "function": function, "file": file, "line": int(line),
            "partition_mode": mode, "phases_ms": {}, "fallback": None}
     custom = autograd_function.aot_reason(gm)
