@@ -697,7 +697,25 @@ uint64_t recordKernels(const codegen::Program& program, const std::vector<codege
   return core::reportBackendKernels(options.insideAutograd ? "aot." + request.function : "dynamo", std::move(out));
 }
 
+std::mutex gCountersMu;
+FusedCounters gCounters;
+std::unordered_set<std::string> gSeenKeys;  // (gCountersMu)
+
+void countLoaded(const std::vector<codegen::LoadedKernel>& loaded) {
+  std::lock_guard<std::mutex> g(gCountersMu);
+  for (const auto& l : loaded) {
+    if (!gSeenKeys.insert(l.key).second) continue;
+    ++gCounters.unitsLoaded;
+    if (!l.cacheHit) ++gCounters.compilerRuns;
+  }
+}
+
 }  // namespace
+
+FusedCounters fusedCounters() {
+  std::lock_guard<std::mutex> g(gCountersMu);
+  return gCounters;
+}
 
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request, FusedReport* report,
                                                     const FusedOptions& options) {
@@ -750,6 +768,7 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
     NoGil nogil;
     loaded = codegen::compileKernels(jobs);
   }
+  countLoaded(loaded);
   std::vector<KernelFn> fns;
   for (const auto& l : loaded) fns.push_back(reinterpret_cast<KernelFn>(l.symbol));
   bool logFusion = logEnabled("fusion"), logCode = logEnabled("output_code");

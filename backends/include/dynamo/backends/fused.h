@@ -52,6 +52,15 @@ struct FusedOptions {
   bool sizeParams = false;
 };
 
+/// Process-wide counts of the fused backend's kernel loading (tests and benchmarks count the
+/// compiles a workload causes by the difference before and after).
+struct FusedCounters {
+  int64_t unitsLoaded = 0;   ///< kernel libraries (cache keys) first used by this process
+  int64_t compilerRuns = 0;  ///< of those, the ones the C++ compiler built (not on disk yet)
+};
+/// The counts so far.
+FusedCounters fusedCounters();
+
 /// Compiles request.graph with the fused backend; fills *report when given.
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request,
                                                     FusedReport* report,
