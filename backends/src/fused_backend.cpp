@@ -199,6 +199,19 @@ class FusedFn final : public core::CompiledGraphFn {
     for (const codegen::Kernel& k : program_.kernels) params_.push_back(codegen::kernelParams(k));
   }
 
+  // Every input a tensor with the sizes and strides of its placeholder's meta.
+  bool takesSizes(PyObject* const* inputs, size_t count) const {
+    const auto& ins = graph_.inputs();
+    if (count != ins.size()) return false;
+    for (size_t i = 0; i < count; ++i) {
+      const auto& meta = ins[i]->meta().tensor;
+      if (!meta || !meta->strides || !THPVariable_Check(inputs[i])) return false;
+      const at::Tensor& t = THPVariable_Unpack(inputs[i]);
+      if (t.sizes() != c10::IntArrayRef(meta->shape) || t.strides() != c10::IntArrayRef(*meta->strides)) return false;
+    }
+    return true;
+  }
+
   PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override {
     try {
       return run(inputs, count, failedAt);
@@ -711,6 +724,11 @@ void countLoaded(const std::vector<codegen::LoadedKernel>& loaded) {
 }
 
 }  // namespace
+
+bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count) {
+  const auto* fused = dynamic_cast<const FusedFn*>(&fn);
+  return fused != nullptr && fused->takesSizes(inputs, count);
+}
 
 FusedCounters fusedCounters() {
   std::lock_guard<std::mutex> g(gCountersMu);

@@ -219,9 +219,12 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
   void entryMade(uint64_t entryId) const override { entryId_ = entryId; }
 
   PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override {
+    // The last size again (a training loop, a server at one batch size): no signature to build.
+    if (last_ != nullptr && fusedTakesSizes(*last_, inputs, count)) return last_->call(inputs, count, failedAt);
     const core::CompiledGraphFn* fn = nullptr;
     try {
       fn = &forInputs(inputs, count);
+      last_ = fn;
     } catch (const std::exception& e) {
       if (!PyErr_Occurred())
         PyErr_SetString(PyExc_RuntimeError,
@@ -292,6 +295,7 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
   FusedOptions options_;
   mutable std::map<std::string, std::unique_ptr<core::CompiledGraphFn>> bySignature_;  // GIL held
   mutable uint64_t entryId_ = 0;
+  mutable const core::CompiledGraphFn* last_ = nullptr;  // the last call's (in bySignature_)
 };
 
 }  // namespace

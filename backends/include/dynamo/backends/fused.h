@@ -52,6 +52,11 @@ struct FusedOptions {
   bool sizeParams = false;
 };
 
+/// True when fn is the fused backend's compiled graph and every input is a tensor with exactly
+/// the sizes and strides of the graph's placeholder (the per-size backend's fast path: the last
+/// size's kernels take the call without building its signature). Needs the GIL.
+bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count);
+
 /// Process-wide counts of the fused backend's kernel loading (tests and benchmarks count the
 /// compiles a workload causes by the difference before and after).
 struct FusedCounters {
