@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -155,6 +156,17 @@ std::string number(DType t, double v) {
 // parameters of a parametrised kernel.
 std::string sizeInt(int64_t v) { return kSizeIntOpen + std::to_string(v) + kSizeIntClose; }
 
+// A floating constant is marked too, printed as number() prints it ("((float)0.5)"): a
+// constant computed from sizes (a mean's element count, batch_norm's 1 / N) then varies as a
+// parameter (a double) instead of making a kernel text per size. Zero (number() prints -0.0 as
+// "-0", an int) and non-finite values stay plain numbers.
+std::string constant(DType t, double v) {
+  if (!isFloating(t) || v == 0 || !std::isfinite(v)) return number(t, v);
+  int64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return std::string("((") + dtypeCType(t) + ")" + kSizeIntOpen + std::to_string(bits) + kSizeDouble + kSizeIntClose + ")";
+}
+
 std::string affine(const Affine& a, size_t nOuter) {
   std::ostringstream o;
   o << sizeInt(a.offset);
@@ -177,7 +189,7 @@ class Printer {
         std::string l = "b" + std::to_string(e->buffer()) + "[" + affine(e->index(), nOuter_) + "]";
         return e->dtype() == DType::kBool ? "((bool)" + l + ")" : l;
       }
-      case ExprKind::kConst: return number(e->dtype(), e->value());
+      case ExprKind::kConst: return constant(e->dtype(), e->value());
       case ExprKind::kReduced:
         return (e->stage() == rawStage_ ? "acc" : "red") + std::to_string(e->stage());
       case ExprKind::kCast: return std::string("((") + T + ")(" + print(ops[0]) + "))";

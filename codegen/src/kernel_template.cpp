@@ -1,6 +1,8 @@
 // Kernel templates and families (kernel_template.h): size integers as kernel parameters.
 #include "dynamo/codegen/kernel_template.h"
 
+#include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -25,14 +27,23 @@ std::string familyKey(const KernelTemplate& t, const std::string& scope) {
   std::string key = scope;
   key += '\0';
   key += std::to_string(t.argIndex);
-  for (const std::string& piece : t.text) {
-    key += kSizeIntOpen;
-    key += piece;
+  for (size_t i = 0; i < t.text.size(); ++i) {
+    key += i < t.isDouble.size() && t.isDouble[i] ? kSizeDouble : kSizeIntOpen;
+    key += t.text[i];
   }
   return key;
 }
 
 std::string literal(int64_t v) { return std::to_string(v) + "LL"; }
+
+// As the emitter's number() prints a float constant.
+std::string doubleLiteral(int64_t bits) {
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
 
 }  // namespace
 
@@ -48,11 +59,15 @@ KernelTemplate splitMarked(const std::string& marked) {
     char close = c == kSizeIntOpen ? kSizeIntClose : kParamsClose;
     size_t end = marked.find(close, i + 1);
     DYNAMO_INTERNAL_ASSERT(end != std::string::npos, "kernel template: unterminated mark at ", i);
-    int64_t v = std::stoll(marked.substr(i + 1, end - i - 1));
+    std::string digits = marked.substr(i + 1, end - i - 1);
+    bool isDouble = !digits.empty() && digits.back() == kSizeDouble;
+    if (isDouble) digits.pop_back();
+    int64_t v = std::stoll(digits);
     if (c == kSizeIntOpen) {
       t.text.push_back(std::move(piece));
       piece.clear();
       t.ints.push_back(v);
+      t.isDouble.push_back(isDouble);
     } else {
       DYNAMO_INTERNAL_ASSERT(t.argIndex < 0, "kernel template: two parameter marks");
       t.argIndex = static_cast<int>(v);
@@ -77,11 +92,15 @@ std::string renderTemplate(const KernelTemplate& t, const std::vector<bool>& dyn
     body += t.text[i];
     if (i == t.ints.size()) break;
     if (!dynamic[i]) {
-      body += literal(t.ints[i]);
+      body += t.isDouble[i] ? doubleLiteral(t.ints[i]) : literal(t.ints[i]);
       continue;
     }
-    std::string name = "dyn_s" + std::to_string(next);
-    decls += "  const long long " + name + " = dyn_p[" + std::to_string(next) + "];\n";
+    std::string name = "dyn_s" + std::to_string(next), at = "dyn_p[" + std::to_string(next) + "]";
+    if (t.isDouble[i]) {
+      decls += "  double " + name + ";\n  __builtin_memcpy(&" + name + ", &" + at + ", 8);\n";
+    } else {
+      decls += "  const long long " + name + " = " + at + ";\n";
+    }
     body += name;
     if (params) params->push_back(t.ints[i]);
     ++next;

@@ -59,6 +59,15 @@ Program broadcastAddAt(int64_t rows) {
   return lowerGraph(b.build());
 }
 
+Program rowMeanAt(int64_t cols) {
+  core::GraphBuilder b;
+  auto x = b.placeholder("x", meta({4, cols}));
+  auto dims = core::Arg::list({core::Arg::integer(-1)});
+  auto m = b.callFunction(core::Target::atenOp("aten::mean.dim"), {N(x), dims, core::Arg::boolean(false)}, {}, meta({4}));
+  b.output(N(m));
+  return lowerGraph(b.build());
+}
+
 using KernelFn = void (*)(void* const*);
 
 }  // namespace
@@ -157,5 +166,36 @@ TEST_CASE("a vectorised broadcast add with a run-time extent handles its tail at
     fn(args);
     for (int64_t i = 0; i < rows * 37; ++i) CHECK(out[i] == (x[i] + y[i % 37]) * 0.5f);
     for (int64_t i = rows * 37; i < rows * 37 + 8; ++i) CHECK(out[i] == 12345.f);  // nothing past the end
+  }
+}
+
+TEST_CASE("a mean over a dimension that varies divides by its count as a parameter: one kernel") {
+  const std::string scope = "unit-test-mean";
+  Program ref = rowMeanAt(6);
+  REQUIRE(ref.kernels.size() == 1);
+  std::string literal = emitCpp(ref.kernels[0], ref);
+  CHECK(literal.find("((float)6)") != std::string::npos);  // the static text is unchanged
+  CHECK(sizeKernel(splitMarked(emitCppMarked(ref.kernels[0], ref)), scope, false).source == literal);
+  std::string source;
+  KernelFn fn = nullptr;
+  for (int64_t cols : {7, 13, 3, 100}) {
+    Program p = rowMeanAt(cols);
+    REQUIRE(p.kernels.size() == 1);
+    SizedKernel k = sizeKernel(splitMarked(emitCppMarked(p.kernels[0], p)), scope, true);
+    if (source.empty()) {
+      source = k.source;
+      CHECK(source.find("((float)dyn_s") != std::string::npos);
+      fn = reinterpret_cast<KernelFn>(compileKernels({{k.source, p.kernels[0].name, {}}})[0].symbol);
+    }
+    CHECK(k.source == source);
+    std::vector<float> x(4 * cols), y(4, -1.f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.5f;
+    void* args[] = {x.data(), y.data(), k.params.data()};
+    fn(args);
+    for (int64_t r = 0; r < 4; ++r) {
+      float s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += x[r * cols + c];
+      CHECK(y[r] == s / static_cast<float>(cols));
+    }
   }
 }

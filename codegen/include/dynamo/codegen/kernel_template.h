@@ -2,7 +2,8 @@
 //
 // The C++ emitter marks every integer it prints that comes from sizes (loop extents, the
 // affine offsets and coefficients of loads and stores, the work that decides OpenMP
-// parallelism). Split at those marks, a kernel is a *template*: its text pieces (everything
+// parallelism) and every float constant (a mean's count or batch_norm's 1 / N comes from
+// sizes too). Split at those marks, a kernel is a *template*: its text pieces (everything
 // else: the structure, the ops, the float constants, every decision the emitter made from a
 // value) and its integers.
 //
@@ -30,6 +31,10 @@ namespace dynamo::codegen {
 /// kParamsOpen <args index> kParamsClose where the parameter reads are declared.
 inline constexpr char kSizeIntOpen = '\x01';
 inline constexpr char kSizeIntClose = '\x02';
+/// Ends the digits (before kSizeIntClose) of a double constant's bit pattern: its literal is
+/// printf's "%.17g" of the double (as the emitter prints float constants), its parameter a
+/// `double` read from the same array.
+inline constexpr char kSizeDouble = 'd';
 inline constexpr char kParamsOpen = '\x03';
 inline constexpr char kParamsClose = '\x04';
 
@@ -37,14 +42,16 @@ inline constexpr char kParamsClose = '\x04';
 struct KernelTemplate {
   std::vector<std::string> text;  ///< ints.size() + 1 pieces; kParamsOpen stands where the
                                   ///< parameter declarations go
-  std::vector<int64_t> ints;      ///< the size integers, in print order
+  std::vector<int64_t> ints;      ///< the size integers, in print order (a double: its bits)
+  std::vector<bool> isDouble;     ///< per integer: a double constant (kSizeDouble)
   int argIndex = -1;              ///< the kernel argument that holds the parameter array
 };
 
 /// Splits marked source (the emitter's). Internal error on malformed marks.
 KernelTemplate splitMarked(const std::string& marked);
 
-/// The source with every integer a literal ("64LL"), as the static emitter prints it.
+/// The source with every integer a literal ("64LL", or "0.5" for a double), as the static
+/// emitter prints it.
 std::string literalSource(const std::string& marked);
 
 /// One kernel's source for one lowering, and the parameter array it takes.
