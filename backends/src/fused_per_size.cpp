@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 #include "backends_internal.h"
@@ -211,40 +212,54 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
     for (PyObject* e : examples) ex.push_back(PyObjectRef::borrow(e));
     core::BackendRequest r{graph_, ex, function_, where_, suppress_};
     auto start = std::chrono::steady_clock::now();
-    auto fn = compileFused(r, nullptr, options_);
+    std::shared_ptr<core::CompiledGraphFn> fn = compileFused(r, nullptr, options_);
     record(examples.data(), examples.size(), msSince(start));
-    bySignature_.emplace(key, std::move(fn));
+    bySignature_[key] = {fn, ++clock_};
   }
 
   void entryMade(uint64_t entryId) const override { entryId_ = entryId; }
 
   PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override {
+    // Held for the call: the kernels run with the GIL released, and another thread may evict it.
+    std::shared_ptr<core::CompiledGraphFn> fn = last_;
     // The last size again (a training loop, a server at one batch size): no signature to build.
-    if (last_ != nullptr && fusedTakesSizes(*last_, inputs, count)) return last_->call(inputs, count, failedAt);
-    const core::CompiledGraphFn* fn = nullptr;
-    try {
-      fn = &forInputs(inputs, count);
-      last_ = fn;
-    } catch (const std::exception& e) {
-      if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_RuntimeError,
-                        (std::string("dynamo: compiling the graph for new input sizes failed: ") + e.what()).c_str());
-      return nullptr;
+    if (fn == nullptr || !fusedTakesSizes(*fn, inputs, count)) {
+      try {
+        fn = forInputs(inputs, count);
+        last_ = fn;
+      } catch (const std::exception& e) {
+        if (!PyErr_Occurred())
+          PyErr_SetString(PyExc_RuntimeError,
+                          (std::string("dynamo: compiling the graph for new input sizes failed: ") + e.what()).c_str());
+        return nullptr;
+      }
     }
     return fn->call(inputs, count, failedAt);
   }
 
  private:
+  // Signatures kept per entry: each keeps its program and an arena for its intermediates, so a
+  // workload of many sizes drops the least recently used ones (lowered again if they come back).
+  static constexpr size_t kMaxSizes = 16;
+
+  struct Compiled {
+    std::shared_ptr<core::CompiledGraphFn> fn;
+    uint64_t lastUse = 0;
+  };
+
   static double msSince(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   }
 
-  const core::CompiledGraphFn& forInputs(PyObject* const* inputs, size_t count) const {
+  std::shared_ptr<core::CompiledGraphFn> forInputs(PyObject* const* inputs, size_t count) const {
     std::string key = inputSignature(inputs, count);
     auto it = bySignature_.find(key);
-    if (it != bySignature_.end()) return *it->second;
+    if (it != bySignature_.end()) {
+      it->second.lastUse = ++clock_;
+      return it->second.fn;
+    }
     auto start = std::chrono::steady_clock::now();
-    std::unique_ptr<core::CompiledGraphFn> fn;
+    std::shared_ptr<core::CompiledGraphFn> fn;
     try {
       core::Graph sized = graphAtSizes(graph_, inputs, count);
       std::vector<PyObjectRef> ex;
@@ -254,10 +269,17 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
     } catch (const Error& e) {
       if (fusionLog())
         std::fprintf(stderr, "[dynamo fusion] %s: new sizes run on the eager runner: %s\n", function_.c_str(), e.what());
-      fn = std::make_unique<EagerRunnerFn>(graph_);
+      fn = std::make_shared<EagerRunnerFn>(graph_);
     }
     record(inputs, count, msSince(start));
-    return *bySignature_.emplace(key, std::move(fn)).first->second;
+    if (bySignature_.size() >= kMaxSizes) {
+      auto oldest = bySignature_.begin();
+      for (auto i = bySignature_.begin(); i != bySignature_.end(); ++i)
+        if (i->second.lastUse < oldest->second.lastUse) oldest = i;
+      bySignature_.erase(oldest);
+    }
+    bySignature_[key] = {fn, ++clock_};
+    return fn;
   }
 
   // Hands one compile to the trace store's sink (as the AOT backends' per-size compiles).
@@ -293,9 +315,10 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
   SourceLocation where_;
   bool suppress_;
   FusedOptions options_;
-  mutable std::map<std::string, std::unique_ptr<core::CompiledGraphFn>> bySignature_;  // GIL held
+  mutable std::map<std::string, Compiled> bySignature_;  // GIL held
+  mutable uint64_t clock_ = 0;                           // use counter (GIL held)
   mutable uint64_t entryId_ = 0;
-  mutable const core::CompiledGraphFn* last_ = nullptr;  // the last call's (in bySignature_)
+  mutable std::shared_ptr<core::CompiledGraphFn> last_;   // the last call's (GIL held)
 };
 
 }  // namespace
