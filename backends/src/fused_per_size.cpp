@@ -71,6 +71,24 @@ PyObjectRef metaLike(PyObject* t) {
   return PyObjectRef::steal(core::checkPy(PyObject_Call(fn.get(), args.get(), kwargs.get())));
 }
 
+// The pending Python exception's first line, cleared.
+std::string takePythonError() {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);  // new refs (or null)
+  std::string why = "Python error";
+  if (ev) {
+    PyObject* s = PyObject_Str(ev);  // new ref
+    const char* text = s ? PyUnicode_AsUTF8(s) : nullptr;
+    if (text) why = text;
+    Py_XDECREF(s);
+  }
+  PyErr_Clear();
+  Py_XDECREF(et);
+  Py_XDECREF(ev);
+  Py_XDECREF(tb);
+  return why.substr(0, why.find('\n'));
+}
+
 // Node n run on the meta values of its inputs (new ref).
 PyObjectRef runOnMeta(const core::NodeRef& n, const core::NodeValueFn& value) {
   std::vector<PyObjectRef> args;
@@ -141,11 +159,15 @@ core::Graph graphAtSizes(const core::Graph& g, PyObject* const* inputs, size_t c
   for (size_t i = 0; i < count; ++i) {
     const core::NodeRef& in = g.inputs()[i];
     core::NodeMeta m = in->meta();
-    if (isTensor(inputs[i])) {
-      values[in.get()] = metaLike(inputs[i]);
-      if (m.tensor) m.tensor = core::tensorMetaOf(inputs[i]);
-    } else {
-      values[in.get()] = PyObjectRef::borrow(inputs[i]);
+    try {
+      if (isTensor(inputs[i])) {
+        values[in.get()] = metaLike(inputs[i]);
+        if (m.tensor) m.tensor = core::tensorMetaOf(inputs[i]);
+      } else {
+        values[in.get()] = PyObjectRef::borrow(inputs[i]);
+      }
+    } catch (const core::PythonError&) {
+      throw Error("input '" + in->name() + "' has no meta tensor: " + takePythonError());
     }
     copies[in.get()] = b.placeholder(in->source(), std::move(m), in->name());
   }
@@ -157,19 +179,7 @@ core::Graph graphAtSizes(const core::Graph& g, PyObject* const* inputs, size_t c
       v = runOnMeta(n, value);
       m = metaAt(n->meta(), v.get());
     } catch (const core::PythonError&) {
-      PyObject *et, *ev, *tb;
-      PyErr_Fetch(&et, &ev, &tb);
-      std::string why = "Python error";
-      if (ev) {
-        PyObject* s = PyObject_Str(ev);  // new ref
-        if (s) why = std::string(PyUnicode_AsUTF8(s) ? PyUnicode_AsUTF8(s) : "?");
-        Py_XDECREF(s);
-      }
-      PyErr_Clear();
-      Py_XDECREF(et);
-      Py_XDECREF(ev);
-      Py_XDECREF(tb);
-      throw Error("node '" + n->name() + "' did not run on meta tensors: " + why.substr(0, why.find('\n')));
+      throw Error("node '" + n->name() + "' did not run on meta tensors: " + takePythonError());
     } catch (const Error& e) {
       throw Error("node '" + n->name() + "': " + e.what());
     }

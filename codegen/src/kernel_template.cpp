@@ -6,6 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "dynamo/codegen/kernel_cache.h"
 #include "dynamo/common/error.h"
 
 namespace dynamo::codegen {
@@ -23,6 +24,8 @@ std::unordered_map<std::string, Family>& families() {
   return *m;
 }
 
+// The family's key: a hash of the scope and the text (families live as long as the process,
+// as loaded kernels do; a kernel's text is kilobytes, its hash 64 bytes).
 std::string familyKey(const KernelTemplate& t, const std::string& scope) {
   std::string key = scope;
   key += '\0';
@@ -31,7 +34,7 @@ std::string familyKey(const KernelTemplate& t, const std::string& scope) {
     key += i < t.isDouble.size() && t.isDouble[i] ? kSizeDouble : kSizeIntOpen;
     key += t.text[i];
   }
-  return key;
+  return sha256Hex(key);
 }
 
 std::string literal(int64_t v) { return std::to_string(v) + "LL"; }

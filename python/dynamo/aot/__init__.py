@@ -46,17 +46,29 @@ def _default_compiler(graph):
 
 # ---- preset "fused": forward and backward graphs lowered to kernels (docs/codegen.md) ---------
 
+#: The function (and line) whose forward / backward graph is being compiled, set around the
+#: compilers' calls (the backward compile comes later, at the first backward): kernels whose text
+#: repeats across compiles of one scope (the function traced at other sizes) take the sizes that
+#: differ as parameters, so one C++ compile serves them (docs/dynamic-shapes.md).
+_SIZE_SCOPE = ""
+
+
 def _fused_compiler(kind):
-    def compile_fused(graph, size_scope=""):
-        # size_scope: kernels whose text repeats across this scope's compiles (the same function
-        # traced at other sizes) take the sizes that differ as parameters (docs/dynamic-shapes.md).
-        scope = f"{size_scope}:{kind}" if size_scope else ""
+    def compile_fused(graph):
+        scope = f"{_SIZE_SCOPE}:{kind}" if _SIZE_SCOPE else ""
         return _C._codegen.compile(graph.serialize(), [], inside_autograd=True, name=kind, size_scope=scope)
     return compile_fused
 
 
 def _scoped(compiler, scope):
-    return lambda graph: compiler(graph, size_scope=scope)
+    def scoped(graph):
+        global _SIZE_SCOPE
+        saved, _SIZE_SCOPE = _SIZE_SCOPE, scope
+        try:
+            return compiler(graph)
+        finally:
+            _SIZE_SCOPE = saved
+    return scoped
 
 
 #: backend -> (forward compiler, backward compiler) used instead of the graph runner
