@@ -182,3 +182,25 @@ def test_a_graph_whose_ops_fail_on_meta_tensors_runs_new_sizes_on_the_eager_runn
     err = capfd.readouterr().err
     assert "new sizes run on the eager runner: node 'logcumsumexp' did not run on meta tensors: Could not run " \
            "'aten::_logcumsumexp' with arguments from the 'Meta' backend" in err, err
+
+
+def test_sizes_dropped_from_the_entry_come_back_without_a_compile_and_strides_are_checked(records):
+    # 20 sizes through one entry keep the 16 most recently used; the first ones, dropped, are
+    # lowered again on their return (no kernel compiled). A tensor of the last call's shape but
+    # other strides is not taken by the last size's kernels.
+    def f(x):
+        return (x * 3 - 1).tanh() + x.sum(-1, keepdim=True)
+
+    cf = dynamo.compile(f, backend="fused", dynamic=True)
+    with torch.no_grad():
+        for b in range(2, 22):
+            x = torch.randn(b, 8)
+            close(cf(x), f(x))
+        before = units()
+        for b in range(2, 6):
+            x = torch.randn(b, 8)
+            close(cf(x), f(x))
+        assert units() == before
+        x = torch.randn(8, 5)
+        close(cf(x.t()), f(x.t()))  # (5, 8) with strides (1, 5) right after (5, 8) contiguous
+    assert all(r["status"] != "cache-limit" for r in records)
