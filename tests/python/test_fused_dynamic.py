@@ -204,3 +204,12 @@ def test_sizes_dropped_from_the_entry_come_back_without_a_compile_and_strides_ar
         x = torch.randn(8, 5)
         close(cf(x.t()), f(x.t()))  # (5, 8) with strides (1, 5) right after (5, 8) contiguous
     assert all(r["status"] != "cache-limit" for r in records)
+
+
+def test_explain_lists_the_lowerings_per_input_signature():
+    from report_cli_util import run
+    r = run("dynamo-explain", "fused_per_size.py")
+    assert r.returncode == 0, r.stderr
+    assert "done" in r.stdout + r.stderr
+    assert "       fused lowering per input signature: 3 compiles (x: [6, 3]; x: [8, 3]; x: [10, 3]), " in r.stdout, r.stdout
+    assert "backend 'fused' specialises its graph on the input sizes" in r.stdout
