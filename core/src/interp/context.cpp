@@ -98,6 +98,19 @@ void CompileContext::guard(const Source& source, LeafGuardPtr leaf) {
   guards.add(source, std::move(leaf), here());
 }
 
+namespace {
+// Whether a tensor's meta example is a view (Tensor._is_view()); an error counts as a view.
+bool isViewExample(PyObject* example) {
+  if (example == nullptr) return true;
+  PyObjectRef r = PyObjectRef::steal(PyObject_CallMethod(example, "_is_view", nullptr));
+  if (!r) {
+    PyErr_Clear();
+    return true;
+  }
+  return PyObject_IsTrue(r.get()) != 0;
+}
+}  // namespace
+
 NodeMeta CompileContext::metaHere(PyObject* example) const {
   NodeMeta meta;
   meta.location = here();
@@ -1029,12 +1042,15 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     const std::string what = method.empty() ? callableName(fn) : method;
     // The conjugate and negative bits, and whether a frame's tensor is an inference tensor, are
     // not on the meta examples of the frame's tensors (nor in their guards): read for real.
+    // is_inference of a view reads it for real too: a view of an inference tensor is one, and a
+    // view's meta example may stand on a frame tensor's (x[0].is_inference() read False).
     bool flagOfInput = what == "is_conj" || what == "is_neg";
     if (what == "is_inference")
-      for (const ValueRef& a : args) flagOfInput = flagOfInput || (a->isTensor() && a->source);
+      for (const ValueRef& a : args)
+        flagOfInput = flagOfInput || (a->isTensor() && (a->source || isViewExample(a->py())));
     if (anyTensorArg && flagOfInput)
       breakHere(BreakKind::kTensorToPython,
-                "Tensor." + what + "() of a tensor from outside the graph: the flag is not on its meta example");
+                "Tensor." + what + "() of a tensor from outside the graph or a view: the flag is not on its meta example");
     if (anyTensorArg && !isMetadataQuery(what))
       breakHere(BreakKind::kTensorToPython,
                 (method.empty() ? Target::fromCallable(fn).qualifiedName() : "Tensor." + method) +
