@@ -125,6 +125,31 @@ TEST_CASE("targets, tensor layouts and every argument kind read back", "[graph][
   CHECK_FALSE(Py_IsInitialized());
 }
 
+TEST_CASE("symbolic sizes read back and round-trip; graphs without them have no sym_shape", "[graph][json]") {
+  const std::string meta = R"("dtype":"torch.float32","device":"cpu","requires_grad":false,"sym_shape":)";
+  std::string text = doc(R"({"op":"placeholder","name":"x","source":"x","meta":{"tensor":{"shape":[8,16],)" + meta +
+                         R"(["s0",null]}}},)" +
+                         R"({"op":"call_function","name":"cat","target":"torch.cat","args":[[{"node":"x"},{"node":"x"}]],"meta":{"tensor":{"shape":[16,16],)" +
+                         meta + R"(["2*s0",null]}}},)" +
+                         R"({"op":"output","name":"output","args":[{"node":"cat"}],"meta":{}})");
+  Graph g = readGraphJson(text);
+  CHECK(g.find("x")->meta().tensor->symShape == std::vector<std::string>{"s0", ""});
+  CHECK(g.find("cat")->meta().tensor->symShape == std::vector<std::string>{"2*s0", ""});
+  std::string again = serializeGraph(g);
+  CHECK(contains(again, R"("sym_shape":["2*s0",null])"));
+  Graph g2 = readGraphJson(again);
+  CHECK(sameGraph(g, g2));
+  CHECK(serializeGraph(g2) == again);
+  // A different expression is a different graph.
+  std::string other = text;
+  other.replace(other.find("2*s0"), 4, "2*s1");
+  CHECK_FALSE(sameGraph(readGraphJson(other), g));
+  // Static fixtures carry no symbolic sizes.
+  CHECK_FALSE(contains(readFixture("resnet18.json"), "sym_shape"));
+  CHECK(readGraphJson(readFixture("resnet18.json")).find("x")->meta().tensor->symShape.empty());
+  CHECK_FALSE(Py_IsInitialized());
+}
+
 TEST_CASE("bad graph text is refused with a message naming what is wrong", "[graph][json]") {
   CHECK(contains(refusal("{"), "not valid JSON"));
   CHECK(contains(refusal("[]"), "expected a JSON object"));
@@ -158,6 +183,10 @@ TEST_CASE("bad graph text is refused with a message naming what is wrong", "[gra
                  "tensor meta has 1 sizes but 2 strides"));
   CHECK(contains(refusal(doc(R"({"op":"placeholder","name":"x","source":"x","meta":{"tensor":{"shape":[2],"dtype":"torch.float32","device":"cpu","requires_grad":false,"strides":[1],"memory_format":"nchw"}}},)" + kOut)),
                  "unknown memory format \"nchw\""));
+  CHECK(contains(refusal(doc(R"({"op":"placeholder","name":"x","source":"x","meta":{"tensor":{"shape":[2],"dtype":"torch.float32","device":"cpu","requires_grad":false,"sym_shape":["s0",null]}}},)" + kOut)),
+                 "tensor meta has 1 sizes but 2 symbolic sizes"));
+  CHECK(contains(refusal(doc(R"({"op":"placeholder","name":"x","source":"x","meta":{"tensor":{"shape":[2],"dtype":"torch.float32","device":"cpu","requires_grad":false,"sym_shape":[3]}}},)" + kOut)),
+                 "tensor meta \"sym_shape\" items must be strings or null"));
   CHECK(contains(refusal(doc(kX + R"(,{"op":"output","name":"output","args":[{"slice":[1]}]})")),
                  "a slice needs [start, stop, step]"));
   // A minimal valid graph is accepted.

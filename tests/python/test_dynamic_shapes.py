@@ -1,6 +1,8 @@
 """Dynamic shapes (docs/dynamic-shapes.md): automatic dynamic sizes, mark_dynamic / mark_static,
 dynamic=None|True|False, config.automatic_dynamic_shapes, specialisation with guards, duck-sizing
 relations, and exact results against eager for every size."""
+import json
+
 import pytest
 import torch
 
@@ -385,3 +387,26 @@ def test_a_branch_on_a_size_relation_is_guarded_with_its_line(records):
     assert [(fl["source"], fl["dim"], fl["expected"], fl["seen"]) for fl in failures] == [
         ("x", 0, "x.size()[0] == 2*y.size()[0]", "x.size()[0] = 10, y.size()[0] = 4")]
     assert failures[0]["created_at"]["line"] == line
+
+
+def _sym_shapes(record):
+    nodes = json.loads(record["graphs"][0]["json"])["nodes"]
+    return {n["name"]: n.get("meta", {}).get("tensor", {}).get("sym_shape") for n in nodes}
+
+
+def test_the_graph_gives_every_node_its_symbolic_sizes(records):
+    # Each node whose sizes depend on a symbol carries them in its tensor meta ("sym_shape"),
+    # null for a static size; the JSON of a static compile has none.
+    def f(x):
+        return (torch.cat([x, x]) - 1).relu()[1:]
+    for dynamic in (True, False):
+        cf = dynamo.compile(f, dynamic=dynamic)
+        x = torch.randn(6, 16)
+        assert torch.equal(cf(x), f(x))
+    dyn, static = records.compiled
+    shapes = _sym_shapes(dyn)
+    assert shapes["x"] == ["s0", None]
+    assert shapes["cat"] == ["2*s0", None]
+    assert shapes["relu"] == ["2*s0", None]
+    assert shapes["getitem"] == ["2*s0 - 1", None]
+    assert "sym_shape" not in static["graphs"][0]["json"]

@@ -179,6 +179,15 @@ TensorMeta Reader::tensorMeta(const Json& value) const {
     }
     if (!known) fail("unknown memory format \"", format, "\"");
   }
+  if (auto it = value.find("sym_shape"); it != value.end()) {
+    if (!it->is_array()) fail("tensor meta \"sym_shape\" must be an array");
+    if (it->size() != t.shape.size()) fail("tensor meta has ", t.shape.size(), " sizes but ", it->size(),
+                                           " symbolic sizes");
+    for (const Json& e : *it) {
+      if (!e.is_null() && !e.is_string()) fail("tensor meta \"sym_shape\" items must be strings or null");
+      t.symShape.push_back(e.is_null() ? std::string() : e.get<std::string>());
+    }
+  }
   return t;
 }
 

@@ -72,6 +72,11 @@ Json tensorMetaToJson(const TensorMeta& t) {
     out["strides"] = *t.strides;
     out["memory_format"] = memoryFormatName(t.memoryFormat);
   }
+  if (!t.symShape.empty()) {  // only with dynamic dimensions: static graphs' JSON is unchanged
+    Json sym = Json::array();
+    for (const std::string& e : t.symShape) sym.push_back(e.empty() ? Json(nullptr) : Json(e));
+    out["sym_shape"] = std::move(sym);
+  }
   return out;
 }
 

@@ -79,7 +79,7 @@ const char* memoryFormatName(MemoryFormat format) {
 bool TensorMeta::operator==(const TensorMeta& other) const {
   return shape == other.shape && dtype == other.dtype && device == other.device &&
          requiresGrad == other.requiresGrad && strides == other.strides &&
-         memoryFormat == other.memoryFormat;
+         memoryFormat == other.memoryFormat && symShape == other.symShape;
 }
 
 TensorMeta tensorMetaOf(PyObject* tensor) {  // borrowed ref

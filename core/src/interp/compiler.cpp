@@ -407,7 +407,7 @@ class Compiler : public FrameCompiler {
     // The pass pipeline between capture and the backend (passes.def).
     PassOptions passOptions = opts_.passOptions;
     passOptions.printGraphs = rec.hasListings;
-    Graph captured = ctx.graph.build();
+    Graph captured = withSymShapes(ctx, ctx.graph.build());
     Graph graph = runPasses(captured, passOptions, &rec.passes);
     bool hasOps = !graph.body().empty();
     if (!hasOps && !brk && ctx.effects.empty()) {

@@ -140,6 +140,7 @@ ValueRef CompileContext::wrapTensor(PyObject* obj, const Source& source) {
   meta.tensor->device = PyUnicode_AsUTF8(PyObjectRef::steal(checkPy(PyObject_Str(device.get()))).get());
   NodeRef node = graph.placeholder(source.name(), meta);
   ValueRef v = makeTensor(node, example, device, source);
+  nodeTensors.push_back(v);
   guard(source, makeTensorMatch(obj, makeInputSymbols(*this, v, obj, source)));
   v->as<TensorData>().exactType = PyObjectRef::borrow(type);  // Tensor or Parameter, for type() and isinstance
   inputs_.emplace_back(node, source);
@@ -523,7 +524,8 @@ Arg argOf(CompileContext& ctx, const ValueRef& v) {
 
 ValueRef wrapResult(CompileContext& ctx, NodeRef node, PyObject* example, PyObject* device) {
   if (isTensor(example)) {
-    return makeTensor(node, PyObjectRef::borrow(example), PyObjectRef::borrow(device));
+    ctx.nodeTensors.push_back(makeTensor(node, PyObjectRef::borrow(example), PyObjectRef::borrow(device)));
+    return ctx.nodeTensors.back();
   }
   if (PyTuple_Check(example) || PyList_Check(example)) {
     std::vector<ValueRef> items;
@@ -535,6 +537,7 @@ ValueRef wrapResult(CompileContext& ctx, NodeRef node, PyObject* example, PyObje
                                              {Arg::node(node), Arg::integer(i)}, {},
                                              ctx.metaHere(item.get()));
         items.push_back(makeTensor(sub, item, PyObjectRef::borrow(device)));
+        ctx.nodeTensors.push_back(items.back());
       } else if (isConstantObject(item.get())) {
         items.push_back(makeConst(item.get()));
       } else {

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <unordered_map>
 
 #include "codegen.h"
+#include "dynamo/core/passes.h"
 #include "sym_values.h"
 #include "torch_api.h"
 
@@ -652,6 +654,63 @@ std::unique_ptr<ShapeGuards> makeShapeGuards(const CompileContext& ctx) {
     for (const auto& [s, d] : list) sources.back().push_back(ShapeGuards::DimSource{s, d});
   }
   return std::make_unique<ShapeGuards>(ctx.shapes, std::move(sources));
+}
+
+namespace {
+
+// `e` with every pinned symbol replaced by its value.
+sym::Expr withPinned(const sym::ShapeEnv& env, const sym::Expr& e) {
+  const sym::Expr::Rep& rep = e.rep();
+  sym::Expr out(rep.constant);
+  for (const sym::Term& t : rep.terms) {
+    sym::Expr term(t.coef);
+    for (const sym::AtomPtr& a : t.factors) {
+      sym::Expr f;
+      switch (a->kind) {
+        case sym::Atom::Kind::kSymbol:
+          f = env.pinned(a->symbol) ? sym::Expr(env.hint(a->symbol)) : sym::Expr::symbol(a->symbol);
+          break;
+        case sym::Atom::Kind::kFloorDiv: f = sym::floorDiv(withPinned(env, a->args[0]), withPinned(env, a->args[1]), &env); break;
+        case sym::Atom::Kind::kMod: f = sym::mod(withPinned(env, a->args[0]), withPinned(env, a->args[1]), &env); break;
+        case sym::Atom::Kind::kMin: f = sym::min(withPinned(env, a->args[0]), withPinned(env, a->args[1]), &env); break;
+        case sym::Atom::Kind::kMax: f = sym::max(withPinned(env, a->args[0]), withPinned(env, a->args[1]), &env); break;
+      }
+      term = term * f;
+    }
+    out = out + term;
+  }
+  return out;
+}
+
+}  // namespace
+
+Graph withSymShapes(const CompileContext& ctx, const Graph& graph) {
+  bool dynamic = false;
+  for (int id = 0; id < ctx.shapes.numSymbols() && !dynamic; ++id) dynamic = !ctx.shapes.pinned(id);
+  if (!dynamic) return graph;
+  std::unordered_map<const Node*, std::vector<std::string>> shapes;
+  for (const ValueRef& v : ctx.nodeTensors) {
+    const TensorData& t = v->as<TensorData>();
+    if (t.symSizes.empty() || !t.node) continue;
+    std::vector<std::string> texts;
+    bool symbolic = false;
+    for (const sym::Expr& e : t.symSizes) {
+      sym::Expr s = withPinned(ctx.shapes, e);
+      texts.push_back(s.isConstant() ? std::string() : s.str());
+      symbolic = symbolic || !s.isConstant();
+    }
+    if (symbolic) shapes[t.node.get()] = std::move(texts);
+  }
+  if (shapes.empty()) return graph;
+  GraphRewriter rewriter(graph, [&](const Node& n) {
+    NodeMeta meta = n.meta();
+    auto it = shapes.find(&n);
+    if (it != shapes.end() && meta.tensor && meta.tensor->shape.size() == it->second.size())
+      meta.tensor->symShape = it->second;
+    return meta;
+  });
+  for (const NodeRef& n : graph.body()) rewriter.copy(n);
+  return rewriter.finish();
 }
 
 }  // namespace dynamo::core::interp

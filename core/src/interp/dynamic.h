@@ -109,4 +109,9 @@ void specializeSymbols(CompileContext& ctx, const std::vector<int>& ids, const s
 /// The ShapeGuards of a finished trace, or null when it has no symbols.
 std::unique_ptr<ShapeGuards> makeShapeGuards(const CompileContext& ctx);
 
+/// `graph` (the trace's graph) with each node's tensor meta given the symbolic sizes its Value
+/// ends the trace with (TensorMeta::symShape; symbols pinned since are replaced by their values);
+/// `graph` itself when the trace has no dynamic dimension left.
+Graph withSymShapes(const CompileContext& ctx, const Graph& graph);
+
 }  // namespace dynamo::core::interp

@@ -132,6 +132,9 @@ class CompileContext {
   const std::map<const Value*, double>* floatProbeValues = nullptr;
   /// Adds `obj`, read through `source`, as a graph input that is not a tensor (a symbolic int or float).
   NodeRef addScalarInput(PyObject* obj, const Source& source);
+  /// Tensor Values made for graph nodes (inputs and call results), so that the symbolic sizes
+  /// they end the trace with can go into the nodes' meta (withSymShapes, dynamic.cpp).
+  std::vector<ValueRef> nodeTensors;
   /// Notes for the compile record: which dimensions are dynamic or specialised, and why.
   std::vector<std::string> dynamicNotes;
   /// The real tensors behind the placeholders, in order (example inputs for backends).

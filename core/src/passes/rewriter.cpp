@@ -1,14 +1,17 @@
 // GraphRewriter (see passes.h): a new graph made of copies of a base graph's nodes.
+#include <utility>
+
 #include "dynamo/common/error.h"
 #include "dynamo/core/passes.h"
 
 namespace dynamo::core {
 
-GraphRewriter::GraphRewriter(const Graph& base) : base_(base) {
+GraphRewriter::GraphRewriter(const Graph& base, std::function<NodeMeta(const Node&)> metaOf)
+    : base_(base), metaOf_(std::move(metaOf)) {
   // Inputs are always kept, in order and under the same names: the graph's callers pass them
   // positionally.
   for (const NodeRef& in : base.inputs())
-    copies_[in.get()] = builder_.placeholder(in->source(), in->meta(), in->name());
+    copies_[in.get()] = builder_.placeholder(in->source(), metaOf(*in), in->name());
 }
 
 Arg GraphRewriter::remap(const Arg& a) const {
@@ -41,8 +44,8 @@ NodeRef GraphRewriter::copy(const NodeRef& n) {
   Kwargs kwargs;
   for (const auto& [k, v] : n->kwargs()) kwargs.emplace_back(k, remap(v));
   NodeRef made = n->op() == NodeOp::kCallMethod
-                     ? builder_.callMethod(n->method(), std::move(args), std::move(kwargs), n->meta(), n->name())
-                     : builder_.callFunction(n->target(), std::move(args), std::move(kwargs), n->meta(), n->name());
+                     ? builder_.callMethod(n->method(), std::move(args), std::move(kwargs), metaOf(*n), n->name())
+                     : builder_.callFunction(n->target(), std::move(args), std::move(kwargs), metaOf(*n), n->name());
   copies_[n.get()] = made;
   return made;
 }

@@ -49,6 +49,9 @@ struct TensorMeta {
   bool requiresGrad = false;     ///< the result's requires_grad flag
   std::optional<std::vector<int64_t>> strides;  ///< in elements, parallel to shape; or unknown
   MemoryFormat memoryFormat = MemoryFormat::kContiguous;  ///< meaningful when strides are known
+  /// With dynamic dimensions: each size's expression ("s0", "2*s0", "s1 - 1"), "" for a static
+  /// size; empty when every size is static (a graph traced without dynamic shapes).
+  std::vector<std::string> symShape;
 
   /// Field-by-field equality.
   bool operator==(const TensorMeta& other) const;

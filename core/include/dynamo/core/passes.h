@@ -15,6 +15,7 @@
 // the single bad application (LLVM's DebugCounter does the same for its passes).
 #pragma once
 
+#include <functional>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -116,7 +117,9 @@ Graph runPasses(const Graph& graph, const PassOptions& options, std::vector<Pass
 /// copies of the nodes they use; a node a pass drops must have no kept users.
 class GraphRewriter {
  public:
-  explicit GraphRewriter(const Graph& base);
+  /// `metaOf` (optional) gives each copied node's meta (inputs included); by default a copy keeps
+  /// its node's meta.
+  explicit GraphRewriter(const Graph& base, std::function<NodeMeta(const Node&)> metaOf = nullptr);
   /// Copies body node `n` (call_function or call_method) into the new graph; returns its copy.
   NodeRef copy(const NodeRef& n);
   /// `a` with every node reference replaced by its copy.
@@ -132,6 +135,8 @@ class GraphRewriter {
   Graph base_;
   GraphBuilder builder_;
   std::unordered_map<const Node*, NodeRef> copies_;
+  std::function<NodeMeta(const Node&)> metaOf_;
+  NodeMeta metaOf(const Node& n) const { return metaOf_ ? metaOf_(n) : n.meta(); }
 };
 
 // ---- the passes (one file each in core/src/passes) --------------------------------------------
