@@ -94,6 +94,13 @@ void fillTensor(InspectNode& n, const core::NodeMeta& meta) {
   n.tensorDetail += ", " + t.dtype + ", " + t.device;
   if (t.strides) n.tensorDetail += std::string(", ") + core::memoryFormatName(t.memoryFormat);
   if (t.requiresGrad) n.tensorDetail += ", requires_grad";
+  // With dynamic dimensions: the sizes as the trace knows them ("[s0, 16]"; static ones as numbers).
+  if (t.symShape.size() == t.shape.size() && !t.symShape.empty()) {
+    n.symbolicShape = "[";
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      n.symbolicShape += (d ? ", " : "") + (t.symShape[d].empty() ? std::to_string(t.shape[d]) : t.symShape[d]);
+    n.symbolicShape += "]";
+  }
 }
 
 std::string argsText(const core::Node& node) {

@@ -471,7 +471,7 @@ TEST_CASE("bad input: an AOT graph artifact that is not a graph is an error nami
   CHECK(testing::readFile(path) == bytes);  // only read
 }
 
-TEST_CASE("dynamic input sizes show their symbols, from the compile's dynamic-shapes report") {
+TEST_CASE("dynamic sizes show their symbols: inputs from the dynamic-shapes report, every node from the graph") {
   auto reader = storage::TraceReader::open(storePath());
   const storage::CompileRecord c = compileOf(*reader, "mlp", 1);  // recompiled with a dynamic batch
   std::string report;
@@ -489,10 +489,13 @@ TEST_CASE("dynamic input sizes show their symbols, from the compile's dynamic-sh
   CHECK(x.tensor == "f32[16, 16]");
   CHECK(x.symbolicShape == "[s0, 16]");
   CHECK(x.symbols == std::vector<std::string>{line});
-  // The weight's sizes are static; nodes past the inputs keep their example sizes (the stored
-  // graph has no symbols for them).
+  // The weight's sizes are static; nodes past the inputs show the symbolic sizes the stored graph
+  // gives them (x @ w is [s0, 4]), with no symbol lines of their own.
   CHECK(load.graph->node(nodeNamed(*load.graph, "w")).symbolicShape.empty());
-  CHECK(load.graph->node(nodeNamed(*load.graph, "tanh")).symbolicShape.empty());
+  const InspectNode& tanh = load.graph->node(nodeNamed(*load.graph, "tanh"));
+  CHECK(tanh.tensor == "f32[16, 4]");
+  CHECK(tanh.symbolicShape == "[s0, 4]");
+  CHECK(tanh.symbols.empty());
   // The first compile (static sizes) has none.
   const GraphLoad first = loadGraph(storePath(), compileOf(*reader, "mlp", 0).id, 0);
   REQUIRE(first.graph);

@@ -77,10 +77,10 @@ struct InspectNode {
   /// is its fusion group; a value inlined into several kernels is computed by each. Empty for
   /// inputs, ATen calls and graphs without kernels.
   std::vector<int> kernels;
-  /// Inputs with dynamic sizes (the compile's dynamo.dynamic_shapes report): the shape with
-  /// symbols ("[s0, 16]") and what each symbol is ("s0 = x.size()[0] in [2, inf] (dynamic;
-  /// example 16)"); empty when every size is static or for other nodes (the stored graph keeps
-  /// example sizes only).
+  /// With dynamic sizes: the shape with symbols ("[s0, 16]", "[2*s0, 16]"), for every node the
+  /// stored graph gives symbolic sizes (TensorMeta::symShape); for inputs also what each symbol
+  /// is ("s0 = x.size()[0] in [2, inf] (dynamic; example 16)", from the compile's
+  /// dynamo.dynamic_shapes report). Empty when every size is static.
   std::string symbolicShape;
   std::vector<std::string> symbols;
 };
