@@ -7,7 +7,8 @@
 //     eager.
 // Each removed node is one application (PassContext::apply), numbered in the backward walk.
 // What may go is listed below by op key (Node::opKey()): ops whose success on the meta example
-// means success on every input with the same guarded sizes, dtypes and devices.
+// means success on every input with the same guarded sizes, dtypes and devices, and only when
+// the tensors they read share one dtype.
 #include <set>
 #include <string>
 #include <unordered_set>
@@ -42,6 +43,22 @@ bool removableOp(const std::string& key) {
   return kPure.count(key) > 0;
 }
 
+// Whether the tensors a node reads have more than one dtype. A meta example does not show
+// that such a call succeeds: torch 1.13's meta kernels of mm and friends do not compare dtypes,
+// so an unused bfloat16 @ float32 traced fine, was removed, and eager's error was lost. Mixed
+// dtypes keep the node (promoting ops only lose the removal).
+bool readsMixedDtypes(const Node& n) {
+  const std::string* first = nullptr;
+  bool mixed = false;
+  n.forEachInput([&](const NodeRef& in) {
+    const auto& t = in->meta().tensor;
+    if (!t) return;
+    if (first == nullptr) first = &t->dtype;
+    else if (*first != t->dtype) mixed = true;
+  });
+  return mixed;
+}
+
 }  // namespace
 
 Graph runDeadCodeElimination(const Graph& graph, PassContext& ctx) {
@@ -50,7 +67,7 @@ Graph runDeadCodeElimination(const Graph& graph, PassContext& ctx) {
   // Walk backwards: a node is dead when every user is dead (or it has none) and it may go.
   for (auto it = body.rbegin(); it != body.rend(); ++it) {
     const NodeRef& n = *it;
-    if (!removableOp(n->opKey())) continue;
+    if (!removableOp(n->opKey()) || readsMixedDtypes(*n)) continue;
     bool writes = false;  // torch.add(a, b, out=c) writes c
     for (const auto& kv : n->kwargs()) writes = writes || kv.first == "out" || kv.first == "inplace";
     if (writes) continue;
