@@ -171,16 +171,7 @@ def inference_mode_and_autocast_in_one_with():
     return fn, lambda f, i: f(torch.randn(1, 2))
 
 
-XFAIL = {
-    "inference_flag_of_view_of_input":
-        "x[0].is_inference() of a view of an inference-tensor input is False when compiled: the "
-        "frame's tensors are traced as meta examples without the inference flag and their guards "
-        "do not check it (x.is_inference() on the input itself breaks the graph)",
-    "unused_matmul_of_mismatched_dtypes_raises":
-        "a dead op whose real kernel raises (mm of bfloat16 and float32: 'expected scalar type "
-        "BFloat16 but found Float') is traced through without error (the trace-time shape "
-        "propagation does not check dtypes) and removed as dead code: eager raises, compiled returns",
-}
+XFAIL = {}
 
 
 def _params():

@@ -573,6 +573,17 @@ static PyObjectRef inferDevice(const std::string& method, const std::vector<Valu
   return PyObjectRef::steal(checkPy(PyObject_CallFunction(api.deviceType, "s", "cpu")));
 }
 
+/// Whether a tensor example is a view of another tensor (Tensor._is_view()); true when unsure.
+static bool isViewExample(PyObject* t) {
+  if (!t) return true;
+  PyObjectRef r = PyObjectRef::steal(PyObject_CallMethod(t, "_is_view", nullptr));  // new ref
+  if (!r) {
+    PyErr_Clear();
+    return true;
+  }
+  return PyObject_IsTrue(r.get()) == 1;
+}
+
 // A meta copy of a tensor that is not on meta yet (new ref); meta tensors are returned as they are.
 static PyObjectRef toMeta(PyObject* t) {
   PyObjectRef dev = PyObjectRef::steal(checkPy(PyObject_GetAttrString(t, "device")));
@@ -1012,8 +1023,9 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     // The conjugate and negative bits, and whether a frame's tensor is an inference tensor, are
     // not on the meta examples of the frame's tensors (nor in their guards): read for real.
     bool flagOfInput = what == "is_conj" || what == "is_neg";
+    // A view (x[0], x.t()) shares the flag of its base, which may be a frame's tensor: read for real.
     if (what == "is_inference")
-      for (const ValueRef& a : args) flagOfInput = flagOfInput || (a->isTensor() && a->source);
+      for (const ValueRef& a : args) flagOfInput = flagOfInput || (a->isTensor() && (a->source || isViewExample(a->obj.get())));
     if (anyTensorArg && flagOfInput)
       breakHere(BreakKind::kTensorToPython,
                 "Tensor." + what + "() of a tensor from outside the graph: the flag is not on its meta example");

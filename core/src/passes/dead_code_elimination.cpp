@@ -3,8 +3,8 @@
 //   - is random (it advances the generator the rest of the program sees),
 //   - mutates (in-place methods, setitem, set_grad_enabled: they return None or their input),
 //   - may raise on some input the guards admit (x[idx] with a tensor index, integer division,
-//     reductions of possibly empty tensors, device moves): an unused x[idx] still raises as in
-//     eager.
+//     reductions of possibly empty tensors, device moves, matmul/mm/bmm whose operands' dtypes
+//     may differ under autocast): an unused x[idx] or a @ w still raises as in eager.
 // Each removed node is one application (PassContext::apply), numbered in the backward walk.
 // What may go is listed below by op key (Node::opKey()): ops whose success on the meta example
 // means success on every input with the same guarded sizes, dtypes and devices.
@@ -21,8 +21,9 @@ bool removableOp(const std::string& key) {
   static const std::set<std::string> kPure = [] {
     std::set<std::string> s;
     // operator.* on tensors (floordiv and mod may divide integers by zero; getitem may index out
-    // of range: not here).
-    for (const char* op : {"add", "sub", "mul", "truediv", "neg", "pos", "matmul", "lt", "le", "gt",
+    // of range; matmul raises on operands of two dtypes, which the meta examples traced under
+    // autocast do not check: not here).
+    for (const char* op : {"add", "sub", "mul", "truediv", "neg", "pos", "lt", "le", "gt",
                            "ge", "eq", "ne", "and_", "or_", "xor", "invert"})
       s.insert(std::string("operator.") + op);
     // Pure elementwise and view functions, as torch functions, Tensor methods and F functions.
@@ -30,7 +31,7 @@ bool removableOp(const std::string& key) {
                            "abs", "neg", "reciprocal", "square", "t", "transpose", "permute", "view",
                            "reshape", "flatten", "unsqueeze", "squeeze", "contiguous", "clone",
                            "detach", "expand", "expand_as", "view_as", "float", "double", "half",
-                           "add", "sub", "mul", "div", "matmul", "mm", "bmm", "sum", "mean",
+                           "add", "sub", "mul", "div", "sum", "mean",
                            "softmax", "log_softmax", "gelu", "silu", "sign", "floor", "ceil",
                            "round", "clamp", "minimum", "maximum", "where", "cat", "stack"}) {
       s.insert(std::string("torch.") + fn);
