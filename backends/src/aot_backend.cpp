@@ -138,7 +138,11 @@ class AotBackend final : public core::Backend {
 
 using core::PyObjectRef;
 
-std::string PerSizeAotFn::signature(PyObject* const* inputs, size_t count) {
+std::string PerSizeAotFn::signature(PyObject* const* inputs, size_t count) { return inputSignature(inputs, count); }
+
+}  // namespace
+
+std::string inputSignature(PyObject* const* inputs, size_t count) {
   std::string key;
   for (size_t i = 0; i < count; ++i) {
     PyObject* in = inputs[i];  // borrowed
@@ -159,6 +163,8 @@ std::string PerSizeAotFn::signature(PyObject* const* inputs, size_t count) {
   }
   return key;
 }
+
+namespace {
 
 const core::CompiledGraphFn& PerSizeAotFn::forInputs(PyObject* const* inputs, size_t count) const {
   std::string key = signature(inputs, count);

@@ -15,4 +15,13 @@ namespace dynamo::backends {
 /// ..., or "fused" (the fused backend's training path: forward and backward compiled to kernels).
 std::shared_ptr<core::Backend> makeAotBackend(const std::string& preset);
 
+/// The key of a call for backends that compile once per input signature: per input, a tensor's
+/// sizes and strides, an int's or float's value, else its type. Needs the GIL.
+std::string inputSignature(PyObject* const* inputs, size_t count);
+
+/// The "fused" backend's callable for a graph with dynamic sizes (fused_per_size.cpp): lowers
+/// the graph again for each input signature, its kernels parametrised by size
+/// (codegen/kernel_template.h), so that sizes with the same kernel text share compiled kernels.
+std::unique_ptr<core::CompiledGraphFn> makePerSizeFused(const core::BackendRequest& request);
+
 }  // namespace dynamo::backends

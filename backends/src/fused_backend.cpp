@@ -40,6 +40,7 @@
 #include "dynamo/backends/fused.h"
 #include "dynamo/codegen/emit.h"
 #include "dynamo/codegen/kernel_cache.h"
+#include "dynamo/codegen/kernel_template.h"
 #include "dynamo/codegen/lowering.h"
 #include "dynamo/core/graph_python.h"
 #include "dynamo/core/graph_runner.h"
@@ -188,11 +189,27 @@ class FusedFn final : public core::CompiledGraphFn {
  public:
   // runToken: nonzero when the trace store records these kernels (reportBackendKernels): the
   // first core::kTimedKernelCalls calls time each kernel and report the means once.
-  FusedFn(const core::Graph& graph, codegen::Program program, std::vector<KernelFn> fns, uint64_t runToken)
-      : graph_(graph), program_(std::move(program)), fns_(std::move(fns)), eager_(graph), runToken_(runToken) {
+  // sizeParams: per kernel, its size parameters (empty for a kernel with literal sizes).
+  FusedFn(const core::Graph& graph, codegen::Program program, std::vector<KernelFn> fns, uint64_t runToken,
+          std::vector<std::vector<int64_t>> sizeParams)
+      : graph_(graph), program_(std::move(program)), fns_(std::move(fns)), sizeParams_(std::move(sizeParams)),
+        eager_(graph), runToken_(runToken) {
     for (size_t i = 0; i < graph.inputs().size(); ++i) slot_[graph.inputs()[i].get()] = -1 - static_cast<int>(i);
     for (size_t i = 0; i < graph.body().size(); ++i) slot_[graph.body()[i].get()] = static_cast<int>(i);
     for (const codegen::Kernel& k : program_.kernels) params_.push_back(codegen::kernelParams(k));
+  }
+
+  // Every input a tensor with the sizes and strides of its placeholder's meta.
+  bool takesSizes(PyObject* const* inputs, size_t count) const {
+    const auto& ins = graph_.inputs();
+    if (count != ins.size()) return false;
+    for (size_t i = 0; i < count; ++i) {
+      const auto& meta = ins[i]->meta().tensor;
+      if (!meta || !meta->strides || !THPVariable_Check(inputs[i])) return false;
+      const at::Tensor& t = THPVariable_Unpack(inputs[i]);
+      if (t.sizes() != c10::IntArrayRef(meta->shape) || t.strides() != c10::IntArrayRef(*meta->strides)) return false;
+    }
+    return true;
   }
 
   PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override {
@@ -304,6 +321,7 @@ class FusedFn final : public core::CompiledGraphFn {
     }
     std::vector<void*> args;
     for (int b : params_[k]) args.push_back(f.ptrs[b]);
+    if (!sizeParams_[k].empty()) args.push_back(const_cast<int64_t*>(sizeParams_[k].data()));
     PyThreadState* ts = PyEval_SaveThread();
     if (us == nullptr) {
       fns_[k](args.data());
@@ -558,6 +576,7 @@ class FusedFn final : public core::CompiledGraphFn {
   codegen::Program program_;
   std::vector<KernelFn> fns_;
   std::vector<std::vector<int>> params_;
+  std::vector<std::vector<int64_t>> sizeParams_;  // per kernel: its size parameter array
   std::unordered_map<const core::Node*, int> slot_;
   core::GraphRunner eager_;
   mutable std::mutex mu_;
@@ -628,6 +647,7 @@ class FusedBackend final : public core::Backend {
   // graphs come back here (compileFused with insideAutograd) to be lowered to kernels.
   std::unique_ptr<core::CompiledGraphFn> compile(const core::BackendRequest& request) const override {
     if (needsGrad(request.graph)) return aot_->compile(request);
+    if (request.dynamic) return makePerSizeFused(request);  // lowered per size, kernels shared
     return compileFused(request, nullptr);
   }
 
@@ -690,7 +710,30 @@ uint64_t recordKernels(const codegen::Program& program, const std::vector<codege
   return core::reportBackendKernels(options.insideAutograd ? "aot." + request.function : "dynamo", std::move(out));
 }
 
+std::mutex gCountersMu;
+FusedCounters gCounters;
+std::unordered_set<std::string> gSeenKeys;  // (gCountersMu)
+
+void countLoaded(const std::vector<codegen::LoadedKernel>& loaded) {
+  std::lock_guard<std::mutex> g(gCountersMu);
+  for (const auto& l : loaded) {
+    if (!gSeenKeys.insert(l.key).second) continue;
+    ++gCounters.unitsLoaded;
+    if (!l.cacheHit) ++gCounters.compilerRuns;
+  }
+}
+
 }  // namespace
+
+bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count) {
+  const auto* fused = dynamic_cast<const FusedFn*>(&fn);
+  return fused != nullptr && fused->takesSizes(inputs, count);
+}
+
+FusedCounters fusedCounters() {
+  std::lock_guard<std::mutex> g(gCountersMu);
+  return gCounters;
+}
 
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request, FusedReport* report,
                                                     const FusedOptions& options) {
@@ -722,11 +765,18 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   const auto lowerStart = std::chrono::steady_clock::now();
   codegen::Program program = codegen::lowerGraph(graph, lowering);
   std::vector<codegen::CompileJob> jobs;
+  std::vector<std::vector<int64_t>> sizeParams;
+  const std::string scope = !options.sizeScope.empty() ? options.sizeScope
+                            : request.function + "@" + request.where.file + ":" + std::to_string(request.where.line);
   for (const codegen::Kernel& k : program.kernels) {
     if (options.cudaHostShim) {
       jobs.push_back({codegen::emitCuda(k, program), k.name + "_host", {"-DDYN_HOST_SHIM", "-x", "c++"}});
+      sizeParams.emplace_back();
     } else {
-      jobs.push_back({codegen::emitCpp(k, program), k.name, {}});
+      codegen::SizedKernel sized =
+          codegen::sizeKernel(codegen::splitMarked(codegen::emitCppMarked(k, program)), scope, options.sizeParams);
+      jobs.push_back({std::move(sized.source), k.name, {}});
+      sizeParams.push_back(std::move(sized.params));
     }
   }
   const double lowerMs =
@@ -736,6 +786,7 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
     NoGil nogil;
     loaded = codegen::compileKernels(jobs);
   }
+  countLoaded(loaded);
   std::vector<KernelFn> fns;
   for (const auto& l : loaded) fns.push_back(reinterpret_cast<KernelFn>(l.symbol));
   bool logFusion = logEnabled("fusion"), logCode = logEnabled("output_code");
@@ -766,7 +817,7 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
     report->externs = program.externs;
     report->arenaBytes = program.arenaBytes;
   }
-  return std::make_unique<FusedFn>(graph, std::move(program), std::move(fns), runToken);
+  return std::make_unique<FusedFn>(graph, std::move(program), std::move(fns), runToken, std::move(sizeParams));
 }
 
 std::shared_ptr<core::Backend> makeFusedBackend() { return std::make_shared<FusedBackend>(); }

@@ -10,9 +10,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <sstream>
 
+#include "dynamo/codegen/kernel_template.h"
 #include "dynamo/common/error.h"
 
 namespace dynamo::codegen {
@@ -149,12 +151,28 @@ std::string number(DType t, double v) {
   return buf;
 }
 
+// A size integer (an extent, an affine offset or coefficient, a work count), marked for the
+// kernel templates (kernel_template.h): printed "64LL" by literalSource, or read from the size
+// parameters of a parametrised kernel.
+std::string sizeInt(int64_t v) { return kSizeIntOpen + std::to_string(v) + kSizeIntClose; }
+
+// A floating constant is marked too, printed as number() prints it ("((float)0.5)"): a
+// constant computed from sizes (a mean's element count, batch_norm's 1 / N) then varies as a
+// parameter (a double) instead of making a kernel text per size. Zero (number() prints -0.0 as
+// "-0", an int) and non-finite values stay plain numbers.
+std::string constant(DType t, double v) {
+  if (!isFloating(t) || v == 0 || !std::isfinite(v)) return number(t, v);
+  int64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return std::string("((") + dtypeCType(t) + ")" + kSizeIntOpen + std::to_string(bits) + kSizeDouble + kSizeIntClose + ")";
+}
+
 std::string affine(const Affine& a, size_t nOuter) {
   std::ostringstream o;
-  o << a.offset << "LL";
+  o << sizeInt(a.offset);
   for (size_t i = 0; i < a.coeffs.size(); ++i) {
     if (a.coeffs[i] == 0) continue;
-    o << " + " << a.coeffs[i] << "LL*" << (i < nOuter ? "x" : "r") << (i < nOuter ? i : i - nOuter);
+    o << " + " << sizeInt(a.coeffs[i]) << "*" << (i < nOuter ? "x" : "r") << (i < nOuter ? i : i - nOuter);
   }
   return o.str();
 }
@@ -171,7 +189,7 @@ class Printer {
         std::string l = "b" + std::to_string(e->buffer()) + "[" + affine(e->index(), nOuter_) + "]";
         return e->dtype() == DType::kBool ? "((bool)" + l + ")" : l;
       }
-      case ExprKind::kConst: return number(e->dtype(), e->value());
+      case ExprKind::kConst: return constant(e->dtype(), e->value());
       case ExprKind::kReduced:
         return (e->stage() == rawStage_ ? "acc" : "red") + std::to_string(e->stage());
       case ExprKind::kCast: return std::string("((") + T + ")(" + print(ops[0]) + "))";
@@ -271,9 +289,9 @@ void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, 
     for (size_t r = 0; r < k.innerSizes.size(); ++r) {
       if (r == 0 && parallelWork > 0 && reduceSimd) {
         o << in << "#pragma omp parallel for reduction(+:" << acc << ") schedule(static) if("
-          << parallelWork << "LL >= 32768LL)\n";
+          << sizeInt(parallelWork) << " >= 32768LL)\n";
         if (k.innerSizes.size() == 1) {
-          o << in << "for (long long r0 = 0; r0 < " << k.innerSizes[0] << "LL; ++r0) {\n";
+          o << in << "for (long long r0 = 0; r0 < " << sizeInt(k.innerSizes[0]) << "; ++r0) {\n";
           in += "  ";
           continue;
         }
@@ -281,7 +299,7 @@ void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, 
       if (simd && !noSimd && r + 1 == k.innerSizes.size()) {
         o << in << (reduceSimd ? "#pragma omp simd reduction(+:" + acc + ")\n" : std::string("#pragma omp simd\n"));
       }
-      o << in << "for (long long r" << r << " = 0; r" << r << " < " << k.innerSizes[r] << "LL; ++r" << r << ") {\n";
+      o << in << "for (long long r" << r << " = 0; r" << r << " < " << sizeInt(k.innerSizes[r]) << "; ++r" << r << ") {\n";
       in += "  ";
     }
   };
@@ -318,15 +336,15 @@ void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, 
             for (size_t r = 0; r + 1 < nInner; ++r) {
               if (r == 0 && parallelWork > 0) {
                 o << in << "#pragma omp parallel for reduction(+:" << acc << ") schedule(static) if("
-                  << parallelWork << "LL >= 32768LL)\n";
+                  << sizeInt(parallelWork) << " >= 32768LL)\n";
               }
-              o << in << "for (long long r" << r << " = 0; r" << r << " < " << k.innerSizes[r] << "LL; ++r" << r << ") {\n";
+              o << in << "for (long long r" << r << " = 0; r" << r << " < " << sizeInt(k.innerSizes[r]) << "; ++r" << r << ") {\n";
               in += "  ";
             }
             o << in << "float " << part << " = 0;\n";
             if (simd) o << in << "#pragma omp simd reduction(+:" << part << ")\n";
             size_t last = nInner - 1;
-            o << in << "for (long long r" << last << " = 0; r" << last << " < " << k.innerSizes[last] << "LL; ++r" << last
+            o << in << "for (long long r" << last << " = 0; r" << last << " < " << sizeInt(k.innerSizes[last]) << "; ++r" << last
               << ") {\n";
             o << in << "  " << part << " = (float)(" << part << " + (float)" << v << ");\n";
             o << in << "}\n";
@@ -353,7 +371,7 @@ void emitStages(std::ostringstream& o, const Kernel& k, const std::string& ind, 
               o << in << "#pragma omp simd reduction(" << (st.reduce == ReduceOp::kMax ? "max" : "min")
                 << ":" << acc << ") reduction(|:" << nan << ")\n";
             }
-            o << in << "for (long long r" << r << " = 0; r" << r << " < " << k.innerSizes[r] << "LL; ++r" << r << ") {\n";
+            o << in << "for (long long r" << r << " = 0; r" << r << " < " << sizeInt(k.innerSizes[r]) << "; ++r" << r << ") {\n";
             in += "  ";
           }
           o << in << T << " v = (" << T << ")(" << v << ");\n";
@@ -422,9 +440,9 @@ void emitColumnSum(std::ostringstream& o, const Kernel& k, int64_t work) {
     DType t = st.value->dtype();
     return (t == DType::kFloat32 && extent > 4096) ? "double" : dtypeCType(t);
   };
-  o << "  #pragma omp parallel for schedule(static) if(" << work << "LL >= 32768LL)\n"
-    << "  for (long long xb = 0; xb < " << n << "LL; xb += " << kBlock << "LL) {\n"
-    << "    long long xe = xb + " << kBlock << "LL < " << n << "LL ? xb + " << kBlock << "LL : " << n << "LL;\n";
+  o << "  #pragma omp parallel for schedule(static) if(" << sizeInt(work) << " >= 32768LL)\n"
+    << "  for (long long xb = 0; xb < " << sizeInt(n) << "; xb += " << kBlock << "LL) {\n"
+    << "    long long xe = xb + " << kBlock << "LL < " << sizeInt(n) << " ? xb + " << kBlock << "LL : " << sizeInt(n) << ";\n";
   for (size_t i = 0; i < k.stages.size(); ++i) {
     if (k.stages[i].kind != Stage::Kind::kReduce) continue;
     o << "    " << accType(k.stages[i]) << " accv" << i << "[" << kBlock << "];\n"
@@ -432,7 +450,7 @@ void emitColumnSum(std::ostringstream& o, const Kernel& k, int64_t work) {
   }
   std::string in = "    ";
   for (size_t r = 0; r < k.innerSizes.size(); ++r) {
-    o << in << "for (long long r" << r << " = 0; r" << r << " < " << k.innerSizes[r] << "LL; ++r" << r << ") {\n";
+    o << in << "for (long long r" << r << " = 0; r" << r << " < " << sizeInt(k.innerSizes[r]) << "; ++r" << r << ") {\n";
     in += "  ";
   }
   o << in << "#pragma omp simd\n" << in << "for (long long x0 = xb; x0 < xe; ++x0) {\n";
@@ -486,7 +504,9 @@ std::vector<int> kernelParams(const Kernel& k) {
   return std::vector<int>(s.begin(), s.end());
 }
 
-std::string emitCpp(const Kernel& k, const Program& p) {
+std::string emitCpp(const Kernel& k, const Program& p) { return literalSource(emitCppMarked(k, p)); }
+
+std::string emitCppMarked(const Kernel& k, const Program& p) {
   std::ostringstream o;
   o << "// " << k.name << ": generated by Dynamo's fused backend (C++). Nodes:";
   for (const std::string& n : k.nodes()) o << " " << n;
@@ -499,6 +519,7 @@ std::string emitCpp(const Kernel& k, const Program& p) {
     o << "  " << paramDecl(k, p, params[i]) << " = (" << (writtenSet(k).count(params[i]) ? "" : "const ")
       << memCType(p.buffers[params[i]].dtype) << "*)args[" << i << "];\n";
   }
+  o << kParamsOpen << params.size() << kParamsClose;  // where size parameters are read (if any)
   size_t nOuter = k.outerSizes.size();
   int64_t work = product(k.outerSizes) * std::max<int64_t>(product(k.innerSizes), 1);
   if (isColumnSum(k)) {
@@ -512,11 +533,11 @@ std::string emitCpp(const Kernel& k, const Program& p) {
   std::string ind = "  ";
   if (par > 0) {
     o << ind << "#pragma omp parallel for" << (par > 1 ? " collapse(" + std::to_string(par) + ")" : "")
-      << " schedule(static) if(" << work << "LL >= 32768LL)\n";
+      << " schedule(static) if(" << sizeInt(work) << " >= 32768LL)\n";
   }
   for (size_t d = 0; d < nOuter; ++d) {
     if (pointwise && d + 1 == nOuter && nOuter > 1) o << ind << "#pragma omp simd\n";
-    o << ind << "for (long long x" << d << " = 0; x" << d << " < " << k.outerSizes[d] << "LL; ++x" << d << ") {\n";
+    o << ind << "for (long long x" << d << " = 0; x" << d << " < " << sizeInt(k.outerSizes[d]) << "; ++x" << d << ") {\n";
     ind += "  ";
   }
   bool parallelSum = nOuter == 0 && k.stages.size() == 1 && k.stages[0].kind == Stage::Kind::kReduce &&
@@ -568,7 +589,7 @@ std::string emitCuda(const Kernel& k, const Program& p) {
     o << (i ? ", " : "") << "(" << (w ? "" : "const ") << memCType(p.buffers[params[i]].dtype) << "*)args[" << i << "]";
   }
   o << ");\n    }\n  }\n}\n#endif\n";
-  return o.str();
+  return literalSource(o.str());
 }
 
 }  // namespace dynamo::codegen

@@ -129,7 +129,10 @@ void textFunction(std::ostringstream& out, const FunctionReport& f, const Render
         for (const std::string& e : varying[i]) sig += (sig.empty() ? "" : ", ") + e;
         sigs += (i ? "; " : "") + sig;
       }
-      out << "       aot per input signature: " << plural(static_cast<std::int64_t>(g.aotPerSize.size()), "compile")
+      // The AOT backends trace per signature; "fused" lowers per signature (its kernels shared).
+      const bool fused = g.aotPerSize.front().backend == "fused";
+      out << (fused ? "       fused lowering per input signature: " : "       aot per input signature: ")
+          << plural(static_cast<std::int64_t>(g.aotPerSize.size()), "compile")
           << " (" << sigs << "), " << displayDuration(us, o) << "\n";
     }
   }

@@ -87,13 +87,15 @@ PyObject* reportToPython(const backends::FusedReport& r) {
 }
 
 PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* kwlist[] = {"graph_json", "examples", "cuda_host_shim", "inside_autograd", "name", nullptr};
+  static const char* kwlist[] = {"graph_json", "examples", "cuda_host_shim", "inside_autograd", "name", "size_scope",
+                                 nullptr};
   const char* json;
   PyObject* examples;  // borrowed
   int shim = 0, insideAutograd = 0;
   const char* name = "graph";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|pps", const_cast<char**>(kwlist), &json, &examples, &shim,
-                                   &insideAutograd, &name)) {
+  const char* sizeScope = "";  // non-empty: kernels take the sizes that vary in this scope as parameters
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|ppss", const_cast<char**>(kwlist), &json, &examples, &shim,
+                                   &insideAutograd, &name, &sizeScope)) {
     return nullptr;
   }
   DYNAMO_PY_TRY
@@ -110,6 +112,8 @@ PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
   backends::FusedOptions options;
   options.cudaHostShim = shim != 0;
   options.insideAutograd = insideAutograd != 0;
+  options.sizeScope = sizeScope;
+  options.sizeParams = *sizeScope != '\0';
   std::unique_ptr<core::CompiledGraphFn> fn = backends::compileFused(req, &report, options);
   PyObject* rep = reportToPython(report);
   auto* o = PyObject_New(FusedObject, &FusedType);
@@ -233,6 +237,16 @@ PyObject* cubinFunctions(PyObject*, PyObject* arg) {
 
 PyObject* cacheDir(PyObject*, PyObject*) { return PyUnicode_FromString(codegen::kernelCacheDir().c_str()); }
 
+PyObject* kernelCounters(PyObject*, PyObject*) {
+  DYNAMO_PY_TRY
+  backends::FusedCounters c = backends::fusedCounters();
+  PyRef d = PyRef::steal(checkPy(PyDict_New()));
+  setItem(d.get(), "units_loaded", newInt(c.unitsLoaded));
+  setItem(d.get(), "compiler_runs", newInt(c.compilerRuns));
+  return d.release();
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 PyMethodDef methods[] = {
     {"compile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(compileGraph)),
      METH_VARARGS | METH_KEYWORDS, "compile(graph_json, examples, cuda_host_shim=False, inside_autograd=False, name='graph') -> FusedFunction"},
@@ -243,6 +257,8 @@ PyMethodDef methods[] = {
     {"nvrtc_compile", nvrtcCompile, METH_VARARGS, "nvrtc_compile(source, name, arch) -> (ok, log, binary)"},
     {"cubin_functions", cubinFunctions, METH_O, "cubin_functions(bytes) -> (e_machine, [function names])"},
     {"cache_dir", cacheDir, METH_NOARGS, "the kernel cache directory"},
+    {"counters", kernelCounters, METH_NOARGS,
+     "{units_loaded, compiler_runs}: kernel libraries this process has loaded, and built with the compiler"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -343,8 +343,10 @@ PyObject* makeCompiler(PyObject*, PyObject* args) {
   // The eager runner and callable backends (handed the FX graph) run a graph for any sizes; the
   // aot backends trace it with the example sizes.
   o.backendHandlesDynamic = backend != Py_None || std::string(backendName) == "eager";
-  // The AOT backends compile once per distinct input size inside a dynamic entry.
-  o.backendPerSize = backend == Py_None && std::string(backendName).rfind("aot_eager", 0) == 0;
+  // The AOT backends compile once per distinct input size inside a dynamic entry; "fused" lowers
+  // the graph per size, its kernels taking the sizes as parameters (one C++ compile serves many).
+  o.backendPerSize = backend == Py_None && (std::string(backendName).rfind("aot_eager", 0) == 0 ||
+                                            std::string(backendName) == "fused");
   o.cacheSizeLimit = cacheLimit;
   o.suppressErrors = suppress;
   if (listener != Py_None) {
@@ -718,7 +720,6 @@ int initCompilerBindings(PyObject* module) {
   // C++ exceptions thrown inside the frame hook become Python exceptions.
   core::setErrorTranslator(translateException);
   if (core::registerCompilerTypes(module) < 0) return -1;
-  if (initRecordingBindings(module) < 0) return -1;
   return addSubmodule(module, "_compiler", PyModule_Create(&moduleDef));
 }
 

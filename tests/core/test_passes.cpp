@@ -56,6 +56,23 @@ TEST_CASE("dead-code elimination drops only pure unused nodes", "[passes][dce]")
   CHECK(out.users(out.inputs()[0]).size() == 3);
 }
 
+TEST_CASE("dead-code elimination keeps an unused op that reads mixed dtypes", "[passes][dce]") {
+  // bfloat16 @ float32 raises in eager; the meta kernel traced it. Same dtypes may go.
+  auto meta = [](const char* dtype) {
+    NodeMeta m;
+    m.tensor = TensorMeta{{3, 3}, dtype, "cpu"};
+    return m;
+  };
+  GraphBuilder b;
+  NodeRef a = b.placeholder("a", meta("torch.bfloat16"));
+  NodeRef w = b.placeholder("w", meta("torch.float32"));
+  NodeRef v = b.placeholder("v", meta("torch.float32"));
+  b.callFunction(Target::fromName("operator.matmul"), {Arg::node(a), Arg::node(w)});  // mixed
+  b.callFunction(Target::fromName("operator.matmul"), {Arg::node(v), Arg::node(w)});  // same
+  b.output(Arg::tuple({Arg::node(w)}));
+  CHECK(bodyNames(dce(b.build())) == std::vector<std::string>{"matmul"});
+}
+
 TEST_CASE("a pass that changes nothing returns its input", "[passes][dce]") {
   Graph once = dce(sample());
   Graph twice = dce(once);

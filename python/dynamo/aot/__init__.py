@@ -46,10 +46,29 @@ def _default_compiler(graph):
 
 # ---- preset "fused": forward and backward graphs lowered to kernels (docs/codegen.md) ---------
 
+#: The function (and line) whose forward / backward graph is being compiled, set around the
+#: compilers' calls (the backward compile comes later, at the first backward): kernels whose text
+#: repeats across compiles of one scope (the function traced at other sizes) take the sizes that
+#: differ as parameters, so one C++ compile serves them (docs/dynamic-shapes.md).
+_SIZE_SCOPE = ""
+
+
 def _fused_compiler(kind):
     def compile_fused(graph):
-        return _C._codegen.compile(graph.serialize(), [], inside_autograd=True, name=kind)
+        scope = f"{_SIZE_SCOPE}:{kind}" if _SIZE_SCOPE else ""
+        return _C._codegen.compile(graph.serialize(), [], inside_autograd=True, name=kind, size_scope=scope)
     return compile_fused
+
+
+def _scoped(compiler, scope):
+    def scoped(graph):
+        global _SIZE_SCOPE
+        saved, _SIZE_SCOPE = _SIZE_SCOPE, scope
+        try:
+            return compiler(graph)
+        finally:
+            _SIZE_SCOPE = saved
+    return scoped
 
 
 #: backend -> (forward compiler, backward compiler) used instead of the graph runner
@@ -69,6 +88,8 @@ def compile_graph(gm, examples, backend, function="", file="", line=0,
     mode, decompose = PRESETS.get(backend, ("min_cut", False))
     if backend in COMPILERS and fw_compiler is _default_compiler and bw_compiler is _default_compiler:
         fw_compiler, bw_compiler = COMPILERS[backend]
+        scope = f"aot:{function}@{file}:{line}"
+        fw_compiler, bw_compiler = _scoped(fw_compiler, scope), _scoped(bw_compiler, scope)
     rec = {"backend": backend, "function": function, "file": file, "line": int(line),
            "partition_mode": mode, "phases_ms": {}, "fallback": None}
     custom = autograd_function.aot_reason(gm)

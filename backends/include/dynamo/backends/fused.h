@@ -43,7 +43,28 @@ struct FusedOptions {
   /// torch.autograd.Function): convolutions stay ATen calls (no channels-last conv steps, whose
   /// rounding small-batch batch_norm amplifies in gradients).
   bool insideAutograd = false;
+  /// The family scope of the kernels' size templates (codegen/kernel_template.h); empty: the
+  /// request's function and location.
+  std::string sizeScope;
+  /// Size integers that differ between lowerings of the same kernel text in this scope become
+  /// a parameter array passed to the kernel (one compile serves many sizes). Off: literal sizes
+  /// (a static compile still records its sizes as the scope's reference).
+  bool sizeParams = false;
 };
+
+/// True when fn is the fused backend's compiled graph and every input is a tensor with exactly
+/// the sizes and strides of the graph's placeholder (the per-size backend's fast path: the last
+/// size's kernels take the call without building its signature). Needs the GIL.
+bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count);
+
+/// Process-wide counts of the fused backend's kernel loading (tests and benchmarks count the
+/// compiles a workload causes by the difference before and after).
+struct FusedCounters {
+  int64_t unitsLoaded = 0;   ///< kernel libraries (cache keys) first used by this process
+  int64_t compilerRuns = 0;  ///< of those, the ones the C++ compiler built (not on disk yet)
+};
+/// The counts so far.
+FusedCounters fusedCounters();
 
 /// Compiles request.graph with the fused backend; fills *report when given.
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request,

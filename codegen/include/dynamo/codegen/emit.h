@@ -20,6 +20,10 @@ std::vector<int> kernelParams(const Kernel& k);
 /// The C++ source of kernel k of program p.
 std::string emitCpp(const Kernel& k, const Program& p);
 
+/// emitCpp with its size integers marked (kernel_template.h: splitMarked, sizeKernel): a
+/// parametrised kernel reads them from one more argument, args[kernelParams(k).size()].
+std::string emitCppMarked(const Kernel& k, const Program& p);
+
 /// The CUDA C source of kernel k (for NVRTC; with -DDYN_HOST_SHIM, for the host compiler).
 std::string emitCuda(const Kernel& k, const Program& p);
 

@@ -1,0 +1,344 @@
+// The "fused" backend on a graph with dynamic sizes (BackendRequest::dynamic).
+//
+//   first call with an input signature (sizes, strides, int and float values):
+//     graphAtSizes: run every node on meta tensors of the new sizes -> the graph with their
+//                   tensor meta (no data touched, no side effect)
+//     compileFused: lower it again (cheap), emit each kernel as a template whose size integers
+//                   that differ from the scope's earlier lowerings are a parameter array
+//                   (codegen/kernel_template.h): same kernel text -> same source -> cache hit
+//   later calls with it: that signature's FusedFn
+//
+// The function is compiled once (one cache entry); per size only the lowering runs, and the C++
+// compiler only for kernels whose text is new. A graph that cannot run on meta tensors (an op
+// without a meta kernel, a value read from data) runs that signature on the eager runner,
+// exact, and says why (DYNAMO_LOGS=fusion).
+#include <Python.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "backends_internal.h"
+#include "dynamo/backends/fused.h"
+#include "dynamo/core/compile_sink.h"
+#include "dynamo/core/graph.h"
+#include "dynamo/core/graph_python.h"
+#include "dynamo/core/graph_runner.h"
+
+namespace dynamo::backends {
+namespace {
+
+using core::PyObjectRef;
+
+bool fusionLog() {
+  const char* v = std::getenv("DYNAMO_LOGS");
+  if (!v) return false;
+  std::string s = std::string(",") + v + ",";
+  return s.find(",fusion,") != std::string::npos || s.find(",all,") != std::string::npos;
+}
+
+PyObject* torchModule() {
+  static PyObject* torch = PyImport_ImportModule("torch");  // new ref, kept for the process
+  if (!torch) throw core::PythonError{};
+  return torch;
+}
+
+bool isTensor(PyObject* v) {
+  PyObject* type = PyObject_GetAttrString(torchModule(), "Tensor");  // new ref
+  if (!type) throw core::PythonError{};
+  int r = PyObject_IsInstance(v, type);
+  Py_DECREF(type);
+  if (r < 0) throw core::PythonError{};
+  return r == 1;
+}
+
+// A meta tensor with t's sizes, strides and dtype (new ref).
+PyObjectRef metaLike(PyObject* t) {
+  PyObjectRef shape = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(t, "shape")));
+  PyObjectRef stride = PyObjectRef::steal(core::checkPy(PyObject_CallMethod(t, "stride", nullptr)));
+  PyObjectRef dtype = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(t, "dtype")));
+  PyObjectRef fn = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(torchModule(), "empty_strided")));
+  PyObjectRef args = PyObjectRef::steal(core::checkPy(PyTuple_Pack(2, shape.get(), stride.get())));
+  PyObjectRef kwargs = PyObjectRef::steal(core::checkPy(PyDict_New()));
+  PyObjectRef meta = PyObjectRef::steal(core::checkPy(PyUnicode_FromString("meta")));
+  if (PyDict_SetItemString(kwargs.get(), "dtype", dtype.get()) < 0 ||
+      PyDict_SetItemString(kwargs.get(), "device", meta.get()) < 0) {
+    throw core::PythonError{};
+  }
+  return PyObjectRef::steal(core::checkPy(PyObject_Call(fn.get(), args.get(), kwargs.get())));
+}
+
+// The pending Python exception's first line, cleared.
+std::string takePythonError() {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);  // new refs (or null)
+  std::string why = "Python error";
+  if (ev) {
+    PyObject* s = PyObject_Str(ev);  // new ref
+    const char* text = s ? PyUnicode_AsUTF8(s) : nullptr;
+    if (text) why = text;
+    Py_XDECREF(s);
+  }
+  PyErr_Clear();
+  Py_XDECREF(et);
+  Py_XDECREF(ev);
+  Py_XDECREF(tb);
+  return why.substr(0, why.find('\n'));
+}
+
+// Node n run on the meta values of its inputs (new ref).
+PyObjectRef runOnMeta(const core::NodeRef& n, const core::NodeValueFn& value) {
+  std::vector<PyObjectRef> args;
+  for (const core::Arg& a : n->args()) args.push_back(core::argToPython(a, value));
+  PyObjectRef kwargs = PyObjectRef::steal(core::checkPy(PyDict_New()));
+  for (const auto& [k, a] : n->kwargs()) {
+    PyObjectRef v = core::argToPython(a, value);
+    if (PyDict_SetItemString(kwargs.get(), k.c_str(), v.get()) < 0) throw core::PythonError{};
+  }
+  PyObjectRef callable;
+  size_t first = 0;
+  if (n->op() == core::NodeOp::kCallMethod) {
+    callable = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(args.at(0).get(), n->method().c_str())));
+    first = 1;
+  } else {
+    if (!n->target().hasCallable()) throw Error("its target has no callable");
+    callable = PyObjectRef::borrow(n->target().callable());
+  }
+  PyObjectRef tuple = PyObjectRef::steal(core::checkPy(PyTuple_New(static_cast<Py_ssize_t>(args.size() - first))));
+  for (size_t i = first; i < args.size(); ++i) {
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i - first), args[i].release());  // steals
+  }
+  return PyObjectRef::steal(
+      core::checkPy(PyObject_Call(callable.get(), tuple.get(), PyDict_GET_SIZE(kwargs.get()) ? kwargs.get() : nullptr)));
+}
+
+core::Arg remap(const core::Arg& a, const std::unordered_map<const core::Node*, core::NodeRef>& copies) {
+  if (!a.containsNode()) return a;
+  if (a.isNode()) return core::Arg::node(copies.at(a.asNode().get()));
+  std::vector<core::Arg> items;
+  for (const core::Arg& item : a.items()) items.push_back(remap(item, copies));
+  switch (a.kind()) {
+    case core::ArgKind::kTuple: return core::Arg::tuple(std::move(items));
+    case core::ArgKind::kList: return core::Arg::list(std::move(items));
+    case core::ArgKind::kSlice: return core::Arg::slice(items[0], items[1], items[2]);
+    case core::ArgKind::kDict: {
+      std::vector<std::pair<std::string, core::Arg>> entries;
+      for (size_t i = 0; i < items.size(); ++i) entries.emplace_back(a.keys()[i], std::move(items[i]));
+      return core::Arg::dict(std::move(entries));
+    }
+    default: DYNAMO_INTERNAL_ASSERT(false, "fused per size: unexpected container kind");
+  }
+  return a;
+}
+
+// The meta of a node at the new sizes: the meta run's sizes, strides and dtype; the device and
+// requires_grad of the captured graph (the meta run's device is "meta").
+core::NodeMeta metaAt(const core::NodeMeta& old, PyObject* value) {
+  core::NodeMeta m = old;
+  if (!old.tensor) return m;
+  if (!isTensor(value)) throw Error("its result is no longer a tensor");
+  core::TensorMeta t = core::tensorMetaOf(value);
+  t.device = old.tensor->device;
+  t.requiresGrad = old.tensor->requiresGrad;
+  if (t.dtype != old.tensor->dtype) throw Error("its dtype changed with the sizes");
+  m.tensor = std::move(t);
+  return m;
+}
+
+// The graph with every node's tensor meta at the sizes of `inputs`, found by running its nodes
+// on meta tensors. Throws Error (with the node) when a node cannot run so.
+core::Graph graphAtSizes(const core::Graph& g, PyObject* const* inputs, size_t count) {
+  DYNAMO_INTERNAL_ASSERT(count == g.inputs().size(), "fused per size: ", count, " inputs for a graph of ",
+                         g.inputs().size());
+  std::unordered_map<const core::Node*, PyObjectRef> values;
+  std::unordered_map<const core::Node*, core::NodeRef> copies;
+  core::GraphBuilder b;
+  for (size_t i = 0; i < count; ++i) {
+    const core::NodeRef& in = g.inputs()[i];
+    core::NodeMeta m = in->meta();
+    try {
+      if (isTensor(inputs[i])) {
+        values[in.get()] = metaLike(inputs[i]);
+        if (m.tensor) m.tensor = core::tensorMetaOf(inputs[i]);
+      } else {
+        values[in.get()] = PyObjectRef::borrow(inputs[i]);
+      }
+    } catch (const core::PythonError&) {
+      throw Error("input '" + in->name() + "' has no meta tensor: " + takePythonError());
+    }
+    copies[in.get()] = b.placeholder(in->source(), std::move(m), in->name());
+  }
+  core::NodeValueFn value = [&](const core::NodeRef& n) { return values.at(n.get()).get(); };
+  for (const core::NodeRef& n : g.body()) {
+    PyObjectRef v;
+    core::NodeMeta m;
+    try {
+      v = runOnMeta(n, value);
+      m = metaAt(n->meta(), v.get());
+    } catch (const core::PythonError&) {
+      throw Error("node '" + n->name() + "' did not run on meta tensors: " + takePythonError());
+    } catch (const Error& e) {
+      throw Error("node '" + n->name() + "': " + e.what());
+    }
+    values[n.get()] = std::move(v);
+    std::vector<core::Arg> args;
+    for (const core::Arg& a : n->args()) args.push_back(remap(a, copies));
+    core::Kwargs kwargs;
+    for (const auto& [k, a] : n->kwargs()) kwargs.emplace_back(k, remap(a, copies));
+    copies[n.get()] = n->op() == core::NodeOp::kCallMethod
+                          ? b.callMethod(n->method(), std::move(args), std::move(kwargs), std::move(m), n->name())
+                          : b.callFunction(n->target(), std::move(args), std::move(kwargs), std::move(m), n->name());
+  }
+  b.output(remap(g.output()->outputValue(), copies), g.output()->meta());
+  return b.build();
+}
+
+class EagerRunnerFn final : public core::CompiledGraphFn {
+ public:
+  explicit EagerRunnerFn(const core::Graph& g) : runner_(g) {}
+  PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override {
+    return runner_.run(inputs, count, failedAt);
+  }
+
+ private:
+  core::GraphRunner runner_;
+};
+
+class PerSizeFusedFn final : public core::CompiledGraphFn {
+ public:
+  explicit PerSizeFusedFn(const core::BackendRequest& r)
+      : graph_(r.graph), function_(r.function), where_(r.where), suppress_(r.suppressErrors) {
+    options_.sizeParams = true;
+    options_.sizeScope = r.function + "@" + r.where.file + ":" + std::to_string(r.where.line);
+  }
+
+  /// Compiles for the example inputs now (the captured graph has their meta).
+  void prime(const std::vector<PyObject*>& examples) const {
+    std::string key = inputSignature(examples.data(), examples.size());
+    std::vector<PyObjectRef> ex;
+    for (PyObject* e : examples) ex.push_back(PyObjectRef::borrow(e));
+    core::BackendRequest r{graph_, ex, function_, where_, suppress_};
+    auto start = std::chrono::steady_clock::now();
+    std::shared_ptr<core::CompiledGraphFn> fn = compileFused(r, nullptr, options_);
+    record(examples.data(), examples.size(), msSince(start));
+    bySignature_[key] = {fn, ++clock_};
+  }
+
+  void entryMade(uint64_t entryId) const override { entryId_ = entryId; }
+
+  PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override {
+    // Held for the call: the kernels run with the GIL released, and another thread may evict it.
+    std::shared_ptr<core::CompiledGraphFn> fn = last_;
+    // The last size again (a training loop, a server at one batch size): no signature to build.
+    if (fn == nullptr || !fusedTakesSizes(*fn, inputs, count)) {
+      try {
+        fn = forInputs(inputs, count);
+        last_ = fn;
+      } catch (const std::exception& e) {
+        if (!PyErr_Occurred())
+          PyErr_SetString(PyExc_RuntimeError,
+                          (std::string("dynamo: compiling the graph for new input sizes failed: ") + e.what()).c_str());
+        return nullptr;
+      }
+    }
+    return fn->call(inputs, count, failedAt);
+  }
+
+ private:
+  // Signatures kept per entry: each keeps its program and an arena for its intermediates, so a
+  // workload of many sizes drops the least recently used ones (lowered again if they come back).
+  static constexpr size_t kMaxSizes = 16;
+
+  struct Compiled {
+    std::shared_ptr<core::CompiledGraphFn> fn;
+    uint64_t lastUse = 0;
+  };
+
+  static double msSince(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  }
+
+  std::shared_ptr<core::CompiledGraphFn> forInputs(PyObject* const* inputs, size_t count) const {
+    std::string key = inputSignature(inputs, count);
+    auto it = bySignature_.find(key);
+    if (it != bySignature_.end()) {
+      it->second.lastUse = ++clock_;
+      return it->second.fn;
+    }
+    auto start = std::chrono::steady_clock::now();
+    std::shared_ptr<core::CompiledGraphFn> fn;
+    try {
+      core::Graph sized = graphAtSizes(graph_, inputs, count);
+      std::vector<PyObjectRef> ex;
+      for (size_t i = 0; i < count; ++i) ex.push_back(PyObjectRef::borrow(inputs[i]));
+      core::BackendRequest r{sized, ex, function_, where_, suppress_};
+      fn = compileFused(r, nullptr, options_);
+    } catch (const Error& e) {
+      if (fusionLog())
+        std::fprintf(stderr, "[dynamo fusion] %s: new sizes run on the eager runner: %s\n", function_.c_str(), e.what());
+      fn = std::make_shared<EagerRunnerFn>(graph_);
+    }
+    record(inputs, count, msSince(start));
+    if (bySignature_.size() >= kMaxSizes) {
+      auto oldest = bySignature_.begin();
+      for (auto i = bySignature_.begin(); i != bySignature_.end(); ++i)
+        if (i->second.lastUse < oldest->second.lastUse) oldest = i;
+      bySignature_.erase(oldest);
+    }
+    bySignature_[key] = {fn, ++clock_};
+    return fn;
+  }
+
+  // Hands one compile to the trace store's sink (as the AOT backends' per-size compiles).
+  void record(PyObject* const* inputs, size_t count, double ms) const {
+    const auto& sink = core::compileSink();
+    if (!sink) return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    core::BackendCompileRecord rec;
+    rec.entryId = entryId_;
+    rec.backend = "fused";
+    rec.ms = ms;
+    const std::vector<core::NodeRef>& names = graph_.inputs();
+    for (size_t i = 0; i < count && i < names.size(); ++i) {
+      std::string name = names[i]->source().empty() ? names[i]->name() : names[i]->source();
+      PyObjectRef text;
+      if (PyLong_CheckExact(inputs[i]) || PyFloat_CheckExact(inputs[i])) {
+        text = PyObjectRef::steal(PyObject_Repr(inputs[i]));
+      } else if (PyObject_HasAttrString(inputs[i], "shape")) {
+        PyObjectRef shape = PyObjectRef::steal(PyObject_GetAttrString(inputs[i], "shape"));
+        PyObjectRef list = PyObjectRef::steal(shape ? PySequence_List(shape.get()) : nullptr);
+        text = PyObjectRef::steal(list ? PyObject_Repr(list.get()) : nullptr);
+      }
+      PyErr_Clear();
+      if (text) rec.signature.push_back(name + ": " + PyUnicode_AsUTF8(text.get()));
+    }
+    sink->backendCompiled(rec);
+    PyErr_Restore(et, ev, tb);
+  }
+
+  core::Graph graph_;
+  std::string function_;
+  SourceLocation where_;
+  bool suppress_;
+  FusedOptions options_;
+  mutable std::map<std::string, Compiled> bySignature_;  // GIL held
+  mutable uint64_t clock_ = 0;                           // use counter (GIL held)
+  mutable uint64_t entryId_ = 0;
+  mutable std::shared_ptr<core::CompiledGraphFn> last_;   // the last call's (GIL held)
+};
+
+}  // namespace
+
+std::unique_ptr<core::CompiledGraphFn> makePerSizeFused(const core::BackendRequest& request) {
+  auto fn = std::make_unique<PerSizeFusedFn>(request);
+  std::vector<PyObject*> first;
+  for (const PyObjectRef& e : request.examples) first.push_back(e.get());
+  fn->prime(first);
+  return fn;
+}
+
+}  // namespace dynamo::backends
