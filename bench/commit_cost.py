@@ -13,7 +13,8 @@ The order of the modes rotates from repeat to repeat. "small50" compiles 50 tiny
 (x * i + 1) and calls each once: the case where securing the rows weighs most. Prints the median
 wall and thread-CPU milliseconds of each mode and the ratios to "batch".
 
-"realmodels" runs every case of tests/python/test_adversarial_realmodels.py (transformer blocks,
+"realmodels" runs every case of tests/python/test_adversarial_realmodels.py and
+test_adversarial_realmodels_loops.py (transformer blocks,
 CNN blocks, training steps, decoding loops: small real-world modules, several compiles each
 because of graph breaks and recompiles): per case, a fresh target and its driver's calls
 (dynamo.compile, backend eager; the first calls compile), timed as above in both modes. It prints
@@ -62,6 +63,7 @@ def realmodel_cases():
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python")
     sys.path.insert(0, here)
     import test_adversarial_realmodels as rm
+    import test_adversarial_realmodels_loops as rm_loops
 
     def runner(case):
         def run():
@@ -80,7 +82,7 @@ def realmodel_cases():
                     except Exception:  # noqa: BLE001 - some cases raise on purpose
                         pass
         return run
-    return [(c.name, runner(c)) for c in rm.CASES if c.name not in rm.XFAIL]
+    return [(c.name, runner(c)) for m in (rm, rm_loops) for c in m.CASES if c.name not in m.XFAIL]
 
 
 def timed(run, mode, compiled):

@@ -233,6 +233,13 @@ InspectGraphPtr withContextOf(const InspectGraph& graph, const InspectGraph& nam
   return InspectGraph::make(std::move(nodes), graph.hash());
 }
 
+std::string kernelRunText(double runUs, int calls) {
+  if (runUs < 0) return "run time not measured";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "ran in %.0f us per call (mean of its first %d calls)", runUs, calls);
+  return buf;
+}
+
 std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts) {
   std::ostringstream o;
   const std::vector<AotRecord> records = aotRecords(artifacts);
@@ -278,6 +285,18 @@ std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artif
       for (std::string line; std::getline(in, line);) o << "  " << line << "\n";
       o << "\n";
     }
+  // Measured run times, by kernel code row (written after the kernels ran; the last one wins).
+  std::map<std::int64_t, std::pair<std::int64_t, int>> runs;
+  for (const storage::ArtifactRecord& a : artifacts) {
+    if (a.name != storage::kKernelRunArtifact) continue;
+    const nlohmann::json j = nlohmann::json::parse(a.data, nullptr, false);
+    if (!j.is_object() || !j.contains("code_id") || !j["code_id"].is_number_integer() || !j.contains("run_us") ||
+        !j["run_us"].is_number_integer())
+      continue;
+    const nlohmann::json calls = j.value("calls", nlohmann::json());
+    runs[j["code_id"].get<std::int64_t>()] = {j["run_us"].get<std::int64_t>(),
+                                              calls.is_number_integer() ? calls.get<int>() : 0};
+  }
   std::string kernels;
   int numKernels = 0;
   for (const storage::ArtifactRecord& a : artifacts) {
@@ -285,10 +304,15 @@ std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artif
     const nlohmann::json j = nlohmann::json::parse(a.data, nullptr, false);
     if (!j.is_object()) continue;
     ++numKernels;
+    const nlohmann::json codeId = j.value("code_id", nlohmann::json());
+    auto run = codeId.is_number_integer() ? runs.find(codeId.get<std::int64_t>()) : runs.end();
     kernels += "  " + j.value("name", std::string("?")) + " (" + j.value("graph", std::string()) + " graph " +
                std::to_string(j.value("graph_index", 0)) + ", " + j.value("loops", std::string()) + ", " +
                (j.value("cache_hit", false) ? std::string("cache hit")
                                             : fmt("compiled in %.0f ms", static_cast<double>(j.value("compile_us", std::int64_t{0})) / 1000.0)) +
+               ", " +
+               (run == runs.end() ? kernelRunText(-1, 0)
+                                  : kernelRunText(static_cast<double>(run->second.first), run->second.second)) +
                "): " + std::to_string(j.value("nodes", nlohmann::json::array()).size()) + " nodes\n";
   }
   if (numKernels > 0) o << "Generated kernels (" << numKernels << ")\n" << kernels << "\n";
@@ -296,7 +320,7 @@ std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artif
   for (const storage::ArtifactRecord& a : artifacts) {
     AotGraphKind kind{};
     if (a.name == kAotArtifact || a.name == kDynamicShapesArtifact || a.name == kPassesArtifact ||
-        a.name == storage::kKernelArtifact || a.name.rfind(kPassInputPrefix, 0) == 0 || graphKindOf(a.name, kind))
+        a.name == storage::kKernelArtifact || a.name == storage::kKernelRunArtifact || a.name.rfind(kPassInputPrefix, 0) == 0 || graphKindOf(a.name, kind))
       continue;
     if (!header) o << "Other artifacts\n";
     header = true;

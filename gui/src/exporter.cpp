@@ -63,7 +63,7 @@ std::vector<std::pair<int, std::string>> graphsOf(const storage::TraceReader& re
 }
 
 /// The kernels of a graph as files (kernels/<graph>-<kernel>.cpp) and the summary's lines for
-/// them: each kernel, its cache state and compile time, and the nodes it computes.
+/// them: each kernel, its cache state or compile time, its run time, and the nodes it computes.
 std::string kernelFiles(const InspectGraph& g, const std::string& base, const std::string& title,
                         std::vector<ExportFile>& files) {
   if (g.kernels().empty()) return {};
@@ -73,7 +73,8 @@ std::string kernelFiles(const InspectGraph& g, const std::string& base, const st
     files.push_back({file, k.source});
     char time[64];
     std::snprintf(time, sizeof time, "compiled in %.0f ms", k.compileMs);
-    lines += "    " + file + ": " + k.name + " (" + k.loops + ", " + (k.cacheHit ? "cache hit" : time) + "), nodes:";
+    lines += "    " + file + ": " + k.name + " (" + k.loops + ", " + (k.cacheHit ? "cache hit" : time) + ", " +
+             kernelRunText(k.runUs, k.runCalls) + "), nodes:";
     for (int n : k.nodes) lines += " " + g.node(n).name;
     lines += "\n";
   }

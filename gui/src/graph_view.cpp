@@ -11,6 +11,8 @@
 
 #include <cmath>
 
+#include "dynamo/gui/compile_artifacts.h"
+
 namespace dynamo::gui {
 namespace {
 
@@ -470,9 +472,7 @@ void GraphView::kernelSection(QString& h, const InspectNode& n) const {
              .arg(k.cacheHit ? QString("loaded from the disk cache")
                              : QString("compiled in %1 ms").arg(k.compileMs, 0, 'f', 0))
              .arg(QString("graph lowered in %1 ms").arg(k.lowerMs, 0, 'f', 1) +
-                  (k.runUs >= 0 ? QString("; ran in %1 us per call (mean of its first %2 calls)")
-                                      .arg(k.runUs, 0, 'f', 0).arg(k.runCalls)
-                                : QString("; run time not measured")));
+                  "; " + QString::fromStdString(kernelRunText(k.runUs, k.runCalls)));
     for (size_t j = 0; j < k.nodes.size() && j < 30; ++j)
       h += QString("<a href=\"node:%1\">%2</a> ").arg(k.nodes[j]).arg(esc(graph_->node(k.nodes[j]).name));
     if (k.nodes.size() > 30) h += QString("... (%1 more)").arg(k.nodes.size() - 30);

@@ -720,7 +720,6 @@ int initCompilerBindings(PyObject* module) {
   // C++ exceptions thrown inside the frame hook become Python exceptions.
   core::setErrorTranslator(translateException);
   if (core::registerCompilerTypes(module) < 0) return -1;
-  if (initRecordingBindings(module) < 0) return -1;
   return addSubmodule(module, "_compiler", PyModule_Create(&moduleDef));
 }
 

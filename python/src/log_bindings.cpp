@@ -17,6 +17,8 @@
 // Files are shown relative to the working directory when they lie under it.
 #include "log_bindings.h"
 
+#include "bindings.h"
+
 #include <unistd.h>
 
 #include <climits>

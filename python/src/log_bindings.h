@@ -18,7 +18,5 @@ void logCompile(const core::CompileRecord& record);
 /// bytecode) is on. GIL held.
 bool logsWantListings();
 
-/// Adds dynamo._C._logs (called by initRecordingBindings).
-int initLogBindings(PyObject* module);
 
 }  // namespace dynamo::py

@@ -1,8 +1,8 @@
 // dynamo._C: the extension module behind the `dynamo` Python package.
 //
 // It creates the exception hierarchy, records the versions it was built with, and calls each
-// binding file's init function (bindings.h). The Python package (python/dynamo/) is a thin layer
-// over it.
+// binding file's init function, in the order of bindings.def. The Python package
+// (python/dynamo/) is a thin layer over it.
 #include <Python.h>
 
 #include "bindings.h"
@@ -47,6 +47,19 @@ int initExceptions(PyObject* module) {
   return 0;
 }
 
+// The binding files' init functions, in the order of bindings.def.
+using InitFn = int (*)(PyObject*);
+constexpr InitFn kBindings[] = {
+#define DYNAMO_BINDING(init, adds) dynamo::py::init,
+#include "bindings.def"
+};
+
+int initBindings(PyObject* module) {
+  for (InitFn init : kBindings)
+    if (init(module) < 0) return -1;
+  return 0;
+}
+
 PyModuleDef moduleDef = {
     PyModuleDef_HEAD_INIT,
     "dynamo._C",
@@ -66,13 +79,7 @@ PyMODINIT_FUNC PyInit__C(void) {
   if (module == nullptr) return nullptr;
   if (initExceptions(module) < 0 ||
       PyModule_AddStringConstant(module, "__version__", DYNAMO_VERSION) < 0 ||
-      PyModule_AddStringConstant(module, "BUILD_PYTHON_VERSION", PY_VERSION) < 0 ||
-      dynamo::py::initStorageBindings(module) < 0 ||
-      dynamo::py::initGraphBindings(module) < 0 ||
-      dynamo::py::initCompilerBindings(module) < 0 ||
-      dynamo::py::initReportBindings(module) < 0 ||
-      dynamo::py::initAotBindings(module) < 0 ||
-      dynamo::py::initCodegenBindings(module) < 0) {
+      PyModule_AddStringConstant(module, "BUILD_PYTHON_VERSION", PY_VERSION) < 0 || initBindings(module) < 0) {
     Py_DECREF(module);
     return nullptr;
   }

@@ -27,6 +27,8 @@
 // before its rows. All methods hold the GIL.
 #include "recording_bindings.h"
 
+#include "bindings.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -699,7 +701,6 @@ void beforeWriterClose(const storage::TraceWriter* writer) {
 }
 
 int initRecordingBindings(PyObject* module) {
-  if (initLogBindings(module) < 0) return -1;
   return addSubmodule(module, "_recording", PyModule_Create(&moduleDef));
 }
 

@@ -18,7 +18,5 @@ std::shared_ptr<storage::TraceWriter> writerOf(PyObject* obj);
 /// cache entries' hits into it and detaches when it is the attached run. GIL held.
 void beforeWriterClose(const storage::TraceWriter* writer);
 
-/// Adds dynamo._C._recording (called by initCompilerBindings).
-int initRecordingBindings(PyObject* module);
 
 }  // namespace dynamo::py

@@ -79,3 +79,25 @@ TEST_CASE("a function made in the trace keeps its closure and keyword defaults i
   CHECK(fn->as<FunctionData>().kwdefaults == data.kwdefaults);
   CHECK_THROWS_AS(fn->as<IteratorData>(), dynamo::InternalError);
 }
+
+TEST_CASE("a tensor keeps its node, device and sizes in TensorData; graphNode() reads any graph-valued kind", "[values]") {
+  dynamo::core::GraphBuilder b;
+  dynamo::core::NodeRef x = b.placeholder("x");
+  ValueRef t = makeTensor(x, {}, {});
+  CHECK(t->kind == ValueKind::kTensor);
+  const TensorData& data = t->as<TensorData>();
+  CHECK(data.node == x);
+  CHECK_FALSE(data.exactType);  // only a graph input records its exact type
+  CHECK(data.symSizes.empty());
+  CHECK_FALSE(data.constValue);
+  CHECK(t->graphNode() == x);
+  CHECK_FALSE(t->external());  // no source: a tensor made in the trace
+  CHECK_THROWS_AS(t->as<SymIntData>(), dynamo::InternalError);
+  try {
+    makeList({})->graphNode();
+    FAIL("graphNode() accepted a list");
+  } catch (const dynamo::InternalError& e) {
+    CHECK(std::string(e.what()).find("a list value has no graph node") != std::string::npos);
+  }
+  CHECK_THROWS_AS(makeList({})->as<TensorData>(), dynamo::InternalError);
+}

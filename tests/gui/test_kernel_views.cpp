@@ -146,6 +146,18 @@ TEST_CASE("a fused graph loads with its kernels: each node knows the kernel that
   CHECK_THAT(details, Catch::Matchers::Contains("Generated kernels (" + std::to_string(stored.size()) + ")\n  " +
                                                 stored[0].name + " (dynamo graph 0, " + stored[0].loops + ", "));
   CHECK_THAT(details, !Catch::Matchers::Contains("dynamo.kernel ("));
+  CHECK_THAT(details, !Catch::Matchers::Contains("dynamo.kernel.run ("));
+  // Each kernel's line ends with its run time as measured (the store ran each graph 5 times).
+  for (const storage::KernelRecord& k : stored) {
+    INFO(k.name);
+    REQUIRE(k.runCalls == 5);
+    CHECK_THAT(details, Catch::Matchers::Contains(
+                            "ran in " + std::to_string(k.runUs) + " us per call (mean of its first 5 calls)): " +
+                            std::to_string(k.nodes.size()) + " nodes\n"));
+    CHECK(kernelRunText(static_cast<double>(k.runUs), k.runCalls) ==
+          "ran in " + std::to_string(k.runUs) + " us per call (mean of its first 5 calls)");
+  }
+  CHECK(kernelRunText(-1, 0) == "run time not measured");
 }
 
 TEST_CASE("the training compile's kernels belong to its AOT forward graph (and its joint graph), its late ones to its backward graph") {
@@ -319,6 +331,9 @@ TEST_CASE("export: fused graphs drawn by fusion group, each kernel's source as a
     REQUIRE(files.count(file));
     CHECK(files[file] == k.source);
     CHECK_THAT(files["summary.txt"], Catch::Matchers::Contains("    " + file + ": " + k.name + " (" + k.loops));
+    CHECK_THAT(files["summary.txt"],
+               Catch::Matchers::Contains(", " + kernelRunText(static_cast<double>(k.runUs), k.runCalls) + "), nodes:"));
+    CHECK(k.runUs >= 0);
   }
   CHECK(files["graphs/" + base + ".svg"].find("fill=\"" + std::string(fusionFill(0)) + "\"") != std::string::npos);
   // The training compile's forward-graph kernels are exported with the AOT forward graph.

@@ -19,7 +19,7 @@ from adversarial_harness import check_case, params, registry
 
 CASES, case = registry()
 
-from test_adversarial_realmodels import TinyLM  # noqa: E402  the decoding loops' small language model
+from test_adversarial_realmodels_loops import TinyLM  # noqa: E402  the decoding loops' small language model
 
 
 def _params(m):

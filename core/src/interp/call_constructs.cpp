@@ -113,12 +113,12 @@ PyObject* autogradFunctionOfImpl(PyObject* fn) {
 // them is not the main trace's business: the real forward does it when the graph runs).
 ValueRef toScratch(CompileContext& scratch, const ValueRef& v) {
   if (v->isTensor()) {
-    if (!v->symSizes.empty())
+    if (!v->as<TensorData>().symSizes.empty())
       scratch.breakHere(BreakKind::kUnsupported, "a tensor with dynamic sizes passed to a torch.autograd.Function");
     NodeMeta meta = scratch.metaHere(v->obj.get());
-    if (meta.tensor) meta.tensor->device = str(v->device.get());
+    if (meta.tensor) meta.tensor->device = str(v->as<TensorData>().device.get());
     NodeRef n = scratch.graph.placeholder("arg", meta);
-    return makeTensor(n, v->obj, v->device);
+    return makeTensor(n, v->obj, v->as<TensorData>().device);
   }
   if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList || v->kind == ValueKind::kDict) {
     auto c = std::make_shared<Value>(*v);
@@ -131,9 +131,9 @@ ValueRef toScratch(CompileContext& scratch, const ValueRef& v) {
 }
 
 PyObjectRef deviceOf(const ValueRef& out) {
-  if (out->isTensor()) return out->device;
+  if (out->isTensor()) return out->as<TensorData>().device;
   for (const ValueRef& i : out->items)
-    if (i->isTensor()) return i->device;
+    if (i->isTensor()) return i->as<TensorData>().device;
   return {};
 }
 
@@ -220,7 +220,7 @@ ValueRef applyAutogradFunction(Tracer& tr, const ValueRef& fnValue, PyObject* cl
   std::vector<Arg> gargs;
   for (const ValueRef& a : args) {
     gargs.push_back(argOf(ctx, a));
-    a->constValue = PyObjectRef{};
+    if (a->isTensor()) a->as<TensorData>().constValue = PyObjectRef{};
   }
   NodeMeta meta = ctx.metaHere(out->isTensor() ? example.get() : nullptr);
   if (meta.tensor) meta.tensor->device = str(device.get());
@@ -320,7 +320,7 @@ ValueRef recordFactory(CompileContext& ctx, PyObject* fn, std::vector<ValueRef> 
     PyObjectRef real = callReal(fn, args, kwargs);
     if (real && isTensor(real.get())) {
       PyObjectRef dev = PyObjectRef::steal(checkPy(PyObject_GetAttrString(real.get(), "device")));
-      if (str(dev.get()) == "cpu") r->constValue = real;
+      if (str(dev.get()) == "cpu") r->as<TensorData>().constValue = real;
     }
   }
   return r;
@@ -519,8 +519,8 @@ ValueRef constantArithmetic(CompileContext& ctx, PyObject* fn, const std::vector
   for (size_t i = 0; i < args.size(); ++i) {
     PyObjectRef a;
     if (args[i]->isTensor()) {
-      if (!args[i]->constValue) return nullptr;
-      a = args[i]->constValue;
+      if (!args[i]->as<TensorData>().constValue) return nullptr;
+      a = args[i]->as<TensorData>().constValue;
       anyConstTensor = true;
     } else if (args[i]->isConst()) {
       a = args[i]->obj;
@@ -532,7 +532,7 @@ ValueRef constantArithmetic(CompileContext& ctx, PyObject* fn, const std::vector
   if (!anyConstTensor) return nullptr;
   ValueRef r = ctx.recordCall(fn, "", args, kwargs);
   PyObjectRef real = PyObjectRef::steal(PyObject_Call(fn, realArgs.get(), nullptr));
-  if (real && isTensor(real.get()) && r->isTensor()) r->constValue = real;
+  if (real && isTensor(real.get()) && r->isTensor()) r->as<TensorData>().constValue = real;
   PyErr_Clear();
   return r;
 }
@@ -711,8 +711,8 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
       if (ValueRef r = constructInstance(tr, fnValue, args, kwargs)) return r;
     // int(t), float(t), bool(t) of a tensor made from constants.
     if ((fn == (PyObject*)&PyLong_Type || fn == (PyObject*)&PyFloat_Type || fn == (PyObject*)&PyBool_Type) &&
-        args.size() == 1 && kwargs.empty() && args[0]->isTensor() && args[0]->constValue) {
-      PyObjectRef r = PyObjectRef::steal(PyObject_CallOneArg(fn, args[0]->constValue.get()));
+        args.size() == 1 && kwargs.empty() && args[0]->isTensor() && args[0]->as<TensorData>().constValue) {
+      PyObjectRef r = PyObjectRef::steal(PyObject_CallOneArg(fn, args[0]->as<TensorData>().constValue.get()));
       if (!r) ctx.breakHere(BreakKind::kException, std::string(((PyTypeObject*)fn)->tp_name) + "() of a constant tensor raised");
       return makeConst(r.get());
     }
@@ -749,10 +749,10 @@ ValueRef callTensorConstruct(Tracer& tr, const ValueRef& self, const std::string
     return ctx.recordCall(nullptr, "to", {self}, kw);
   }
   static const char* kToPython[] = {"item", "tolist", "__int__", "__float__", "__bool__", "__index__"};
-  if (self->constValue && args.empty() && kwargs.empty()) {
+  if (self->as<TensorData>().constValue && args.empty() && kwargs.empty()) {
     for (const char* m : kToPython) {
       if (name != m) continue;
-      PyObjectRef r = PyObjectRef::steal(PyObject_CallMethod(self->constValue.get(), m, nullptr));
+      PyObjectRef r = PyObjectRef::steal(PyObject_CallMethod(self->as<TensorData>().constValue.get(), m, nullptr));
       if (!r) ctx.breakHere(BreakKind::kException, "Tensor." + name + "() of a constant tensor raised");
       return valueOf(ctx, r.get());
     }

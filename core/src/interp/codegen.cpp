@@ -117,7 +117,7 @@ class Planner {
           p.index = fetch(v->source);
         } else {
           p.kind = OutPlan::Kind::kGraphOutput;
-          p.index = outputIndex(v->node);
+          p.index = outputIndex(v->graphNode());
         }
         return p;
       case ValueKind::kConst:
@@ -131,7 +131,7 @@ class Planner {
           p.index = fetch(v->source);
         } else {
           p.kind = OutPlan::Kind::kGraphOutput;
-          p.index = outputIndex(v->node);
+          p.index = outputIndex(v->graphNode());
         }
         return p;
       case ValueKind::kLazy:  // passed through untouched: read again from the frame

@@ -141,7 +141,7 @@ ValueRef CompileContext::wrapTensor(PyObject* obj, const Source& source) {
   NodeRef node = graph.placeholder(source.name(), meta);
   ValueRef v = makeTensor(node, example, device, source);
   guard(source, makeTensorMatch(obj, makeInputSymbols(*this, v, obj, source)));
-  v->real = PyObjectRef::borrow(type);  // Tensor or Parameter, for type() and isinstance
+  v->as<TensorData>().exactType = PyObjectRef::borrow(type);  // Tensor or Parameter, for type() and isinstance
   inputs_.emplace_back(node, source);
   realInputs.push_back(PyObjectRef::borrow(obj));
   byIdentity.emplace(obj, v);  // the first source stays the canonical one
@@ -168,6 +168,50 @@ static bool isValueLike(PyObject* obj) {
     return t;
   }();
   return numpyScalar != nullptr && PyObject_TypeCheck(obj, (PyTypeObject*)numpyScalar);
+}
+
+// Guards `obj`, known exactly (a module, function, class, user object), read through `source`:
+// by what makes it the same next time. True when its identity (or its whole value) is guarded, so
+// that it is safe to fold.
+static bool guardExactObject(CompileContext& ctx, PyObject* obj, const Source& source) {
+  if (PyRange_Check(obj)) {
+    // A range is its bounds (a new range object each call is the same value).
+    ctx.guard(source, makeTypeMatch(obj));
+    for (const char* part : {"start", "stop", "step"}) {
+      PyObjectRef b = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, part)));
+      if (PyLong_CheckExact(b.get())) ctx.guard(Source::attr(source, part), makeEqualsMatch(b.get()));
+    }
+    return true;  // its value is fully guarded: safe to fold
+  } else if (PyMethod_Check(obj)) {
+    // A bound method is made anew by each attribute read: guard what it is made of (the
+    // function and, through its own source when called, the receiver), never its identity.
+    ctx.guard(source, makeTypeMatch(obj));
+    ctx.guard(Source::attr(source, "__func__"), makeIdMatch(PyMethod_GET_FUNCTION(obj)));
+  } else if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != nullptr &&
+             !PyModule_Check(PyCFunction_GET_SELF(obj))) {
+    // A builtin method bound to an object (s.add, d.append): which method is fixed by its name
+    // and its receiver's type.
+    ctx.guard(source, makeTypeMatch(obj));
+    PyObjectRef name = PyObjectRef::steal(PyObject_GetAttrString(obj, "__name__"));
+    PyErr_Clear();
+    if (name && PyUnicode_CheckExact(name.get())) ctx.guard(Source::attr(source, "__name__"), makeEqualsMatch(name.get()));
+    ctx.guard(Source::attr(source, "__self__"), makeTypeMatch(PyCFunction_GET_SELF(obj)));
+  } else if (PyFunction_Check(obj)) {
+    // A function is its code, closure and defaults: guard the code here; closure contents and
+    // defaults are guarded where the inlined call reads them. Functions made anew on each call
+    // (closures passed to resume functions) then keep their cache entry.
+    ctx.guard(source, makeTypeMatch(obj));
+    ctx.guard(Source::attr(source, "__code__"), makeIdMatch(PyFunction_GET_CODE(obj)));
+  } else if (isModule(obj) || PyType_Check(obj) || PyModule_Check(obj) ||
+      PyCFunction_Check(obj) || PyMethod_Check(obj) || isValueLike(obj)) {
+    // Value-like objects (enum members, numpy scalars, int/float/str subclasses) are folded
+    // into constants when compared or converted: guard their identity, not just their type.
+    ctx.guard(source, makeIdMatch(obj));
+    return true;
+  } else {
+    ctx.guard(source, makeTypeMatch(obj));
+  }
+  return false;
 }
 
 ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded) {
@@ -280,45 +324,7 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
   }
   // Everything else is known exactly: modules, functions, classes, user objects.
   v = makeObject(obj, source);
-  if (source && guarded) {
-    if (PyRange_Check(obj)) {
-      // A range is its bounds (a new range object each call is the same value).
-      guard(source, makeTypeMatch(obj));
-      for (const char* part : {"start", "stop", "step"}) {
-        PyObjectRef b = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, part)));
-        if (PyLong_CheckExact(b.get())) guard(Source::attr(source, part), makeEqualsMatch(b.get()));
-      }
-      v->idGuarded = true;  // its value is fully guarded: safe to fold
-    } else if (PyMethod_Check(obj)) {
-      // A bound method is made anew by each attribute read: guard what it is made of (the
-      // function and, through its own source when called, the receiver), never its identity.
-      guard(source, makeTypeMatch(obj));
-      guard(Source::attr(source, "__func__"), makeIdMatch(PyMethod_GET_FUNCTION(obj)));
-    } else if (PyCFunction_Check(obj) && PyCFunction_GET_SELF(obj) != nullptr &&
-               !PyModule_Check(PyCFunction_GET_SELF(obj))) {
-      // A builtin method bound to an object (s.add, d.append): which method is fixed by its name
-      // and its receiver's type.
-      guard(source, makeTypeMatch(obj));
-      PyObjectRef name = PyObjectRef::steal(PyObject_GetAttrString(obj, "__name__"));
-      PyErr_Clear();
-      if (name && PyUnicode_CheckExact(name.get())) guard(Source::attr(source, "__name__"), makeEqualsMatch(name.get()));
-      guard(Source::attr(source, "__self__"), makeTypeMatch(PyCFunction_GET_SELF(obj)));
-    } else if (PyFunction_Check(obj)) {
-      // A function is its code, closure and defaults: guard the code here; closure contents and
-      // defaults are guarded where the inlined call reads them. Functions made anew on each call
-      // (closures passed to resume functions) then keep their cache entry.
-      guard(source, makeTypeMatch(obj));
-      guard(Source::attr(source, "__code__"), makeIdMatch(PyFunction_GET_CODE(obj)));
-    } else if (isModule(obj) || PyType_Check(obj) || PyModule_Check(obj) ||
-        PyCFunction_Check(obj) || PyMethod_Check(obj) || isValueLike(obj)) {
-      // Value-like objects (enum members, numpy scalars, int/float/str subclasses) are folded
-      // into constants when compared or converted: guard their identity, not just their type.
-      guard(source, makeIdMatch(obj));
-      v->idGuarded = true;
-    } else {
-      guard(source, makeTypeMatch(obj));
-    }
-  }
+  if (source && guarded) v->idGuarded = guardExactObject(*this, obj, source);
   if (!PyModule_Check(obj)) byIdentity[obj] = v;
   return v;
 }
@@ -458,7 +464,7 @@ Arg argOf(CompileContext& ctx, const ValueRef& v) {
     case ValueKind::kTensor:
     case ValueKind::kSymInt:
     case ValueKind::kSymFloat:
-      return Arg::node(v->node);
+      return Arg::node(v->graphNode());
     case ValueKind::kTuple:
     case ValueKind::kList: {
       std::vector<Arg> items;
@@ -549,7 +555,7 @@ static PyObjectRef inferDevice(const std::string& method, const std::vector<Valu
                                const std::vector<std::pair<std::string, ValueRef>>& kwargs) {
   const TorchApi& api = torchApi();
   auto asDevice = [&](const ValueRef& v) -> PyObjectRef {
-    if (v->isTensor() && method == "to") return v->device;
+    if (v->isTensor() && method == "to") return v->as<TensorData>().device;
     if ((v->isConst() || v->kind == ValueKind::kObject) &&
         ((PyObject*)Py_TYPE(v->py()) == api.deviceType || PyUnicode_Check(v->py()))) {
       if (PyUnicode_Check(v->py())) {
@@ -575,7 +581,7 @@ static PyObjectRef inferDevice(const std::string& method, const std::vector<Valu
   if (method == "cpu") return PyObjectRef::steal(checkPy(PyObject_CallFunction(api.deviceType, "s", "cpu")));
   if (method == "cuda") return PyObjectRef::steal(checkPy(PyObject_CallFunction(api.deviceType, "s", "cuda")));
   std::function<PyObjectRef(const ValueRef&)> first = [&](const ValueRef& v) -> PyObjectRef {
-    if (v->isTensor()) return v->device;
+    if (v->isTensor()) return v->as<TensorData>().device;
     if (v->kind == ValueKind::kTuple || v->kind == ValueKind::kList)
       for (const ValueRef& item : v->items)
         if (PyObjectRef d = first(item)) return d;
@@ -648,7 +654,7 @@ static PyObjectRef materialize(CompileContext& ctx, const ValueRef& v, int fill,
     PyObjectRef args = PyObjectRef::steal(checkPy(PyTuple_Pack(1, shape.get())));
     PyObjectRef kw = PyObjectRef::steal(checkPy(PyDict_New()));
     PyDict_SetItemString(kw.get(), "dtype", dtype.get());
-    PyDict_SetItemString(kw.get(), "device", v->device.get());
+    PyDict_SetItemString(kw.get(), "device", v->as<TensorData>().device.get());
     if (withGrad) {
       PyObjectRef rg = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->obj.get(), "requires_grad")));
       PyDict_SetItem(kw.get(), PyUnicode_FromString("requires_grad"), rg.get());
@@ -865,6 +871,96 @@ void deviceMoveOnMeta(PyObject* exArgs, PyObjectRef& callable, PyObjectRef& call
   ctx.breakHere(BreakKind::kException, what + " raised while capturing: " + text.substr(0, 300));
 }
 
+// The call run on the examples of its arguments (meta tensors, under the traced grad mode,
+// inference mode and autocast state), for the example of its result (a new ref); breaks when it
+// cannot be run. `exArgs` receives the examples of the positional arguments (an in-place op
+// returns one of them), `autocastReal` the result under the traced autocast state when autocast
+// may apply. A call with no tensor argument (`anyTensorArg` false: torch.randn(2), torch.randint
+// ...) runs for real: it must not move the random-number generator the program will use.
+PyObjectRef exampleResult(CompileContext& ctx, PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
+                          const std::vector<std::pair<std::string, ValueRef>>& kwargs, bool anyTensorArg,
+                          PyObjectRef& exArgs, PyObjectRef& autocastReal) {
+  const TorchApi& api = torchApi();
+  // Examples: run the call on meta tensors under the traced grad mode.
+  exArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
+  for (size_t i = 0; i < args.size(); ++i)
+    PyTuple_SET_ITEM(exArgs.get(), i, exampleOf(ctx, args[i]).release());
+  PyObjectRef exKwargs = PyObjectRef::steal(checkPy(PyDict_New()));
+  for (const auto& [k, v] : kwargs) {
+    PyObjectRef ex = exampleOf(ctx, v);
+    if (k == "device") {
+      PyDict_SetItemString(exKwargs.get(), "device", api.metaDevice);
+    } else {
+      PyDict_SetItemString(exKwargs.get(), k.c_str(), ex.get());
+    }
+  }
+  PyObjectRef callable;
+  PyObjectRef callArgs = exArgs;
+  if (!method.empty()) {
+    callable = PyObjectRef::steal(checkPy(PyObject_GetAttrString(PyTuple_GET_ITEM(exArgs.get(), 0), method.c_str())));
+    callArgs = PyObjectRef::steal(checkPy(PyTuple_GetSlice(exArgs.get(), 1, args.size())));
+  } else {
+    callable = PyObjectRef::borrow(fn);
+  }
+  // Device moves are shape-preserving: keep the example on meta.
+  if (method == "to" || method == "cuda" || method == "cpu") deviceMoveOnMeta(exArgs.get(), callable, callArgs, exKwargs);
+  PyObjectRef rngState;
+  if (!anyTensorArg) rngState = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.getRngState)));
+  PyObjectRef inferenceGuard = tracedInferenceMode(ctx);  // examples in the traced inference mode
+  PyObjectRef prevGrad = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.isGradEnabled)));
+  PyObjectRef setTo = PyObjectRef::steal(checkPy(
+      PyObject_CallFunctionObjArgs(api.setGradEnabled, ctx.gradEnabled ? Py_True : Py_False, nullptr)));
+  // Warnings the op gives are the graph's to give when it runs (once, as eager does), not the
+  // stand-in call's: they are silenced while the example is computed.
+  WarningsSilenced silenced;
+  PyObject* result = PyObject_Call(callable.get(), callArgs.get(),
+                                   PyDict_Size(exKwargs.get()) ? exKwargs.get() : nullptr);  // new
+  if (anyTensorArg && autocastMayApply(ctx)) {
+    PyObject *aet = nullptr, *aev = nullptr, *atb = nullptr;
+    PyErr_Fetch(&aet, &aev, &atb);  // the meta call's error, if it failed
+    autocastReal = PyObjectRef::steal(autocastExample(ctx, fn, method, args, kwargs));
+    if (result == nullptr && autocastReal) {  // mixed dtypes that autocast makes one
+      Py_XDECREF(aet);
+      Py_XDECREF(aev);
+      Py_XDECREF(atb);
+      result = Py_NewRef(autocastReal.get());
+    } else {
+      PyErr_Restore(aet, aev, atb);
+    }
+  }
+  if (result == nullptr) {
+    // No meta kernel, or a kernel that needs data (one_hot): run on stand-in tensors of the right
+    // shapes on the real device. A real error (a shape mismatch) fails here too. With integer or
+    // bool inputs the output shape may depend on the values (one_hot, bincount,
+    // repeat_interleave): run again on ones, and break if the shapes differ.
+    PyErr_Clear();
+    result = callMaterialized(ctx, fn, method, args, kwargs, 0);
+    if (result != nullptr && hasIntegralTensor(args, kwargs)) {
+      PyObject* again = callMaterialized(ctx, fn, method, args, kwargs, 1);  // new ref
+      bool same = again != nullptr && sameShapes(result, again);
+      Py_XDECREF(again);
+      if (!same) {
+        Py_DECREF(result);
+        PyErr_Clear();
+        ctx.breakHere(BreakKind::kDynamicShape,
+                      (method.empty() ? Target::fromCallable(fn).qualifiedName() : "Tensor." + method) +
+                          "() has an output shape that depends on the input values");
+      }
+    }
+  }
+  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
+  if (result == nullptr) PyErr_Fetch(&et, &ev, &tb);
+  PyObject* restored = PyObject_CallFunctionObjArgs(api.setGradEnabled, prevGrad.get(), nullptr);
+  Py_XDECREF(restored);
+  inferenceGuard = PyObjectRef{};  // leaves the traced inference mode (restores the autograd state)
+  if (rngState) {
+    PyObject* r = PyObject_CallOneArg(api.setRngState, rngState.get());  // new ref
+    Py_XDECREF(r);
+  }
+  if (result == nullptr) breakOnFailedExample(ctx, fn, method, et, ev, tb);
+  return PyObjectRef::steal(result);
+}
+
 }  // namespace
 
 ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
@@ -886,7 +982,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   // A tensor built from constants (Value::constValue) is no longer known once an op sees it:
   // the op may change it in place or make a view through which it changes later.
   std::function<void(const ValueRef&)> forget = [&](const ValueRef& v) {
-    v->constValue = PyObjectRef{};
+    if (v->isTensor()) v->as<TensorData>().constValue = PyObjectRef{};
     for (const ValueRef& i : v->items)
       if (i) forget(i);
   };
@@ -899,31 +995,7 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
     graph.callMethod(method, std::move(gargs), std::move(gkwargs), metaHere(nullptr));
     return makeConst(Py_None);
   }
-  // Examples: run the call on meta tensors under the traced grad mode.
-  PyObjectRef exArgs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
-  for (size_t i = 0; i < args.size(); ++i)
-    PyTuple_SET_ITEM(exArgs.get(), i, exampleOf(*this, args[i]).release());
-  PyObjectRef exKwargs = PyObjectRef::steal(checkPy(PyDict_New()));
-  for (const auto& [k, v] : kwargs) {
-    PyObjectRef ex = exampleOf(*this, v);
-    if (k == "device") {
-      PyDict_SetItemString(exKwargs.get(), "device", api.metaDevice);
-    } else {
-      PyDict_SetItemString(exKwargs.get(), k.c_str(), ex.get());
-    }
-  }
-  PyObjectRef callable;
-  PyObjectRef callArgs = exArgs;
-  if (!method.empty()) {
-    callable = PyObjectRef::steal(checkPy(PyObject_GetAttrString(PyTuple_GET_ITEM(exArgs.get(), 0), method.c_str())));
-    callArgs = PyObjectRef::steal(checkPy(PyTuple_GetSlice(exArgs.get(), 1, args.size())));
-  } else {
-    callable = PyObjectRef::borrow(fn);
-  }
-  // Device moves are shape-preserving: keep the example on meta.
-  if (method == "to" || method == "cuda" || method == "cpu") deviceMoveOnMeta(exArgs.get(), callable, callArgs, exKwargs);
-  // A call with no tensor argument (torch.randn(2), torch.randint ...) runs for real to get its
-  // example: it must not move the random-number generator the program will use.
+  // The example of the result; a call with no tensor argument runs for real (exampleResult).
   bool anyTensorArg = false;
   std::function<bool(const ValueRef&)> containsTensor = [&](const ValueRef& v) {
     if (v->isTensor()) return true;
@@ -933,68 +1005,14 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   };
   for (const ValueRef& a : args) anyTensorArg = anyTensorArg || containsTensor(a);
   for (const auto& kv : kwargs) anyTensorArg = anyTensorArg || containsTensor(kv.second);
-  PyObjectRef rngState;
-  if (!anyTensorArg) rngState = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.getRngState)));
-  PyObjectRef inferenceGuard = tracedInferenceMode(*this);  // examples in the traced inference mode
-  PyObjectRef prevGrad = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(api.isGradEnabled)));
-  PyObjectRef setTo = PyObjectRef::steal(checkPy(
-      PyObject_CallFunctionObjArgs(api.setGradEnabled, gradEnabled ? Py_True : Py_False, nullptr)));
-  // Warnings the op gives are the graph's to give when it runs (once, as eager does), not the
-  // stand-in call's: they are silenced while the example is computed.
-  WarningsSilenced silenced;
-  PyObject* result = PyObject_Call(callable.get(), callArgs.get(),
-                                   PyDict_Size(exKwargs.get()) ? exKwargs.get() : nullptr);  // new
-  PyObjectRef autocastReal;  // the call under the traced autocast state, when it may autocast
-  if (anyTensorArg && autocastMayApply(*this)) {
-    PyObject *aet = nullptr, *aev = nullptr, *atb = nullptr;
-    PyErr_Fetch(&aet, &aev, &atb);  // the meta call's error, if it failed
-    autocastReal = PyObjectRef::steal(autocastExample(*this, fn, method, args, kwargs));
-    if (result == nullptr && autocastReal) {  // mixed dtypes that autocast makes one
-      Py_XDECREF(aet);
-      Py_XDECREF(aev);
-      Py_XDECREF(atb);
-      result = Py_NewRef(autocastReal.get());
-    } else {
-      PyErr_Restore(aet, aev, atb);
-    }
-  }
-  if (result == nullptr) {
-    // No meta kernel, or a kernel that needs data (one_hot): run on stand-in tensors of the right
-    // shapes on the real device. A real error (a shape mismatch) fails here too. With integer or
-    // bool inputs the output shape may depend on the values (one_hot, bincount,
-    // repeat_interleave): run again on ones, and break if the shapes differ.
-    PyErr_Clear();
-    result = callMaterialized(*this, fn, method, args, kwargs, 0);
-    if (result != nullptr && hasIntegralTensor(args, kwargs)) {
-      PyObject* again = callMaterialized(*this, fn, method, args, kwargs, 1);  // new ref
-      bool same = again != nullptr && sameShapes(result, again);
-      Py_XDECREF(again);
-      if (!same) {
-        Py_DECREF(result);
-        PyErr_Clear();
-        breakHere(BreakKind::kDynamicShape,
-                  (method.empty() ? Target::fromCallable(fn).qualifiedName() : "Tensor." + method) +
-                      "() has an output shape that depends on the input values");
-      }
-    }
-  }
-  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
-  if (result == nullptr) PyErr_Fetch(&et, &ev, &tb);
-  PyObject* restored = PyObject_CallFunctionObjArgs(api.setGradEnabled, prevGrad.get(), nullptr);
-  Py_XDECREF(restored);
-  inferenceGuard = PyObjectRef{};  // leaves the traced inference mode (restores the autograd state)
-  if (rngState) {
-    PyObject* r = PyObject_CallOneArg(api.setRngState, rngState.get());  // new ref
-    Py_XDECREF(r);
-  }
-  if (result == nullptr) breakOnFailedExample(*this, fn, method, et, ev, tb);
-  PyObjectRef res = PyObjectRef::steal(result);
+  PyObjectRef exArgs, autocastReal;
+  PyObjectRef res = exampleResult(*this, fn, method, args, kwargs, anyTensorArg, exArgs, autocastReal);
   // An in-place op returns its input itself (y = x.add_(1); y is x): the result is the input's
   // Value, and the node records the mutation in program order.
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i]->isTensor() || PyTuple_GET_ITEM(exArgs.get(), i) != res.get()) continue;
     NodeMeta meta = metaHere(res.get());
-    if (meta.tensor) meta.tensor->device = strOf(args[i]->device.get());
+    if (meta.tensor) meta.tensor->device = strOf(args[i]->as<TensorData>().device.get());
     if (method.empty())
       graph.callFunction(Target::fromCallable(fn), std::move(gargs), std::move(gkwargs), meta);
     else

@@ -212,7 +212,7 @@ std::vector<bool> makeInputSymbols(CompileContext& ctx, const ValueRef& v, PyObj
   std::vector<int64_t> sizes = sizesOf(tensor);
   for (size_t d = 0; d < plan.size(); ++d) {
     if (!plan[d].dynamic) {
-      v->symSizes.emplace_back(sizes[d]);
+      v->as<TensorData>().symSizes.emplace_back(sizes[d]);
       continue;
     }
     std::string name = source.name() + ".size()[" + std::to_string(d) + "]";
@@ -223,7 +223,7 @@ std::vector<bool> makeInputSymbols(CompileContext& ctx, const ValueRef& v, PyObj
     if (id >= before) ctx.symbolSources.emplace_back();
     ctx.symbolSources.at(id).emplace_back(source, static_cast<int>(d));
     ctx.dynamicNotes.push_back(name + " is dynamic (" + ctx.shapes.symbolName(id) + "): " + plan[d].why);
-    v->symSizes.push_back(e);
+    v->as<TensorData>().symSizes.push_back(e);
     mask[d] = true;
   }
   return mask;
@@ -260,7 +260,7 @@ std::vector<int> freeSymbols(const CompileContext& ctx, const std::vector<ValueR
     }
   };
   for (const ValueRef& t : tensors) {
-    for (const sym::Expr& e : t->symSizes) add(e);
+    for (const sym::Expr& e : t->as<TensorData>().symSizes) add(e);
   }
   for (const ValueRef& i : ints) add(i->as<SymIntData>().expr);
   return {ids.begin(), ids.end()};
@@ -342,10 +342,10 @@ bool probe(CompileContext& ctx, PyObject* fn, const std::string& method, const s
   bool ok = true;
   for (const ValueRef& t : tensors) {
     saved.push_back(t->obj);
-    if (t->symSizes.empty()) continue;
+    if (t->as<TensorData>().symSizes.empty()) continue;
     std::vector<int64_t> sizes;
     try {
-      for (const sym::Expr& e : t->symSizes) sizes.push_back(e.eval(values));
+      for (const sym::Expr& e : t->as<TensorData>().symSizes) sizes.push_back(e.eval(values));
     } catch (const sym::SymbolicError&) {
       ok = false;
       break;
@@ -531,7 +531,7 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
   if ((method == "to" || method == "cuda" || method == "cpu" || method == "float" || method == "half" ||
        method == "double" || method == "contiguous") &&
       outs.size() == 1 && !args.empty() && args[0]->isTensor()) {
-    if (outs[0] != args[0]) outs[0]->symSizes = args[0]->symSizes;
+    if (outs[0] != args[0]) outs[0]->as<TensorData>().symSizes = args[0]->as<TensorData>().symSizes;
     return;
   }
   // Fused fast-path ops with no meta kernel in torch 1.13 (nn.TransformerEncoderLayer in eval
@@ -627,7 +627,7 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
     }
     if (exprs.size() == outs.size()) {
       for (size_t i = 0; i < outs.size(); ++i) {
-        outs[i]->symSizes = exprs[i];
+        outs[i]->as<TensorData>().symSizes = exprs[i];
       }
       return;
     }
@@ -637,19 +637,19 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
 }
 
 void specializeSizes(CompileContext& ctx, const ValueRef& tensor, const std::string& why) {
-  if (!tensor || tensor->symSizes.empty()) return;
+  if (!tensor || tensor->as<TensorData>().symSizes.empty()) return;
   std::vector<int> ids = freeSymbols(ctx, {tensor});
   specializeSymbols(ctx, ids, why);
 }
 
 void checkInPlaceSizes(CompileContext& ctx, const ValueRef& tensor, const std::string& what) {
-  if (!tensor || tensor->symSizes.empty()) return;
+  if (!tensor || tensor->as<TensorData>().symSizes.empty()) return;
   std::vector<int64_t> now = sizesOf(tensor->obj.get());
-  bool same = now.size() == tensor->symSizes.size();
-  for (size_t d = 0; same && d < now.size(); ++d) same = ctx.shapes.evalHint(tensor->symSizes[d]) == now[d];
+  bool same = now.size() == tensor->as<TensorData>().symSizes.size();
+  for (size_t d = 0; same && d < now.size(); ++d) same = ctx.shapes.evalHint(tensor->as<TensorData>().symSizes[d]) == now[d];
   if (same) return;
   specializeSymbols(ctx, freeSymbols(ctx, {tensor}), what + "() changes the sizes of its input in place");
-  tensor->symSizes.clear();  // every symbol it had is pinned: the example's sizes are exact
+  tensor->as<TensorData>().symSizes.clear();  // every symbol it had is pinned: the example's sizes are exact
 }
 
 std::unique_ptr<ShapeGuards> makeShapeGuards(const CompileContext& ctx) {

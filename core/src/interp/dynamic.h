@@ -83,7 +83,7 @@ class DynamicRegistry {
 };
 
 /// For a tensor input just wrapped as `v`: makes symbols for its dynamic dimensions (filling
-/// v->symSizes) and returns the TENSOR_MATCH mask (empty when all static).
+/// TensorData::symSizes) and returns the TENSOR_MATCH mask (empty when all static).
 std::vector<bool> makeInputSymbols(CompileContext& ctx, const ValueRef& v, PyObject* tensor, const Source& source);
 
 /// After `fn(*args, **kwargs)` (or the method) was recorded with result `result` (whose examples

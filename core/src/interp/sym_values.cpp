@@ -17,8 +17,7 @@ ValueRef makeSymInt(CompileContext& ctx, sym::Expr e, NodeRef node) {
   auto v = std::make_shared<Value>();
   v->kind = ValueKind::kSymInt;
   v->obj = PyObjectRef::steal(checkPy(PyLong_FromLongLong(ctx.shapes.evalHint(e))));
-  v->data = SymIntData{std::move(e)};
-  v->node = std::move(node);
+  v->data = SymIntData{std::move(e), std::move(node)};
   ++ctx.symIntsMade;
   return v;
 }
@@ -87,15 +86,15 @@ ValueRef wrapSymIntInput(CompileContext& ctx, PyObject* obj, const Source& sourc
 }
 
 ValueRef symbolicSize(CompileContext& ctx, const ValueRef& tensor, int64_t dim) {
-  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->symSizes.empty()) return nullptr;
-  int64_t n = static_cast<int64_t>(tensor->symSizes.size());
+  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->as<TensorData>().symSizes.empty()) return nullptr;
+  int64_t n = static_cast<int64_t>(tensor->as<TensorData>().symSizes.size());
   if (dim < -n || dim >= n) return nullptr;
   if (dim < 0) dim += n;
-  const sym::Expr& e = tensor->symSizes[static_cast<size_t>(dim)];
+  const sym::Expr& e = tensor->as<TensorData>().symSizes[static_cast<size_t>(dim)];
   bool free = false;
   for (int id : e.symbols()) free = free || !ctx.shapes.pinned(id);
   if (!free) return makeConst(PyObjectRef::steal(checkPy(PyLong_FromLongLong(ctx.shapes.evalHint(e)))).get());
-  NodeRef node = ctx.graph.callMethod("size", {Arg::node(tensor->node), Arg::integer(dim)}, {}, ctx.metaHere(nullptr));
+  NodeRef node = ctx.graph.callMethod("size", {Arg::node(tensor->as<TensorData>().node), Arg::integer(dim)}, {}, ctx.metaHere(nullptr));
   return makeSymInt(ctx, e, node);
 }
 
@@ -131,8 +130,8 @@ ValueRef makeSymFloat(CompileContext& ctx, PyObjectRef example, NodeRef node, co
   auto v = std::make_shared<Value>();
   v->kind = ValueKind::kSymFloat;
   v->obj = std::move(example);
-  v->node = std::move(node);
   SymFloatData data;
+  data.node = std::move(node);
   for (const ValueRef& a : args) addRoots(a, data.roots);
   data.finite = finite;
   v->data = std::move(data);

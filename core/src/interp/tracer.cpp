@@ -107,7 +107,7 @@ void Tracer::initRootLocals() {
 bool isLazySize(const ValueRef& v) { return v && v->kind == ValueKind::kLazy && v->self; }
 
 ValueRef makeLazySize(CompileContext& ctx, const ValueRef& tensor) {
-  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->symSizes.empty())
+  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->as<TensorData>().symSizes.empty())
     return nullptr;
   PyObjectRef size = PyObjectRef::steal(checkPy(PyObject_GetAttrString(tensor->obj.get(), "shape")));
   auto v = std::make_shared<Value>();
@@ -420,7 +420,7 @@ Source moduleGlobalsSource(PyObject* globals) {
 // symbolic ints, without making the torch.Size (whose other uses read every size as a Python
 // int: specialised). Looks at the next instructions; true when it handled them.
 bool Tracer::symbolicShapeRead(const ValueRef& tensor) {
-  if (tensor->symSizes.empty() || ip_ + 2 >= static_cast<int>(bc_.instructions.size())) return false;
+  if (tensor->as<TensorData>().symSizes.empty() || ip_ + 2 >= static_cast<int>(bc_.instructions.size())) return false;
   const bc::Instruction& next = bc_.instructions[ip_ + 1];
   const bc::Instruction& after = bc_.instructions[ip_ + 2];
   if (next.opcode == LOAD_CONST && after.opcode == BINARY_SUBSCR) {
@@ -433,7 +433,7 @@ bool Tracer::symbolicShapeRead(const ValueRef& tensor) {
     jumpTo(ip_ + 3);
     return true;
   }
-  if (next.opcode == UNPACK_SEQUENCE && next.arg == static_cast<int>(tensor->symSizes.size())) {
+  if (next.opcode == UNPACK_SEQUENCE && next.arg == static_cast<int>(tensor->as<TensorData>().symSizes.size())) {
     std::vector<ValueRef> sizes;
     for (int d = 0; d < next.arg; ++d) {
       ValueRef s = symbolicSize(ctx_, tensor, d);
@@ -496,7 +496,9 @@ bool Tracer::truthiness(const ValueRef& v) {
 // One instruction: each opcode family has its handler (a switch returning false for opcodes it
 // does not handle); an opcode no family handles is a graph break naming it.
 void Tracer::step(const bc::Instruction& ins) {
-  if (stepSlots(ins) || stepCalls(ins) || stepOperators(ins) || stepContainers(ins) || stepControl(ins)) return;
+  if (stepSlots(ins) || stepCalls(ins) || stepOperators(ins) || stepContainers(ins) || stepIteration(ins) ||
+      stepControl(ins))
+    return;
   ctx_.breakHere(BreakKind::kUnsupportedBytecode,
                  std::string("instruction ") + bc::opcodeName(ins.opcode) + " is not supported");
 }
@@ -745,9 +747,11 @@ void Tracer::doIsOp(int arg) {
                                                   "' is '" + b->source.name() + "')");
     same = a->py() == b->py();
   } else if (a->isTensor() && b->isTensor()) {
-    if (a->node != b->node && a->source && b->source)
+    const NodeRef& na = a->as<TensorData>().node;
+    const NodeRef& nb = b->as<TensorData>().node;
+    if (na != nb && a->source && b->source)
       ctx_.breakHere(BreakKind::kUnsupported, "identity test between two input tensors");
-    same = a->node == b->node;
+    same = na == nb;
   } else if ((a->isConst() && a->py() == Py_None) || (b->isConst() && b->py() == Py_None)) {
     same = false;  // a symbolic value is never None
   } else {
@@ -933,7 +937,7 @@ bool Tracer::stepOperators(const bc::Instruction& ins) {
   }
 }
 
-// Building, changing, unpacking and iterating containers.
+// Building and changing containers.
 bool Tracer::stepContainers(const bc::Instruction& ins) {
   const int op = ins.opcode;
   const int arg = ins.arg;
@@ -1030,6 +1034,15 @@ bool Tracer::stepContainers(const bc::Instruction& ins) {
       }
       return true;
     }
+    default:
+      return false;
+  }
+}
+
+// Unpacking and iterating: sequences, iterators, `yield from`.
+bool Tracer::stepIteration(const bc::Instruction& ins) {
+  const int arg = ins.arg;
+  switch (ins.opcode) {
     case UNPACK_SEQUENCE:
       doUnpack(arg);
       return true;
@@ -1283,7 +1296,7 @@ void Tracer::doCall(int nargs) {
     const ValueRef& fn = stack_[stack_.size() - 2];
     if ((fn->kind == ValueKind::kObject || fn->isConst()) && fn->obj &&
         fn->py() == PyDict_GetItemString(PyModule_GetDict(torchApi().builtinsModule), "len")) {
-      PyObjectRef n = PyObjectRef::steal(checkPy(PyLong_FromSsize_t(static_cast<Py_ssize_t>(stack_.back()->self->symSizes.size()))));
+      PyObjectRef n = PyObjectRef::steal(checkPy(PyLong_FromSsize_t(static_cast<Py_ssize_t>(stack_.back()->self->as<TensorData>().symSizes.size()))));
       popRaw();
       popRaw();
       popRaw();
@@ -1419,7 +1432,7 @@ void Tracer::doMakeFunction(int flags) {
 }
 
 void Tracer::doUnpack(int count) {
-  if (isLazySize(stack_.back()) && count == static_cast<int>(stack_.back()->self->symSizes.size())) {
+  if (isLazySize(stack_.back()) && count == static_cast<int>(stack_.back()->self->as<TensorData>().symSizes.size())) {
     std::vector<ValueRef> sizes;
     for (int d = 0; d < count; ++d) {
       ValueRef s = symbolicSize(ctx_, stack_.back()->self, d);

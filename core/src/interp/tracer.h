@@ -264,6 +264,7 @@ class Tracer {
   bool stepCalls(const bytecode::Instruction& ins);
   bool stepOperators(const bytecode::Instruction& ins);
   bool stepContainers(const bytecode::Instruction& ins);
+  bool stepIteration(const bytecode::Instruction& ins);
   bool stepControl(const bytecode::Instruction& ins);
   SourceLocation locationOf(const bytecode::Instruction& ins) const;
   ValueRef pop();

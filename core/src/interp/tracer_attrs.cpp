@@ -60,13 +60,13 @@ ValueRef tensorAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(ex, "shape")));
     return makeConst(shape.get());
   }
-  if (name == "device") return makeObject(v->device.get());
+  if (name == "device") return makeObject(v->as<TensorData>().device.get());
   if (name == "is_cuda") {
-    PyObjectRef type = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->device.get(), "type")));
+    PyObjectRef type = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->as<TensorData>().device.get(), "type")));
     return makeConst(std::strcmp(PyUnicode_AsUTF8(type.get()), "cuda") == 0 ? Py_True : Py_False);
   }
   if (name == "is_cpu") {
-    PyObjectRef type = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->device.get(), "type")));
+    PyObjectRef type = PyObjectRef::steal(checkPy(PyObject_GetAttrString(v->as<TensorData>().device.get(), "type")));
     return makeConst(std::strcmp(PyUnicode_AsUTF8(type.get()), "cpu") == 0 ? Py_True : Py_False);
   }
   for (const char* c : kTensorConstAttrs) {

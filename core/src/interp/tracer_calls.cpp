@@ -528,7 +528,10 @@ ValueRef makeDict(CompileContext& ctx, PyObject* cls, const std::vector<ValueRef
 
 ValueRef typeOf(CompileContext& ctx, const ValueRef& v) {
   switch (v->kind) {
-    case ValueKind::kTensor: return makeObject(v->real ? v->real.get() : torchApi().tensorType);
+    case ValueKind::kTensor: {
+      const PyObjectRef& exact = v->as<TensorData>().exactType;
+      return makeObject(exact ? exact.get() : torchApi().tensorType);
+    }
     case ValueKind::kTuple: return makeObject(v->obj ? v->obj.get() : (PyObject*)&PyTuple_Type);
     case ValueKind::kList: return makeObject((PyObject*)&PyList_Type);
     case ValueKind::kDict: return makeObject(v->obj ? v->obj.get() : (PyObject*)&PyDict_Type);

@@ -50,9 +50,11 @@ ValueRef makeSlice(ValueRef start, ValueRef stop, ValueRef step) {
 ValueRef makeTensor(NodeRef node, PyObjectRef example, PyObjectRef device, Source source) {
   auto v = std::make_shared<Value>();
   v->kind = ValueKind::kTensor;
-  v->node = std::move(node);
   v->obj = std::move(example);
-  v->device = std::move(device);
+  TensorData data;
+  data.node = std::move(node);
+  data.device = std::move(device);
+  v->data = std::move(data);
   v->source = std::move(source);
   return v;
 }
@@ -137,7 +139,7 @@ std::string describe(const Value& v) {
       return std::string(Py_TYPE(v.py())->tp_name) + " " + s;
     }
     case ValueKind::kTensor:
-      return v.source ? "tensor '" + v.source.name() + "'" : "tensor %" + v.node->name();
+      return v.source ? "tensor '" + v.source.name() + "'" : "tensor %" + v.as<TensorData>().node->name();
     case ValueKind::kTuple: return "tuple of " + std::to_string(v.items.size());
     case ValueKind::kList: return "list of " + std::to_string(v.items.size());
     case ValueKind::kDict: return "dict of " + std::to_string(v.items.size());
@@ -159,6 +161,18 @@ std::string describe(const Value& v) {
     case ValueKind::kSymFloat: return "symbolic float" + (v.source ? " '" + v.source.name() + "'" : std::string());
   }
   return "value";
+}
+
+const NodeRef& Value::graphNode() const {
+  switch (kind) {
+    case ValueKind::kTensor: return as<TensorData>().node;
+    case ValueKind::kSymInt: return as<SymIntData>().node;
+    case ValueKind::kSymFloat: return as<SymFloatData>().node;
+    default: break;
+  }
+  DYNAMO_INTERNAL_ASSERT(false, "a ", valueKindName(kind), " value has no graph node");
+  static const NodeRef kNone;
+  return kNone;
 }
 
 const char* valueKindName(ValueKind kind) {

@@ -7,7 +7,9 @@
 //
 //   kind        what it stands for                      fields used
 //   kConst      int/float/bool/str/None/dtype/...       obj
-//   kTensor     a tensor, graph node + meta example     node, obj (meta example), device, source
+//   kTensor     a tensor, graph node + meta example     obj (meta example), source,
+//                                                         as<TensorData>(): node, device, exact
+//                                                         type, symbolic sizes, constant value
 //   kTuple      tuple (also namedtuple: obj = class)     items, obj (namedtuple class or null)
 //   kList       list                                     items, source (when from the frame)
 //   kDict       dict with constant keys                  keys, items, source
@@ -24,18 +26,19 @@
 //   kGradMode   a grad-mode/autocast/inference-mode      as<GradModeData>(): role, mode, restore;
 //               manager, or its __enter__/__exit__        obj (autocast: the torch.autocast object)
 //   kLazy       a root-frame value not looked at yet      obj (the object), source
-//   kSymInt     a Python int known only symbolically       as<SymIntData>(): expr; node (its run-time
-//               (dynamic shapes, sym_values.cpp)           value in the graph), obj (example), source
-//   kSymFloat   a Python float known only at run time      node (its run-time value in the graph),
-//               (a learning rate; sym_values.cpp)          obj (example), source,
-//                                                          as<SymFloatData>(): roots, finite
+//   kSymInt     a Python int known only symbolically       as<SymIntData>(): expr, node (its run-time
+//               (dynamic shapes, sym_values.cpp)           value in the graph); obj (example), source
+//   kSymFloat   a Python float known only at run time      as<SymFloatData>(): node (its run-time
+//               (a learning rate; sym_values.cpp)          value in the graph), roots, finite;
+//                                                          obj (example), source
+// The graph node of any of these three: graphNode().
 //
-// Kind data (migration in progress, docs/capture.md "Value kinds"): a kind whose fields mean
-// nothing to the others keeps them in a struct of its own inside `data` (a std::variant), read
-// through as<T>(), which checks the kind; a value is made with its data (makeCell). Kinds moved
-// so far: kCell (CellData), kGradMode (GradModeData), kIterator (IteratorData),
-// kFunction (FunctionData), kSymInt (SymIntData), kSymFloat (SymFloatData). The others still use the shared fields below, each commented with
-// the kinds that read it; moving one kind is one struct, one variant alternative and its sites.
+// Kind data (docs/capture.md "Value kinds"): a kind whose fields mean nothing to the others
+// keeps them in a struct of its own inside `data` (a std::variant), read through as<T>(), which
+// checks the kind; a value is made with its data (makeCell, makeTensor). Kinds with data:
+// kCell (CellData), kGradMode (GradModeData), kIterator (IteratorData), kFunction
+// (FunctionData), kSymInt (SymIntData), kSymFloat (SymFloatData), kTensor (TensorData). The
+// others use the shared fields below, each commented with the kinds that read it.
 //
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
 // when an instruction first consumes it, so values that only pass through the frame (arguments
@@ -140,23 +143,39 @@ struct FunctionData {
 };
 
 /// kSymInt's data (sym_values.cpp): the int's value as an expression of the compile's symbols.
-/// Its example value stays in the Value's obj, its run-time value's graph node in `node`.
+/// Its example value stays in the Value's obj.
 struct SymIntData {
   sym::Expr expr;
+  NodeRef node;  ///< the graph node giving its run-time value
 };
 
-/// kSymFloat's data (sym_values.cpp). Its example value stays in the Value's obj, its run-time
-/// value's graph node in `node`.
+/// kSymFloat's data (sym_values.cpp). Its example value stays in the Value's obj.
 struct SymFloatData {
+  NodeRef node;  ///< the graph node giving its run-time value
   /// The symbolic inputs it was computed from (kSymFloat inputs, kSymInt values), to specialise
   /// when its value is needed; empty for a float input (its own root).
   std::vector<ValueRef> roots;
   bool finite = false;  ///< known to be a finite float (computed from ints and moderate constants)
 };
 
-/// The kind-specific data of a Value: std::monostate for the kinds not moved yet.
+/// kTensor's data. Its meta example (sizes, strides, dtype on the meta device) stays in the
+/// Value's obj, where it came from in the frame in `source`.
+struct TensorData {
+  NodeRef node;           ///< the graph node producing it
+  PyObjectRef device;     ///< the real torch.device (meta examples lose it)
+  PyObjectRef exactType;  ///< a graph input: its exact type (Tensor or Parameter); null otherwise
+  /// With dynamic dimensions: one size expression per dimension (constants for static ones);
+  /// empty when every size is static (the example's sizes are then exact).
+  std::vector<sym::Expr> symSizes;
+  /// Made by a torch factory from Python constants only (torch.tensor(3)) and not yet passed to
+  /// any op: its real value, so item()/tolist()/int() on it are constants (call_constructs.cpp).
+  /// Null otherwise.
+  PyObjectRef constValue;
+};
+
+/// The kind-specific data of a Value: std::monostate for the kinds that have none.
 using KindData = std::variant<std::monostate, CellData, GradModeData, IteratorData, FunctionData, SymIntData,
-                              SymFloatData>;
+                              SymFloatData, TensorData>;
 
 /// The kind a KindData alternative belongs to.
 template <typename T> struct KindOf;
@@ -166,6 +185,7 @@ template <> struct KindOf<IteratorData> { static constexpr ValueKind kind = Valu
 template <> struct KindOf<FunctionData> { static constexpr ValueKind kind = ValueKind::kFunction; };
 template <> struct KindOf<SymIntData> { static constexpr ValueKind kind = ValueKind::kSymInt; };
 template <> struct KindOf<SymFloatData> { static constexpr ValueKind kind = ValueKind::kSymFloat; };
+template <> struct KindOf<TensorData> { static constexpr ValueKind kind = ValueKind::kTensor; };
 
 /// A kind's name for messages ("cell", "tensor").
 const char* valueKindName(ValueKind kind);
@@ -173,10 +193,7 @@ const char* valueKindName(ValueKind kind);
 struct Value {
   ValueKind kind = ValueKind::kConst;
   PyObjectRef obj;               ///< the constant / object / meta example / function code
-  NodeRef node;                  ///< kTensor: the graph node producing it
-  PyObjectRef device;            ///< kTensor: the real torch.device (meta examples lose it)
-  PyObjectRef real;              ///< kList/kDict: the real container it stands for, when it is one;
-                                 ///< kTensor input: its exact type (Tensor or Parameter)
+  PyObjectRef real;              ///< kList/kDict: the real container it stands for, when it is one
   Source source;                 ///< where it came from in the frame, when it did
   std::vector<ValueRef> items;   ///< container elements / slice parts / defaults
   std::vector<PyObjectRef> keys; ///< kDict: constant keys, parallel to items
@@ -185,14 +202,6 @@ struct Value {
   std::string name;              ///< kTensorAttr: method name; kFunction: qualname
   bool mutated = false;          ///< kList/kDict with a source: changed during tracing
   bool idGuarded = false;        ///< kObject: its identity is guarded (ID_MATCH on its source)
-  /// kTensor with dynamic dimensions: one size expression per dimension (constants for static
-  /// ones); empty when every size is static (obj's sizes are then exact).
-  std::vector<sym::Expr> symSizes;
-  /// kTensor made by a torch factory from Python constants only (torch.tensor(3)) and not yet
-  /// passed to any op: its real value, so item()/tolist()/int() on it are constants
-  /// (call_constructs.cpp). Null otherwise.
-  PyObjectRef constValue;
-
   KindData data;                 ///< the data of a kind that has its own (see KindData)
 
   /// The data of this value's kind; an internal error when the value is of another kind.
@@ -213,9 +222,12 @@ struct Value {
   bool isSymFloat() const { return kind == ValueKind::kSymFloat; }
   /// A Python number known only at run time (kSymInt or kSymFloat).
   bool isSymScalar() const { return isSymInt() || isSymFloat(); }
+  /// The graph node giving the run-time value of a kTensor, kSymInt or kSymFloat; an internal
+  /// error for another kind.
+  const NodeRef& graphNode() const;
   /// A list or dict that exists outside the trace (read from the frame or through objects): its
   /// mutations are side effects to replay on it.
-  bool external() const { return static_cast<bool>(source) || (kind != ValueKind::kTensor && static_cast<bool>(real)); }
+  bool external() const { return static_cast<bool>(source) || static_cast<bool>(real); }
   /// Borrowed ref to the Python object of a kConst/kObject value.
   PyObject* py() const { return obj.get(); }
 };

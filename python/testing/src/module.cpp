@@ -36,6 +36,19 @@ int takeExceptionTypes(PyObject* module) {
   return 0;
 }
 
+// The binding files' init functions, in the order of testing_bindings.def.
+using InitFn = int (*)(PyObject*);
+constexpr InitFn kBindings[] = {
+#define DYNAMO_TESTING_BINDING(init, submodule) dynamo::py::init,
+#include "testing_bindings.def"
+};
+
+int initBindings(PyObject* module) {
+  for (InitFn init : kBindings)
+    if (init(module) < 0) return -1;
+  return 0;
+}
+
 PyModuleDef moduleDef = {
     PyModuleDef_HEAD_INIT,
     "_dynamo_testing",
@@ -53,10 +66,7 @@ PyModuleDef moduleDef = {
 PyMODINIT_FUNC PyInit__dynamo_testing(void) {
   PyObject* module = PyModule_Create(&moduleDef);  // new ref
   if (module == nullptr) return nullptr;
-  if (takeExceptionTypes(module) < 0 ||
-      dynamo::py::initBytecodeBindings(module) < 0 ||
-      dynamo::py::initFrameBindings(module) < 0 ||
-      dynamo::py::initGuardBindings(module) < 0) {
+  if (takeExceptionTypes(module) < 0 || initBindings(module) < 0) {
     Py_DECREF(module);
     return nullptr;
   }

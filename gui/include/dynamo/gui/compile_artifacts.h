@@ -124,8 +124,14 @@ InspectGraphPtr withKernels(const InspectGraphPtr& graph, int index,
 InspectGraphPtr withSymbolicInputs(const InspectGraphPtr& graph,
                                    const std::vector<storage::ArtifactRecord>& artifacts);
 
+/// A kernel's measured run time as the Details tab, the node panel and the export say it:
+/// "ran in 8 us per call (mean of its first 5 calls)", or "run time not measured" when
+/// `runUs` < 0 (storage::KernelRecord::runUs, runCalls).
+std::string kernelRunText(double runUs, int calls);
+
 /// The Details tab's text of one compile: each AOT compile's summary, the dynamic-shapes
-/// report, and the other artifacts by name, type and size. Plain text.
+/// report, the generated kernels (cache state or compile time, run time), and the other
+/// artifacts by name, type and size. Plain text.
 std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts);
 
 }  // namespace dynamo::gui
