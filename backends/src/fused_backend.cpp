@@ -417,7 +417,16 @@ class FusedFn final : public core::CompiledGraphFn {
         // (the packed primitive is made for the compiled input size; any other size, should one
         // reach here, takes at::convolution)
         if (!p.packed.isNone() && f.tensors[c.input].sizes().vec() == program_.buffers[c.input].shape) {
-          torch::jit::Stack stack{f.tensors[c.input], p.packed};
+          // oneDNN returns its output in the input's memory format: an NCHW input (the image of a
+          // network's first conv) whose result buffer is channels-last is made channels-last here,
+          // which copies c_in channels instead of the c_out of the result (3 against 32 or 64).
+          const at::Tensor& in = f.tensors[c.input];
+          const std::vector<int64_t>& rs = program_.buffers[c.result].strides;
+          bool wantLast = rs.size() == 4 && rs[1] == 1 && program_.buffers[c.result].shape[1] > 1;
+          at::Tensor input = wantLast && !in.is_contiguous(at::MemoryFormat::ChannelsLast)
+                                 ? in.contiguous(at::MemoryFormat::ChannelsLast)
+                                 : in;
+          torch::jit::Stack stack{input, p.packed};
           runPackedOp()->callBoxed(&stack);
           out = stack.at(0).toTensor();
         } else {

@@ -536,6 +536,14 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
     if (outs[0] != args[0]) outs[0]->as<TensorData>().symSizes = args[0]->as<TensorData>().symSizes;
     return;
   }
+  // Fused fast-path ops with no meta kernel in torch 1.13 (nn.TransformerEncoderLayer in eval
+  // mode under no_grad, batch_first or not): an encoder layer's result has its input's sizes.
+  if (method.empty() && what == "_transformer_encoder_layer_fwd" && outs.size() == 1 && outs[0]->isTensor() &&
+      !args.empty() && args[0]->isTensor() && !args[0]->as<TensorData>().symSizes.empty() &&
+      sizesOf(outs[0]->obj.get()) == sizesOf(args[0]->obj.get())) {
+    outs[0]->as<TensorData>().symSizes = args[0]->as<TensorData>().symSizes;
+    return;
+  }
   const sym::ShapeEnv& env = ctx.shapes;
   std::vector<Leaf> base;
   if (!probe(ctx, fn, method, args, kwargs, tensors, env.hints(), base)) {
