@@ -6,8 +6,8 @@
 
 namespace dynamo::core {
 
-GraphRewriter::GraphRewriter(const Graph& base, std::function<NodeMeta(const Node&)> metaOf)
-    : base_(base), metaOf_(std::move(metaOf)) {
+GraphRewriter::GraphRewriter(const Graph& base, std::function<NodeMeta(const Node&)> metaFn)
+    : base_(base), metaOf_(std::move(metaFn)) {
   // Inputs are always kept, in order and under the same names: the graph's callers pass them
   // positionally.
   for (const NodeRef& in : base.inputs())
