@@ -872,6 +872,203 @@ def pad_tril_repeat_interleave_and_cumsum():
     return fn, lambda f, i, c: f(c(randn(3, 5)), torch.tensor([1, 0, 2]))
 
 
+# ----------------------------------------------------------------------------------------------
+# The lowered ops (codegen/lowered_ops.def) at their edges
+
+@case()
+def comparisons_of_integers_with_float_scalars_and_tensors():
+    def fn(n, x):
+        big = n + 2 ** 24
+        return (n < 1.5, n == 1.0, n >= 0.5, n != 2.5, big == big.float(), big.float() == big, n * 1.0 > x,
+                torch.eq(n, x), n.float() / 3 == n / 3, (n > 0.5).sum(), torch.where(n > 0.5, n, 0), x > n)
+    return fn, lambda f, i, c: f(torch.tensor([0, 1, 2, 3, 1]), c(torch.tensor([0.5, 1.0, 2.5, 3.0, -1.0])))
+
+
+@case()
+def integer_scalars_do_not_promote_narrow_integer_tensors():
+    # add / mul / compare wrap a Python int to the tensor's dtype in ATen; int64 arithmetic is exact.
+    def fn(a, u, b, n):
+        return (a + 2 ** 31, a * 3000000000, u + 300, u * -1, u - 1, a < 2 ** 40, a == 2 ** 32 + 1, b + 1, b * 2.5,
+                a + b, n * (2 ** 53 + 1), n + 2 ** 62, n - (2 ** 53 + 1))
+    return fn, lambda f, i, c: f(torch.tensor([1, -2, 2 ** 30], dtype=torch.int32), torch.tensor([0, 1, 255], dtype=torch.uint8),
+                                 torch.tensor([True, False, True]), torch.tensor([1, 3, -2 ** 40]))
+
+
+@case(calls=4)
+def out_of_range_clamp_bounds_and_where_scalars_raise_as_eager():
+    # clamp's bounds and where's scalars are checked conversions in ATen: they raise.
+    ops = [lambda a: (a * 2).clamp(0, 2 ** 40), lambda a: (a + 1).clamp(max=-2 ** 31 - 1),
+           lambda a: torch.where(a > 0, a * 2, 2 ** 40), lambda a: (a - 1).to(torch.uint8).clamp(-1, 3)]
+    return (lambda a, k: ops[k](a)), lambda f, i, c: f(torch.tensor([1, -2, 2 ** 30], dtype=torch.int32), i)
+
+
+@case()
+def casts_to_bool_int_and_narrow_floats():
+    def fn(x, d):
+        return (x.bool(), x.to(torch.int32), (x * 1000).to(torch.int16), x.to(torch.float64) * 3, d.float(),
+                d.to(torch.bfloat16), x.bool().float() - 0.5, x.abs().to(torch.uint8), x.ne(0).long().sum())
+    nan, inf = float("nan"), float("inf")
+    return fn, lambda f, i, c: f(torch.tensor([0.0, -0.0, 0.1, -2.9, nan, 3.99, 200.5, inf]),
+                                 torch.tensor([1e39, -1e39, 1e-46, 3.0000001, 1.0 / 3.0], dtype=torch.float64))
+
+
+@case()
+def clamp_with_min_above_max_and_nan_bounds():
+    def fn(x, n):
+        return (x.clamp(2.0, 1.0), torch.clamp(x, min=1.0, max=-1.0), n.clamp(5, 1), x.clamp_min(float("nan")),
+                x.clamp(max=float("nan")), F.hardtanh(x, -0.5, 0.5), F.relu6(x * 4), x.clamp(min=0.0).relu())
+    return fn, lambda f, i, c: f(c(torch.tensor([-3.0, 0.0, 1.5, 4.0, float("nan")])), torch.tensor([-3, 0, 2, 9]))
+
+
+@case()
+def clamp_min_of_a_nan_bound_is_nan():
+    # Minimal: ATen's clamp with a NaN scalar bound returns NaN everywhere; the kernel kept x.
+    def fn(x):
+        return (x * 2).clamp_min(float("nan")), (x + 1).clamp(max=float("nan"))
+    return fn, lambda f, i, c: f(c(torch.tensor([-1.0, 0.0, 2.0])))
+
+
+@case()
+def float_division_by_zero_signs_and_pow_of_negative_bases():
+    def fn(x, y):
+        return (x / y, x / 0.0, -x / 0, x.reciprocal(), torch.div(x, y, rounding_mode="floor"),
+                torch.div(x, y, rounding_mode="trunc"), x.pow(3), x.pow(-1), x.pow(-2), x.pow(0.0), x.pow(1.0),
+                x.pow(0.5), x.pow(y), torch.pow(2.0, x), x.sqrt(), x.rsqrt(), x.log(), (-x).exp(), x.abs().pow(2.5))
+    return fn, lambda f, i, c: f(c(torch.tensor([-2.0, -0.0, 0.0, 3.0, -1.5, 1.0])),
+                                 c(torch.tensor([0.0, 0.0, -0.0, 2.0, -0.5, -3.0])))
+
+
+@case()
+def sums_and_means_with_dtype_arguments():
+    def fn(x, n, b, h):
+        return (x.sum(-1, dtype=torch.float64), n.sum(0), b.sum(), b.sum(0, keepdim=True), n.sum(dtype=torch.int32),
+                x.mean(0, dtype=torch.float64), h.sum(-1), h.mean(), h.float().mean(0), n.amax(0), b.amax(),
+                x.softmax(-1, dtype=torch.float64), n.sum(0).float().softmax(0), x.amin((0, 1)), x.sum(()))
+    return fn, lambda f, i, c: f(c(randn(3, 5)), torch.tensor([[2 ** 31 - 1, 5], [1, -7]], dtype=torch.int32),
+                                 torch.tensor([[True, False], [True, True]]), c(randn(4, 300, dtype=torch.bfloat16)))
+
+
+@case()
+def relu_and_clamp_min_propagate_nan():
+    def fn(x):
+        return x.relu(), F.relu(x), x.clamp_min(0.0), torch.maximum(x, torch.zeros(())), torch.minimum(x, x.new_tensor(1.0)), \
+            x.sigmoid(), F.gelu(x), x.tanh(), x.amax(), x.sum(), x.softmax(0)
+    return fn, lambda f, i, c: f(c(torch.tensor([-1.0, float("nan"), 2.0, -float("inf"), float("inf")])))
+
+
+@case()
+def layer_norm_without_affine_over_two_dims_and_batch_norm_without_affine():
+    ln = nn.LayerNorm((4, 6), elementwise_affine=False).eval()
+    bn = nn.BatchNorm2d(3, affine=False).eval()
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+
+    def fn(x, y):
+        return ln(x), F.layer_norm(x, (6,), eps=1e-2), bn(y), F.layer_norm(x, (4, 6), ln.weight, None)
+    return fn, lambda f, i, c: f(c(randn(2, 4, 6) * 5), c(randn(2, 3, 4, 4))), None, (ln, bn)
+
+
+# ----------------------------------------------------------------------------------------------
+# Aliasing: outputs and inputs that share memory in eager
+
+@case()
+def eval_dropout_returns_its_input_and_in_place_after_it_mutates_the_input():
+    drop = nn.Dropout(0.2).eval()
+    state = {}
+
+    def fn(x):
+        y = drop(x)
+        y.mul_(3)
+        return y + 1
+
+    def drive(f, i, c):
+        state["x"] = x = c(randn(4))
+        return f(x)
+    return fn, drive, lambda: state["x"].clone()
+
+
+@case()
+def in_place_through_detach_and_views_of_an_input():
+    state = {}
+
+    def fn(x, w):
+        x.detach().mul_(0.5)
+        x.view(-1)[:2].zero_()
+        w.t().add_(1)
+        return x * w
+
+    def drive(f, i, c):
+        state["x"], state["w"] = x, w = c(randn(2, 3)), c(randn(3, 2)).t()
+        return f(x, w)
+    return fn, drive, lambda: (state["x"].clone(), state["w"].clone())
+
+
+@case()
+def returned_views_share_memory_with_each_other_and_the_input():
+    def fn(x):
+        y = x * 2
+        return y, y.view(-1), y.t(), x.view(3, 2), x.detach()
+
+    def drive(f, i, c):
+        x = c(randn(2, 3))
+        y, flat, yt, xv, xd = f(x)
+        y.add_(100)
+        xv.mul_(-1)
+        xd[0, 0] = 7.0
+        return flat, yt, x, xv.data_ptr() == x.data_ptr(), flat.data_ptr() == y.data_ptr()
+    return fn, drive
+
+
+# ----------------------------------------------------------------------------------------------
+# State that changes between calls of one compiled entry
+
+@case(calls=3)
+def conv_batchnorm_eval_after_weights_and_statistics_change_in_place():
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU()).eval()
+
+    def drive(f, i, c):
+        with torch.no_grad():
+            if i == 1:
+                m[0].weight.mul_(-0.5)
+                m[0].bias.add_(1)
+                m[1].running_var.fill_(4.0)
+                m[1].running_mean.add_(0.3)
+            if i == 2:
+                m[1].weight.data = torch.full((4,), 2.0, dtype=m[1].weight.dtype)
+                m[0].weight.data = m[0].weight.data.flip(0).contiguous()
+            return f(c(randn(1, 3, 5, 5)))
+    return m, drive
+
+
+@case(calls=3)
+def linear_and_layer_norm_after_parameters_change_in_place():
+    m = nn.Sequential(nn.Linear(6, 6), nn.LayerNorm(6), nn.Linear(6, 2)).eval()
+    head = nn.Linear(6, 2)
+
+    def drive(f, i, c):
+        with torch.no_grad():
+            if i == 1:
+                m[0].weight.mul_(2)
+                m[1].bias.fill_(1.0)
+            if i == 2:
+                m[2].weight = head.weight      # a new Parameter object
+            return f(c(randn(3, 6)))
+    return m, drive, None, (head,)
+
+
+@case(calls=3)
+def tied_embedding_and_head_weights():
+    m = TinyGPT().eval()
+    m.head.weight = m.wte.weight
+
+    def drive(f, i, c):
+        with torch.no_grad():
+            if i == 2:
+                m.wte.weight[3].zero_()
+            return f(torch.tensor([[3, 1, 4, 1, 5]]))
+    return m, drive
+
+
 XFAIL = {}
 
 
