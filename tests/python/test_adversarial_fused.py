@@ -666,6 +666,25 @@ def adam_training_steps():
 
 
 @case(calls=3)
+def cnn_training_steps_update_batchnorm_running_stats():
+    m = nn.Sequential(ConvNormAct(3, 4, nn.BatchNorm2d, nn.SiLU), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    bn = m[0].norm
+
+    def step(x, y):
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.detach()
+
+    def drive(f, i, c):
+        return f(c(randn(4, 3, 6, 6) + 0.5), c(randn(4, 2)))
+    return step, drive, lambda: ([p.detach().clone() for p in m.parameters()], bn.running_mean.clone(),
+                                 bn.running_var.clone(), bn.num_batches_tracked.clone()), (m,)
+
+
+@case(calls=3)
 def gpt_training_step_with_adamw():
     # Adam's first steps are lr * g / (|g| + eps): a gradient element near eps turns a difference
     # within the tolerance into one of order lr, so the side effects compared are the gradients
