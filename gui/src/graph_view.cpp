@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "dynamo/gui/compile_artifacts.h"
+#include "dynamo/gui/layout_splice.h"
 
 namespace dynamo::gui {
 namespace {
@@ -146,6 +147,8 @@ void GraphView::showMessage(const QString& message) {
   prefetch_->stop();
   waitingDot_.clear();
   pendingTicket_ = 0;
+  provisional_ = false;
+  openedGroup_ = -1;
   graph_.reset();
   scene_->clearContent();
   expanded_.clear();
@@ -231,23 +234,44 @@ void GraphView::relayout() {
   pendingVisible_ = visible;
   layoutClock_.start();
   waitingDot_.clear();
+  const bool shown = drawProvisional(dot);
   if (prefetch_->laysOut(LayoutCache::keyOf(dot))) {
     // The background layout of this very view is under way: wait for it rather than start
     // Graphviz a second time on the same text.
     engine_->cancel();
     waitingDot_ = dot;
     pendingTicket_ = -1;
-    setStatus(QString("laying out %1 boxes (started in the background)...").arg(visible->units.size()));
+    if (!shown) setStatus(QString("laying out %1 boxes (started in the background)...").arg(visible->units.size()));
     return;
   }
   prefetch_->stop();  // the user's layout gets the CPU
   pendingTicket_ = engine_->request(dot);
-  setStatus(QString("laying out %1 boxes...").arg(visible->units.size()));
+  if (!shown) setStatus(QString("laying out %1 boxes...").arg(visible->units.size()));
+}
+
+bool GraphView::drawProvisional(const std::string& dot) {
+  const int group = openedGroup_;
+  openedGroup_ = -1;
+  const std::shared_ptr<const VisibleGraph> before = scene_->visibleGraph();  // draw() replaces them
+  const std::shared_ptr<const LayoutResult> drawn = scene_->layout();
+  if (group < 0 || !before || !drawn || scene_->graph() != graph_.get() ||
+      cache_->contains(LayoutCache::keyOf(dot)))
+    return false;
+  std::optional<LayoutResult> spliced = spliceExpansion(*before, *drawn, *pendingVisible_, group);
+  if (!spliced) return false;
+  provisional_ = true;
+  ++provisionalCount_;
+  draw(std::make_shared<const LayoutResult>(std::move(*spliced)));
+  setStatus(QString("%1 boxes, %2 edges: provisional layout drawn in %3 ms; Graphviz is laying the view out...")
+                .arg(pendingVisible_->units.size()).arg(pendingVisible_->edges.size())
+                .arg(static_cast<double>(layoutClock_.nsecsElapsed()) / 1e6, 0, 'f', 0));
+  emit provisionalDrawn();
+  return true;
 }
 
 void GraphView::prefetchExpansions() {
   static const bool off = qEnvironmentVariable("DYNAMO_INSPECT_PREFETCH") == "0";
-  if (off || !graph_ || !pendingVisible_) return;
+  if (off || !prefetchOn_ || !graph_ || !pendingVisible_) return;
   std::vector<std::pair<int, int>> groups;  // (nodes beneath, group) of the collapsed boxes
   for (const VisibleUnit& u : pendingVisible_->units)
     if (u.group >= 0) groups.emplace_back(graph_->group(u.group).totalNodes, u.group);
@@ -266,11 +290,22 @@ void GraphView::prefetchExpansions() {
 void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result, bool fromCache) {
   if (ticket != pendingTicket_ || !graph_) return;
   pendingTicket_ = 0;
+  provisional_ = false;
+  draw(std::move(result));
+  lastLayoutMs_ = static_cast<double>(layoutClock_.nsecsElapsed()) / 1e6;
+  const QString msg = QString("%1 boxes, %2 edges, laid out in %3 ms%4")
+                          .arg(pendingVisible_->units.size()).arg(pendingVisible_->edges.size())
+                          .arg(lastLayoutMs_, 0, 'f', 0).arg(fromCache ? " (cached)" : "");
+  setStatus(graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits) ? bigGraphNote() + "; " + msg : msg);
+  prefetchExpansions();
+  emit layoutDrawn();
+}
+
+void GraphView::draw(std::shared_ptr<const LayoutResult> result) {
   QElapsedTimer t;
   t.start();
-  scene_->setContent(graph_, pendingVisible_, result, overlay_);
+  scene_->setContent(graph_, pendingVisible_, std::move(result), overlay_);
   lastSceneMs_ = static_cast<double>(t.nsecsElapsed()) / 1e6;
-  lastLayoutMs_ = static_cast<double>(layoutClock_.nsecsElapsed()) / 1e6;
   if (fitAfterLayout_) {
     fitAfterLayout_ = false;
     view_->resetTransform();
@@ -288,18 +323,12 @@ void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result,
     const QRectF r = scene_->selectNode(selected_);
     if (!r.isNull()) view_->centerOn(r.center());
   }
-  const QString msg = QString("%1 boxes, %2 edges, laid out in %3 ms%4")
-                          .arg(pendingVisible_->units.size()).arg(pendingVisible_->edges.size())
-                          .arg(lastLayoutMs_, 0, 'f', 0).arg(fromCache ? " (cached)" : "");
-  setStatus(graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits) ? bigGraphNote() + "; " + msg : msg);
-  prefetchExpansions();
-  emit layoutDrawn();
 }
 
 void GraphView::onLayoutFailed(int ticket, const QString& message) {
   if (ticket != pendingTicket_) return;
   pendingTicket_ = 0;
-  setStatus("layout failed: " + message);
+  setStatus(provisional_ ? "layout failed (the provisional layout stays): " + message : "layout failed: " + message);
 }
 
 bool GraphView::expandGroup(int group) {
@@ -313,6 +342,7 @@ bool GraphView::expandGroup(int group) {
     return false;
   }
   expanded_.insert(group);
+  openedGroup_ = group;
   relayout();
   return true;
 }

@@ -6,8 +6,10 @@
 //
 // Clicking a collapsed module expands it, clicking an expanded module's title collapses it;
 // every change of what is expanded asks the LayoutEngine for a layout (another process) and
-// redraws when it answers. The UI thread never waits: it only computes the visible graph
-// (milliseconds) and builds at most kMaxLayoutUnits boxes.
+// redraws when it answers. An expansion not in the layout cache is drawn at once with a
+// provisional layout (the module's boxes laid out alone and spliced in where its box was,
+// layout_splice.h), which Graphviz's layout replaces when it comes. The UI thread never waits:
+// it only computes the visible graph (milliseconds) and builds at most kMaxLayoutUnits boxes.
 #pragma once
 
 #include <QComboBox>
@@ -95,10 +97,18 @@ class GraphView : public QWidget {
   /// Milliseconds of the last layout (request to drawn) and of building its items.
   double lastLayoutMs() const { return lastLayoutMs_; }
   double lastSceneMs() const { return lastSceneMs_; }
+  /// True while the drawn layout is a provisional one (Graphviz's is on its way).
+  bool provisional() const { return provisional_; }
+  /// Provisional layouts drawn so far (tests, bench).
+  int provisionalCount() const { return provisionalCount_; }
+  /// Turns the background layouts of likely expansions off or on (tests).
+  void setPrefetchEnabled(bool on) { prefetchOn_ = on; }
 
  signals:
-  /// A layout was drawn (after setGraph, expand, collapse, search).
+  /// Graphviz's layout was drawn (after setGraph, expand, collapse, search).
   void layoutDrawn();
+  /// A provisional layout of an expansion was drawn; layoutDrawn follows when Graphviz is done.
+  void provisionalDrawn();
   /// The user picked a node.
   void nodeSelected(int node);
 
@@ -107,6 +117,8 @@ class GraphView : public QWidget {
   void prefetchExpansions();
   void onLayout(int ticket, std::shared_ptr<const LayoutResult> result, bool fromCache);
   void onLayoutFailed(int ticket, const QString& message);
+  bool drawProvisional(const std::string& dot);
+  void draw(std::shared_ptr<const LayoutResult> result);
   void onUnitClicked(int node, int group);
   void showNodePanel(int node);
   void kernelSection(QString& html, const InspectNode& n) const;
@@ -140,6 +152,10 @@ class GraphView : public QWidget {
   int pendingTicket_ = 0;
   int selected_ = -1;
   bool fitAfterLayout_ = false;
+  int openedGroup_ = -1;  ///< the group expandGroup just opened (a provisional layout may show it)
+  bool provisional_ = false;
+  int provisionalCount_ = 0;
+  bool prefetchOn_ = true;
   std::vector<int> results_;
   int resultIndex_ = -1;
   QElapsedTimer layoutClock_;
