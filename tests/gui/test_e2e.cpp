@@ -60,6 +60,7 @@ class InspectorE2E : public QObject {
     const QModelIndex frame = w_->runTree()->findFrame("ResNet.forward");
     QVERIFY(frame.isValid());
     w_->runTreeView()->setCurrentIndex(frame);
+    QVERIFY(QTest::qWaitFor([this] { return !w_->storeReadsPending(); }, 20000));  // read off the UI thread
     QCOMPARE(w_->compiles()->rowCount(), 1);
     QCOMPARE(w_->graphs()->rowCount(), 1);
     shot("01-compiles");

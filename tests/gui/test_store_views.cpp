@@ -677,6 +677,45 @@ TEST_CASE("export: SVG and PNG of every graph and a summary, in memory") {
   CHECK(testing::readFile(path) == before);
 }
 
+TEST_CASE("the window reads a frame's compiles and a compile's tables off the UI thread") {
+  app();
+  TempDir dir;
+  qputenv("DYNAMO_INSPECT_CACHE", QByteArray::fromStdString(dir.file("cache")));
+  const std::string path = dir.file("t.db");
+  const testing::StoreIds ids = testing::makeStore(path);
+  MainWindow w;
+  REQUIRE(w.openStore(QString::fromStdString(path)));
+  REQUIRE(waitFor([&] { return w.reportsReady(); }));
+  QSignalSpy shown(&w, &MainWindow::compileShown);
+  // Selecting a frame returns before anything is read; the rows come with the worker's result.
+  REQUIRE(w.selectFrame(ids.frameStep));
+  CHECK(w.storeReadsPending());
+  REQUIRE(waitFor([&] { return !w.storeReadsPending(); }));
+  REQUIRE(w.compiles()->rowCount() == 2);
+  CHECK(cell(*w.compiles(), 1, 6) == "1");  // graph and break counts, read by the worker
+  CHECK(cell(*w.compiles(), 1, 7) == "1");
+  // The first compile is selected and its tables read in turn.
+  CHECK(w.breaks()->rowCount() == 1);
+  CHECK(cell(*w.breaks(), 0, 0) == "data-dependent-branch");
+  CHECK(w.guards()->rowCount() == 1);
+  CHECK(w.graphs()->data(w.graphs()->index(0, 0), kRowIdRole).toLongLong() == ids.compileStep0);
+  const int before = shown.count();
+  CHECK(before >= 1);
+  // Two frames selected one after the other: only the last one's rows are shown.
+  REQUIRE(w.selectFrame(ids.frameModel));
+  REQUIRE(w.selectFrame(ids.frameStep));
+  REQUIRE(waitFor([&] { return !w.storeReadsPending(); }));
+  REQUIRE(w.compiles()->rowCount() == 2);
+  CHECK(w.compiles()->compiles()[0].frameId == ids.frameStep);
+  CHECK(w.graphs()->data(w.graphs()->index(0, 0), kRowIdRole).toLongLong() == ids.compileStep0);
+  // Another compile: its tables are read off the UI thread too.
+  w.compilesView()->selectRow(1);
+  REQUIRE(waitFor([&] { return !w.storeReadsPending(); }));
+  CHECK(w.breaks()->rowCount() == 1);
+  CHECK(w.graphs()->data(w.graphs()->index(0, 0), kRowIdRole).toLongLong() == ids.compileStep1);
+  qunsetenv("DYNAMO_INSPECT_CACHE");
+}
+
 TEST_CASE("the window: bad input in the banner, live refresh, a deleted store") {
   app();
   TempDir dir;
