@@ -12,7 +12,8 @@
 //                   shown_ms the first such paint (a provisional layout spliced into the drawn
 //                   one when the view is not cached, layout_splice.h), ms the paint of
 //                   Graphviz's layout (--think-ms MS: each click MS after the view was drawn, as
-//                   a person reads it first; the view prefetches the likely expansions meanwhile)
+//                   a person reads it first; the view prefetches the likely expansions meanwhile);
+//                   scene_ms: building the items of the last drawn layout (UI thread)
 //   search_ms       a regular-expression search over every node
 // and for the whole session the longest the UI thread went without serving its event loop
 // (a 5 ms QTimer watchdog: the largest gap between its ticks, minus 5 ms). The anchor, in the
@@ -192,12 +193,12 @@ bool measure(MainWindow& w, PaintProbe& probe, const Pick& pick, const char* cac
     if (!v->expandGroup(group)) break;
     waitFor([&] { return !v->layoutPending() && probe.paintedAfterDrawn(); }, 120000);
     QCoreApplication::processEvents();
-    char one[260];
-    std::snprintf(one, sizeof one, "%s{\"module_nodes\": %d, \"boxes\": %zu, \"shown_ms\": %.1f, \"provisional\": %s, \"ms\": %.1f}",
+    char one[320];
+    std::snprintf(one, sizeof one, "%s{\"module_nodes\": %d, \"boxes\": %zu, \"shown_ms\": %.1f, \"provisional\": %s, \"ms\": %.1f, \"scene_ms\": %.1f}",
                   level ? ", " : "", size, v->scene()->visible()->units.size(),
                   static_cast<double>(probe.firstShownPaintNs - t1) / 1e6,
                   v->provisionalCount() > provisional ? "true" : "false",
-                  static_cast<double>(probe.lastPaintNs - t1) / 1e6);
+                  static_cast<double>(probe.lastPaintNs - t1) / 1e6, v->lastSceneMs());
     expands += one;
   }
   expands += "]";
