@@ -8,6 +8,7 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 #include <QWheelEvent>
+#include <QtConcurrent/QtConcurrent>
 
 #include <cmath>
 
@@ -21,6 +22,22 @@ QString esc(const std::string& s) { return QString::fromStdString(s).toHtmlEscap
 
 QString locationText(const SourceLocation& l) {
   return esc(l.str()) + (l.sourceLine.empty() ? QString() : ": <code>" + esc(l.sourceLine) + "</code>");
+}
+
+/// The nodes (graph order) one of whose names, target, module, source line or tensor matches
+/// (any thread: the graph is immutable).
+std::vector<int> matchNodes(const InspectGraph& graph, const QRegularExpression& re) {
+  std::vector<int> out;
+  for (const InspectNode& n : graph.nodes()) {
+    for (const std::string* field : {&n.name, &n.target, &n.shortName, &n.modulePath,
+                                     &n.location.sourceLine, &n.tensor}) {
+      if (re.match(QString::fromStdString(*field)).hasMatch()) {
+        out.push_back(n.index);
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -118,7 +135,13 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   connect(overlayBox_, &QComboBox::activated, this, [this](int i) {
     setOverlay(static_cast<Overlay>(overlayBox_->itemData(i).toInt()));
   });
-  connect(searchBox_, &QLineEdit::returnPressed, this, [this] { search(searchBox_->text()); });
+  connect(searchBox_, &QLineEdit::returnPressed, this, [this] { searchAsync(searchBox_->text()); });
+  connect(&searchWatcher_, &QFutureWatcher<std::vector<int>>::finished, this, [this] {
+    if (!searchPending_ || searchWatcher_.property("ticket").toInt() != searchTicket_) return;
+    searchPending_ = false;
+    showResults(searchWatcher_.result());
+    emit searchDone(static_cast<int>(results_.size()));
+  });
   connect(prev, &QPushButton::clicked, this, [this] { goToResult(-1); });
   connect(next, &QPushButton::clicked, this, [this] { goToResult(+1); });
   connect(fit, &QPushButton::clicked, this, [this] {
@@ -150,6 +173,8 @@ void GraphView::showMessage(const QString& message) {
   provisional_ = false;
   openedGroup_ = -1;
   graph_.reset();
+  ++searchTicket_;
+  searchPending_ = false;
   scene_->clearContent();
   expanded_.clear();
   selected_ = -1;
@@ -166,6 +191,8 @@ void GraphView::showMessage(const QString& message) {
 
 void GraphView::setGraph(InspectGraphPtr graph, const QString& title, Overlay overlay) {
   graph_ = std::move(graph);
+  ++searchTicket_;  // a search still on its way was over the previous graph
+  searchPending_ = false;
   overlay_ = overlayApplies(overlay, *graph_) ? overlay : Overlay::kOpKind;
   fillOverlayPicker();
   showLegend();
@@ -357,30 +384,47 @@ void GraphView::collapseGroup(int group) {
   relayout();
 }
 
-std::vector<int> GraphView::search(const QString& pattern) {
+bool GraphView::validPattern(const QString& pattern, QRegularExpression& re) {
   results_.clear();
   resultIndex_ = -1;
-  if (!graph_) return {};
+  ++searchTicket_;  // an answer still on its way is for an older search
+  searchPending_ = false;
+  if (!graph_) return false;
   if (pattern.isEmpty()) {
     scene_->setHighlighted({});
     searchCount_->clear();
-    return {};
+    return false;
   }
-  QRegularExpression re(pattern, QRegularExpression::CaseInsensitiveOption);
+  re = QRegularExpression(pattern, QRegularExpression::CaseInsensitiveOption);
   if (!re.isValid()) {
     setStatus(QString("not a regular expression: %1 (at offset %2)")
                   .arg(re.errorString()).arg(re.patternErrorOffset()));
-    return {};
+    return false;
   }
-  for (const InspectNode& n : graph_->nodes()) {
-    for (const std::string* field : {&n.name, &n.target, &n.shortName, &n.modulePath,
-                                     &n.location.sourceLine, &n.tensor}) {
-      if (re.match(QString::fromStdString(*field)).hasMatch()) {
-        results_.push_back(n.index);
-        break;
-      }
-    }
+  return true;
+}
+
+std::vector<int> GraphView::search(const QString& pattern) {
+  QRegularExpression re;
+  if (!validPattern(pattern, re)) return {};
+  showResults(matchNodes(*graph_, re));
+  return results_;
+}
+
+void GraphView::searchAsync(const QString& pattern) {
+  QRegularExpression re;
+  if (!validPattern(pattern, re)) {
+    emit searchDone(0);
+    return;
   }
+  searchPending_ = true;
+  searchCount_->setText("searching...");
+  searchWatcher_.setProperty("ticket", searchTicket_);
+  searchWatcher_.setFuture(QtConcurrent::run([graph = graph_, re] { return matchNodes(*graph, re); }));
+}
+
+void GraphView::showResults(std::vector<int> results) {
+  results_ = std::move(results);
   searchCount_->setText(results_.empty() ? QString("no match") : QString("%1 found").arg(results_.size()));
   QSet<int> marks;
   for (int n : results_) marks.insert(n);
@@ -389,7 +433,6 @@ std::vector<int> GraphView::search(const QString& pattern) {
     resultIndex_ = 0;
     selectNode(results_[0]);
   }
-  return results_;
 }
 
 void GraphView::goToResult(int delta) {

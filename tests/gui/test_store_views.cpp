@@ -465,6 +465,14 @@ TEST_CASE("the graph view expands, collapses, searches and refuses views too lar
   CHECK(view.nodePanel()->toPlainText().contains("operator.iadd"));
   CHECK(view.sourceView()->highlightedLine() == 102);
   CHECK(view.sourceView()->highlightedText() == "out += identity");
+  // The search box's Enter matches off the UI thread: the same hits, shown when they come.
+  QSignalSpy searched(&view, &GraphView::searchDone);
+  view.searchBox()->setText("out \\+= identity");
+  emit view.searchBox()->returnPressed();  // (QTest's key events leave a device that crashes at exit)
+  REQUIRE(waitFor([&] { return searched.count() == 1; }));
+  CHECK(searched.at(0).at(0).toInt() == 2);
+  CHECK(view.selectedNode() == hits[0]);
+  REQUIRE(waitFor([&] { return !view.layoutPending(); }));
   CHECK(view.search("[unclosed").empty());
   CHECK(view.message().startsWith("not a regular expression: "));
   // Collapsing layer1 closes what is inside it too.

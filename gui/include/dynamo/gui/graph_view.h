@@ -14,6 +14,8 @@
 
 #include <QComboBox>
 #include <QElapsedTimer>
+#include <QFutureWatcher>
+#include <QRegularExpression>
 #include <QGraphicsView>
 #include <QLabel>
 #include <QLineEdit>
@@ -68,6 +70,12 @@ class GraphView : public QWidget {
   void collapseGroup(int group);
   /// Searches; returns the matching nodes (graph order) and selects the first.
   std::vector<int> search(const QString& pattern);
+  /// The same search with the matching done off the UI thread (the search box's Enter): the
+  /// results are shown, and searchDone emitted, when the worker answers; a newer search or
+  /// graph drops an older answer.
+  void searchAsync(const QString& pattern);
+  /// True while a searchAsync is under way.
+  bool searchPending() const { return searchWatcher_.isRunning() || searchPending_; }
   /// Selects a node: opens its groups, lays out if needed, shows its panel and source line.
   void selectNode(int node);
 
@@ -111,6 +119,8 @@ class GraphView : public QWidget {
   void provisionalDrawn();
   /// The user picked a node.
   void nodeSelected(int node);
+  /// A searchAsync answered with this many matches.
+  void searchDone(int matches);
 
  private:
   void relayout();
@@ -123,6 +133,8 @@ class GraphView : public QWidget {
   void showNodePanel(int node);
   void kernelSection(QString& html, const InspectNode& n) const;
   void goToResult(int delta);
+  void showResults(std::vector<int> results);
+  bool validPattern(const QString& pattern, QRegularExpression& re);
   void setStatus(const QString& text);
   QString bigGraphNote() const;
   void fillOverlayPicker();
@@ -157,6 +169,9 @@ class GraphView : public QWidget {
   int provisionalCount_ = 0;
   bool prefetchOn_ = true;
   std::vector<int> results_;
+  QFutureWatcher<std::vector<int>> searchWatcher_;
+  int searchTicket_ = 0;       ///< the searchAsync whose answer is awaited
+  bool searchPending_ = false;
   int resultIndex_ = -1;
   QElapsedTimer layoutClock_;
   double lastLayoutMs_ = 0, lastSceneMs_ = 0;
