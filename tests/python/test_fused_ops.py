@@ -247,12 +247,16 @@ def test_lowered_ops_list_matches_def():
 def test_vectorised_float32_exp_edges():
     # the C++ kernels use a vectorisable expf (Cephes polynomial): within 2.5e-7 relative, the
     # denormal range within a few denormal steps, and inf/-inf/nan exact
-    specials = torch.tensor([float("inf"), -float("inf"), float("nan"), 88.73, 100.0, -120.0])
+    # (no selects after the polynomial: the clamp alone gives inf, 0 and NaN at the edges)
+    specials = torch.tensor([float("inf"), -float("inf"), float("nan"), 88.73, 100.0, -120.0,
+                             88.7229, 1e30, -1e30, -104.0, 88.72, -103.2])
     x = torch.cat([specials, torch.linspace(-110, 88.72, 200001)])
     f = fused(torch.exp, x)
     got, want = f(x), torch.exp(x.double()).float()
     assert got[0] == float("inf") and got[1] == 0 and torch.isnan(got[2])
     assert got[3] == float("inf") and got[4] == float("inf") and got[5] == 0
+    assert got[6] == float("inf") and got[7] == float("inf") and got[8] == 0 and got[9] == 0
+    assert 3.3e38 < got[10] < float("inf") and 0 < got[11] < 1.2e-38   # largest finite, a denormal
     finite = want.isfinite()
     normal = finite & (want.abs() > 1.2e-38)
     rel = ((got[normal].double() - want[normal].double()) / want[normal].double()).abs()
