@@ -331,3 +331,21 @@ def test_several_column_sums_share_one_blocked_kernel():
     ref = (y.double().sum(0), (y.double() ** 2).sum(0))
     for a, r in zip(got, ref):
         assert ((a.double() - r).abs() / r.abs()).max().item() < 2e-7
+
+
+def test_var_mean_lowered_as_two_row_reductions():
+    # what the layer_norm decomposition writes (correction 0, keepdim), and the unbiased form
+    x = torch.randn(6, 5, 33) * 3 + 2
+    f = check(lambda t: torch.ops.aten.var_mean.correction(t, [2], correction=0, keepdim=True), x)
+    assert not f.report["externs"]
+    check(lambda t: torch.ops.aten.var_mean.correction(t, [0, 2], correction=1, keepdim=True), x)
+    check(lambda t: torch.var_mean(t.double(), [1], unbiased=True, keepdim=True), x)
+
+
+def test_var_mean_forms_not_lowered_run_in_aten():
+    x = torch.randn(4, 7)
+    f = check(lambda t: torch.var_mean(t, [1], unbiased=False, keepdim=False), x, expect_no_extern=False)
+    assert [n.split("_")[0] for n, _ in f.report["externs"]] == ["var", "getitem", "getitem"]
+    # N - correction = 0: eager's nan variance comes from ATen
+    f = check(lambda t: torch.var_mean(t, [0], unbiased=True, keepdim=True), x[:1].clone(), expect_no_extern=False)
+    assert [n.split("_")[0] for n, _ in f.report["externs"]] == ["var", "getitem", "getitem"]
