@@ -8,6 +8,9 @@
 //     -> one step: conv(x, w * s, (b - mean) * s + bias) with s = weight / sqrt(running_var + eps)
 //   relu(conv or folded batch_norm), F.relu(.., inplace=True), relu_
 //     -> the step's post-op: oneDNN applies it as it writes the conv's output
+//   F.max_pool2d / avg_pool2d / adaptive_avg_pool2d of a conv's channels-last result
+//     -> an extern call on the result as it is (ATen pools channels-last input into
+//        channels-last output), not on a copy in eager's NCHW layout
 #include <algorithm>
 #include <unordered_map>
 
@@ -163,6 +166,28 @@ bool isReluOf(const core::Node& relu, const core::Node& input) {
   }
   const auto& m = relu.meta().tensor;
   return m && m->dtype == "torch.float32";
+}
+
+bool takesAnyLayout(const core::Node& n) {
+  // The result's values are the same whatever the input's strides (a window's maximum or mean
+  // over the same elements), and so are max pooling's indices (positions within a channel's
+  // plane, not in memory); ATen keeps a channels-last input's layout in its result.
+  static const char* const kOps[] = {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
+                                     "max_pool2d_with_indices", "_adaptive_avg_pool2d"};
+  if (n.op() != core::NodeOp::kCallFunction) return false;
+  const core::Target& t = n.target();
+  std::string name;
+  if (t.kind() == core::TargetKind::kAtenOp) {
+    const std::string& s = t.schemaName();  // aten::max_pool2d_with_indices, ...
+    if (s.rfind("aten::", 0) != 0) return false;
+    name = s.substr(6, s.find('.') == std::string::npos ? std::string::npos : s.find('.') - 6);
+  } else {
+    const std::string& q = t.qualifiedName();  // torch.nn.functional.max_pool2d, torch.max_pool2d
+    std::string prefix = q.substr(0, q.rfind('.') + 1);
+    if (prefix != "torch." && prefix != "torch.nn.functional." && prefix != "torch._C._nn.") return false;
+    name = q.substr(q.rfind('.') + 1);
+  }
+  return std::find(std::begin(kOps), std::end(kOps), name) != std::end(kOps);
 }
 
 }  // namespace dynamo::codegen::detail
