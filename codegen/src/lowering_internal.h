@@ -139,8 +139,8 @@ std::optional<BatchNormMatch> matchEvalBatchNorm(const core::Node& bn, const cor
 /// True when `relu` is a float32 relu of `input` (relu, F.relu with or without inplace, relu_):
 /// a conv step applies it as a post-op.
 bool isReluOf(const core::Node& relu, const core::Node& input);
-/// True when extern node `n` is a pooling op (max_pool2d, avg_pool2d, adaptive_avg_pool2d, ...)
-/// whose values do not depend on its input's strides: the runtime hands it the program's
+/// True when extern node `n` is a pooling op returning one tensor (max_pool2d without indices,
+/// avg_pool2d, adaptive_avg_pool2d) whose values do not depend on its input's strides: the runtime hands it the program's
 /// channels-last conv result as it is instead of a copy in eager's layout.
 bool takesAnyLayout(const core::Node& n);
 

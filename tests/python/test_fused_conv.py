@@ -248,3 +248,17 @@ def test_pooling_program_marks_the_extern():
     assert any(line.startswith("extern #") and line.endswith("(arguments in the program's layout)")
                for line in lines), f.report["program"]
     close(f(x, w), fn(x, w))
+
+
+def test_max_pool_with_indices_keeps_eagers_layout():
+    # a tuple result: its items are not re-laid out by the program, so the pool gets its input
+    # in eager's layout (a copy of the channels-last conv result) and is not marked
+    w = torch.randn(8, 3, 3, 3)
+    x = torch.randn(2, 3, 12, 12)
+    fn = lambda t, w: (lambda p: (p[0] + 1, p[1]))(  # noqa: E731
+        F.max_pool2d(F.relu(F.conv2d(t, w, None, 1, 1)), 2, return_indices=True))
+    f = _program(fn, x, w)
+    assert "(arguments in the program's layout)" not in f.report["program"], f.report["program"]
+    got, want = f(x, w), fn(x, w)
+    close(got[0], want[0])
+    assert torch.equal(got[1], want[1]) and got[1].stride() == want[1].stride()
