@@ -530,8 +530,10 @@ class FusedFn final : public core::CompiledGraphFn {
   bool runExtern(const codegen::Step& s, Frame& f) const {
     const core::NodeRef& n = graph_.body()[s.node];
     // ATen sees its inputs in eager's layout (the recorded strides): a view of a kernel buffer
-    // the program laid out otherwise would fail, or see other elements.
-    auto value = [&](const core::NodeRef& a) { return outputOf(a, f); };
+    // the program laid out otherwise would fail, or see other elements. A pooling op, whose
+    // values do not depend on strides (Step::programLayout), takes the program's buffer as it
+    // is: resnet18's stem conv result (8x64x112x112 channels-last) is not copied to NCHW first.
+    auto value = [&](const core::NodeRef& a) { return s.programLayout ? valueOf(a, f) : outputOf(a, f); };
     std::vector<core::PyObjectRef> args;
     for (const core::Arg& a : n->args()) args.push_back(core::argToPython(a, value));
     core::PyObjectRef kwargs = core::PyObjectRef::steal(core::checkPy(PyDict_New()));

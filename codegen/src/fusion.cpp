@@ -167,6 +167,7 @@ class Fuser {
         st.result = it.result;
         st.conv = it.conv;
         st.matmul = it.matmul;
+        st.programLayout = it.programLayout;
       }
       p.steps.push_back(st);
     }

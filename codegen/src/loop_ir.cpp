@@ -274,6 +274,7 @@ std::string printProgram(const Program& p) {
     if (!s.isKernel) {
       o << "extern #" << s.node;
       if (s.result >= 0) o << " -> b" << s.result;
+      if (s.programLayout) o << "   (arguments in the program's layout)";
       o << "\n";
       continue;
     }

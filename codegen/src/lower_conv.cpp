@@ -8,6 +8,9 @@
 //     -> one step: conv(x, w * s, (b - mean) * s + bias) with s = weight / sqrt(running_var + eps)
 //   relu(conv or folded batch_norm), F.relu(.., inplace=True), relu_
 //     -> the step's post-op: oneDNN applies it as it writes the conv's output
+//   F.max_pool2d (no indices) / avg_pool2d / adaptive_avg_pool2d of a conv's channels-last result
+//     -> an extern call on the result as it is (ATen pools channels-last input into
+//        channels-last output), not on a copy in eager's NCHW layout
 #include <algorithm>
 #include <unordered_map>
 
@@ -163,6 +166,37 @@ bool isReluOf(const core::Node& relu, const core::Node& input) {
   }
   const auto& m = relu.meta().tensor;
   return m && m->dtype == "torch.float32";
+}
+
+bool takesAnyLayout(const core::Node& n) {
+  // The result's values are the same whatever the input's strides (a window's maximum or mean
+  // over the same elements), and ATen keeps a channels-last input's layout in its result. Only
+  // ops that return one tensor: max_pool2d with return_indices and the ATen *_with_indices forms
+  // (training graphs) return a tuple whose items the program does not re-lay out, so they keep
+  // eager's layout.
+  static const char* const kOps[] = {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d"};
+  if (n.op() != core::NodeOp::kCallFunction) return false;
+  const core::Target& t = n.target();
+  std::string name;
+  if (t.kind() == core::TargetKind::kAtenOp) {
+    const std::string& s = t.schemaName();  // aten::avg_pool2d, aten::_adaptive_avg_pool2d, ...
+    if (s.rfind("aten::", 0) != 0) return false;
+    name = s.substr(6, s.find('.') == std::string::npos ? std::string::npos : s.find('.') - 6);
+  } else {
+    const std::string& q = t.qualifiedName();  // torch.nn.functional.max_pool2d, torch.max_pool2d
+    std::string prefix = q.substr(0, q.rfind('.') + 1);
+    if (prefix != "torch." && prefix != "torch.nn.functional." && prefix != "torch._C._nn.") return false;
+    name = q.substr(q.rfind('.') + 1);
+  }
+  if (std::find(std::begin(kOps), std::end(kOps), name) == std::end(kOps)) return false;
+  if (name != "max_pool2d") return true;
+  // F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+  auto indices = [](const core::Arg& a) { return a.kind() != core::ArgKind::kBool || a.asBool(); };
+  if (n.args().size() > 6 && indices(n.args()[6])) return false;
+  for (const auto& [k, v] : n.kwargs()) {
+    if (k == "return_indices" && indices(v)) return false;
+  }
+  return true;
 }
 
 }  // namespace dynamo::codegen::detail

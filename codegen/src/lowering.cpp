@@ -480,6 +480,7 @@ class Lowerer final : public LoweringContext {
     it.extern_ = true;
     it.node = i;
     it.barrier = barrier;
+    it.programLayout = !barrier && takesAnyLayout(*n);
     n->forEachInput([&](const core::NodeRef& a0) {
       externRead_.insert(a0.get());
       const core::NodeRef& a = resolve(a0);

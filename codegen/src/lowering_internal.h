@@ -60,6 +60,7 @@ struct Item {
   int conv = -1;           ///< extern: a conv step (Program::convs) rather than a call
   int matmul = -1;         ///< extern: a matmul step (Program::matmuls) rather than a call
   bool barrier = false;    ///< extern that may mutate memory: fusion does not cross it
+  bool programLayout = false;  ///< extern: takes its arguments in the program's layout (Step)
   std::vector<int> reads;  ///< extern: buffers it takes as arguments
 };
 
@@ -138,6 +139,10 @@ std::optional<BatchNormMatch> matchEvalBatchNorm(const core::Node& bn, const cor
 /// True when `relu` is a float32 relu of `input` (relu, F.relu with or without inplace, relu_):
 /// a conv step applies it as a post-op.
 bool isReluOf(const core::Node& relu, const core::Node& input);
+/// True when extern node `n` is a pooling op returning one tensor (max_pool2d without indices,
+/// avg_pool2d, adaptive_avg_pool2d) whose values do not depend on its input's strides: the runtime hands it the program's
+/// channels-last conv result as it is instead of a copy in eager's layout.
+bool takesAnyLayout(const core::Node& n);
 
 /// A matrix product node the generator runs as a matmul step (lower_matmul.cpp).
 struct MatmulMatch {

@@ -206,3 +206,59 @@ def test_hardtanh_keeps_nan_and_bounds_as_eager():
         got, want = dynamo.optimize("fused")(f)(y), f(y)
         assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num())
         dynamo.reset()
+
+
+def test_pooling_reads_the_conv_result_in_its_channels_last_layout():
+    # resnet18's stem: conv-bn-relu, then max_pool2d (an extern): the pool takes the conv step's
+    # channels-last buffer as it is and returns channels-last, so neither the conv's result nor
+    # the pool's is copied between layouts (before: 8x64x112x112 to NCHW, 8x64x56x56 back)
+    m = conv_bn(cin=3, cout=16, stride=2, padding=1)
+    x = torch.randn(2, 3, 33, 31)
+
+    def f(t):
+        y = F.max_pool2d(F.relu(m(t)), 3, 2, 1)
+        z = y * 2 - 1
+        return z, F.adaptive_avg_pool2d(z.relu(), 1).flatten(1), F.avg_pool2d(y.relu(), 2), y
+
+    fused = dynamo.optimize("fused")(f)
+    with torch.no_grad():
+        want = f(x)
+        got = fused(x)
+        for g, w in zip(got, want):
+            close(g, w)
+            assert g.stride() == w.stride()      # eager's layout for what the user sees
+        with torch.profiler.profile(record_shapes=True) as prof:
+            fused(x)
+    conv_out, pooled = [2, 16, 17, 16], [2, 16, 9, 8]
+    assert list(want[3].shape) == pooled
+    copies = [e.input_shapes[0] for e in prof.events() if e.name == "aten::copy_"]
+    assert conv_out not in copies, copies
+    # of the pool's shape only the graph outputs z and y, handed back in eager's layout
+    assert copies.count(pooled) == 2, copies
+    pools = [e.input_shapes[0] for e in prof.events() if e.name == "aten::max_pool2d"]
+    assert pools == [conv_out]
+
+
+def test_pooling_program_marks_the_extern():
+    w = torch.randn(8, 3, 3, 3)
+    x = torch.randn(2, 3, 12, 12)
+    fn = lambda t, w: F.max_pool2d(F.relu(F.conv2d(t, w, None, 1, 1)), 2) + 1  # noqa: E731
+    f = _program(fn, x, w)
+    lines = f.report["program"].splitlines()
+    assert any(line.startswith("extern #") and line.endswith("(arguments in the program's layout)")
+               for line in lines), f.report["program"]
+    close(f(x, w), fn(x, w))
+
+
+def test_max_pool_with_indices_keeps_eagers_layout():
+    # a tuple result: its items are not re-laid out by the program, so the pool gets its input
+    # in eager's layout (a copy of the channels-last conv result) and is not marked
+    w = torch.randn(8, 3, 3, 3)
+    x = torch.randn(2, 3, 12, 12)
+    fn = lambda t, w: (lambda p: (p[0] + 1, p[1]))(  # noqa: E731
+        F.max_pool2d(F.relu(F.conv2d(t, w, None, 1, 1)), 2, return_indices=True))
+    f = _program(fn, x, w)
+    assert "(arguments in the program's layout)" not in f.report["program"], f.report["program"]
+    got, want = f(x, w), fn(x, w)
+    close(got[0], want[0])
+    assert torch.equal(got[1], want[1]) and got[1].stride() == want[1].stride()

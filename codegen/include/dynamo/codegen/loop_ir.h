@@ -194,6 +194,10 @@ struct Step {
   int result = -1;         ///< extern: the buffer its tensor result fills, or -1
   int conv = -1;           ///< extern: a conv step (index in Program::convs), not a call
   int matmul = -1;         ///< extern: a matmul step (index in Program::matmuls), not a call
+  /// extern: an op whose values do not depend on its inputs' strides (pooling): it takes its
+  /// tensor arguments in the program's layout (a channels-last conv result as it is), not in
+  /// eager's recorded one, so no copy is made before the call
+  bool programLayout = false;
 };
 
 /// The lowered graph.
