@@ -779,8 +779,13 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
                             : request.function + "@" + request.where.file + ":" + std::to_string(request.where.line);
   for (const codegen::Kernel& k : program.kernels) {
     if (options.cudaHostShim) {
-      jobs.push_back({codegen::emitCuda(k, program), k.name + "_host", {"-DDYN_HOST_SHIM", "-x", "c++"}});
-      sizeParams.emplace_back();
+      // The CUDA kernel's sizes are parameters as the C++ one's; its shim always reads the array
+      // (a static kernel gets one unused value).
+      codegen::SizedKernel sized =
+          codegen::sizeKernel(codegen::splitMarked(codegen::emitCudaMarked(k, program)), scope, options.sizeParams);
+      jobs.push_back({std::move(sized.source), k.name + "_host", {"-DDYN_HOST_SHIM", "-x", "c++"}});
+      if (sized.params.empty()) sized.params.push_back(0);
+      sizeParams.push_back(std::move(sized.params));
     } else {
       codegen::SizedKernel sized =
           codegen::sizeKernel(codegen::splitMarked(codegen::emitCppMarked(k, program)), scope, options.sizeParams);

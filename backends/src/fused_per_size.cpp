@@ -9,20 +9,29 @@
 //   later calls with it: that signature's FusedFn
 //
 // The function is compiled once (one cache entry); per size only the lowering runs, and the C++
-// compiler only for kernels whose text is new. A graph that cannot run on meta tensors (an op
+// compiler only for kernels whose text is new. Before the first size is compiled, the graph is
+// also lowered (not compiled) once at probe sizes, every dynamic dimension (a plain symbol in the
+// placeholders' TensorMeta::symShape) one larger: the integers that move with the sizes are then
+// parameters already in the first size's kernels, so the second size (mark_dynamic,
+// dynamic=True) reuses them instead of compiling its own. A graph that cannot run on meta tensors (an op
 // without a meta kernel, a value read from data) runs that signature on the eager runner,
 // exact, and says why (DYNAMO_LOGS=fusion).
 #include <Python.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "backends_internal.h"
 #include "dynamo/backends/fused.h"
+#include "dynamo/codegen/emit.h"
+#include "dynamo/codegen/kernel_template.h"
+#include "dynamo/codegen/lowering.h"
 #include "dynamo/core/compile_sink.h"
 #include "dynamo/core/graph.h"
 #include "dynamo/core/graph_python.h"
@@ -162,7 +171,12 @@ core::Graph graphAtSizes(const core::Graph& g, PyObject* const* inputs, size_t c
     try {
       if (isTensor(inputs[i])) {
         values[in.get()] = metaLike(inputs[i]);
-        if (m.tensor) m.tensor = core::tensorMetaOf(inputs[i]);
+        if (m.tensor) {  // the input's sizes and strides; the captured device (a probe's is "meta")
+          core::TensorMeta t = core::tensorMetaOf(inputs[i]);
+          t.device = m.tensor->device;
+          t.requiresGrad = m.tensor->requiresGrad;
+          m.tensor = std::move(t);
+        }
       } else {
         values[in.get()] = PyObjectRef::borrow(inputs[i]);
       }
@@ -196,6 +210,79 @@ core::Graph graphAtSizes(const core::Graph& g, PyObject* const* inputs, size_t c
   return b.build();
 }
 
+// A dimension's size expression that is one symbol ("s0"), not an expression ("2*s0").
+bool plainSymbol(const std::string& e) {
+  if (e.empty()) return false;
+  for (char c : e)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+// Meta tensors (new refs) standing for `examples` at probe sizes: each dynamic dimension's
+// symbol one larger than its example (one value per symbol: duck-sized dimensions stay equal),
+// contiguous; inputs without a dynamic dimension as they are. Empty when the graph has no
+// dynamic dimension, or one the probe cannot vary alone (an expression, a strided input).
+std::vector<PyObjectRef> probeInputs(const core::Graph& g, const std::vector<PyObject*>& examples) {
+  std::map<std::string, int64_t> probe;  // symbol -> its probe size
+  std::vector<PyObjectRef> out;
+  for (size_t i = 0; i < examples.size() && i < g.inputs().size(); ++i) {
+    const auto& t = g.inputs()[i]->meta().tensor;
+    if (!t || t->symShape.empty()) {
+      out.push_back(PyObjectRef::borrow(examples[i]));
+      continue;
+    }
+    if (t->symShape.size() != t->shape.size()) return {};
+    PyObjectRef contiguous =
+        PyObjectRef::steal(core::checkPy(PyObject_CallMethod(examples[i], "is_contiguous", nullptr)));
+    if (contiguous.get() != Py_True) return {};
+    PyObjectRef shape = PyObjectRef::steal(core::checkPy(PyTuple_New(static_cast<Py_ssize_t>(t->shape.size()))));
+    for (size_t d = 0; d < t->shape.size(); ++d) {
+      const std::string& e = t->symShape[d];
+      if (!e.empty() && !plainSymbol(e)) return {};
+      int64_t size = e.empty() ? t->shape[d] : probe.try_emplace(e, t->shape[d] + 1).first->second;
+      PyTuple_SET_ITEM(shape.get(), static_cast<Py_ssize_t>(d), core::checkPy(PyLong_FromLongLong(size)));  // steals
+    }
+    PyObjectRef dtype = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(examples[i], "dtype")));
+    PyObjectRef fn = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(torchModule(), "empty")));
+    PyObjectRef args = PyObjectRef::steal(core::checkPy(PyTuple_Pack(1, shape.get())));
+    PyObjectRef kwargs = PyObjectRef::steal(core::checkPy(PyDict_New()));
+    PyObjectRef meta = PyObjectRef::steal(core::checkPy(PyUnicode_FromString("meta")));
+    if (PyDict_SetItemString(kwargs.get(), "dtype", dtype.get()) < 0 ||
+        PyDict_SetItemString(kwargs.get(), "device", meta.get()) < 0) {
+      throw core::PythonError{};
+    }
+    out.push_back(PyObjectRef::steal(core::checkPy(PyObject_Call(fn.get(), args.get(), kwargs.get()))));
+  }
+  if (probe.empty()) return {};
+  return out;
+}
+
+// Lowers g at probe sizes (no C++ compile) and registers its kernels' templates in `scope`'s
+// families as a parametrised lowering: the integers that differ from the first size's are marked
+// dynamic before that size's kernels are printed. Returns how many kernels it registered (0: no
+// probe: no dynamic dimension it can vary, or the graph does not run on meta tensors at the
+// probe sizes; the first size's kernels then have literal sizes, as before).
+size_t probeFamilies(const core::Graph& g, const std::vector<PyObject*>& examples, const std::string& scope,
+                     const std::string& function) {
+  std::vector<PyObjectRef> probe = probeInputs(g, examples);
+  if (probe.empty()) return 0;
+  std::vector<PyObject*> raw;
+  for (const PyObjectRef& p : probe) raw.push_back(p.get());
+  std::optional<core::Graph> sized;
+  try {
+    sized = graphAtSizes(g, raw.data(), raw.size());
+  } catch (const Error& e) {
+    if (fusionLog())
+      std::fprintf(stderr, "[dynamo fusion] %s: no probe lowering (the first size's kernels keep literal sizes): %s\n",
+                   function.c_str(), e.what());
+    return 0;
+  }
+  codegen::Program program = codegen::lowerGraph(*sized, {});  // the options compileFused uses outside autograd
+  for (const codegen::Kernel& k : program.kernels)
+    codegen::sizeKernel(codegen::splitMarked(codegen::emitCppMarked(k, program)), scope, true);
+  return program.kernels.size();
+}
+
 class EagerRunnerFn final : public core::CompiledGraphFn {
  public:
   explicit EagerRunnerFn(const core::Graph& g) : runner_(g) {}
@@ -218,6 +305,13 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
   /// Compiles for the example inputs now (the captured graph has their meta).
   void prime(const std::vector<PyObject*>& examples) const {
     std::string key = inputSignature(examples.data(), examples.size());
+    if (!PyErr_Occurred()) {
+      try {
+        probeFamilies(graph_, examples, options_.sizeScope, function_);
+      } catch (const core::PythonError&) {
+        PyErr_Clear();  // the probe is an optimisation: without it the first size has literal sizes
+      }
+    }
     std::vector<PyObjectRef> ex;
     for (PyObject* e : examples) ex.push_back(PyObjectRef::borrow(e));
     core::BackendRequest r{graph_, ex, function_, where_, suppress_};

@@ -30,6 +30,7 @@ std::string familyKey(const KernelTemplate& t, const std::string& scope) {
   std::string key = scope;
   key += '\0';
   key += std::to_string(t.argIndex);
+  key += t.paramsArgument ? 'c' : 'a';
   for (size_t i = 0; i < t.text.size(); ++i) {
     key += i < t.isDouble.size() && t.isDouble[i] ? kSizeDouble : kSizeIntOpen;
     key += t.text[i];
@@ -63,8 +64,10 @@ KernelTemplate splitMarked(const std::string& marked) {
     size_t end = marked.find(close, i + 1);
     DYNAMO_INTERNAL_ASSERT(end != std::string::npos, "kernel template: unterminated mark at ", i);
     std::string digits = marked.substr(i + 1, end - i - 1);
-    bool isDouble = !digits.empty() && digits.back() == kSizeDouble;
+    bool isDouble = c == kSizeIntOpen && !digits.empty() && digits.back() == kSizeDouble;
     if (isDouble) digits.pop_back();
+    bool argument = c == kParamsOpen && !digits.empty() && digits.front() == kParamsArgument;
+    if (argument) digits.erase(0, 1);
     int64_t v = std::stoll(digits);
     if (c == kSizeIntOpen) {
       t.text.push_back(std::move(piece));
@@ -72,8 +75,10 @@ KernelTemplate splitMarked(const std::string& marked) {
       t.ints.push_back(v);
       t.isDouble.push_back(isDouble);
     } else {
-      DYNAMO_INTERNAL_ASSERT(t.argIndex < 0, "kernel template: two parameter marks");
+      DYNAMO_INTERNAL_ASSERT(t.argIndex < 0 || (t.argIndex == v && t.paramsArgument == argument),
+                             "kernel template: parameter marks for two arrays");
       t.argIndex = static_cast<int>(v);
+      t.paramsArgument = argument;
       piece += kParamsOpen;
     }
     i = end;
@@ -99,7 +104,9 @@ std::string renderTemplate(const KernelTemplate& t, const std::vector<bool>& dyn
       continue;
     }
     std::string name = "dyn_s" + std::to_string(next), at = "dyn_p[" + std::to_string(next) + "]";
-    if (t.isDouble[i]) {
+    if (t.isDouble[i] && t.paramsArgument) {  // CUDA: NVRTC has no __builtin_memcpy (emitCuda's helper)
+      decls += "  const double " + name + " = dyn_bits_double(" + at + ");\n";
+    } else if (t.isDouble[i]) {
       decls += "  double " + name + ";\n  __builtin_memcpy(&" + name + ", &" + at + ", 8);\n";
     } else {
       decls += "  const long long " + name + " = " + at + ";\n";
@@ -110,11 +117,12 @@ std::string renderTemplate(const KernelTemplate& t, const std::vector<bool>& dyn
   }
   if (next > 0) {
     DYNAMO_INTERNAL_ASSERT(t.argIndex >= 0, "kernel template: size parameters but no parameter mark");
-    decls = "  const long long* __restrict__ dyn_p = (const long long*)args[" + std::to_string(t.argIndex) +
-            "];  // this size's integers\n" + decls;
+    std::string array = t.paramsArgument ? std::string(kParamsArgumentName)
+                                          : "(const long long*)args[" + std::to_string(t.argIndex) + "]";
+    decls = "  const long long* __restrict__ dyn_p = " + array + ";  // this size's integers\n" + decls;
   }
-  size_t at = body.find(kParamsOpen);
-  if (at != std::string::npos) body.replace(at, 1, decls);
+  for (size_t at = body.find(kParamsOpen); at != std::string::npos; at = body.find(kParamsOpen, at + decls.size()))
+    body.replace(at, 1, decls);
   return body;
 }
 

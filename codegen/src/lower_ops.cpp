@@ -238,6 +238,14 @@ std::optional<LValue> pointwise(std::vector<LValue> ops, DType compute, DType ou
     *why = "shapes do not broadcast";
     return std::nullopt;
   }
+  // Numbers travel as doubles: an integer scalar from 2^53 on may have lost its low bits (ATen uses
+  // the exact int64), so integer arithmetic with one stays an extern call.
+  for (const LValue& v : ops) {
+    if (isNumber(v) && !isFloating(compute) && compute != DType::kBool && std::fabs(v.number) >= 9007199254740992.0) {
+      *why = "an integer scalar beyond 2^53 (not exact as a double)";
+      return std::nullopt;
+    }
+  }
   LValue r;
   r.kind = LValue::Kind::kTensor;
   r.dtype = out;
@@ -408,6 +416,22 @@ std::optional<LValue> lowerPow(const Bound& b, const Ctx& c) {
   }, c.why);
 }
 
+// Whether the scalar `v` converts to `t` the way ATen's checked scalar conversion accepts (clamp
+// bounds and where's scalar operands raise "value cannot be converted to type int without
+// overflow" otherwise; an extern call raises it as eager does). NaN fits only floating types.
+bool scalarFits(double v, DType t) {
+  if (isFloating(t)) return true;
+  if (std::isnan(v)) return false;
+  switch (t) {
+    case DType::kBool: return true;
+    case DType::kUInt8: return v >= 0 && v <= 255;
+    case DType::kInt8: return v >= -128 && v <= 127;
+    case DType::kInt16: return v >= -32768 && v <= 32767;
+    case DType::kInt32: return v >= -2147483648.0 && v <= 2147483647.0;
+    default: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+  }
+}
+
 std::optional<LValue> lowerClamp(const std::string& op, const Bound& b, const Ctx& c) {
   if (!b.has("self") || !isTensor(b.get("self")) || !c.out || *c.out != b.get("self").dtype ||
       *c.out == DType::kBool) {
@@ -419,6 +443,11 @@ std::optional<LValue> lowerClamp(const std::string& op, const Bound& b, const Ct
   if (!hasMin && !hasMax) return none(c, "clamp without bounds");
   double lo = hasMin ? b.get("min").number : 0, hi = hasMax ? b.get("max").number : 0;
   DType t = *c.out;
+  // A NaN bound makes every element NaN in ATen (max/min below would keep x); an integer tensor's
+  // out-of-range bound raises there. Both stay extern calls.
+  if ((hasMin && (std::isnan(lo) || !scalarFits(lo, t))) || (hasMax && (std::isnan(hi) || !scalarFits(hi, t)))) {
+    return none(c, "a NaN clamp bound or one outside the tensor's dtype");
+  }
   return pointwise({b.get("self")}, t, t, [=](const std::vector<E>& v) {
     E r = v[0];
     if (hasMin) r = bin(BinaryOp::kMax, r, num(t, lo));
@@ -459,6 +488,9 @@ std::optional<LValue> lowerWhere(const Bound& b, const Ctx& c) {
   auto rt = resultType({&x, &y});
   if (!rt || *rt != *c.out) return none(c, "dtype");
   DType t = *c.out;
+  for (const LValue* v : {&x, &y}) {
+    if (isNumber(*v) && !scalarFits(v->number, t)) return none(c, "a scalar outside the result's dtype");
+  }
   LValue cnd = cond;
   return pointwise({cnd, x, y}, t, t, [](const std::vector<E>& v) {
     return ExprNode::makeWhere(ExprNode::makeCast(DType::kBool, v[0]), v[1], v[2]);

@@ -199,3 +199,52 @@ TEST_CASE("a mean over a dimension that varies divides by its count as a paramet
     }
   }
 }
+
+TEST_CASE("a CUDA template reads its parameters from the kernel parameter, in the kernel and its shim") {
+  std::string t = std::string("__global__ void k(float* b0, const long long* dyn_params) {\n") + kParamsOpen + "c1" +
+                  kParamsClose + "  a(" + kSizeIntOpen + "8" + kSizeIntClose + ");\n}\nvoid k_host(void* const* args) {\n" +
+                  kParamsOpen + "c1" + kParamsClose + "  b(" + kSizeIntOpen + "8" + kSizeIntClose + ");\n}\n";
+  KernelTemplate kt = splitMarked(t);
+  CHECK(kt.argIndex == 1);
+  CHECK(kt.paramsArgument);
+  std::vector<int64_t> params;
+  std::string src = renderTemplate(kt, {true, true}, &params);
+  CHECK(params == std::vector<int64_t>{8, 8});
+  // Each function declares the array from dyn_params (no args[] in a CUDA kernel).
+  size_t first = src.find("dyn_p = dyn_params;"), second = src.find("dyn_p = dyn_params;", first + 1);
+  CHECK(first != std::string::npos);
+  CHECK(second != std::string::npos);
+  CHECK(src.find("args[1]") == std::string::npos);
+  CHECK_THROWS_WITH(splitMarked(t + kParamsOpen + "2" + kParamsClose), Catch::Matchers::Contains(
+                                                                             "kernel template: parameter marks for two arrays"));
+}
+
+TEST_CASE("a CUDA mean parametrised by its row length runs through the host shim at every size") {
+  const std::string scope = "unit-test-cuda-mean";
+  Program ref = rowMeanAt(6);
+  REQUIRE(ref.kernels.size() == 1);
+  CHECK(sizeKernel(splitMarked(emitCudaMarked(ref.kernels[0], ref)), scope, false).source == emitCuda(ref.kernels[0], ref));
+  std::string source;
+  KernelFn fn = nullptr;
+  for (int64_t cols : {7, 13, 3, 100}) {
+    Program p = rowMeanAt(cols);
+    REQUIRE(p.kernels.size() == 1);
+    SizedKernel k = sizeKernel(splitMarked(emitCudaMarked(p.kernels[0], p)), scope, true);
+    if (source.empty()) {
+      source = k.source;
+      CHECK(source.find("dyn_bits_double(dyn_p[") != std::string::npos);  // the mean's 1 / count
+      fn = reinterpret_cast<KernelFn>(
+          compileKernels({{k.source, p.kernels[0].name + "_host", {"-DDYN_HOST_SHIM", "-x", "c++"}}})[0].symbol);
+    }
+    CHECK(k.source == source);
+    std::vector<float> x(4 * cols), y(4, -1.f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.5f;
+    void* args[] = {x.data(), y.data(), k.params.data()};
+    fn(args);
+    for (int64_t r = 0; r < 4; ++r) {
+      float s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += x[r * cols + c];
+      CHECK(y[r] == s / static_cast<float>(cols));
+    }
+  }
+}

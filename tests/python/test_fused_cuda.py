@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from fused_harness import fused  # noqa: E402
+from fused_harness import aten_graph, fused  # noqa: E402
 
 import dynamo._C as C  # noqa: E402
 
@@ -71,3 +71,49 @@ def test_gpu_execution():
         pytest.skip("no CUDA device here (torch.cuda.is_available() is False): launching the fused "
                     "kernels through the driver API is not built yet; CUBINs are checked above")
     pytest.skip("a GPU is present but the CUDA launch path of the fused backend is not built yet")
+
+
+# Lowered at three sizes in one size scope: the first lowering is the family's reference (literal
+# sizes), the second and third take the sizes that moved from `dyn_params`, with the same text.
+SIZED = {
+    "softmax": (lambda x: torch.softmax(x, -1), lambda n: (torch.randn(n, 40),)),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (24,), w, b), lambda n: (torch.randn(n, 24), torch.randn(24), torch.randn(24))),
+    "sum_mean": (lambda x: (x.sum(1), x.mean(0, keepdim=True), x.amax(1)), lambda n: (torch.randn(n, 7, dtype=torch.float64),)),
+    "chain_2d": (lambda x, y: ((x * 2 + y).relu().sigmoid() - 0.5).tanh(), lambda n: (torch.randn(n, 2 * n + 1), torch.randn(2 * n + 1))),
+}
+
+
+def _sized_sources(case, scope):
+    fn, make = SIZED[case]
+    sources = []
+    for n in (6, 9, 23):
+        torch.manual_seed(n)
+        inputs = make(n)
+        _, g = aten_graph(fn, *inputs)
+        f = C._codegen.compile(g.serialize(), list(inputs), cuda_host_shim=True, size_scope=scope)
+        got, want = f(*inputs), fn(*inputs)
+        got = got if isinstance(got, (tuple, list)) else [got]
+        want = want if isinstance(want, (tuple, list)) else [want]
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        sources.append({k["name"]: k["source"] for k in f.report["kernels"]})
+    return sources
+
+
+@pytest.mark.parametrize("case", sorted(SIZED))
+def test_cuda_kernels_read_the_sizes_that_vary_from_a_parameter_array(case):
+    sources = _sized_sources(case, f"test_fused_cuda.sized:{case}")
+    assert sources[1] == sources[2]  # one CUDA source (one NVRTC compile) for sizes 9 and 23
+    assert sources[0] != sources[1]  # size 6: the reference, literal sizes
+    assert all("dyn_p[0]" in s for s in sources[1].values()), sources[1]
+    assert not any("dyn_p[" in s for s in sources[0].values())
+
+
+@pytest.mark.skipif(not nvrtc_ok, reason=f"NVRTC not available: {nvrtc_info}")
+@pytest.mark.parametrize("case", sorted(SIZED))
+def test_parametrised_cuda_kernels_compile_with_nvrtc(case):
+    sources = _sized_sources(case, f"test_fused_cuda.nvrtc:{case}")
+    for name, src in sources[2].items():
+        ok, log, cubin = C._codegen.nvrtc_compile(src, name, "sm_80")
+        assert ok, f"{log}\n{src}"
+        assert name in C._codegen.cubin_functions(cubin)[1]

@@ -137,7 +137,7 @@ bool isTorchOp(PyObject* callable) {
 PyObject* binaryOperator(int nbOp, std::string* name) {
   static const char* kNames[] = {"add",     "and_", "floordiv", "lshift", "matmul",
                                  "mul",     "mod",  "or_",      "pow",    "rshift",
-                                 "sub",     "truediv", "xor_"};
+                                 "sub",     "truediv", "xor"};
   static const char* kInplace[] = {"iadd",  "iand", "ifloordiv", "ilshift", "imatmul",
                                    "imul",  "imod", "ior",       "ipow",    "irshift",
                                    "isub",  "itruediv", "ixor"};

@@ -49,25 +49,27 @@ def _default_compiler(graph):
 #: The function (and line) whose forward / backward graph is being compiled, set around the
 #: compilers' calls (the backward compile comes later, at the first backward): kernels whose text
 #: repeats across compiles of one scope (the function traced at other sizes) take the sizes that
-#: differ as parameters, so one C++ compile serves them (docs/dynamic-shapes.md).
-_SIZE_SCOPE = ""
+#: differ as parameters, so one C++ compile serves them (docs/dynamic-shapes.md). Kept per thread
+#: (_local.size_scope): two threads compiling at once must not see each other's scope.
+def _size_scope():
+    return getattr(_local, "size_scope", "")
 
 
 def _fused_compiler(kind):
     def compile_fused(graph):
-        scope = f"{_SIZE_SCOPE}:{kind}" if _SIZE_SCOPE else ""
+        outer = _size_scope()
+        scope = f"{outer}:{kind}" if outer else ""
         return _C._codegen.compile(graph.serialize(), [], inside_autograd=True, name=kind, size_scope=scope)
     return compile_fused
 
 
 def _scoped(compiler, scope):
     def scoped(graph):
-        global _SIZE_SCOPE
-        saved, _SIZE_SCOPE = _SIZE_SCOPE, scope
+        saved, _local.size_scope = _size_scope(), scope
         try:
             return compiler(graph)
         finally:
-            _SIZE_SCOPE = saved
+            _local.size_scope = saved
     return scoped
 
 

@@ -10,7 +10,8 @@
 //   lowering at size A:  text T, ints [64, 16, 1024, 1]
 //   lowering at size B:  text T, ints [64, 48, 3072, 1]     same T: same kernel family
 //   source:  T with ints 0 and 3 as literals, ints 1 and 2 as `dyn_s0`, `dyn_s1`, read from a
-//            `const long long*` passed as one more kernel argument (args[n] after the buffers)
+//            `const long long*` passed as one more kernel argument (args[n] after the buffers;
+//            a CUDA kernel's last parameter, `dyn_params`)
 //
 // A family is keyed by (scope, text); it remembers the first lowering's integers (the
 // reference) and which integers have differed from them so far. A kernel of that family is
@@ -37,6 +38,12 @@ inline constexpr char kSizeIntClose = '\x02';
 inline constexpr char kSizeDouble = 'd';
 inline constexpr char kParamsOpen = '\x03';
 inline constexpr char kParamsClose = '\x04';
+/// Before a parameter mark's index: the array is the kernel parameter kParamsArgumentName (a CUDA
+/// kernel's), not args[index] (a C++ kernel's `void* const* args`). A template may have several
+/// parameter marks (the CUDA kernel and its host shim), all for the same array: each gets the
+/// declarations.
+inline constexpr char kParamsArgument = 'c';
+inline constexpr const char* kParamsArgumentName = "dyn_params";
 
 /// A marked kernel source split into text and integers.
 struct KernelTemplate {
@@ -45,6 +52,7 @@ struct KernelTemplate {
   std::vector<int64_t> ints;      ///< the size integers, in print order (a double: its bits)
   std::vector<bool> isDouble;     ///< per integer: a double constant (kSizeDouble)
   int argIndex = -1;              ///< the kernel argument that holds the parameter array
+  bool paramsArgument = false;    ///< the array is the parameter `dyn_params` (CUDA), not args[]
 };
 
 /// Splits marked source (the emitter's). Internal error on malformed marks.
