@@ -5,8 +5,9 @@ Run from the repository root (docs/performance.md has the figures and the load):
     PYTHONPATH=build/python /usr/bin/python3 bench/fused_compile_phases.py mlp_train cnn_train
 
 One process, one fresh kernel cache ($DYNAMO_KERNEL_CACHE, a new temporary directory). Each case
-is compiled twice: cold (its kernels compiled) and warm (a new module and a new compiled function,
-the kernels found in the cache). The one-time imports of the trace (functorch's make_fx pulls in
+is compiled three times: cold (its kernels compiled), warm without the whole-graph cache
+(DYNAMO_GRAPH_CACHE=0: a new module and a new compiled function, the kernels found in the cache,
+the AOT trace redone) and warm (the AOT layer's result read back from the whole-graph cache). The one-time imports of the trace (functorch's make_fx pulls in
 sympy on torch 1.13) are done before any timing. Prints, per compile, the first call's time and
 the AOT phases of the training cases (the record's phases_ms: trace, import, partition,
 compile_forward; inference cases run without autograd and skip the AOT layer). Nothing is
@@ -43,7 +44,8 @@ def main(cases):
     for case in cases:
         eager, inputs, *train = fused.CASES[case]
         torch.set_grad_enabled(bool(train))  # as bench/fused.py: inference cases without autograd
-        for kind in ("cold", "warm"):
+        for kind, graph_cache in (("cold", "1"), ("warm, no graph cache", "0"), ("warm", "1")):
+            os.environ["DYNAMO_GRAPH_CACHE"] = graph_cache
             args = inputs()
             fn = train[0]() if train else dynamo.optimize("fused")(eager)
             _phases.clear()

@@ -52,7 +52,9 @@ def row(label, rows):
     cold = next(r for r in rows if r.get("cache") == "cold")
     warm = next(r for r in rows if r.get("cache") == "warm")
     anchor = next((r for r in rows if "anchor" in r), None)
-    expands = ", ".join(f"{e['ms']:.0f}" for e in cold["expand"]) or "-"
+    # shown (the first paint showing the module open: provisional when marked *) / Graphviz's
+    expands = ", ".join(f"{e['shown_ms']:.0f}{'*' if e['provisional'] else ''} / {e['ms']:.0f}"
+                        for e in cold["expand"]) or "-"
     block = max(cold["max_ui_block_ms"], warm["max_ui_block_ms"])
     if anchor is None:
         anchor_text, ratio = "-", "-"
@@ -78,7 +80,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     build = os.path.abspath(a.build)
     lines = ["| graph | nodes | boxes drawn | first paint, cold (ms) | first paint, warm (ms) | "
-             "3 expands, cold (ms) | search (ms) | max UI block (ms) | Graphviz, all nodes | ratio |",
+             "3 expands, cold: shown / Graphviz (ms; * provisional) | search (ms) | max UI block (ms) | Graphviz, all nodes | ratio |",
              "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     timeout = ["--anchor-timeout", str(a.anchor_timeout)]
     with tempfile.TemporaryDirectory() as tmp:

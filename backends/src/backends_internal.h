@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dynamo/core/backend.h"
+#include "dynamo/core/graph_runner.h"
 
 namespace dynamo::backends {
 
@@ -14,6 +15,18 @@ namespace dynamo::backends {
 /// The AOT layer (python/dynamo/aot) with the named preset of dynamo.aot.PRESETS: "aot_eager",
 /// ..., or "fused" (the fused backend's training path: forward and backward compiled to kernels).
 std::shared_ptr<core::Backend> makeAotBackend(const std::string& preset);
+
+/// A graph run by core's GraphRunner: the "eager" backend's callable, and the fused backends'
+/// fallback for a graph (or a size) that kernels cannot run. The runner knows which node failed, so
+/// side effects before it can be applied as in eager.
+class GraphRunnerFn final : public core::CompiledGraphFn {
+ public:
+  explicit GraphRunnerFn(const core::Graph& graph);
+  PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override;
+
+ private:
+  core::GraphRunner runner_;  ///< planned once; run() is re-entrant
+};
 
 /// The key of a call for backends that compile once per input signature: per input, a tensor's
 /// sizes and strides, an int's or float's value, else its type. Needs the GIL.

@@ -597,17 +597,6 @@ class FusedFn final : public core::CompiledGraphFn {
   mutable std::vector<double> timedUs_;         // per kernel, summed over the timed calls (mu_)
 };
 
-class EagerFn final : public core::CompiledGraphFn {
- public:
-  explicit EagerFn(const core::Graph& g) : runner_(g) {}
-  PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override {
-    return runner_.run(inputs, count, failedAt);
-  }
-
- private:
-  core::GraphRunner runner_;
-};
-
 // Releases the GIL for the lifetime of the object.
 struct NoGil {
   PyThreadState* ts = PyEval_SaveThread();
@@ -753,14 +742,14 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   std::string contextReason = contextBlockReason(graph);
   if (!contextReason.empty()) {
     if (report) report->eagerReason = contextReason;
-    return std::make_unique<EagerFn>(graph);
+    return std::make_unique<GraphRunnerFn>(graph);
   }
   std::string gradNode = requiresGradNode(graph);
   if (!gradNode.empty()) {
     if (report) {
       report->eagerReason = "node '" + gradNode + "' requires grad (training graphs go through the AOT layer: backend=\"fused\")";
     }
-    return std::make_unique<EagerFn>(graph);
+    return std::make_unique<GraphRunnerFn>(graph);
   }
   codegen::LoweringOptions lowering;
   // Training graphs keep ATen's own convolutions: the channels-last oneDNN path rounds 3x3 convs

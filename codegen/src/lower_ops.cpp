@@ -30,7 +30,7 @@ const std::unordered_set<std::string>& supported() {
       "int", "long", "bool", "clone", "sum", "mean", "amax", "amin", "_softmax", "_log_softmax",
       "softmax", "log_softmax", "native_layer_norm", "layer_norm", "getitem", "expand", "permute",
       "t", "transpose", "unsqueeze", "view", "_unsafe_view", "reshape", "alias", "detach",
-      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh", "erf", "F_dropout"};
+      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh", "erf", "F_dropout", "var_mean"};
   return kOps;
 }
 
@@ -701,6 +701,50 @@ std::optional<LValue> lowerLayerNorm(bool native, const Bound& b, const Ctx& c) 
   return tuple;
 }
 
+// var_mean(x, [dims], correction=c, keepdim=True) -> (var, mean), as the layer_norm decomposition
+// writes it: the mean, then the centred sum of squares over N - c (two passes over each row, as
+// lowerLayerNorm computes them; ATen's CPU var_mean is a slower Welford loop). Only a list of
+// dims and keepdim=True are lowered (a bare positional bool would be var_mean(x, unbiased)).
+std::optional<LValue> lowerVarMean(const Bound& b, const Ctx& c) {
+  if (!b.has("self") || !isTensor(b.get("self"))) return none(c, "operand");
+  LValue x = b.get("self");
+  DType t = x.dtype;
+  if (!isFloating(t)) return none(c, "var_mean of a non-floating dtype");
+  if (!b.has("dim") || b.get("dim").kind != LValue::Kind::kTuple) return none(c, "var_mean without a list of dims");
+  if (!b.has("keepdim") || b.get("keepdim").number == 0) return none(c, "var_mean without keepdim");
+  auto dims = dimList(b.get("dim"), x.shape.size(), true);
+  if (!dims || dims->empty()) return none(c, "dim argument");
+  double correction = 1;
+  if (b.has("correction")) {
+    if (!isNumber(b.get("correction"))) return none(c, "correction");
+    correction = b.get("correction").number;
+  } else if (b.has("unbiased")) {
+    if (!isNumber(b.get("unbiased"))) return none(c, "unbiased");
+    correction = b.get("unbiased").number != 0 ? 1 : 0;
+  }
+  int64_t n = 1;
+  for (int d : *dims) n *= x.shape[d];
+  double nd = static_cast<double>(n), denom = nd - correction;
+  if (n == 0 || denom <= 0) return none(c, "var_mean with N - correction <= 0 (eager gives inf/nan)");
+  x = cheapInput(x, c);
+  const std::string& name = c.node.name();
+  LValue mean = c.lc.reduce(x, *dims, true, ReduceOp::kSum, t,
+                            [t, nd](E acc) { return bin(BinaryOp::kDiv, acc, num(t, nd)); }, name);
+  auto xf = x.fn, mf = mean.fn;
+  auto mshape = mean.shape;
+  LValue sq = x;
+  sq.fn = [xf, mf, mshape](const IndexVec& idx) {
+    E d = bin(BinaryOp::kSub, xf(idx), mf(broadcastIndex(idx, mshape)));
+    return bin(BinaryOp::kMul, d, d);
+  };
+  LValue var = c.lc.reduce(sq, *dims, true, ReduceOp::kSum, t,
+                           [t, denom](E acc) { return bin(BinaryOp::kDiv, acc, num(t, denom)); }, name);
+  LValue tuple;
+  tuple.kind = LValue::Kind::kTuple;
+  tuple.items = {var, mean};
+  return tuple;
+}
+
 std::optional<LValue> lowerView(const std::string& op, const Bound& b, const Ctx& c) {
   if (!b.has("self") || !isTensor(b.get("self"))) return none(c, "operand");
   const LValue& x = b.get("self");
@@ -809,6 +853,7 @@ const std::vector<std::string>& paramsOf(const std::string& op, bool aten) {
       {"to", {"self", "dtype"}}, {"clone", {"self", "memory_format"}},
       {"sum", {"self", "dim", "keepdim", "dtype"}}, {"mean", {"self", "dim", "keepdim", "dtype"}},
       {"amax", {"self", "dim", "keepdim"}}, {"amin", {"self", "dim", "keepdim"}},
+      {"var_mean", {"self", "dim", "unbiased", "keepdim", "correction"}},
       {"_softmax", {"self", "dim", "half_to_float"}}, {"_log_softmax", {"self", "dim", "half_to_float"}},
       {"softmax", {"self", "dim", "dtype"}}, {"log_softmax", {"self", "dim", "dtype"}},
       {"native_layer_norm", {"self", "normalized_shape", "weight", "bias", "eps"}},
@@ -899,6 +944,7 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
   if (op == "_log_softmax" || op == "log_softmax") return lowerSoftmax(true, b, c);
   if (op == "native_layer_norm" || op == "layer_norm") return lowerLayerNorm(op == "native_layer_norm", b, c);
   if (op == "F_batch_norm") return lowerBatchNorm(b, c);
+  if (op == "var_mean") return lowerVarMean(b, c);
   if (op == "F_dropout") {
     // eval mode (training=False given): ATen returns its input itself, so it is lowered as an
     // alias (a view: only when the result does not escape)

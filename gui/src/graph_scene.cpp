@@ -41,12 +41,19 @@ class UnitItem : public QGraphicsItem {
     setPos(box.x, box.y);
     setZValue(2);
     setCursor(Qt::PointingHandCursor);
-    const InspectGraph& g = *scene->graph();
-    if (unit.node >= 0) setToolTip(nodeTooltip(g, g.node(unit.node)));
-    else setOverlayNote(overlayNote);
+    setAcceptHoverEvents(true);  // the tooltip is written when the pointer first comes
+    overlayNote_ = overlayNote;
+  }
+  /// Writes the tooltip (on the first hover, not for every box of a large view at once).
+  void ensureToolTip() {
+    if (!toolTip().isEmpty()) return;
+    const InspectGraph& g = *scene_->graph();
+    if (unit_.node >= 0) setToolTip(nodeTooltip(g, g.node(unit_.node)));
+    else setOverlayNote(overlayNote_);
   }
   /// A collapsed group's tooltip, with what the overlay says of it.
   void setOverlayNote(const std::string& overlayNote) {
+    overlayNote_ = overlayNote;
     if (unit_.group < 0) return;
     const InspectGroup& gr = scene_->graph()->group(unit_.group);
     setToolTip(QString("<b>%1</b><br>%2 nodes: click to expand%3")
@@ -108,10 +115,12 @@ class UnitItem : public QGraphicsItem {
     emit scene_->unitClicked(unit_.node, unit_.group);
     e->accept();
   }
+  void hoverEnterEvent(QGraphicsSceneHoverEvent*) override { ensureToolTip(); }
 
  private:
   GraphScene* scene_;
   VisibleUnit unit_;
+  std::string overlayNote_;
   QRectF rect_;
   QColor fill_;
   bool highlighted_ = false;
@@ -183,13 +192,18 @@ class EdgeItem : public QGraphicsItem {
       }
       last_ = t;
     }
-    QPainterPathStroker stroker;
-    stroker.setWidth(6);
-    shape_ = stroker.createStroke(path_);
     bounds_ = path_.boundingRect().united(arrow_.boundingRect()).adjusted(-4, -4, 4, 4);
   }
   QRectF boundingRect() const override { return bounds_; }
-  QPainterPath shape() const override { return shape_; }
+  /// The stroke the pointer hits, made on the first hit test (not for every edge at once).
+  QPainterPath shape() const override {
+    if (shape_.isEmpty()) {
+      QPainterPathStroker stroker;
+      stroker.setWidth(6);
+      shape_ = stroker.createStroke(path_);
+    }
+    return shape_;
+  }
   void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget*) override {
     const double lod = option->levelOfDetailFromTransform(p->worldTransform());
     const QColor c = hover_ ? QColor("#d62728") : QColor("#666666");
@@ -218,7 +232,8 @@ class EdgeItem : public QGraphicsItem {
   }
 
  private:
-  QPainterPath path_, shape_;
+  QPainterPath path_;
+  mutable QPainterPath shape_;
   QPolygonF arrow_;
   QPointF first_, last_;
   QRectF bounds_;
@@ -323,7 +338,11 @@ QString GraphScene::unitFill(const std::string& key) const {
 QString GraphScene::unitToolTip(const std::string& key) const {
   if (!visible_) return {};
   for (size_t i = 0; i < unitItems_.size(); ++i)
-    if (unitItems_[i] && visible_->units[i].key == key) return unitItems_[i]->toolTip();
+    if (unitItems_[i] && visible_->units[i].key == key) {
+      auto* item = static_cast<UnitItem*>(unitItems_[i]);
+      item->ensureToolTip();
+      return item->toolTip();
+    }
   return {};
 }
 

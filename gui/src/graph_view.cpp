@@ -8,10 +8,12 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 #include <QWheelEvent>
+#include <QtConcurrent/QtConcurrent>
 
 #include <cmath>
 
 #include "dynamo/gui/compile_artifacts.h"
+#include "dynamo/gui/layout_splice.h"
 
 namespace dynamo::gui {
 namespace {
@@ -20,6 +22,22 @@ QString esc(const std::string& s) { return QString::fromStdString(s).toHtmlEscap
 
 QString locationText(const SourceLocation& l) {
   return esc(l.str()) + (l.sourceLine.empty() ? QString() : ": <code>" + esc(l.sourceLine) + "</code>");
+}
+
+/// The nodes (graph order) one of whose names, target, module, source line or tensor matches
+/// (any thread: the graph is immutable).
+std::vector<int> matchNodes(const InspectGraph& graph, const QRegularExpression& re) {
+  std::vector<int> out;
+  for (const InspectNode& n : graph.nodes()) {
+    for (const std::string* field : {&n.name, &n.target, &n.shortName, &n.modulePath,
+                                     &n.location.sourceLine, &n.tensor}) {
+      if (re.match(QString::fromStdString(*field)).hasMatch()) {
+        out.push_back(n.index);
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -117,7 +135,13 @@ GraphView::GraphView(std::shared_ptr<LayoutCache> cache, QWidget* parent)
   connect(overlayBox_, &QComboBox::activated, this, [this](int i) {
     setOverlay(static_cast<Overlay>(overlayBox_->itemData(i).toInt()));
   });
-  connect(searchBox_, &QLineEdit::returnPressed, this, [this] { search(searchBox_->text()); });
+  connect(searchBox_, &QLineEdit::returnPressed, this, [this] { searchAsync(searchBox_->text()); });
+  connect(&searchWatcher_, &QFutureWatcher<std::vector<int>>::finished, this, [this] {
+    if (!searchPending_ || searchWatcher_.property("ticket").toInt() != searchTicket_) return;
+    searchPending_ = false;
+    showResults(searchWatcher_.result());
+    emit searchDone(static_cast<int>(results_.size()));
+  });
   connect(prev, &QPushButton::clicked, this, [this] { goToResult(-1); });
   connect(next, &QPushButton::clicked, this, [this] { goToResult(+1); });
   connect(fit, &QPushButton::clicked, this, [this] {
@@ -146,7 +170,11 @@ void GraphView::showMessage(const QString& message) {
   prefetch_->stop();
   waitingDot_.clear();
   pendingTicket_ = 0;
+  provisional_ = false;
+  openedGroup_ = -1;
   graph_.reset();
+  ++searchTicket_;
+  searchPending_ = false;
   scene_->clearContent();
   expanded_.clear();
   selected_ = -1;
@@ -163,6 +191,8 @@ void GraphView::showMessage(const QString& message) {
 
 void GraphView::setGraph(InspectGraphPtr graph, const QString& title, Overlay overlay) {
   graph_ = std::move(graph);
+  ++searchTicket_;  // a search still on its way was over the previous graph
+  searchPending_ = false;
   overlay_ = overlayApplies(overlay, *graph_) ? overlay : Overlay::kOpKind;
   fillOverlayPicker();
   showLegend();
@@ -231,23 +261,44 @@ void GraphView::relayout() {
   pendingVisible_ = visible;
   layoutClock_.start();
   waitingDot_.clear();
+  const bool shown = drawProvisional(dot);
   if (prefetch_->laysOut(LayoutCache::keyOf(dot))) {
     // The background layout of this very view is under way: wait for it rather than start
     // Graphviz a second time on the same text.
     engine_->cancel();
     waitingDot_ = dot;
     pendingTicket_ = -1;
-    setStatus(QString("laying out %1 boxes (started in the background)...").arg(visible->units.size()));
+    if (!shown) setStatus(QString("laying out %1 boxes (started in the background)...").arg(visible->units.size()));
     return;
   }
   prefetch_->stop();  // the user's layout gets the CPU
   pendingTicket_ = engine_->request(dot);
-  setStatus(QString("laying out %1 boxes...").arg(visible->units.size()));
+  if (!shown) setStatus(QString("laying out %1 boxes...").arg(visible->units.size()));
+}
+
+bool GraphView::drawProvisional(const std::string& dot) {
+  const int group = openedGroup_;
+  openedGroup_ = -1;
+  const std::shared_ptr<const VisibleGraph> before = scene_->visibleGraph();  // draw() replaces them
+  const std::shared_ptr<const LayoutResult> drawn = scene_->layout();
+  if (group < 0 || !before || !drawn || scene_->graph() != graph_.get() ||
+      cache_->contains(LayoutCache::keyOf(dot)))
+    return false;
+  std::optional<LayoutResult> spliced = spliceExpansion(*before, *drawn, *pendingVisible_, group);
+  if (!spliced) return false;
+  provisional_ = true;
+  ++provisionalCount_;
+  draw(std::make_shared<const LayoutResult>(std::move(*spliced)));
+  setStatus(QString("%1 boxes, %2 edges: provisional layout drawn in %3 ms; Graphviz is laying the view out...")
+                .arg(pendingVisible_->units.size()).arg(pendingVisible_->edges.size())
+                .arg(static_cast<double>(layoutClock_.nsecsElapsed()) / 1e6, 0, 'f', 0));
+  emit provisionalDrawn();
+  return true;
 }
 
 void GraphView::prefetchExpansions() {
   static const bool off = qEnvironmentVariable("DYNAMO_INSPECT_PREFETCH") == "0";
-  if (off || !graph_ || !pendingVisible_) return;
+  if (off || !prefetchOn_ || !graph_ || !pendingVisible_) return;
   std::vector<std::pair<int, int>> groups;  // (nodes beneath, group) of the collapsed boxes
   for (const VisibleUnit& u : pendingVisible_->units)
     if (u.group >= 0) groups.emplace_back(graph_->group(u.group).totalNodes, u.group);
@@ -266,11 +317,22 @@ void GraphView::prefetchExpansions() {
 void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result, bool fromCache) {
   if (ticket != pendingTicket_ || !graph_) return;
   pendingTicket_ = 0;
+  provisional_ = false;
+  draw(std::move(result));
+  lastLayoutMs_ = static_cast<double>(layoutClock_.nsecsElapsed()) / 1e6;
+  const QString msg = QString("%1 boxes, %2 edges, laid out in %3 ms%4")
+                          .arg(pendingVisible_->units.size()).arg(pendingVisible_->edges.size())
+                          .arg(lastLayoutMs_, 0, 'f', 0).arg(fromCache ? " (cached)" : "");
+  setStatus(graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits) ? bigGraphNote() + "; " + msg : msg);
+  prefetchExpansions();
+  emit layoutDrawn();
+}
+
+void GraphView::draw(std::shared_ptr<const LayoutResult> result) {
   QElapsedTimer t;
   t.start();
-  scene_->setContent(graph_, pendingVisible_, result, overlay_);
+  scene_->setContent(graph_, pendingVisible_, std::move(result), overlay_);
   lastSceneMs_ = static_cast<double>(t.nsecsElapsed()) / 1e6;
-  lastLayoutMs_ = static_cast<double>(layoutClock_.nsecsElapsed()) / 1e6;
   if (fitAfterLayout_) {
     fitAfterLayout_ = false;
     view_->resetTransform();
@@ -288,18 +350,12 @@ void GraphView::onLayout(int ticket, std::shared_ptr<const LayoutResult> result,
     const QRectF r = scene_->selectNode(selected_);
     if (!r.isNull()) view_->centerOn(r.center());
   }
-  const QString msg = QString("%1 boxes, %2 edges, laid out in %3 ms%4")
-                          .arg(pendingVisible_->units.size()).arg(pendingVisible_->edges.size())
-                          .arg(lastLayoutMs_, 0, 'f', 0).arg(fromCache ? " (cached)" : "");
-  setStatus(graph_->nodes().size() > static_cast<size_t>(kMaxLayoutUnits) ? bigGraphNote() + "; " + msg : msg);
-  prefetchExpansions();
-  emit layoutDrawn();
 }
 
 void GraphView::onLayoutFailed(int ticket, const QString& message) {
   if (ticket != pendingTicket_) return;
   pendingTicket_ = 0;
-  setStatus("layout failed: " + message);
+  setStatus(provisional_ ? "layout failed (the provisional layout stays): " + message : "layout failed: " + message);
 }
 
 bool GraphView::expandGroup(int group) {
@@ -313,6 +369,7 @@ bool GraphView::expandGroup(int group) {
     return false;
   }
   expanded_.insert(group);
+  openedGroup_ = group;
   relayout();
   return true;
 }
@@ -327,30 +384,47 @@ void GraphView::collapseGroup(int group) {
   relayout();
 }
 
-std::vector<int> GraphView::search(const QString& pattern) {
+bool GraphView::validPattern(const QString& pattern, QRegularExpression& re) {
   results_.clear();
   resultIndex_ = -1;
-  if (!graph_) return {};
+  ++searchTicket_;  // an answer still on its way is for an older search
+  searchPending_ = false;
+  if (!graph_) return false;
   if (pattern.isEmpty()) {
     scene_->setHighlighted({});
     searchCount_->clear();
-    return {};
+    return false;
   }
-  QRegularExpression re(pattern, QRegularExpression::CaseInsensitiveOption);
+  re = QRegularExpression(pattern, QRegularExpression::CaseInsensitiveOption);
   if (!re.isValid()) {
     setStatus(QString("not a regular expression: %1 (at offset %2)")
                   .arg(re.errorString()).arg(re.patternErrorOffset()));
-    return {};
+    return false;
   }
-  for (const InspectNode& n : graph_->nodes()) {
-    for (const std::string* field : {&n.name, &n.target, &n.shortName, &n.modulePath,
-                                     &n.location.sourceLine, &n.tensor}) {
-      if (re.match(QString::fromStdString(*field)).hasMatch()) {
-        results_.push_back(n.index);
-        break;
-      }
-    }
+  return true;
+}
+
+std::vector<int> GraphView::search(const QString& pattern) {
+  QRegularExpression re;
+  if (!validPattern(pattern, re)) return {};
+  showResults(matchNodes(*graph_, re));
+  return results_;
+}
+
+void GraphView::searchAsync(const QString& pattern) {
+  QRegularExpression re;
+  if (!validPattern(pattern, re)) {
+    emit searchDone(0);
+    return;
   }
+  searchPending_ = true;
+  searchCount_->setText("searching...");
+  searchWatcher_.setProperty("ticket", searchTicket_);
+  searchWatcher_.setFuture(QtConcurrent::run([graph = graph_, re] { return matchNodes(*graph, re); }));
+}
+
+void GraphView::showResults(std::vector<int> results) {
+  results_ = std::move(results);
   searchCount_->setText(results_.empty() ? QString("no match") : QString("%1 found").arg(results_.size()));
   QSet<int> marks;
   for (int n : results_) marks.insert(n);
@@ -359,7 +433,6 @@ std::vector<int> GraphView::search(const QString& pattern) {
     resultIndex_ = 0;
     selectNode(results_[0]);
   }
-  return results_;
 }
 
 void GraphView::goToResult(int delta) {

@@ -43,6 +43,10 @@ std::optional<std::string> LayoutCache::get(const std::string& key) const {
   return data.toStdString();
 }
 
+bool LayoutCache::contains(const std::string& key) const {
+  return !dir_.isEmpty() && QFileInfo::exists(dir_ + "/" + QString::fromStdString(key) + ".layout");
+}
+
 void LayoutCache::put(const std::string& key, const std::string& text) const {
   if (dir_.isEmpty() || !QDir().mkpath(dir_)) return;
   QSaveFile f(dir_ + "/" + QString::fromStdString(key) + ".layout");

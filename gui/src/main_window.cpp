@@ -122,6 +122,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), cache_(std::make_
           });
   connect(breaksPanel_, &BreaksPanel::openGraph, this, [this](qlonglong c, int i) { openGraph(c, i); });
   connect(&graphWatcher_, &QFutureWatcher<GraphLoad>::finished, this, &MainWindow::onGraphLoaded);
+  connect(&frameWatcher_, &QFutureWatcher<FrameRead>::finished, this, &MainWindow::onFrameRead);
+  connect(&compileWatcher_, &QFutureWatcher<CompileRead>::finished, this, &MainWindow::onCompileRead);
   connect(&reportsWatcher_, &QFutureWatcher<StoreReports>::finished, this, &MainWindow::onReportsLoaded);
 }
 
@@ -171,12 +173,11 @@ void MainWindow::reload(bool keepSelection) {
   runView_->resizeColumnToContents(0);
   currentFrame_ = 0;
   currentCompile_ = 0;
-  if (keepSelection && frame) {
-    selectFrame(frame);
-    for (int r = 0; r < compilesModel_->rowCount(); ++r)
-      if (compilesModel_->compiles()[static_cast<size_t>(r)].id == compile) selectCompileRow(r);
+  frameReadPending_ = false;
+  if (keepSelection && frame && selectFrame(frame)) {
+    wantCompile_ = compile;  // selected when the frame's compiles arrive (onFrameRead)
   } else {
-    compilesModel_->setFrame(session_->reader(), 0);
+    compilesModel_->setFrame(FrameCompiles{});
     onCompileSelected(-1);
   }
   const storage::StoreCounts c = session_->reader().counts();
@@ -200,15 +201,57 @@ void MainWindow::onFrameSelected(const QModelIndex& index) {
   if (!session_) return;
   const storage::FrameRecord* f = runModel_->frame(index);
   currentFrame_ = f ? f->id : 0;
-  try {
-    compilesModel_->setFrame(session_->reader(), currentFrame_);
-  } catch (const std::exception& e) {
-    showError("cannot read the store: " + describeError(e));
+  wantCompile_ = 0;
+  tabs_->setCurrentIndex(0);
+  if (!currentFrame_) {
+    frameReadPending_ = false;
+    compilesModel_->setFrame(FrameCompiles{});
+    selectCompileRow(-1);
     return;
   }
+  // The compiles and their graph and break counts are read off the UI thread (a reader of its
+  // own: SQLite connections are not shared across threads); onFrameRead shows them. A deleted
+  // store cannot be opened again: the session's reader, which still has it open, reads it here.
+  frameReadPending_ = true;
+  if (session_->lost()) {
+    frameReadPending_ = false;
+    try {
+      compilesModel_->setFrame(session_->reader(), currentFrame_);
+    } catch (const std::exception& e) {
+      showError("cannot read the store: " + describeError(e));
+      return;
+    }
+    selectCompileRow(compilesModel_->rowCount() > 0 ? 0 : -1);
+    return;
+  }
+  frameWatcher_.setFuture(QtConcurrent::run([path = session_->path().toStdString(), frame = currentFrame_] {
+    FrameRead r;
+    try {
+      r.data = readFrameCompiles(*storage::TraceReader::open(path), frame);
+    } catch (const std::exception& e) {
+      r.data.frameId = frame;
+      r.error = "cannot read the store: " + describeError(e);
+    }
+    return r;
+  }));
+}
+
+void MainWindow::onFrameRead() {
+  const FrameRead r = frameWatcher_.result();
+  if (!session_ || r.data.frameId != currentFrame_) return;  // another frame was selected since
+  frameReadPending_ = false;
+  if (!r.error.isEmpty()) {
+    showError(r.error);
+    return;
+  }
+  compilesModel_->setFrame(r.data);
   compilesView_->resizeColumnsToContents();
-  tabs_->setCurrentIndex(0);
-  selectCompileRow(compilesModel_->rowCount() > 0 ? 0 : -1);
+  int row = compilesModel_->rowCount() > 0 ? 0 : -1;
+  for (int i = 0; i < compilesModel_->rowCount(); ++i)
+    if (wantCompile_ && compilesModel_->compiles()[static_cast<size_t>(i)].id == wantCompile_) row = i;
+  wantCompile_ = 0;
+  currentCompile_ = 0;  // the rows are new: select even the same compile again
+  selectCompileRow(row);
 }
 
 void MainWindow::selectCompileRow(int row) {
@@ -221,20 +264,59 @@ void MainWindow::onCompileSelected(int row) {
   const bool valid = row >= 0 && static_cast<size_t>(row) < compilesModel_->compiles().size();
   const storage::CompileRecord c = valid ? compilesModel_->compiles()[static_cast<size_t>(row)] : storage::CompileRecord{};
   currentCompile_ = c.id;
-  try {
-    graphsModel_->setCompile(session_->reader(), c.id);
-    breaksModel_->setCompile(session_->reader(), c.id);
-    guardsModel_->setCompile(session_->reader(), c.id);
-  } catch (const std::exception& e) {
-    showError("cannot read the store: " + describeError(e));
-    return;
-  }
   failuresModel_->setCompile(reports_.profile, c);
   reasonLabel_->setText(valid ? QString("compile #%1 ran because: %2").arg(c.attempt).arg(QString::fromStdString(c.reason))
                               : QString());
-  detailsView_->setPlainText(valid ? QString::fromStdString(compileDetailsText(graphsModel_->artifacts())) : QString());
+  if (!valid) {
+    compileReadPending_ = false;
+    showCompile(std::make_shared<const CompileContents>());
+    return;
+  }
+  // Its graphs (and AOT graphs' JSON, megabytes for a large model), breaks, guards and
+  // artifacts are read and parsed off the UI thread; onCompileRead shows them.
+  if (session_->lost()) {  // see onFrameSelected
+    compileReadPending_ = false;
+    try {
+      showCompile(std::make_shared<const CompileContents>(readCompileContents(session_->reader(), c.id)));
+    } catch (const std::exception& e) {
+      showError("cannot read the store: " + describeError(e));
+    }
+    return;
+  }
+  compileReadPending_ = true;
+  compileWatcher_.setFuture(QtConcurrent::run([path = session_->path().toStdString(), id = c.id] {
+    CompileRead r;
+    try {
+      r.data = std::make_shared<const CompileContents>(readCompileContents(*storage::TraceReader::open(path), id));
+    } catch (const std::exception& e) {
+      auto empty = std::make_shared<CompileContents>();
+      empty->compileId = id;
+      r.data = std::move(empty);
+      r.error = "cannot read the store: " + describeError(e);
+    }
+    return r;
+  }));
+}
+
+void MainWindow::onCompileRead() {
+  const CompileRead r = compileWatcher_.result();
+  if (!session_ || r.data->compileId != currentCompile_) return;  // another compile was selected since
+  compileReadPending_ = false;
+  if (!r.error.isEmpty()) {
+    showError(r.error);
+    return;
+  }
+  showCompile(r.data);
+}
+
+void MainWindow::showCompile(std::shared_ptr<const CompileContents> data) {
+  breaksModel_->setCompile(*data);
+  guardsModel_->setCompile(*data);
+  detailsView_->setPlainText(QString::fromStdString(data->details));
+  graphsModel_->setCompile(std::move(data));
   for (QTableView* v : {graphsView_, breaksView_, guardsView_, failuresView_}) v->resizeColumnsToContents();
   compileSource_->clearLocation();
+  emit compileShown();
 }
 
 void MainWindow::openGraph(RowId compileId, int index) {

@@ -251,15 +251,44 @@ void RecordTable::setRows(QStringList headers, std::vector<std::vector<Cell>> ce
 
 // ---------------------------------------------------------------- tables of a compile
 
+FrameCompiles readFrameCompiles(const storage::TraceReader& reader, RowId frameId) {
+  FrameCompiles out;
+  out.frameId = frameId;
+  if (!frameId) return out;
+  out.compiles = reader.compilesOfFrame(frameId);
+  for (const storage::CompileRecord& c : out.compiles) {
+    out.graphCounts.push_back(reader.graphs(c.id).size());
+    out.breakCounts.push_back(reader.graphBreaks(c.id).size());
+  }
+  return out;
+}
+
+CompileContents readCompileContents(const storage::TraceReader& reader, RowId compileId) {
+  CompileContents out;
+  out.compileId = compileId;
+  if (!compileId) return out;
+  out.graphs = reader.graphs(compileId);
+  for (storage::GraphRecord& g : out.graphs) std::string().swap(g.serialized);  // not shown here
+  out.artifacts = reader.artifactsOfCompile(compileId);
+  out.aot = aotRecords(out.artifacts);
+  out.breaks = reader.graphBreaks(compileId);
+  out.guards = reader.guards(compileId);
+  out.details = compileDetailsText(out.artifacts);
+  return out;
+}
+
 void CompilesModel::setFrame(const storage::TraceReader& reader, RowId frameId) {
-  compiles_ = frameId ? reader.compilesOfFrame(frameId) : std::vector<storage::CompileRecord>{};
+  setFrame(readFrameCompiles(reader, frameId));
+}
+
+void CompilesModel::setFrame(const FrameCompiles& data) {
+  compiles_ = data.compiles;
   std::vector<std::vector<Cell>> rows;
   std::vector<qlonglong> ids;
-  for (const storage::CompileRecord& c : compiles_) {
+  for (size_t i = 0; i < compiles_.size(); ++i) {
+    const storage::CompileRecord& c = compiles_[i];
     QStringList phases;
     for (const storage::CompilePhase& p : c.phases) phases << qs(p.name) + " " + ms(p.durationUs);
-    const size_t graphs = reader.graphs(c.id).size();
-    const size_t breaks = reader.graphBreaks(c.id).size();
     const bool entry = storage::compileMadeEntry(c);
     rows.push_back({{QString("#%1").arg(c.attempt), {}, {}},
                     {qs(c.status), {}, statusColour(qs(c.status) == "ok" && c.attempt > 0 ? "recompiled" : qs(c.status))},
@@ -267,8 +296,8 @@ void CompilesModel::setFrame(const storage::TraceReader& reader, RowId frameId) 
                     {ms(c.durationUs), {}, {}},
                     {phases.join(", "), {}, {}},
                     {entry ? QString("entry %1").arg(c.id) : QString("none"), {}, {}},
-                    {QString::number(graphs), {}, {}},
-                    {QString::number(breaks), {}, {}}});
+                    {QString::number(data.graphCounts[i]), {}, {}},
+                    {QString::number(data.breakCounts[i]), {}, {}}});
     ids.push_back(c.id);
   }
   setRows({"attempt", "status", "reason", "ms", "phases (ms)", "cache entry", "graphs", "breaks"},
@@ -276,23 +305,27 @@ void CompilesModel::setFrame(const storage::TraceReader& reader, RowId frameId) 
 }
 
 void GraphsModel::setCompile(const storage::TraceReader& reader, RowId compileId) {
+  setCompile(std::make_shared<const CompileContents>(readCompileContents(reader, compileId)));
+}
+
+void GraphsModel::setCompile(std::shared_ptr<const CompileContents> data) {
+  data_ = std::move(data);
+  const RowId compileId = data_->compileId;
   std::vector<std::vector<Cell>> rows;
   std::vector<qlonglong> ids;
   std::vector<int> indexes;
-  if (compileId)
-    for (const storage::GraphRecord& g : reader.graphs(compileId)) {
-      QStringList in, out;
-      for (const std::string& s : g.inputs) in << qs(s);
-      for (const std::string& s : g.outputs) out << qs(s);
-      rows.push_back({{QString("graph %1").arg(g.index), {}, {}},
-                      {QString::number(g.numNodes), {}, {}},
-                      {QString::number(g.inputs.size()), in.join(", "), {}},
-                      {out.join(", "), {}, {}}});
-      ids.push_back(compileId);
-      indexes.push_back(g.index);
-    }
-  artifacts_ = compileId ? reader.artifactsOfCompile(compileId) : std::vector<storage::ArtifactRecord>{};
-  for (const AotRecord& r : aotRecords(artifacts_)) {
+  for (const storage::GraphRecord& g : data_->graphs) {
+    QStringList in, out;
+    for (const std::string& s : g.inputs) in << qs(s);
+    for (const std::string& s : g.outputs) out << qs(s);
+    rows.push_back({{QString("graph %1").arg(g.index), {}, {}},
+                    {QString::number(g.numNodes), {}, {}},
+                    {QString::number(g.inputs.size()), in.join(", "), {}},
+                    {out.join(", "), {}, {}}});
+    ids.push_back(compileId);
+    indexes.push_back(g.index);
+  }
+  for (const AotRecord& r : data_->aot) {
     const QString note = r.fallback.empty() ? qs(r.summary) : "runs on the eager runner: " + qs(r.fallback);
     for (const AotGraphRef& g : r.graphs) {
       rows.push_back({{qs(graphIndexLabel(g.index)), qs(r.backend), {}},
@@ -307,7 +340,13 @@ void GraphsModel::setCompile(const storage::TraceReader& reader, RowId compileId
 }
 
 void BreaksModel::setCompile(const storage::TraceReader& reader, RowId compileId) {
-  breaks_ = compileId ? reader.graphBreaks(compileId) : std::vector<storage::GraphBreakRecord>{};
+  CompileContents data;
+  if (compileId) data.breaks = reader.graphBreaks(compileId);
+  setCompile(data);
+}
+
+void BreaksModel::setCompile(const CompileContents& data) {
+  breaks_ = data.breaks;
   std::vector<std::vector<Cell>> rows;
   std::vector<qlonglong> ids;
   for (const storage::GraphBreakRecord& b : breaks_) {
@@ -322,7 +361,13 @@ void BreaksModel::setCompile(const storage::TraceReader& reader, RowId compileId
 }
 
 void GuardsModel::setCompile(const storage::TraceReader& reader, RowId compileId) {
-  guards_ = compileId ? reader.guards(compileId) : std::vector<storage::GuardRecord>{};
+  CompileContents data;
+  if (compileId) data.guards = reader.guards(compileId);
+  setCompile(data);
+}
+
+void GuardsModel::setCompile(const CompileContents& data) {
+  guards_ = data.guards;
   std::vector<std::vector<Cell>> rows;
   std::vector<qlonglong> ids;
   for (const storage::GuardRecord& g : guards_) {

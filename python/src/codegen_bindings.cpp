@@ -10,6 +10,8 @@
 //                                  --after=kernel repro runs one kernel through these two)
 //   _codegen.nvrtc_available() -> (bool, why);  _codegen.nvrtc_compile(src, name, arch)
 //   _codegen.cubin_functions(bytes) -> (e_machine, [names]);  _codegen.cache_dir()
+//   _codegen.cache_read(name) -> bytes | None;  _codegen.cache_write(name, bytes)   (whole-graph
+//                                  entries of the fused backend: python/dynamo/aot/graph_cache.py)
 // The graph comes as JSON (Graph.serialize()) and is resolved by qualified name.
 #include "bindings.h"
 #include "dynamo/backends/fused.h"
@@ -235,6 +237,49 @@ PyObject* cubinFunctions(PyObject*, PyObject* arg) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
+// cache_read(name) -> bytes or None; cache_write(name, bytes): codegen's readCacheFile /
+// writeCacheFile (the fused backend's whole-graph entries, python/dynamo/aot/graph_cache.py).
+PyObject* cacheRead(PyObject*, PyObject* args) {
+  const char* name;
+  if (!PyArg_ParseTuple(args, "s", &name)) return nullptr;
+  DYNAMO_PY_TRY
+  std::optional<std::string> bytes;
+  std::exception_ptr failure;
+  Py_BEGIN_ALLOW_THREADS
+  try {
+    bytes = codegen::readCacheFile(name);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  Py_END_ALLOW_THREADS
+  if (failure) std::rethrow_exception(failure);
+  if (!bytes) Py_RETURN_NONE;
+  return PyBytes_FromStringAndSize(bytes->data(), static_cast<Py_ssize_t>(bytes->size()));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
+PyObject* cacheWrite(PyObject*, PyObject* args) {
+  const char* name;
+  PyObject* data;  // borrowed
+  if (!PyArg_ParseTuple(args, "sO!", &name, &PyBytes_Type, &data)) return nullptr;
+  char* ptr;
+  Py_ssize_t size;
+  if (PyBytes_AsStringAndSize(data, &ptr, &size) < 0) return nullptr;
+  DYNAMO_PY_TRY
+  std::string bytes(ptr, static_cast<size_t>(size));
+  std::exception_ptr failure;
+  Py_BEGIN_ALLOW_THREADS
+  try {
+    codegen::writeCacheFile(name, bytes);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  Py_END_ALLOW_THREADS
+  if (failure) std::rethrow_exception(failure);
+  Py_RETURN_NONE;
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 PyObject* cacheDir(PyObject*, PyObject*) { return PyUnicode_FromString(codegen::kernelCacheDir().c_str()); }
 
 PyObject* kernelCounters(PyObject*, PyObject*) {
@@ -257,6 +302,8 @@ PyMethodDef methods[] = {
     {"nvrtc_compile", nvrtcCompile, METH_VARARGS, "nvrtc_compile(source, name, arch) -> (ok, log, binary)"},
     {"cubin_functions", cubinFunctions, METH_O, "cubin_functions(bytes) -> (e_machine, [function names])"},
     {"cache_dir", cacheDir, METH_NOARGS, "the kernel cache directory"},
+    {"cache_read", cacheRead, METH_VARARGS, "cache_read(name) -> bytes of <cache dir>/name, or None"},
+    {"cache_write", cacheWrite, METH_VARARGS, "cache_write(name, bytes): temp file + rename under the key's lock"},
     {"counters", kernelCounters, METH_NOARGS,
      "{units_loaded, compiler_runs}: kernel libraries this process has loaded, and built with the compiler"},
     {nullptr, nullptr, 0, nullptr},

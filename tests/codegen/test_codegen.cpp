@@ -11,26 +11,13 @@
 #include "dynamo/codegen/nvrtc.h"
 #include "dynamo/core/graph.h"
 #include "dynamo_catch.h"
+#include "graph_meta.h"
 
 using namespace dynamo;
 using namespace dynamo::codegen;
+using namespace dynamo::codegen::testing;
 
 namespace {
-
-core::NodeMeta meta(std::vector<int64_t> shape, const char* dtype = "torch.float32") {
-  core::TensorMeta t;
-  t.shape = shape;
-  t.dtype = dtype;
-  t.device = "cpu";
-  std::vector<int64_t> st(shape.size(), 1);
-  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * shape[i + 1];
-  t.strides = st;
-  core::NodeMeta m;
-  m.tensor = t;
-  return m;
-}
-
-core::Arg N(const core::NodeRef& n) { return core::Arg::node(n); }
 
 core::Graph chainGraph() {
   core::GraphBuilder b;

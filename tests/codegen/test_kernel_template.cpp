@@ -13,9 +13,11 @@
 #include "dynamo/common/error.h"
 #include "dynamo/core/graph.h"
 #include "dynamo_catch.h"
+#include "graph_meta.h"
 
 using namespace dynamo;
 using namespace dynamo::codegen;
+using namespace dynamo::codegen::testing;
 
 namespace {
 
@@ -25,20 +27,22 @@ std::string marked(const std::vector<int64_t>& ints, const std::string& tail = "
   return s + ")" + tail + ";\n}\n";
 }
 
-core::NodeMeta meta(std::vector<int64_t> shape) {
-  core::TensorMeta t;
-  t.shape = shape;
-  t.dtype = "torch.float32";
-  t.device = "cpu";
-  std::vector<int64_t> st(shape.size(), 1);
-  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * shape[i + 1];
-  t.strides = st;
-  core::NodeMeta m;
-  m.tensor = t;
-  return m;
-}
+using KernelFn = void (*)(void* const*);
 
-core::Arg N(const core::NodeRef& n) { return core::Arg::node(n); }
+// One kernel family across sizes: compiled from the first size's source; every later size must
+// print the same text (one compile for all sizes).
+struct FamilyKernel {
+  std::string source;
+  KernelFn fn = nullptr;
+
+  KernelFn compileFirst(const SizedKernel& k, const std::string& name) {
+    if (source.empty()) {
+      source = k.source;
+      fn = reinterpret_cast<KernelFn>(compileKernels({{k.source, name, {}}})[0].symbol);
+    }
+    return fn;
+  }
+};
 
 Program softmaxAt(int64_t rows) {
   core::GraphBuilder b;
@@ -67,8 +71,6 @@ Program rowMeanAt(int64_t cols) {
   b.output(N(m));
   return lowerGraph(b.build());
 }
-
-using KernelFn = void (*)(void* const*);
 
 }  // namespace
 
@@ -114,18 +116,14 @@ TEST_CASE("a softmax parametrised by its row count compiles once and is exact at
   Program ref = softmaxAt(3);
   REQUIRE(ref.kernels.size() == 1);
   CHECK(sizeKernel(splitMarked(emitCppMarked(ref.kernels[0], ref)), scope, false).source == emitCpp(ref.kernels[0], ref));
-  std::string source;
-  KernelFn fn = nullptr;
+  FamilyKernel family;
   for (int64_t rows : {7, 11, 2, 64}) {
     Program p = softmaxAt(rows);
     REQUIRE(p.kernels.size() == 1);
     SizedKernel k = sizeKernel(splitMarked(emitCppMarked(p.kernels[0], p)), scope, true);
     REQUIRE_FALSE(k.params.empty());
-    if (source.empty()) {
-      source = k.source;
-      fn = reinterpret_cast<KernelFn>(compileKernels({{k.source, p.kernels[0].name, {}}})[0].symbol);
-    }
-    CHECK(k.source == source);  // one kernel for every row count
+    KernelFn fn = family.compileFirst(k, p.kernels[0].name);
+    CHECK(k.source == family.source);  // one kernel for every row count
     std::vector<float> x(rows * 5), y(rows * 5, -1.f);
     for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i));
     void* args[] = {x.data(), y.data(), k.params.data()};
@@ -144,8 +142,7 @@ TEST_CASE("a vectorised broadcast add with a run-time extent handles its tail at
   Program ref = broadcastAddAt(4);
   REQUIRE(ref.kernels.size() == 1);
   sizeKernel(splitMarked(emitCppMarked(ref.kernels[0], ref)), scope, false);
-  std::string source;
-  KernelFn fn = nullptr;
+  FamilyKernel family;
   for (int64_t rows : {5, 1, 3, 17, 1000}) {  // 37 * rows elements: never a multiple of a vector
     Program p = broadcastAddAt(rows);
     REQUIRE(p.kernels.size() == 1);
@@ -154,11 +151,8 @@ TEST_CASE("a vectorised broadcast add with a run-time extent handles its tail at
       // Size 1: other loops (the broadcast dimension is gone), its own family or literal source.
       continue;
     }
-    if (source.empty()) {
-      source = k.source;
-      fn = reinterpret_cast<KernelFn>(compileKernels({{k.source, p.kernels[0].name, {}}})[0].symbol);
-    }
-    CHECK(k.source == source);
+    KernelFn fn = family.compileFirst(k, p.kernels[0].name);
+    CHECK(k.source == family.source);
     std::vector<float> x(rows * 37), y(37), out(rows * 37 + 8, 12345.f);
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 101) - 50.f;
     for (int i = 0; i < 37; ++i) y[i] = static_cast<float>(i) * 0.25f;
@@ -176,18 +170,14 @@ TEST_CASE("a mean over a dimension that varies divides by its count as a paramet
   std::string literal = emitCpp(ref.kernels[0], ref);
   CHECK(literal.find("((float)6)") != std::string::npos);  // the static text is unchanged
   CHECK(sizeKernel(splitMarked(emitCppMarked(ref.kernels[0], ref)), scope, false).source == literal);
-  std::string source;
-  KernelFn fn = nullptr;
+  FamilyKernel family;
   for (int64_t cols : {7, 13, 3, 100}) {
     Program p = rowMeanAt(cols);
     REQUIRE(p.kernels.size() == 1);
     SizedKernel k = sizeKernel(splitMarked(emitCppMarked(p.kernels[0], p)), scope, true);
-    if (source.empty()) {
-      source = k.source;
-      CHECK(source.find("((float)dyn_s") != std::string::npos);
-      fn = reinterpret_cast<KernelFn>(compileKernels({{k.source, p.kernels[0].name, {}}})[0].symbol);
-    }
-    CHECK(k.source == source);
+    KernelFn fn = family.compileFirst(k, p.kernels[0].name);
+    CHECK(k.source == family.source);
+    CHECK(k.source.find("((float)dyn_s") != std::string::npos);
     std::vector<float> x(4 * cols), y(4, -1.f);
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.5f;
     void* args[] = {x.data(), y.data(), k.params.data()};

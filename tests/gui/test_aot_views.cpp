@@ -366,6 +366,8 @@ TEST_CASE("the window: AOT graphs in the graphs table, the partition overlay, De
   REQUIRE(waitFor([&] { return w.reportsReady(); }));
   CHECK(w.bannerText().isEmpty());
   REQUIRE(w.selectFrame(c.frameId));
+  CHECK(w.storeReadsPending());  // read off the UI thread
+  REQUIRE(waitFor([&] { return !w.storeReadsPending(); }));
   REQUIRE(w.graphs()->rowCount() == 4);
   w.compileTabs()->setCurrentWidget(w.detailsView());
   CHECK(w.detailsView()->toPlainText().startsWith("AOT compile\n  backend: aot_eager (training)"));

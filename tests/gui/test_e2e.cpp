@@ -60,6 +60,7 @@ class InspectorE2E : public QObject {
     const QModelIndex frame = w_->runTree()->findFrame("ResNet.forward");
     QVERIFY(frame.isValid());
     w_->runTreeView()->setCurrentIndex(frame);
+    QVERIFY(QTest::qWaitFor([this] { return !w_->storeReadsPending(); }, 20000));  // read off the UI thread
     QCOMPARE(w_->compiles()->rowCount(), 1);
     QCOMPARE(w_->graphs()->rowCount(), 1);
     shot("01-compiles");
@@ -98,7 +99,8 @@ class InspectorE2E : public QObject {
     v->searchBox()->clear();
     QTest::keyClicks(v->searchBox(), "^iadd_5$");
     QTest::keyClick(v->searchBox(), Qt::Key_Return);
-    QVERIFY(QTest::qWaitFor([v] { return v->selectedNode() >= 0 && !v->layoutPending(); }, 20000));
+    // Enter matches off the UI thread; the result is selected and revealed when it comes.
+    QVERIFY(QTest::qWaitFor([v] { return !v->searchPending() && v->selectedNode() >= 0 && !v->layoutPending(); }, 20000));
     const InspectNode& n = v->graph()->node(v->selectedNode());
     QCOMPARE(QString::fromStdString(n.name), QString("iadd_5"));
     QCOMPARE(QString::fromStdString(n.modulePath), QString("layer3.1"));  // the sixth block

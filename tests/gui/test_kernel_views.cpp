@@ -254,6 +254,7 @@ TEST_CASE("the window: a fused graph opens by fusion group; a node's panel and i
   REQUIRE(w.openStore(QString::fromStdString(storePath())));
   REQUIRE(waitFor([&] { return w.reportsReady(); }));
   REQUIRE(w.selectFrame(c.frameId));
+  REQUIRE(waitFor([&] { return !w.storeReadsPending(); }));
   QSignalSpy loaded(&w, &MainWindow::graphLoaded);
   w.openGraph(c.id, 0);
   REQUIRE(waitFor([&] { return loaded.count() == 1; }));

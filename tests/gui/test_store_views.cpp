@@ -23,6 +23,7 @@
 #include "dynamo/gui/graph_diff.h"
 #include "dynamo/gui/graph_view.h"
 #include "dynamo/gui/layout_engine.h"
+#include "dynamo/gui/layout_splice.h"
 #include "dynamo/gui/main_window.h"
 #include "dynamo/gui/store_models.h"
 #include "dynamo/gui/store_reports.h"
@@ -67,6 +68,58 @@ bool waitFor(Pred pred, int ms = 20000) {
 
 std::shared_ptr<LayoutCache> freshCache(const TempDir& dir) {
   return std::make_shared<LayoutCache>(QString::fromStdString(dir.file("cache")));
+}
+
+/// Graphviz's layout of a visible graph (the layout process, waited for).
+LayoutResult graphvizLayout(const VisibleGraph& v) {
+  LayoutResult r;
+  QString error;
+  const bool ok = LayoutEngine::layoutBlocking(QString::fromStdString(testing::layoutProgram()), nullptr,
+                                               toDot(v), r, error);
+  INFO(error.toStdString());
+  REQUIRE(ok);
+  return r;
+}
+
+/// Whether two unit boxes (centre and size) overlap.
+bool overlaps(const LayoutBox& a, const LayoutBox& b) {
+  return std::abs(a.x - b.x) < (a.w + b.w) / 2 - 0.01 && std::abs(a.y - b.y) < (a.h + b.h) / 2 - 0.01;
+}
+
+/// Whether a frame (top-left and size) holds a unit box (centre and size).
+bool holds(const LayoutBox& frame, const LayoutBox& u) {
+  return u.x - u.w / 2 >= frame.x - 0.01 && u.x + u.w / 2 <= frame.x + frame.w + 0.01 &&
+         u.y - u.h / 2 >= frame.y - 0.01 && u.y + u.h / 2 <= frame.y + frame.h + 0.01;
+}
+
+/// Checks a provisional layout of `after` with `group` open: every box, frame and edge placed,
+/// no two boxes overlapping, the group's boxes inside its frame, the frame inside its parents'.
+void checkSplice(const VisibleGraph& after, const LayoutResult& r, int group) {
+  REQUIRE(r.nodes.size() == after.units.size());
+  REQUIRE(r.clusters.size() == after.clusters.size());
+  REQUIRE(r.edges.size() == after.edges.size());
+  for (size_t i = 0; i < after.units.size(); ++i)
+    for (size_t j = i + 1; j < after.units.size(); ++j) {
+      INFO(after.units[i].key << " and " << after.units[j].key);
+      CHECK_FALSE(overlaps(r.nodes.at(after.units[i].key), r.nodes.at(after.units[j].key)));
+    }
+  int inside = 0;
+  for (size_t c = 0; c < after.clusters.size(); ++c) {
+    const VisibleCluster& vc = after.clusters[c];
+    const LayoutBox& frame = r.clusters.at(vc.key);
+    for (const VisibleUnit& u : after.units) {
+      int up = u.cluster;
+      while (up >= 0 && up != static_cast<int>(c)) up = after.clusters[static_cast<size_t>(up)].parent;
+      INFO(u.key << " in " << vc.key);
+      if (up == static_cast<int>(c)) CHECK(holds(frame, r.nodes.at(u.key)));
+      else CHECK_FALSE(holds(frame, r.nodes.at(u.key)));
+      if (vc.group == group && u.cluster == static_cast<int>(c)) ++inside;
+    }
+  }
+  CHECK(inside > 0);
+  for (const auto& [key, pts] : r.edges) CHECK((pts.size() >= 8 && (pts.size() / 2 - 1) % 3 == 0));
+  CHECK(r.width > 0);
+  CHECK(r.height > 0);
 }
 
 QString cell(const QAbstractItemModel& m, int row, int col, const QModelIndex& parent = {}) {
@@ -412,6 +465,14 @@ TEST_CASE("the graph view expands, collapses, searches and refuses views too lar
   CHECK(view.nodePanel()->toPlainText().contains("operator.iadd"));
   CHECK(view.sourceView()->highlightedLine() == 102);
   CHECK(view.sourceView()->highlightedText() == "out += identity");
+  // The search box's Enter matches off the UI thread: the same hits, shown when they come.
+  QSignalSpy searched(&view, &GraphView::searchDone);
+  view.searchBox()->setText("out \\+= identity");
+  emit view.searchBox()->returnPressed();  // (QTest's key events leave a device that crashes at exit)
+  REQUIRE(waitFor([&] { return searched.count() == 1; }));
+  CHECK(searched.at(0).at(0).toInt() == 2);
+  CHECK(view.selectedNode() == hits[0]);
+  REQUIRE(waitFor([&] { return !view.layoutPending(); }));
   CHECK(view.search("[unclosed").empty());
   CHECK(view.message().startsWith("not a regular expression: "));
   // Collapsing layer1 closes what is inside it too.
@@ -467,6 +528,85 @@ TEST_CASE("the graph view lays out the likely expansions in the background: the 
   view.collapseGroup(g->findGroup("layer1"));
   REQUIRE(waitFor([&] { return drawn.count() == 3; }));
   CHECK(view.engine()->processRuns() == runs);
+  qunsetenv("DYNAMO_INSPECT_LAYOUT");
+}
+
+TEST_CASE("an expansion is spliced into the drawn layout: the module's boxes alone, where its box was") {
+  app();
+  auto g = buildInspectGraph(testing::makeResnetLike(), "splice");
+  const int layer1 = g->findGroup("layer1"), block = g->findGroup("layer1.0");
+  REQUIRE(layer1 > 0);
+  REQUIRE(block > 0);
+  // The top level, then layer1 opened.
+  const VisibleGraph top = computeVisible(*g, {});
+  const LayoutResult topLayout = graphvizLayout(top);
+  const VisibleGraph open1 = computeVisible(*g, {layer1});
+  std::optional<LayoutResult> r = spliceExpansion(top, topLayout, open1, layer1);
+  REQUIRE(r);
+  checkSplice(open1, *r, layer1);
+  // The new frame starts where layer1's box was; boxes above it did not move.
+  const LayoutBox& old = topLayout.nodes.at("g" + std::to_string(layer1));
+  const LayoutBox& frame = r->clusters.at("cluster_g" + std::to_string(layer1));
+  CHECK(frame.x == Approx(old.x - old.w / 2));
+  CHECK(frame.y == Approx(old.y - old.h / 2));
+  for (const VisibleUnit& u : top.units)
+    if (u.group != layer1 && topLayout.nodes.at(u.key).y < old.y) {
+      CHECK(r->nodes.at(u.key).x == topLayout.nodes.at(u.key).x);
+      CHECK(r->nodes.at(u.key).y == topLayout.nodes.at(u.key).y);
+    }
+  CHECK(r->height > topLayout.height);
+  // One level deeper, spliced into Graphviz's layout of the first expansion: layer1.0's frame
+  // sits inside layer1's.
+  const LayoutResult open1Layout = graphvizLayout(open1);
+  const VisibleGraph open2 = computeVisible(*g, {layer1, block});
+  r = spliceExpansion(open1, open1Layout, open2, block);
+  REQUIRE(r);
+  checkSplice(open2, *r, block);
+  // Not one more group: nothing (the view waits for Graphviz).
+  CHECK_FALSE(spliceExpansion(top, topLayout, open2, block));
+  CHECK_FALSE(spliceExpansion(top, topLayout, open2, layer1));
+  CHECK_FALSE(spliceExpansion(open1, open1Layout, open1, layer1));
+}
+
+TEST_CASE("the graph view draws an uncached expansion at once, then Graphviz's layout replaces it") {
+  app();
+  TempDir dir;
+  qputenv("DYNAMO_INSPECT_LAYOUT", QByteArray::fromStdString(testing::layoutProgram()));
+  GraphView view(freshCache(dir));
+  view.setPrefetchEnabled(false);
+  view.resize(1000, 700);
+  QSignalSpy drawn(&view, &GraphView::layoutDrawn);
+  QSignalSpy provisional(&view, &GraphView::provisionalDrawn);
+  auto g = buildInspectGraph(testing::makeResnetLike(), "provisional");
+  view.setGraph(g, "resnet-like");
+  REQUIRE(waitFor([&] { return drawn.count() == 1; }));
+  CHECK(provisional.count() == 0);  // nothing to splice into: the first view waits for Graphviz
+  const int layer1 = g->findGroup("layer1");
+  const int runs = view.engine()->processRuns();
+  REQUIRE(view.expandGroup(layer1));
+  // Drawn before expandGroup returned: the scene shows layer1's frame and boxes already.
+  CHECK(provisional.count() == 1);
+  CHECK(view.provisional());
+  CHECK(view.layoutPending());
+  CHECK(view.message().contains("provisional layout drawn in"));
+  REQUIRE(view.scene()->visible());
+  REQUIRE(view.scene()->visible()->clusters.size() == 1);
+  CHECK(view.scene()->visible()->clusters[0].group == layer1);
+  CHECK_FALSE(view.scene()->unitRect("g" + std::to_string(g->findGroup("layer1.0"))).isNull());
+  const QRectF provisionalRect = view.scene()->sceneRect();
+  REQUIRE(waitFor([&] { return drawn.count() == 2; }));
+  CHECK(view.engine()->processRuns() == runs + 1);
+  CHECK_FALSE(view.provisional());
+  CHECK(view.message().contains("laid out in"));
+  CHECK(view.scene()->visible()->clusters.size() == 1);
+  CHECK(view.scene()->sceneRect() != provisionalRect);  // Graphviz's own positions now
+  // Collapsing and expanding again: the layout is cached, nothing provisional.
+  view.collapseGroup(layer1);
+  REQUIRE(waitFor([&] { return drawn.count() == 3; }));
+  REQUIRE(view.expandGroup(layer1));
+  REQUIRE(waitFor([&] { return drawn.count() == 4; }));
+  CHECK(provisional.count() == 1);
+  CHECK(view.message().endsWith("(cached)"));
   qunsetenv("DYNAMO_INSPECT_LAYOUT");
 }
 
@@ -543,6 +683,45 @@ TEST_CASE("export: SVG and PNG of every graph and a summary, in memory") {
     if (f.name.size() > 4 && f.name.compare(f.name.size() - 4, 4, ".png") == 0) CHECK(f.data.compare(1, 3, "PNG") == 0);
   CHECK(out.notes.empty());
   CHECK(testing::readFile(path) == before);
+}
+
+TEST_CASE("the window reads a frame's compiles and a compile's tables off the UI thread") {
+  app();
+  TempDir dir;
+  qputenv("DYNAMO_INSPECT_CACHE", QByteArray::fromStdString(dir.file("cache")));
+  const std::string path = dir.file("t.db");
+  const testing::StoreIds ids = testing::makeStore(path);
+  MainWindow w;
+  REQUIRE(w.openStore(QString::fromStdString(path)));
+  REQUIRE(waitFor([&] { return w.reportsReady(); }));
+  QSignalSpy shown(&w, &MainWindow::compileShown);
+  // Selecting a frame returns before anything is read; the rows come with the worker's result.
+  REQUIRE(w.selectFrame(ids.frameStep));
+  CHECK(w.storeReadsPending());
+  REQUIRE(waitFor([&] { return !w.storeReadsPending(); }));
+  REQUIRE(w.compiles()->rowCount() == 2);
+  CHECK(cell(*w.compiles(), 1, 6) == "1");  // graph and break counts, read by the worker
+  CHECK(cell(*w.compiles(), 1, 7) == "1");
+  // The first compile is selected and its tables read in turn.
+  CHECK(w.breaks()->rowCount() == 1);
+  CHECK(cell(*w.breaks(), 0, 0) == "data-dependent-branch");
+  CHECK(w.guards()->rowCount() == 1);
+  CHECK(w.graphs()->data(w.graphs()->index(0, 0), kRowIdRole).toLongLong() == ids.compileStep0);
+  const int before = shown.count();
+  CHECK(before >= 1);
+  // Two frames selected one after the other: only the last one's rows are shown.
+  REQUIRE(w.selectFrame(ids.frameModel));
+  REQUIRE(w.selectFrame(ids.frameStep));
+  REQUIRE(waitFor([&] { return !w.storeReadsPending(); }));
+  REQUIRE(w.compiles()->rowCount() == 2);
+  CHECK(w.compiles()->compiles()[0].frameId == ids.frameStep);
+  CHECK(w.graphs()->data(w.graphs()->index(0, 0), kRowIdRole).toLongLong() == ids.compileStep0);
+  // Another compile: its tables are read off the UI thread too.
+  w.compilesView()->selectRow(1);
+  REQUIRE(waitFor([&] { return !w.storeReadsPending(); }));
+  CHECK(w.breaks()->rowCount() == 1);
+  CHECK(w.graphs()->data(w.graphs()->index(0, 0), kRowIdRole).toLongLong() == ids.compileStep1);
+  qunsetenv("DYNAMO_INSPECT_CACHE");
 }
 
 TEST_CASE("the window: bad input in the banner, live refresh, a deleted store") {

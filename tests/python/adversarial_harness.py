@@ -155,15 +155,27 @@ def registry():
     return cases, case
 
 
-def params(cases, xfail):
-    """pytest params; cases named in xfail (name -> one-line diagnosis) are strict xfails."""
+def params(cases, xfail, backends=None):
+    """pytest params; cases named in xfail (name -> one-line diagnosis) are strict xfails. With
+    backends: a (case, backend) param per case and backend, id "<case>-<backend>" (run them with
+    check_case_under)."""
     import pytest
     names = {c.name for c in cases}
     unknown = set(xfail) - names
     assert not unknown, f"xfail names no case: {unknown}"
-    return [pytest.param(c, id=c.name,
-                         marks=[pytest.mark.xfail(strict=True, reason=xfail[c.name])] if c.name in xfail else [])
-            for c in cases]
+
+    def marks(c):
+        return [pytest.mark.xfail(strict=True, reason=xfail[c.name])] if c.name in xfail else []
+    if backends is None:
+        return [pytest.param(c, id=c.name, marks=marks(c)) for c in cases]
+    return [pytest.param(c, b, id=f"{c.name}-{b}", marks=marks(c)) for c in cases for b in backends]
+
+
+def check_case_under(case, backend, monkeypatch):
+    """check_case with every dynamo.compile the case makes given backend=backend."""
+    compile_ = dynamo.compile
+    monkeypatch.setattr(dynamo, "compile", lambda t, **k: compile_(t, backend=backend, **k))
+    check_case(case)
 
 
 def recompiles(fn, make_args, calls=3):

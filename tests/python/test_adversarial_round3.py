@@ -6,9 +6,7 @@ the backends eager and aot_eager; cases failing today are strict xfails naming t
 import pytest
 import torch
 
-import dynamo
-import adversarial_harness as harness
-from adversarial_harness import check_case, registry
+from adversarial_harness import check_case_under, params, registry
 
 CASES, case = registry()
 BACKENDS = ("eager", "aot_eager")
@@ -174,16 +172,6 @@ def inference_mode_and_autocast_in_one_with():
 XFAIL = {}
 
 
-def _params():
-    names = {c.name for c in CASES}
-    assert not set(XFAIL) - names, set(XFAIL) - names
-    return [pytest.param(c, b, id=f"{c.name}-{b}",
-                         marks=[pytest.mark.xfail(strict=True, reason=XFAIL[c.name])] if c.name in XFAIL else [])
-            for c in CASES for b in BACKENDS]
-
-
-@pytest.mark.parametrize("case,backend", _params())
+@pytest.mark.parametrize("case,backend", params(CASES, XFAIL, BACKENDS))
 def test_adversarial_round3(case, backend, monkeypatch):
-    compile_ = dynamo.compile
-    monkeypatch.setattr(harness.dynamo, "compile", lambda t, **k: compile_(t, backend=backend, **k))
-    check_case(case)
+    check_case_under(case, backend, monkeypatch)

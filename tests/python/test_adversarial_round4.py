@@ -11,9 +11,7 @@ import itertools
 import pytest
 import torch
 
-import dynamo
-import adversarial_harness as harness
-from adversarial_harness import check_case, registry
+from adversarial_harness import check_case_under, params, registry
 
 CASES, case = registry()
 BACKENDS = ("eager", "aot_eager")
@@ -263,8 +261,6 @@ def recursion_and_lru_cache():
     return depth_sum, lambda f, i: f(torch.randn(2), i + 1)
 
 
-@pytest.mark.parametrize("case,backend", [pytest.param(c, b, id=f"{c.name}-{b}") for c in CASES for b in BACKENDS])
+@pytest.mark.parametrize("case,backend", params(CASES, {}, BACKENDS))
 def test_adversarial_round4(case, backend, monkeypatch):
-    compile_ = dynamo.compile
-    monkeypatch.setattr(harness.dynamo, "compile", lambda t, **k: compile_(t, backend=backend, **k))
-    check_case(case)
+    check_case_under(case, backend, monkeypatch)

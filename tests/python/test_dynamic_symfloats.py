@@ -9,24 +9,10 @@ import torch
 
 import dynamo
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    dynamo.reset()
-    yield
-    dynamo.reset()
+from compile_fixtures import compiled, fresh_dynamo, records  # noqa: F401  (fixtures)
 
 
-@pytest.fixture
-def records():
-    out = []
-    dynamo.add_compile_listener(out.append)
-    yield out
-    dynamo.remove_compile_listener(out.append)
-
-
-def compiled(records):
-    return [r for r in records if r["status"] == "compiled"]
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def same(a, b):

@@ -12,24 +12,10 @@ import torch
 import dynamo
 from dynamo import _C
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    dynamo.reset()
-    yield
-    dynamo.reset()
+from compile_fixtures import compiled, fresh_dynamo, records  # noqa: F401  (fixtures)
 
 
-@pytest.fixture
-def records():
-    got = []
-    dynamo.add_compile_listener(got.append)
-    yield got
-    dynamo.remove_compile_listener(got.append)
-
-
-def compiled(records):
-    return [r for r in records if r["status"] == "compiled"]
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def units():

@@ -247,12 +247,16 @@ def test_lowered_ops_list_matches_def():
 def test_vectorised_float32_exp_edges():
     # the C++ kernels use a vectorisable expf (Cephes polynomial): within 2.5e-7 relative, the
     # denormal range within a few denormal steps, and inf/-inf/nan exact
-    specials = torch.tensor([float("inf"), -float("inf"), float("nan"), 88.73, 100.0, -120.0])
+    # (no selects after the polynomial: the clamp alone gives inf, 0 and NaN at the edges)
+    specials = torch.tensor([float("inf"), -float("inf"), float("nan"), 88.73, 100.0, -120.0,
+                             88.7229, 1e30, -1e30, -104.0, 88.72, -103.2])
     x = torch.cat([specials, torch.linspace(-110, 88.72, 200001)])
     f = fused(torch.exp, x)
     got, want = f(x), torch.exp(x.double()).float()
     assert got[0] == float("inf") and got[1] == 0 and torch.isnan(got[2])
     assert got[3] == float("inf") and got[4] == float("inf") and got[5] == 0
+    assert got[6] == float("inf") and got[7] == float("inf") and got[8] == 0 and got[9] == 0
+    assert 3.3e38 < got[10] < float("inf") and 0 < got[11] < 1.2e-38   # largest finite, a denormal
     finite = want.isfinite()
     normal = finite & (want.abs() > 1.2e-38)
     rel = ((got[normal].double() - want[normal].double()) / want[normal].double()).abs()
@@ -327,3 +331,21 @@ def test_several_column_sums_share_one_blocked_kernel():
     ref = (y.double().sum(0), (y.double() ** 2).sum(0))
     for a, r in zip(got, ref):
         assert ((a.double() - r).abs() / r.abs()).max().item() < 2e-7
+
+
+def test_var_mean_lowered_as_two_row_reductions():
+    # what the layer_norm decomposition writes (correction 0, keepdim), and the unbiased form
+    x = torch.randn(6, 5, 33) * 3 + 2
+    f = check(lambda t: torch.ops.aten.var_mean.correction(t, [2], correction=0, keepdim=True), x)
+    assert not f.report["externs"]
+    check(lambda t: torch.ops.aten.var_mean.correction(t, [0, 2], correction=1, keepdim=True), x)
+    check(lambda t: torch.var_mean(t.double(), [1], unbiased=True, keepdim=True), x)
+
+
+def test_var_mean_forms_not_lowered_run_in_aten():
+    x = torch.randn(4, 7)
+    f = check(lambda t: torch.var_mean(t, [1], unbiased=False, keepdim=False), x, expect_no_extern=False)
+    assert [n.split("_")[0] for n, _ in f.report["externs"]] == ["var", "getitem", "getitem"]
+    # N - correction = 0: eager's nan variance comes from ATen
+    f = check(lambda t: torch.var_mean(t, [0], unbiased=True, keepdim=True), x[:1].clone(), expect_no_extern=False)
+    assert [n.split("_")[0] for n, _ in f.report["externs"]] == ["var", "getitem", "getitem"]

@@ -15,12 +15,10 @@ import torch.nn.functional as F
 import dynamo
 import dynamo.aot as aot
 
+from compile_fixtures import fresh_dynamo  # noqa: F401  (fixture)
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    dynamo.reset()
-    yield
-    dynamo.reset()
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 @pytest.fixture

@@ -35,13 +35,6 @@ bool allConcrete(const std::vector<ValueRef>& args, const Kw& kwargs) {
   return true;
 }
 
-bool containsTensor(const ValueRef& v) {
-  if (v->isTensor()) return true;
-  for (const ValueRef& i : v->items)
-    if (i && containsTensor(i)) return true;
-  return false;
-}
-
 // fn(*args, **kwargs) on concrete values; null with the Python error cleared when it raises.
 PyObjectRef callReal(PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
   PyObjectRef t = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));

@@ -9,13 +9,6 @@ namespace {
 
 using Kw = std::vector<std::pair<std::string, ValueRef>>;
 
-bool containsTensor(const ValueRef& v) {
-  if (v->isTensor()) return true;
-  for (const ValueRef& i : v->items)
-    if (i && containsTensor(i)) return true;
-  return false;
-}
-
 // ---- sets ----------------------------------------------------------------------------------------
 
 using Known = std::vector<std::pair<PyObjectRef, ValueRef>>;  // member object -> the Value it came as

@@ -1000,12 +1000,6 @@ ValueRef CompileContext::recordCall(PyObject* fn, const std::string& method,
   }
   // The example of the result; a call with no tensor argument runs for real (exampleResult).
   bool anyTensorArg = false;
-  std::function<bool(const ValueRef&)> containsTensor = [&](const ValueRef& v) {
-    if (v->isTensor()) return true;
-    for (const ValueRef& i : v->items)
-      if (i && containsTensor(i)) return true;
-    return false;
-  };
   for (const ValueRef& a : args) anyTensorArg = anyTensorArg || containsTensor(a);
   for (const auto& kv : kwargs) anyTensorArg = anyTensorArg || containsTensor(kv.second);
   PyObjectRef exArgs, autocastReal;

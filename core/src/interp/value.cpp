@@ -128,6 +128,13 @@ bool isConstantObject(PyObject* o) {
   return std::string(name) == "torch.layout" || std::string(name) == "torch.memory_format";
 }
 
+bool containsTensor(const ValueRef& v) {
+  if (v->isTensor()) return true;
+  for (const ValueRef& i : v->items)
+    if (i && containsTensor(i)) return true;
+  return false;
+}
+
 std::string describe(const Value& v) {
   switch (v.kind) {
     case ValueKind::kConst: {

@@ -262,6 +262,10 @@ ValueRef makeLazy(PyObject* o, Source source);
 /// torch.Size) of those.
 bool isConstantObject(PyObject* o);
 
+/// Whether `v` is a tensor or holds one among its items, at any depth (a container, a slice, a
+/// function's defaults).
+bool containsTensor(const ValueRef& v);
+
 /// A short description for break messages: "tensor", "int 3", "list of 2", "module Linear".
 std::string describe(const Value& v);
 

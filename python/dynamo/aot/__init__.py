@@ -8,6 +8,8 @@ as a torch.fx.GraphModule and the real inputs:
       --importer.to_ir--> joint graph (core IR) --_C._aot.partition--> forward, backward graphs
       --forward/backward compilers (core's GraphRunner)--> runtime.make_training_fn
     inference (grad mode off, or no input / output requires grad): forward-only trace, no joint.
+    preset "fused": graph_cache.py keys the captured graph and its inputs before the trace; a hit
+    reads the trace's layout and the imported / partitioned graphs back from disk instead.
 
 It returns the callable, or a str (the reason) when the graph must run on the eager runner
 instead. Every compile leaves a record: logged with DYNAMO_LOGS=aot_graphs,partition and written
@@ -22,7 +24,7 @@ import time
 import torch
 
 from dynamo import _C, autograd_function, context_nodes, eval_frame, logs, recording
-from dynamo.aot import decompositions, importer, rewrites, runtime, split, tracing
+from dynamo.aot import decompositions, graph_cache, importer, rewrites, runtime, split, tracing
 from dynamo.aot.tracing import Fallback
 
 __all__ = ["compile_graph", "PRESETS", "Fallback", "last_records", "make_backend"]
@@ -157,6 +159,15 @@ def _phase(rec, name, start):
 
 def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compiler):
     tracing.check_inputs(examples, sources)
+    cache_key = _cache_key(gm, examples, sources, rec, mode, decompose)
+    if cache_key is not None:
+        start = time.perf_counter()
+        entry = graph_cache.load(cache_key)
+        _phase(rec, "graph_cache", start)
+        if entry is not None:
+            rec["graph_cache"] = "hit"
+            return _from_entry(entry, rec, fw_compiler, bw_compiler)
+        rec["graph_cache"] = "miss"
     training = torch.is_grad_enabled() and any(t.requires_grad for t in examples)
     counts = {}
     table = decompositions.table(counts) if decompose else None
@@ -177,20 +188,79 @@ def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compil
     graph = importer.to_ir(traced.graph, names, device)
     _phase(rec, "import", start)
     if not traced.training:
-        rec["forward"] = graph
-        start = time.perf_counter()
-        fw = fw_compiler(graph)
-        _phase(rec, "compile_forward", start)
-        return _with_constants(runtime.make_inference_fn(fw, plan), traced.constants)
+        if cache_key is not None:
+            _store(cache_key, traced, rec, {"forward": graph.serialize()})
+        return _inference(graph, plan, rec, traced.constants, fw_compiler)
     rec["joint"] = graph
     start = time.perf_counter()
     part = _partition(graph, traced, mode)
     _phase(rec, "partition", start)
     rec.update(saved=part["saved"], recomputed=part["recomputed"], bytes_saved=part["bytes_saved"],
                summary=part["summary"])
+    if cache_key is not None:
+        _store(cache_key, traced, rec, {"joint": graph.serialize(), "forward": part["forward"],
+                                        "backward": part["backward"]})
+    return _training(part["forward"], part["backward"], plan, rec, traced.constants, fw_compiler, bw_compiler)
+
+
+# ---- the whole-graph cache of the fused preset (graph_cache.py; docs/codegen.md) --------------
+
+#: The trace's fields an entry keeps (everything runtime.py and the record read, no graph).
+_PLAN_FIELDS = ("training", "num_primals", "num_user_outputs", "num_fwd_outputs", "diff_inputs",
+                "diff_outputs", "out_requires_grad", "mutated_inputs", "mutated_placeholders", "rewritten",
+                "functionalized", "placeholders")
+#: The compile record's fields an entry keeps.
+_REC_FIELDS = ("training", "mutated_inputs", "inplace_rewritten", "decompositions", "saved", "recomputed",
+               "bytes_saved", "summary")
+
+
+def _cache_key(gm, examples, sources, rec, mode, decompose):
+    """The whole-graph cache key of this compile, or None (not the fused preset, the cache off, or
+    a graph it cannot key: recorded in rec["graph_cache"])."""
+    if rec["backend"] not in graph_cache.BACKENDS or not graph_cache.enabled():
+        return None
+    context = (f"mode={mode} decompose={decompose} grad={torch.is_grad_enabled()} "
+               f"autocast={runtime.autocast_on()} sources={sources}")
+    try:
+        return graph_cache.key(gm, examples, rec["backend"], context)
+    except graph_cache.Uncacheable as e:
+        graph_cache.uncacheable()
+        rec["graph_cache"] = f"not cached: {e}"
+        return None
+
+
+def _store(cache_key, traced, rec, graphs):
+    if traced.constants:
+        graph_cache.uncacheable()
+        rec["graph_cache"] = "not cached: the trace lifted tensor constants"
+        return
+    plan = {f: getattr(traced, f) for f in _PLAN_FIELDS}
+    graph_cache.store(cache_key, dict(graphs, plan=plan, rec={f: rec[f] for f in _REC_FIELDS if f in rec}))
+
+
+def _from_entry(entry, rec, fw_compiler, bw_compiler):
+    """The compiled callable from a cache entry: what the trace, import and partition made, read
+    back; the forward (and later the backward) graph lowered as after a trace."""
+    traced = tracing.Traced(constants=[], **entry["plan"])
+    plan = _Plan(traced, rec["backend"], rec["function"], f"{rec['file']}:{rec['line']}")
+    rec.update(entry["rec"])
+    if not traced.training:
+        return _inference(_C._graph.read_graph(entry["forward"]).resolve(), plan, rec, [], fw_compiler)
+    rec["joint"] = graph_cache.StoredGraph(entry["joint"])
+    return _training(entry["forward"], entry["backward"], plan, rec, [], fw_compiler, bw_compiler)
+
+
+def _inference(graph, plan, rec, constants, fw_compiler):
+    rec["forward"] = graph
     start = time.perf_counter()
-    forward = _C._graph.read_graph(part["forward"]).resolve()
-    backward_json = part["backward"]
+    fw = fw_compiler(graph)
+    _phase(rec, "compile_forward", start)
+    return _with_constants(runtime.make_inference_fn(fw, plan), constants)
+
+
+def _training(forward_json, backward_json, plan, rec, constants, fw_compiler, bw_compiler):
+    start = time.perf_counter()
+    forward = _C._graph.read_graph(forward_json).resolve()
     rec["forward"], rec["backward_json"] = forward, backward_json
     fw = fw_compiler(forward)
     _phase(rec, "compile_forward", start)
@@ -210,7 +280,7 @@ def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compil
             logs._emit([f"{logs.PREFIX} aot: compiled the backward of {rec['function']} in {ms:.1f} ms"])
 
     return _with_constants(runtime.make_training_fn(fw, compile_backward, plan, backward_compiled),
-                           traced.constants)
+                           constants)
 
 
 def _with_constants(fn, constants):
@@ -298,7 +368,7 @@ def last_records():
 def _summary_json(rec):
     keys = ("backend", "function", "file", "line", "training", "partition_mode", "fallback", "phases_ms",
             "mutated_inputs", "inplace_rewritten", "saved", "recomputed", "bytes_saved", "summary",
-            "decompositions")
+            "decompositions", "graph_cache")
     return json.dumps({k: rec[k] for k in keys if k in rec}, sort_keys=True)
 
 

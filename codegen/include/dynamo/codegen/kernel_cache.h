@@ -6,9 +6,13 @@
 //   cache dir: $DYNAMO_KERNEL_CACHE, else $XDG_CACHE_HOME/dynamo/kernels, else
 //              ~/.cache/dynamo/kernels; size limit $DYNAMO_KERNEL_CACHE_MB (default 512), the
 //              oldest files evicted first.
+// The same directory holds the fused backend's whole-graph entries (<key>.graph, written by
+// python/dynamo/aot/graph_cache.py through readCacheFile / writeCacheFile): same lock per key,
+// temp file + rename, and the same size limit and eviction.
 // Loaded libraries stay loaded for the life of the process (one handle per key).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +40,14 @@ struct CompileJob {
 /// (a compiler run costs ~0.1 s of CPU before it reaches a kernel). Thread-safe. A compiler
 /// failure throws InternalError with the compiler's output.
 std::vector<LoadedKernel> compileKernels(const std::vector<CompileJob>& jobs);
+
+/// The bytes of the cache file `name` ("<hex key>.<extension>", not .so or .lock) in the cache
+/// directory, read under the key's lock (a hit marks it recently used), or nullopt when absent.
+std::optional<std::string> readCacheFile(const std::string& name);
+/// Stores `bytes` as the cache file `name`: written to a temp file and renamed under the key's
+/// lock (readers see the old file or the whole new one), then evicts as the kernels do. Throws
+/// Error when the directory is not writable.
+void writeCacheFile(const std::string& name, const std::string& bytes);
 
 /// The cache directory in use (created on first use).
 std::string kernelCacheDir();

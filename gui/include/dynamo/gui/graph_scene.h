@@ -40,6 +40,9 @@ class GraphScene : public QGraphicsScene {
 
   const VisibleGraph* visible() const { return visible_.get(); }
   const InspectGraph* graph() const { return graph_.get(); }
+  /// The drawn layout (null when none); with visible(), what a provisional layout splices into.
+  const std::shared_ptr<const LayoutResult>& layout() const { return layout_; }
+  const std::shared_ptr<const VisibleGraph>& visibleGraph() const { return visible_; }
   Overlay overlay() const { return overlay_; }
   /// The fill a unit is drawn with under the current overlay ("#rrggbb"), "" when not drawn.
   /// The tooltip of the box with this unit key (tests); empty when none.

@@ -6,12 +6,16 @@
 //
 // Clicking a collapsed module expands it, clicking an expanded module's title collapses it;
 // every change of what is expanded asks the LayoutEngine for a layout (another process) and
-// redraws when it answers. The UI thread never waits: it only computes the visible graph
-// (milliseconds) and builds at most kMaxLayoutUnits boxes.
+// redraws when it answers. An expansion not in the layout cache is drawn at once with a
+// provisional layout (the module's boxes laid out alone and spliced in where its box was,
+// layout_splice.h), which Graphviz's layout replaces when it comes. The UI thread never waits:
+// it only computes the visible graph (milliseconds) and builds at most kMaxLayoutUnits boxes.
 #pragma once
 
 #include <QComboBox>
 #include <QElapsedTimer>
+#include <QFutureWatcher>
+#include <QRegularExpression>
 #include <QGraphicsView>
 #include <QLabel>
 #include <QLineEdit>
@@ -66,6 +70,12 @@ class GraphView : public QWidget {
   void collapseGroup(int group);
   /// Searches; returns the matching nodes (graph order) and selects the first.
   std::vector<int> search(const QString& pattern);
+  /// The same search with the matching done off the UI thread (the search box's Enter): the
+  /// results are shown, and searchDone emitted, when the worker answers; a newer search or
+  /// graph drops an older answer.
+  void searchAsync(const QString& pattern);
+  /// True while a searchAsync is under way.
+  bool searchPending() const { return searchWatcher_.isRunning() || searchPending_; }
   /// Selects a node: opens its groups, lays out if needed, shows its panel and source line.
   void selectNode(int node);
 
@@ -95,22 +105,36 @@ class GraphView : public QWidget {
   /// Milliseconds of the last layout (request to drawn) and of building its items.
   double lastLayoutMs() const { return lastLayoutMs_; }
   double lastSceneMs() const { return lastSceneMs_; }
+  /// True while the drawn layout is a provisional one (Graphviz's is on its way).
+  bool provisional() const { return provisional_; }
+  /// Provisional layouts drawn so far (tests, bench).
+  int provisionalCount() const { return provisionalCount_; }
+  /// Turns the background layouts of likely expansions off or on (tests).
+  void setPrefetchEnabled(bool on) { prefetchOn_ = on; }
 
  signals:
-  /// A layout was drawn (after setGraph, expand, collapse, search).
+  /// Graphviz's layout was drawn (after setGraph, expand, collapse, search).
   void layoutDrawn();
+  /// A provisional layout of an expansion was drawn; layoutDrawn follows when Graphviz is done.
+  void provisionalDrawn();
   /// The user picked a node.
   void nodeSelected(int node);
+  /// A searchAsync answered with this many matches.
+  void searchDone(int matches);
 
  private:
   void relayout();
   void prefetchExpansions();
   void onLayout(int ticket, std::shared_ptr<const LayoutResult> result, bool fromCache);
   void onLayoutFailed(int ticket, const QString& message);
+  bool drawProvisional(const std::string& dot);
+  void draw(std::shared_ptr<const LayoutResult> result);
   void onUnitClicked(int node, int group);
   void showNodePanel(int node);
   void kernelSection(QString& html, const InspectNode& n) const;
   void goToResult(int delta);
+  void showResults(std::vector<int> results);
+  bool validPattern(const QString& pattern, QRegularExpression& re);
   void setStatus(const QString& text);
   QString bigGraphNote() const;
   void fillOverlayPicker();
@@ -140,7 +164,14 @@ class GraphView : public QWidget {
   int pendingTicket_ = 0;
   int selected_ = -1;
   bool fitAfterLayout_ = false;
+  int openedGroup_ = -1;  ///< the group expandGroup just opened (a provisional layout may show it)
+  bool provisional_ = false;
+  int provisionalCount_ = 0;
+  bool prefetchOn_ = true;
   std::vector<int> results_;
+  QFutureWatcher<std::vector<int>> searchWatcher_;
+  int searchTicket_ = 0;       ///< the searchAsync whose answer is awaited
+  bool searchPending_ = false;
   int resultIndex_ = -1;
   QElapsedTimer layoutClock_;
   double lastLayoutMs_ = 0, lastSceneMs_ = 0;

@@ -32,6 +32,8 @@ class LayoutCache {
   static std::string keyOf(const std::string& dot);
   /// The cached layout output, if any.
   std::optional<std::string> get(const std::string& key) const;
+  /// Whether a layout with this key is cached (no read).
+  bool contains(const std::string& key) const;
   /// Stores a layout output (written to a temporary file and renamed: safe across processes).
   /// A cache that cannot be written is skipped silently: it only saves time.
   void put(const std::string& key, const std::string& text) const;

@@ -72,17 +72,25 @@ class MainWindow : public QMainWindow {
   DiffPanel* diffPanel() const { return diffPanel_; }
   /// True once the store-wide reports of the current store are shown (or their error is).
   bool reportsReady() const { return reportsReady_; }
+  /// True while the compiles of the selected frame or the tables of the selected compile are
+  /// being read (off the UI thread).
+  bool storeReadsPending() const { return frameReadPending_ || compileReadPending_; }
   /// How many times the views reloaded because the store changed.
   int liveReloads() const { return liveReloads_; }
 
  signals:
   void graphLoaded();
   void reportsLoaded();
+  /// The tables of the selected compile show what was read for it.
+  void compileShown();
 
  private:
   void reload(bool keepSelection);
   void onFrameSelected(const QModelIndex& index);
   void onCompileSelected(int row);
+  void onFrameRead();
+  void onCompileRead();
+  void showCompile(std::shared_ptr<const CompileContents> data);
   void onGraphLoaded();
   void onReportsLoaded();
   void onStoreChanged();
@@ -112,6 +120,20 @@ class MainWindow : public QMainWindow {
   BreaksPanel* breaksPanel_;
   RecompilesPanel* recompilesPanel_;
   DiffPanel* diffPanel_;
+  /// A read of the store done off the UI thread, with its error.
+  struct FrameRead {
+    FrameCompiles data;
+    QString error;
+  };
+  struct CompileRead {
+    std::shared_ptr<const CompileContents> data;
+    QString error;
+  };
+  QFutureWatcher<FrameRead> frameWatcher_;
+  QFutureWatcher<CompileRead> compileWatcher_;
+  RowId wantCompile_ = 0;  ///< the compile to select when its frame's compiles arrive (0: the first)
+  bool frameReadPending_ = false;    ///< a frame's compiles are being read
+  bool compileReadPending_ = false;  ///< a compile's tables are being read
   QFutureWatcher<GraphLoad> graphWatcher_;
   QFutureWatcher<StoreReports> reportsWatcher_;
   StoreReports reports_;

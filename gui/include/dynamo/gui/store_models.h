@@ -1,6 +1,9 @@
 // The navigation models: Qt item models over storage queries and the explainer's and
-// profiler's reports (the structs every tool shares). Each reloads from a TraceReader on the UI
-// thread (small queries) and keeps plain records; none holds SQL or a connection.
+// profiler's reports (the structs every tool shares). They keep plain records; none holds SQL or
+// a connection. What the Compiles table and the tables of a compile show is read by
+// readFrameCompiles / readCompileContents, which the window runs off the UI thread (a reader of
+// their own) and hands to the models as immutable results; the overloads taking a TraceReader
+// read and apply in one call (tests, small queries).
 //
 //   RunTreeModel        runs -> source files -> frames (compile count, status colour)
 //   CompilesModel       the compiles of a frame (attempt, status, reason, time, phases, entry)
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "dynamo/explain/explain_report.h"
+#include "dynamo/gui/compile_artifacts.h"
 #include "dynamo/profiler/profile_report.h"
 #include "dynamo/storage/trace_reader.h"
 
@@ -92,11 +96,35 @@ class RecordTable : public QAbstractTableModel {
   std::vector<int> extra_;
 };
 
+/// The compiles of a frame with their graph and break counts (readFrameCompiles).
+struct FrameCompiles {
+  RowId frameId = 0;
+  std::vector<storage::CompileRecord> compiles;
+  std::vector<size_t> graphCounts;  ///< per compile
+  std::vector<size_t> breakCounts;  ///< per compile
+};
+/// Reads what the Compiles table shows (any thread: the reader must be its own).
+FrameCompiles readFrameCompiles(const storage::TraceReader& reader, RowId frameId);
+
+/// What the tables under the Compiles table show of one compile (readCompileContents).
+struct CompileContents {
+  RowId compileId = 0;
+  std::vector<storage::GraphRecord> graphs;         ///< serialized text dropped
+  std::vector<storage::ArtifactRecord> artifacts;   ///< the Details tab reads them
+  std::vector<AotRecord> aot;                       ///< aotRecords(artifacts)
+  std::vector<storage::GraphBreakRecord> breaks;
+  std::vector<storage::GuardRecord> guards;
+  std::string details;                              ///< compileDetailsText(artifacts)
+};
+/// Reads (and parses) what the tables of a compile show (any thread: the reader must be its own).
+CompileContents readCompileContents(const storage::TraceReader& reader, RowId compileId);
+
 class CompilesModel : public RecordTable {
   Q_OBJECT
  public:
   using RecordTable::RecordTable;
   void setFrame(const storage::TraceReader& reader, RowId frameId);
+  void setFrame(const FrameCompiles& data);
   const std::vector<storage::CompileRecord>& compiles() const { return compiles_; }
 
  private:
@@ -110,11 +138,14 @@ class GraphsModel : public RecordTable {
  public:
   using RecordTable::RecordTable;
   void setCompile(const storage::TraceReader& reader, RowId compileId);
+  void setCompile(std::shared_ptr<const CompileContents> data);
   /// The compile's artifacts, read by the last setCompile (the Details tab shows them).
-  const std::vector<storage::ArtifactRecord>& artifacts() const { return artifacts_; }
+  const std::vector<storage::ArtifactRecord>& artifacts() const { return data_->artifacts; }
+  /// The Details text of the compile (compileDetailsText of its artifacts).
+  const std::string& details() const { return data_->details; }
 
  private:
-  std::vector<storage::ArtifactRecord> artifacts_;
+  std::shared_ptr<const CompileContents> data_ = std::make_shared<CompileContents>();
 };
 
 class BreaksModel : public RecordTable {
@@ -122,6 +153,7 @@ class BreaksModel : public RecordTable {
  public:
   using RecordTable::RecordTable;
   void setCompile(const storage::TraceReader& reader, RowId compileId);
+  void setCompile(const CompileContents& data);
   const std::vector<storage::GraphBreakRecord>& breaks() const { return breaks_; }
 
  private:
@@ -133,6 +165,7 @@ class GuardsModel : public RecordTable {
  public:
   using RecordTable::RecordTable;
   void setCompile(const storage::TraceReader& reader, RowId compileId);
+  void setCompile(const CompileContents& data);
   const std::vector<storage::GuardRecord>& guards() const { return guards_; }
 
  private:

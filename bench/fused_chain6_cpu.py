@@ -1,0 +1,66 @@
+"""chain6 (bench/fused.py) against the same-run copy anchor in process CPU time, for loaded machines.
+
+On the shared 2-core machine the wall time of an 8M-element kernel moves by 10-30x with the other
+jobs, so bench/fused.py's `of copy` column says little there. This script times the fused chain6
+and `dst.copy_(src)` (the same anchor) by the CPU time of the process (`resource.getrusage`, user
++ system, all threads) over blocks of calls, interleaved, and prints the ratio copy / fused, which
+is bench/fused.py's `fraction_of_copy_bw` measured in CPU time instead of wall time. With
+`--threads 1` it is the work each needs; to compare two builds, run it once per build's PYTHONPATH,
+alternating (docs/performance.md, "chain6: dyn_exp without selects"):
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/fused_chain6_cpu.py --threads 1
+
+Nothing is asserted: figures only (one JSON line).
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+
+import torch
+
+import dynamo
+
+
+def chain6(x):
+    return ((x * 2 + 1).relu() * 0.5 - 0.25).sigmoid()
+
+
+def cpu_per_call(fn, calls):
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    for _ in range(calls):
+        fn()
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / calls
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--blocks", type=int, default=7, help="interleaved blocks of calls per variant")
+    ap.add_argument("--calls", type=int, default=20, help="calls per block")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    x, src = torch.randn(8 << 20), torch.randn(8 << 20)
+    dst = torch.empty_like(src)
+    compiled = dynamo.optimize("fused")(chain6)
+    torch.testing.assert_close(compiled(x), chain6(x), rtol=1e-4, atol=1e-5)
+    for _ in range(2):
+        compiled(x), dst.copy_(src)
+    fused, copy = [], []
+    for _ in range(args.blocks):
+        fused.append(cpu_per_call(lambda: compiled(x), args.calls))
+        copy.append(cpu_per_call(lambda: dst.copy_(src), args.calls))
+    f, c = statistics.median(fused), statistics.median(copy)
+    print(json.dumps({
+        "threads": args.threads, "blocks": args.blocks, "calls": args.calls,
+        "load_avg_1m": os.getloadavg()[0],
+        "fused_cpu_ms": round(f * 1e3, 3), "copy_cpu_ms": round(c * 1e3, 3),
+        "copy_over_fused": round(c / f, 3), "copy_over_fused_minima": round(min(copy) / min(fused), 3),
+    }))
+
+
+if __name__ == "__main__":
+    main()
