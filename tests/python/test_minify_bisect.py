@@ -62,7 +62,7 @@ def test_decomposition_group_is_found(tmp_path):
     assert ("dynamo-bisect: decomposition: disabling decomposition group softmax makes the failure "
             "go away (4 runs)") in lines
     assert (f"dynamo-bisect:   reproduce: DYNAMO_BISECT_BACKEND=aot_eager_decomp_partition "
-            f"DYNAMO_AOT_DISABLE_DECOMPS=softmax python3 {SMALL_MODEL} aot_eager_decomp_partition") in lines
+            f"DYNAMO_AOT_DISABLE_DECOMPS=softmax {PYTHON} {SMALL_MODEL} aot_eager_decomp_partition") in lines
     assert "dynamo-bisect:   reproduce: dynamo-minify --resume b/backend-aot_eager_decomp_partition" in lines
 
 
@@ -91,7 +91,7 @@ def test_counted_pass_names_the_bad_application(tmp_path):
                    f"(torch.Tensor.relu) at {SMALL_MODEL}:22: y = self.conv2(y).relu(), in the graph of "
                    f"Net.forward ({SMALL_MODEL}:19)")
     assert step["command"] == (f"DYNAMO_BISECT_BACKEND=eager DYNAMO_BISECT_PASS=test_corrupt_node:{k} "
-                               f"python3 {SMALL_MODEL} eager")
+                               f"{PYTHON} {SMALL_MODEL} eager")
     assert f"dynamo-bisect:   reproduce: {step['command']}" in lines
     # The search's own runs: k applications fail, k - 1 pass.
     runs = {r["label"]: r for r in result["runs"]}
@@ -131,7 +131,7 @@ def test_accuracy_bisect_names_a_pass_that_changes_values(tmp_path):
             f"Net.forward ({SMALL_MODEL}:19)") in lines
     assert step["command"] == (f"DYNAMO_REPRO_AFTER=dynamo DYNAMO_REPRO_LEVEL=4 DYNAMO_REPRO_TOL=0.0001 "
                                f"DYNAMO_BISECT_BACKEND=eager DYNAMO_BISECT_PASS=test_corrupt_node:{k} "
-                               f"python3 {SMALL_MODEL} eager")
+                               f"{PYTHON} {SMALL_MODEL} eager")
 
 
 def test_captured_graph_is_the_reference_before_the_passes(monkeypatch):

@@ -36,6 +36,42 @@ def build(name):
     return getattr(tvm, name)(**kwargs)
 
 
+def with_nonzero_heads(model):
+    """The model with every all-zero Linear weight (ViT's classification head: torchvision
+    initialises it to zeros) drawn from N(0, 0.02) (seed 0), so that its outputs are not zeros
+    whatever the layers before compute: a tolerance on them then checks something."""
+    g = torch.Generator().manual_seed(0)
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Linear) and not mod.weight.any():
+            with torch.no_grad():
+                mod.weight.copy_(torch.randn(mod.weight.shape, generator=g) * 0.02)
+    return model
+
+
+def _flat(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def fused_comparison(got, eager, ref):
+    """The fused backend's tolerance on a classifier's outputs: got (fused) against eager and a
+    float64 reference (scripts/torchvision_fused.py's docstring states it).
+    (within tolerance, max |got - ref|, max |eager - ref|, max |got - eager|, max |ref|) over
+    the outputs. Every bound scales with the output's magnitude: with random weights some
+    models' logits are tiny (efficientnet's about 1e-19), where an absolute floor would pass
+    anything."""
+    ok, err_f, err_e, diff, scale = True, 0.0, 0.0, 0.0, 0.0
+    for g, e, r in zip(_flat(got), _flat(eager), _flat(ref)):
+        if g.shape != e.shape or g.dtype != e.dtype:
+            return False, float("inf"), 0.0, float("inf"), 0.0
+        gd, ed, rd = g.double(), e.double(), r.double()
+        d = (gd - ed).abs()
+        ok &= bool((d <= 1e-4 * ed.abs() + 1e-4 * ed.abs().max().item()).all())
+        f, e_, m = (gd - rd).abs().max().item(), (ed - rd).abs().max().item(), rd.abs().max().item()
+        ok &= f <= 4 * e_ + 1e-6 * m
+        err_f, err_e, diff, scale = max(err_f, f), max(err_e, e_), max(diff, d.max().item()), max(scale, m)
+    return ok, err_f, err_e, diff, scale
+
+
 # ---- segmentation, detection, video and optical flow (issue #7) -----------------------------
 # Every builder of these families in torchvision 0.14.1 (swin3d_t came in 0.15), with random
 # weights (weights=None, weights_backbone=None), in eval mode, and the smallest inputs that keep
