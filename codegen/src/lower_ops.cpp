@@ -86,15 +86,29 @@ bool positionalInplace(const core::Node& n, size_t at) {
   return n.args().size() > at && n.args()[at].kind() == core::ArgKind::kBool && n.args()[at].asBool();
 }
 
+bool inplaceFlag(const core::Node& n) {
+  for (const auto& [k, v] : n.kwargs()) {
+    if (k == "inplace" && v.kind() == core::ArgKind::kBool && v.asBool()) return true;
+  }
+  if (n.op() != core::NodeOp::kCallFunction || n.target().kind() == core::TargetKind::kAtenOp ||
+      n.target().kind() == core::TargetKind::kMethod) {
+    return false;
+  }
+  static const std::unordered_map<std::string, size_t> kPositions = {
+#define DYNAMO_INPLACE_FUNCTION(name, position) {"torch.nn.functional." name, position},
+#include "../inplace_functions.def"
+#undef DYNAMO_INPLACE_FUNCTION
+  };
+  auto it = kPositions.find(n.target().qualifiedName());
+  return it != kPositions.end() && positionalInplace(n, it->second);
+}
+
 std::string inplaceBase(const core::Node& n) {
   static const std::unordered_set<std::string> kOps = {
       "relu", "add", "sub", "mul", "div", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt",
       "clamp", "clamp_min", "clamp_max"};
   std::string name;
-  bool inplaceKw = false;
-  for (const auto& [k, v] : n.kwargs()) {
-    if (k == "inplace" && v.kind() == core::ArgKind::kBool && v.asBool()) inplaceKw = true;
-  }
+  bool inplaceKw = inplaceFlag(n);  // keyword or positional (F.relu(x, True))
   if (n.op() == core::NodeOp::kCallMethod) {
     name = n.method();
   } else if (n.op() == core::NodeOp::kCallFunction) {
@@ -115,7 +129,7 @@ std::string inplaceBase(const core::Node& n) {
         return it == kI.end() ? std::string() : it->second;
       }
       if (prefix == "torch.nn.functional." && last == "relu" && inplaceKw) return "relu";
-      if (prefix == "torch.nn.functional." && last == "hardtanh" && (inplaceKw || positionalInplace(n, 3))) {
+      if (prefix == "torch.nn.functional." && last == "hardtanh" && inplaceKw) {
         return "hardtanh";
       }
       if (prefix == "torch." && last.size() > 1 && last.back() == '_') name = last;

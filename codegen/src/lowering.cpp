@@ -80,8 +80,8 @@ bool endsWith(const std::string& s, const std::string& suffix) {
 bool mayMutate(const core::Node& n) {
   for (const auto& [k, v] : n.kwargs()) {
     if (k == "out") return true;
-    if (k == "inplace" && v.kind() == core::ArgKind::kBool && v.asBool()) return true;
   }
+  if (inplaceFlag(n)) return true;  // inplace=True, or positional (nn.Hardswish(inplace=True))
   std::string name;
   if (n.op() == core::NodeOp::kCallMethod) {
     name = n.method();
@@ -95,10 +95,6 @@ bool mayMutate(const core::Node& n) {
       return false;
     }
     name = t.qualifiedName();
-    if (name == "torch.nn.functional.hardtanh" && n.args().size() > 3 &&
-        n.args()[3].kind() == core::ArgKind::kBool && n.args()[3].asBool()) {
-      return true;  // F.hardtanh(x, min_val, max_val, True): positional inplace (nn.ReLU6)
-    }
     name = name.substr(name.rfind('.') + 1);
     if (name.size() > 1 && name[0] == 'i' && t.qualifiedName().find("operator.") != std::string::npos &&
         name != "is_" && name != "is_not" && name != "index" && name != "invert") {

@@ -102,6 +102,9 @@ std::string inplaceBase(const core::Node& n);
 
 /// True when argument `at` of n is the literal True (a positional inplace flag).
 bool positionalInplace(const core::Node& n, size_t at);
+/// True when a call's `inplace` flag is set, as a keyword or at its position
+/// (codegen/inplace_functions.def): F.hardswish(x, True) writes x.
+bool inplaceFlag(const core::Node& n);
 
 /// The canonical op name of a call node ("add" for aten::add.Tensor, torch.add, operator.add,
 /// Tensor.add), or empty.

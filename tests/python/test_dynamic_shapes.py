@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import dynamo
 
@@ -129,6 +130,24 @@ def test_dynamic_true_is_dynamic_from_the_first_compile(records):
         assert torch.equal(f(x), m(x))
     assert len(records.compiled) == 1
     assert "input.size()[0] is dynamic (s0): dynamic=True" in records.compiled[0]["dynamic_shapes"]
+
+
+def test_a_call_that_pins_one_size_keeps_the_others_dynamic(records):
+    # layer_norm fails for another size of its normalised dimension: that symbol is specialised,
+    # the batch stays dynamic (all of the call's symbols were pinned before: one compile per size)
+    w, b = torch.randn(16), torch.randn(16)
+
+    def f(x):
+        return F.layer_norm(x * 2, (16,), w, b, 1e-5)
+
+    cf = dynamo.compile(f, dynamic=True)
+    for n in [5, 7, 9]:
+        x = torch.randn(n, 16)
+        assert torch.equal(cf(x), f(x)), n
+    assert len(records.compiled) == 1
+    notes = records.compiled[0]["dynamic_shapes"]
+    assert "specialised to 16: layer_norm() fails or changes its outputs for other sizes" in notes
+    assert "= x.size()[0] in [2, inf] (dynamic; example 5)" in notes
 
 
 def test_mark_static_keeps_a_size_static(records):

@@ -105,6 +105,42 @@ def test_in_place_relu_after_conv_batch_norm_with_later_readers():
     close(got, want)
 
 
+# Activations whose `inplace` flag is positional in the modules that call them (nn.Hardswish
+# calls F.hardswish(x, self.inplace)): a conv step's channels-last result was handed to the
+# activation as an NCHW copy and the write was lost (mobilenet_v3 under fused was wrong).
+POSITIONAL_INPLACE = {
+    "F.relu(y, True)": lambda y: F.relu(y, True),
+    "nn.Hardswish(inplace=True)": torch.nn.Hardswish(inplace=True),
+    "nn.Hardsigmoid(inplace=True)": torch.nn.Hardsigmoid(inplace=True),
+    "F.silu(y, True)": lambda y: F.silu(y, True),
+    "F.mish(y, True)": lambda y: F.mish(y, True),
+    "nn.ELU(inplace=True)": torch.nn.ELU(inplace=True),
+    "nn.LeakyReLU(0.1, True)": torch.nn.LeakyReLU(0.1, True),
+    "nn.SELU(True)": torch.nn.SELU(True),
+    "nn.CELU(inplace=True)": torch.nn.CELU(inplace=True),
+    "nn.Threshold(0.1, 0.0, True)": torch.nn.Threshold(0.1, 0.0, True),
+    "F.relu6(y, True)": lambda y: F.relu6(y, True),
+    "F.rrelu(y, 0.1, 0.3, False, True)": lambda y: F.rrelu(y, 0.1, 0.3, False, True),
+}
+
+
+@pytest.mark.parametrize("name", list(POSITIONAL_INPLACE))
+def test_positional_in_place_activation_after_conv_is_seen_by_later_readers(name):
+    act = POSITIONAL_INPLACE[name]
+    m = conv_bn(padding=1)
+    conv2 = torch.nn.Conv2d(10, 4, 1).eval()
+
+    def f(t):
+        y = m(t)
+        act(y)
+        return conv2(y) + 1
+
+    x = torch.randn(2, 6, 8, 8)
+    with torch.no_grad():
+        got, want = dynamo.optimize("fused")(f)(x), f(x)
+    close(got, want)
+
+
 def test_relu_with_another_reader_before_it_is_not_folded():
     m = conv_bn(padding=1)
     x = torch.randn(2, 6, 8, 8)

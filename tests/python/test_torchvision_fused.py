@@ -34,12 +34,7 @@ def test_every_family_has_a_representative():
 
 
 # Strict: a fix turns the entry into a failure to remove from here.
-XFAIL = {
-    "mobilenet_v3_small": "wrong result under the fused backend: features[4].block[0:2] (1x1 conv + "
-                          "batch_norm + hardswish, then 5x5 depthwise stride-2 conv + batch_norm + "
-                          "hardswish) differs from eager by 6.2e-4 on outputs of at most 6.2e-4; each "
-                          "of the two layers compiled alone is within 2e-9 (docs/stacks.md)",
-}
+XFAIL = {}  # mobilenet_v3_small was here: nn.Hardswish(inplace=True) after a conv (fixed, test_fused_conv)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=XFAIL[n])]

@@ -503,6 +503,44 @@ void checkFloatArgs(CompileContext& ctx, PyObject* fn, const std::string& method
   for (const ValueRef& f : floats) specializeSymFloat(ctx, f, failure);
 }
 
+// The change of every output size per unit of symbol `id` (others at their hints), checked at
+// every probe point: "" and `coef` filled, or why the symbol cannot stay symbolic here.
+std::string symbolCoefficients(CompileContext& ctx, PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
+                               const std::vector<std::pair<std::string, ValueRef>>& kwargs,
+                               const std::vector<ValueRef>& tensors, const std::vector<Leaf>& base, int id,
+                               const std::string& what, std::vector<std::vector<int64_t>>& coef) {
+  const sym::ShapeEnv& env = ctx.shapes;
+  int64_t h = env.hint(id);
+  coef.assign(base.size(), {});
+  std::vector<Leaf> got;
+  bool first = true;
+  for (int64_t p : probePoints(env, id)) {
+    std::vector<int64_t> values = env.hints();
+    values[id] = p;
+    if (!probe(ctx, fn, method, args, kwargs, tensors, values, got) || got.size() != base.size())
+      return what + "() fails or changes its outputs for other sizes";
+    for (size_t j = 0; j < base.size(); ++j) {
+      if (!sameLeaf(base[j], got[j]))
+        return base[j].tensor ? what + "() changes its outputs' ranks with the size"
+                              : what + "() returns a Python value that depends on the size";
+      if (!base[j].tensor) continue;
+      if (first) coef[j].assign(base[j].sizes.size(), 0);
+      for (size_t d = 0; d < base[j].sizes.size(); ++d) {
+        int64_t delta = got[j].sizes[d] - base[j].sizes[d];
+        if (first) {
+          if (delta % (p - h) != 0) return what + "() has output sizes that are not linear in the input sizes";
+          coef[j][d] = delta / (p - h);
+        } else if (delta != coef[j][d] * (p - h)) {
+          return what + "() has output sizes that are not linear in the input sizes";
+        }
+      }
+    }
+    first = false;
+  }
+  if (first) return what + "() cannot be probed at other sizes";
+  return "";
+}
+
 }  // namespace
 
 void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
@@ -551,43 +589,23 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
     return;
   }
   // Per symbol: the change of every output size per unit of the symbol, from the first probe,
-  // checked at every other probe.
-  std::vector<std::vector<std::vector<int64_t>>> coef(ids.size());  // [symbol][leaf][dim]
+  // checked at every other probe. A symbol whose probes fail (layer_norm's normalized dimension,
+  // a matmul's inner dimension) is specialised alone: the others keep their symbols.
+  std::vector<std::vector<std::vector<int64_t>>> coef;  // [symbol][leaf][dim]
+  std::vector<int> kept;
   std::vector<Leaf> got;
-  std::string failure;
-  for (size_t k = 0; k < ids.size() && failure.empty(); ++k) {
-    int id = ids[k];
-    int64_t h = env.hint(id);
-    coef[k].resize(base.size());
-    bool first = true;
-    for (int64_t p : probePoints(env, id)) {
-      std::vector<int64_t> values = env.hints();
-      values[id] = p;
-      if (!probe(ctx, fn, method, args, kwargs, tensors, values, got) || got.size() != base.size()) {
-        failure = what + "() fails or changes its outputs for other sizes";
-        break;
-      }
-      for (size_t j = 0; j < base.size() && failure.empty(); ++j) {
-        if (!sameLeaf(base[j], got[j])) {
-          failure = base[j].tensor ? what + "() changes its outputs' ranks with the size"
-                                   : what + "() returns a Python value that depends on the size";
-          break;
-        }
-        if (!base[j].tensor) continue;
-        if (first) coef[k][j].assign(base[j].sizes.size(), 0);
-        for (size_t d = 0; d < base[j].sizes.size(); ++d) {
-          int64_t delta = got[j].sizes[d] - base[j].sizes[d];
-          if (first) {
-            if (delta % (p - h) != 0) failure = what + "() has output sizes that are not linear in the input sizes";
-            coef[k][j][d] = delta / (p - h);
-          } else if (delta != coef[k][j][d] * (p - h)) {
-            failure = what + "() has output sizes that are not linear in the input sizes";
-          }
-        }
-      }
-      first = false;
+  for (int id : ids) {
+    std::string why = symbolCoefficients(ctx, fn, method, args, kwargs, tensors, base, id, what, coef.emplace_back());
+    if (why.empty()) {
+      kept.push_back(id);
+    } else {
+      coef.pop_back();
+      specializeSymbols(ctx, {id}, why);
     }
   }
+  ids = kept;
+  if (ids.empty()) return;  // every symbol pinned: the example's sizes are exact
+  std::string failure;
   // All symbols moved together: the sizes must add up (no products of symbols).
   if (failure.empty() && ids.size() > 1) {
     std::vector<int64_t> values = env.hints();
