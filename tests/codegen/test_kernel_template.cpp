@@ -4,6 +4,7 @@
 // compiled once and run at every size against a plain reference.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dynamo/codegen/emit.h"
@@ -35,14 +36,27 @@ struct FamilyKernel {
   std::string source;
   KernelFn fn = nullptr;
 
-  KernelFn compileFirst(const SizedKernel& k, const std::string& name) {
+  KernelFn compileFirst(const SizedKernel& k, const std::string& name, std::vector<std::string> flags = {}) {
     if (source.empty()) {
       source = k.source;
-      fn = reinterpret_cast<KernelFn>(compileKernels({{k.source, name, {}}})[0].symbol);
+      fn = reinterpret_cast<KernelFn>(compileKernels({{k.source, name, std::move(flags)}})[0].symbol);
     }
     return fn;
   }
 };
+
+// Runs a row-mean kernel of 4 rows x cols and checks each mean exactly.
+static void checkRowMean(KernelFn fn, SizedKernel& k, int64_t cols) {
+  std::vector<float> x(4 * cols), y(4, -1.f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.5f;
+  void* args[] = {x.data(), y.data(), k.params.data()};
+  fn(args);
+  for (int64_t r = 0; r < 4; ++r) {
+    float s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += x[r * cols + c];
+    CHECK(y[r] == s / static_cast<float>(cols));
+  }
+}
 
 Program softmaxAt(int64_t rows) {
   core::GraphBuilder b;
@@ -178,15 +192,7 @@ TEST_CASE("a mean over a dimension that varies divides by its count as a paramet
     KernelFn fn = family.compileFirst(k, p.kernels[0].name);
     CHECK(k.source == family.source);
     CHECK(k.source.find("((float)dyn_s") != std::string::npos);
-    std::vector<float> x(4 * cols), y(4, -1.f);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.5f;
-    void* args[] = {x.data(), y.data(), k.params.data()};
-    fn(args);
-    for (int64_t r = 0; r < 4; ++r) {
-      float s = 0;
-      for (int64_t c = 0; c < cols; ++c) s += x[r * cols + c];
-      CHECK(y[r] == s / static_cast<float>(cols));
-    }
+    checkRowMean(fn, k, cols);
   }
 }
 
@@ -214,27 +220,14 @@ TEST_CASE("a CUDA mean parametrised by its row length runs through the host shim
   Program ref = rowMeanAt(6);
   REQUIRE(ref.kernels.size() == 1);
   CHECK(sizeKernel(splitMarked(emitCudaMarked(ref.kernels[0], ref)), scope, false).source == emitCuda(ref.kernels[0], ref));
-  std::string source;
-  KernelFn fn = nullptr;
+  FamilyKernel family;
   for (int64_t cols : {7, 13, 3, 100}) {
     Program p = rowMeanAt(cols);
     REQUIRE(p.kernels.size() == 1);
     SizedKernel k = sizeKernel(splitMarked(emitCudaMarked(p.kernels[0], p)), scope, true);
-    if (source.empty()) {
-      source = k.source;
-      CHECK(source.find("dyn_bits_double(dyn_p[") != std::string::npos);  // the mean's 1 / count
-      fn = reinterpret_cast<KernelFn>(
-          compileKernels({{k.source, p.kernels[0].name + "_host", {"-DDYN_HOST_SHIM", "-x", "c++"}}})[0].symbol);
-    }
-    CHECK(k.source == source);
-    std::vector<float> x(4 * cols), y(4, -1.f);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.5f;
-    void* args[] = {x.data(), y.data(), k.params.data()};
-    fn(args);
-    for (int64_t r = 0; r < 4; ++r) {
-      float s = 0;
-      for (int64_t c = 0; c < cols; ++c) s += x[r * cols + c];
-      CHECK(y[r] == s / static_cast<float>(cols));
-    }
+    CHECK(k.source.find("dyn_bits_double(dyn_p[") != std::string::npos);  // the mean's 1 / count
+    KernelFn fn = family.compileFirst(k, p.kernels[0].name + "_host", {"-DDYN_HOST_SHIM", "-x", "c++"});
+    CHECK(k.source == family.source);
+    checkRowMean(fn, k, cols);
   }
 }

@@ -9,34 +9,10 @@ import torch.nn.functional as F
 
 import dynamo
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    dynamo.reset()
-    saved = dynamo.config.automatic_dynamic_shapes
-    yield
-    dynamo.config.automatic_dynamic_shapes = saved
-    dynamo.reset()
+from compile_fixtures import compiled, fresh_dynamo, records  # noqa: F401  (fixtures)
 
 
-class Records:
-    def __init__(self):
-        self.all = []
-        dynamo.add_compile_listener(self.all.append)
-
-    def close(self):
-        dynamo.remove_compile_listener(self.all.append)
-
-    @property
-    def compiled(self):
-        return [r for r in self.all if r["status"] == "compiled"]
-
-
-@pytest.fixture
-def records():
-    r = Records()
-    yield r
-    r.close()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def mlp():
@@ -54,14 +30,14 @@ def test_twenty_batch_sizes_compile_at_most_three_times_and_match_eager(records)
     for b in BATCHES:
         x = torch.randn(b, 16)
         assert torch.equal(f(x), m(x)), b
-    assert len(records.compiled) == 3  # static 8, dynamic batch, size 1 specialised
-    assert "automatic dynamic: the size changed (8 -> 16)" in records.compiled[1]["dynamic_shapes"]
-    assert "s0 = input.size()[0] in [2, inf] (dynamic; example 16)" in records.compiled[1]["dynamic_shapes"]
-    assert records.compiled[2]["reason"].startswith(
+    assert len(compiled(records)) == 3  # static 8, dynamic batch, size 1 specialised
+    assert "automatic dynamic: the size changed (8 -> 16)" in compiled(records)[1]["dynamic_shapes"]
+    assert "s0 = input.size()[0] in [2, inf] (dynamic; example 16)" in compiled(records)[1]["dynamic_shapes"]
+    assert compiled(records)[2]["reason"].startswith(
         "input.size()[0] is 1, outside [2, inf] (sizes 0 and 1 are specialised: a size that becomes 0 or 1 recompiles)")
-    assert "sizes 0 and 1 are specialised" in records.compiled[2]["dynamic_shapes"]
+    assert "sizes 0 and 1 are specialised" in compiled(records)[2]["dynamic_shapes"]
     # The shape-guard failure as data: which input, which dim, the range expected, the size seen.
-    failures = [f for m in records.compiled[2]["misses"] for f in m["failures"] if f["kind"] == "SHAPE_ENV"]
+    failures = [f for m in compiled(records)[2]["misses"] for f in m["failures"] if f["kind"] == "SHAPE_ENV"]
     assert [(f["source"], f["dim"], f["property"], f["expected"], f["seen"]) for f in failures] == [
         ("input", 0, "shape", "in [2, inf]", "1")]
 
@@ -77,7 +53,7 @@ def test_training_step_with_dynamic_batch_matches_eager(records):
         f(x).square().mean().backward()
         for p1, p2 in zip(m1.parameters(), m2.parameters()):
             assert torch.equal(p1.grad, p2.grad)
-    assert len(records.compiled) == 2
+    assert len(compiled(records)) == 2
 
 
 def test_mark_dynamic_before_the_first_call_compiles_once(records):
@@ -87,8 +63,8 @@ def test_mark_dynamic_before_the_first_call_compiles_once(records):
         x = torch.randn(b, 16)
         dynamo.mark_dynamic(x, 0)
         assert torch.equal(f(x), m(x))
-    assert len(records.compiled) == 1
-    assert "input.size()[0] is dynamic (s0): mark_dynamic" in records.compiled[0]["dynamic_shapes"]
+    assert len(compiled(records)) == 1
+    assert "input.size()[0] is dynamic (s0): mark_dynamic" in compiled(records)[0]["dynamic_shapes"]
 
 
 def test_mark_dynamic_range_is_guarded(records):
@@ -99,8 +75,8 @@ def test_mark_dynamic_range_is_guarded(records):
         x = torch.randn(b)
         dynamo.mark_dynamic(x, 0, min=2, max=8)
         assert torch.equal(cf(x), f(x))
-    assert len(records.compiled) == 2
-    assert "x.size()[0] is 9, outside [2, 8]" in records.compiled[1]["reason"]
+    assert len(compiled(records)) == 2
+    assert "x.size()[0] is 9, outside [2, 8]" in compiled(records)[1]["reason"]
 
 
 def test_dynamic_false_restores_static_behaviour(records):
@@ -109,8 +85,8 @@ def test_dynamic_false_restores_static_behaviour(records):
     for b in [8, 16, 24]:
         x = torch.randn(b, 16)
         assert torch.equal(f(x), m(x))
-    assert len(records.compiled) == 3
-    assert all(r["dynamic_shapes"] == "" for r in records.compiled)
+    assert len(compiled(records)) == 3
+    assert all(r["dynamic_shapes"] == "" for r in compiled(records))
 
 
 def test_automatic_dynamic_shapes_off_is_static(records):
@@ -119,7 +95,7 @@ def test_automatic_dynamic_shapes_off_is_static(records):
     f = dynamo.compile(m)
     for b in [8, 16, 24]:
         f(torch.randn(b, 16))
-    assert len(records.compiled) == 3
+    assert len(compiled(records)) == 3
 
 
 def test_dynamic_true_is_dynamic_from_the_first_compile(records):
@@ -128,8 +104,8 @@ def test_dynamic_true_is_dynamic_from_the_first_compile(records):
     for b in [8, 16, 24]:
         x = torch.randn(b, 16)
         assert torch.equal(f(x), m(x))
-    assert len(records.compiled) == 1
-    assert "input.size()[0] is dynamic (s0): dynamic=True" in records.compiled[0]["dynamic_shapes"]
+    assert len(compiled(records)) == 1
+    assert "input.size()[0] is dynamic (s0): dynamic=True" in compiled(records)[0]["dynamic_shapes"]
 
 
 def test_a_call_that_pins_one_size_keeps_the_others_dynamic(records):
@@ -144,8 +120,8 @@ def test_a_call_that_pins_one_size_keeps_the_others_dynamic(records):
     for n in [5, 7, 9]:
         x = torch.randn(n, 16)
         assert torch.equal(cf(x), f(x)), n
-    assert len(records.compiled) == 1
-    notes = records.compiled[0]["dynamic_shapes"]
+    assert len(compiled(records)) == 1
+    notes = compiled(records)[0]["dynamic_shapes"]
     assert "specialised to 16: layer_norm() fails or changes its outputs for other sizes" in notes
     assert "= x.size()[0] in [2, inf] (dynamic; example 5)" in notes
 
@@ -158,7 +134,7 @@ def test_mark_static_keeps_a_size_static(records):
         x = torch.randn(b, 4)
         dynamo.mark_static(x, 0)
         assert torch.equal(cf(x), f(x))
-    assert len(records.compiled) == 2
+    assert len(compiled(records)) == 2
 
 
 def test_a_size_read_as_a_python_int_is_specialised_with_a_guard(records):
@@ -169,11 +145,11 @@ def test_a_size_read_as_a_python_int_is_specialised_with_a_guard(records):
     for b in [4, 6, 8, 10]:
         x = torch.randn(b, 3, 4)
         assert torch.equal(cf(x), f(x))
-    text = records.compiled[1]["dynamic_shapes"]
+    text = compiled(records)[1]["dynamic_shapes"]
     assert "x.size()[0] == 6  # specialised: x.shape read as Python ints at" in text
     # The specialised dimension stays static afterwards: one compile per size, never a wrong result.
-    assert "outside [6, 6] (specialised: x.shape read as Python ints at" in records.compiled[2]["reason"]
-    assert len(records.compiled) == 4
+    assert "outside [6, 6] (specialised: x.shape read as Python ints at" in compiled(records)[2]["reason"]
+    assert len(compiled(records)) == 4
 
 
 def test_duck_sized_relation_the_graph_depends_on_is_guarded(records):
@@ -183,13 +159,13 @@ def test_duck_sized_relation_the_graph_depends_on_is_guarded(records):
     for b in [4, 6, 8]:
         x, y = torch.randn(b, 3), torch.randn(b, 3)
         assert torch.equal(cf(x, y), f(x, y))
-    assert len(records.compiled) == 2
-    assert "x.size()[0] == y.size()[0] (duck sizing" in records.compiled[1]["dynamic_shapes"]
+    assert len(compiled(records)) == 2
+    assert "x.size()[0] == y.size()[0] (duck sizing" in compiled(records)[1]["dynamic_shapes"]
     # Breaking the relation fails the guard (eager raises; so does the recompiled call).
     with pytest.raises(RuntimeError):
         cf(torch.randn(5, 3), torch.randn(7, 3))
-    assert any("duck sizing" in r["reason"] for r in records.all[2:])
-    failures = [f for r in records.all[2:] for m in r["misses"] for f in m["failures"] if f["kind"] == "SHAPE_ENV"]
+    assert any("duck sizing" in r["reason"] for r in records[2:])
+    failures = [f for r in records[2:] for m in r["misses"] for f in m["failures"] if f["kind"] == "SHAPE_ENV"]
     assert [(f["source"], f["dim"], f["expected"], f["seen"]) for f in failures] == [("x", 0, "== y.size()[0] (7)", "5")]
 
 
@@ -201,8 +177,8 @@ def test_relation_the_graph_does_not_depend_on_is_not_guarded(records):
         x, y = torch.randn(a, 3), torch.randn(b, 2)
         out, ref = cf(x, y), f(x, y)
         assert all(torch.equal(o, r) for o, r in zip(out, ref))
-    assert len(records.compiled) == 2
-    text = records.compiled[1]["dynamic_shapes"]
+    assert len(compiled(records)) == 2
+    text = compiled(records)[1]["dynamic_shapes"]
     assert "s0 = x.size()[0]" in text and "s1 = y.size()[0]" in text
 
 
@@ -215,7 +191,7 @@ def test_slicing_and_shape_arithmetic_through_ops_stay_dynamic(records):
         x, y = torch.randn(b, 3), torch.randn(b + 1, 5)
         out, ref = cf(x, y), f(x, y)
         assert all(torch.equal(o, r) for o, r in zip(out, ref))
-    assert len(records.compiled) == 2
+    assert len(compiled(records)) == 2
 
 
 def test_a_size_clamped_by_a_slice_is_not_taken_for_linear(records):
@@ -225,7 +201,7 @@ def test_a_size_clamped_by_a_slice_is_not_taken_for_linear(records):
     for b in [12, 16, 4, 20, 6]:
         x = torch.randn(b)
         assert torch.equal(cf(x), f(x))
-    text = records.compiled[1]["dynamic_shapes"]
+    text = compiled(records)[1]["dynamic_shapes"]
     assert "specialised" in text
 
 
@@ -250,8 +226,8 @@ def test_size_of_a_dynamic_tensor_read_by_len_index_and_unpacking_stays_dynamic(
     for t in [3, 4, 7, 9, 12]:
         x = torch.randn(2, t, 5)
         assert torch.equal(cf(x), f(x)), t
-    assert len(records.compiled) == 2
-    assert "specialised" not in records.compiled[1]["dynamic_shapes"]
+    assert len(compiled(records)) == 2
+    assert "specialised" not in compiled(records)[1]["dynamic_shapes"]
 
 
 def _whole_size(x):
@@ -267,7 +243,7 @@ def test_size_used_as_a_whole_specialises_with_the_reason(records):
     for t in [3, 4, 5]:
         x = torch.randn(t, 2)
         assert torch.equal(cf(x), f(x)), t
-    assert "x.size() read as Python ints" in records.compiled[1]["dynamic_shapes"]
+    assert "x.size() read as Python ints" in compiled(records)[1]["dynamic_shapes"]
 
 
 def test_transformer_encoder_thirty_sequence_lengths_compile_at_most_twice(records):
@@ -279,8 +255,8 @@ def test_transformer_encoder_thirty_sequence_lengths_compile_at_most_twice(recor
         for t in range(2, 32):
             x = torch.randn(t, 3, 32)
             assert torch.equal(f(x), enc(x)), t
-    assert len(records.compiled) == 2
-    assert "src.size()[0] is dynamic (s0): automatic dynamic: the size changed (2 -> 3)" in records.compiled[1]["dynamic_shapes"]
+    assert len(compiled(records)) == 2
+    assert "src.size()[0] is dynamic (s0): automatic dynamic: the size changed (2 -> 3)" in compiled(records)[1]["dynamic_shapes"]
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "aot_eager_decomp_partition"])
@@ -299,10 +275,10 @@ def test_aot_backend_compiles_per_size_inside_one_dynamic_entry(records, backend
         for p, q in zip(m.parameters(), ref.parameters()):
             assert torch.equal(p.grad, q.grad), b
             p.grad = q.grad = None
-    assert len(records.compiled) == 3  # static 8, dynamic batch, size 1 specialised
-    assert all(r["status"] != "cache-limit" for r in records.all)  # nothing ran eagerly
+    assert len(compiled(records)) == 3  # static 8, dynamic batch, size 1 specialised
+    assert all(r["status"] != "cache-limit" for r in records)  # nothing ran eagerly
     assert (f"backend '{backend}' specialises its graph on the input sizes: this entry compiles the graph once "
-            "per distinct input size when called (the function is not recompiled)") in records.compiled[1]["dynamic_shapes"]
+            "per distinct input size when called (the function is not recompiled)") in compiled(records)[1]["dynamic_shapes"]
 
 
 def test_fused_backend_lowers_per_size_inside_one_dynamic_entry_and_says_so(records):
@@ -313,9 +289,9 @@ def test_fused_backend_lowers_per_size_inside_one_dynamic_entry_and_says_so(reco
     for b in [4, 6, 9, 13]:
         x = torch.randn(b)
         assert torch.equal(cf(x), f(x))
-    assert len(records.compiled) == 2
+    assert len(compiled(records)) == 2
     assert ("backend 'fused' specialises its graph on the input sizes: this entry compiles the graph once per "
-            "distinct input size when called") in records.compiled[1]["dynamic_shapes"]
+            "distinct input size when called") in compiled(records)[1]["dynamic_shapes"]
 
 
 def test_bad_arguments_are_user_errors():
@@ -340,7 +316,7 @@ def test_in_place_size_change_specialises(records):
     for b in [4, 6, 8]:
         x = torch.randn(b, 3)
         assert torch.equal(cf(x), f(x))
-    assert "Tensor.unsqueeze_() changes the sizes of its input in place" in records.compiled[1]["dynamic_shapes"]
+    assert "Tensor.unsqueeze_() changes the sizes of its input in place" in compiled(records)[1]["dynamic_shapes"]
 
 
 def test_dynamic_dims_and_shape_guards_go_to_the_trace_store(tmp_path):
@@ -380,9 +356,9 @@ def test_sizes_read_one_by_one_stay_symbolic(records):
     for b in [2, 3, 5, 8, 13]:
         x = torch.randn(b, 4, 3)
         assert torch.equal(cf(x), f(x)), b
-    assert len(records.compiled) == 2
-    assert "specialised" not in records.compiled[1]["dynamic_shapes"]
-    assert records.compiled[1]["graphs"][0]["op_counts"]["torch.Tensor.size"] >= 1
+    assert len(compiled(records)) == 2
+    assert "specialised" not in compiled(records)[1]["dynamic_shapes"]
+    assert compiled(records)[1]["graphs"][0]["op_counts"]["torch.Tensor.size"] >= 1
 
 
 def test_a_branch_on_a_size_relation_is_guarded_with_its_line(records):
@@ -394,15 +370,15 @@ def test_a_branch_on_a_size_relation_is_guarded_with_its_line(records):
     for b in [2, 3, 5, 7]:
         x, y = torch.randn(2 * b, 3), torch.randn(b, 3)
         assert torch.equal(cf(x, y), f(x, y)), b
-    assert len(records.compiled) == 2
-    text = records.compiled[1]["dynamic_shapes"]
+    assert len(compiled(records)) == 2
+    text = compiled(records)[1]["dynamic_shapes"]
     line = f.__code__.co_firstlineno + 1
     assert f"x.size()[0] == 2*y.size()[0]  # comparison at {__file__}:{line}" in text, text
     # The relation changes: the guard fails (naming both sizes) and the other branch compiles.
     x, y = torch.randn(10, 3), torch.randn(4, 3)
     assert torch.equal(cf(x, y), f(x, y))
-    assert len(records.compiled) == 3
-    failures = [fl for m in records.compiled[2]["misses"] for fl in m["failures"] if fl["kind"] == "SHAPE_ENV"]
+    assert len(compiled(records)) == 3
+    failures = [fl for m in compiled(records)[2]["misses"] for fl in m["failures"] if fl["kind"] == "SHAPE_ENV"]
     assert [(fl["source"], fl["dim"], fl["expected"], fl["seen"]) for fl in failures] == [
         ("x", 0, "x.size()[0] == 2*y.size()[0]", "x.size()[0] = 10, y.size()[0] = 4")]
     assert failures[0]["created_at"]["line"] == line
@@ -425,7 +401,7 @@ def test_the_graph_gives_every_node_its_symbolic_sizes(records):
         if dynamic:
             dynamo.mark_dynamic(x, 0)
         assert torch.equal(cf(x), f(x))
-    dyn, static = records.compiled
+    dyn, static = compiled(records)
     shapes = _sym_shapes(dyn)
     assert shapes["x"] == ["s0", None]
     assert shapes["cat"] == ["2*s0", None]
