@@ -338,6 +338,8 @@ std::optional<LValue> lowerArith(const std::string& op, const Bound& b, const Ct
   if (b.has("alpha")) {
     const LValue& a = b.get("alpha");
     if (!isNumber(a) || (a.dtype == DType::kFloat64 && !isFloating(out))) return none(c, "alpha");
+    // Like any integer scalar (pointwise()): from 2^53 on the double may have lost low bits.
+    if (!isFloating(out) && std::fabs(a.number) >= 9007199254740992.0) return none(c, "an integer alpha beyond 2^53");
     alpha = a.number;
   }
   if (out == DType::kBool && (op == "sub" || op == "rsub" || op == "div")) return none(c, "bool arithmetic");

@@ -908,7 +908,8 @@ def integer_scalars_do_not_promote_narrow_integer_tensors():
     # add / mul / compare wrap a Python int to the tensor's dtype in ATen; int64 arithmetic is exact.
     def fn(a, u, b, n):
         return (a + 2 ** 31, a * 3000000000, u + 300, u * -1, u - 1, a < 2 ** 40, a == 2 ** 32 + 1, b + 1, b * 2.5,
-                a + b, n * (2 ** 53 + 1), n + 2 ** 62, n - (2 ** 53 + 1))
+                a + b, n * (2 ** 53 + 1), n + 2 ** 62, n - (2 ** 53 + 1),
+                torch.add(n, n, alpha=2 ** 53 + 1), torch.sub(n, n * 3, alpha=2 ** 53 + 3))
     return fn, lambda f, i, c: f(torch.tensor([1, -2, 2 ** 30], dtype=torch.int32), torch.tensor([0, 1, 255], dtype=torch.uint8),
                                  torch.tensor([True, False, True]), torch.tensor([1, 3, -2 ** 40]))
 

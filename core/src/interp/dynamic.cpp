@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen.h"
 #include "dynamo/core/passes.h"
@@ -541,6 +542,28 @@ std::string symbolCoefficients(CompileContext& ctx, PyObject* fn, const std::str
   return "";
 }
 
+// The argument whose sizes the call's one tensor result has (result_sizes.def), or null.
+const ValueRef* sizesGivenBy(const std::string& method, const std::string& what, const std::vector<ValueRef>& args,
+                             const std::vector<ValueRef>& outs) {
+  static const std::unordered_set<std::string> kOfSelf = {
+#define DYNAMO_RESULT_SIZES_OF_SELF(m) m,
+#include "result_sizes.def"
+  };
+  static const std::unordered_map<std::string, size_t> kOfArg = {
+#define DYNAMO_RESULT_SIZES_OF_ARG(f, k) {f, k},
+#include "result_sizes.def"
+  };
+  if (outs.size() != 1 || !outs[0]->isTensor()) return nullptr;
+  if (!method.empty()) {
+    return kOfSelf.count(method) && !args.empty() && args[0]->isTensor() ? &args[0] : nullptr;
+  }
+  auto it = kOfArg.find(what);
+  if (it == kOfArg.end() || args.size() <= it->second || !args[it->second]->isTensor()) return nullptr;
+  const ValueRef& a = args[it->second];
+  if (a->as<TensorData>().symSizes.empty() || sizesOf(outs[0]->obj.get()) != sizesOf(a->obj.get())) return nullptr;
+  return &a;
+}
+
 }  // namespace
 
 void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
@@ -567,19 +590,9 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
   }
   std::vector<ValueRef> outs;
   if (result) flattenValues(result, outs);
-  // Device and dtype moves keep the sizes.
-  if ((method == "to" || method == "cuda" || method == "cpu" || method == "float" || method == "half" ||
-       method == "double" || method == "contiguous") &&
-      outs.size() == 1 && !args.empty() && args[0]->isTensor()) {
-    if (outs[0] != args[0]) outs[0]->as<TensorData>().symSizes = args[0]->as<TensorData>().symSizes;
-    return;
-  }
-  // Fused fast-path ops with no meta kernel in torch 1.13 (nn.TransformerEncoderLayer in eval
-  // mode under no_grad, batch_first or not): an encoder layer's result has its input's sizes.
-  if (method.empty() && what == "_transformer_encoder_layer_fwd" && outs.size() == 1 && outs[0]->isTensor() &&
-      !args.empty() && args[0]->isTensor() && !args[0]->as<TensorData>().symSizes.empty() &&
-      sizesOf(outs[0]->obj.get()) == sizesOf(args[0]->obj.get())) {
-    outs[0]->as<TensorData>().symSizes = args[0]->as<TensorData>().symSizes;
+  // Calls whose result has an argument's sizes (result_sizes.def): given, not probed.
+  if (const ValueRef* same = sizesGivenBy(method, what, args, outs)) {
+    if (outs[0] != *same) outs[0]->as<TensorData>().symSizes = (*same)->as<TensorData>().symSizes;
     return;
   }
   const sym::ShapeEnv& env = ctx.shapes;
