@@ -124,6 +124,21 @@ POSITIONAL_INPLACE = {
 }
 
 
+def test_inplace_positions_of_the_registry_match_torch_signatures():
+    # codegen/inplace_functions.def names where each F function takes `inplace`; a torch release
+    # that moved it would make the lowering miss the flag again
+    import inspect
+    import re
+    src = os.environ.get("DYNAMO_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    with open(os.path.join(src, "codegen", "inplace_functions.def")) as fh:
+        entries = re.findall(r'^DYNAMO_INPLACE_FUNCTION\("(\w+)", (\d+)\)', fh.read(), re.M)
+    assert len(entries) >= 19
+    by_name = {f.__name__: f for f in vars(F).values() if callable(f) and hasattr(f, "__name__")}
+    for name, position in entries:
+        fn = getattr(F, name, None) or by_name[name]
+        assert list(inspect.signature(fn).parameters).index("inplace") == int(position), name
+
+
 @pytest.mark.parametrize("name", list(POSITIONAL_INPLACE))
 def test_positional_in_place_activation_after_conv_is_seen_by_later_readers(name):
     act = POSITIONAL_INPLACE[name]
