@@ -196,6 +196,25 @@ def test_prepared_weights_follow_parameter_updates():
         close(f(x), m(x).relu())
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_packed_conv_leaves_the_modules_weight_alone(channels_last):
+    # Once oneDNN holds its packed copy, the backend frees its own folded/channels-last copy of the
+    # weight; a conv without batch_norm whose weight is already channels-last hands the module's
+    # own storage in (no copy), which must stay intact.
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(6, 10, 3, padding=1).eval()
+    if channels_last:
+        conv = conv.to(memory_format=torch.channels_last)
+    before = conv.weight.detach().clone()
+    x = torch.randn(2, 6, 8, 8)
+    f = dynamo.optimize("fused")(lambda t: conv(t).relu())
+    with torch.no_grad():
+        for _ in range(3):
+            close(f(x), conv(x).relu())
+    assert torch.equal(conv.weight, before)
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last) == channels_last
+
+
 def test_training_mode_batch_norm_is_not_folded():
     m = conv_bn(padding=1).train()
     x = torch.randn(4, 6, 8, 8)
