@@ -26,6 +26,12 @@
 #include <c10/core/CPUAllocator.h>
 #include <torch/version.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -91,15 +97,19 @@ class BlockPool {
         return p;
       }
     }
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
+    // Straight from the kernel, not glibc's heap: a pool block lives across calls, and one in the
+    // heap between the short-lived blocks of ATen's ops (conv outputs) would keep glibc from
+    // reusing and returning the memory around it (resnet18_b8's heap kept ~55 MiB more free
+    // pages than eager's). Page-aligned, so 64-byte aligned.
+    void* p = ::mmap(nullptr, mappedBytes(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
     return p;
   }
 
   void give(void* p, size_t bytes) {
     std::lock_guard<std::mutex> g(mu_);
     if (cached_ + bytes > kPoolLimit) {
-      std::free(p);
+      ::munmap(p, mappedBytes(bytes));
       return;
     }
     free_[bytes].push_back(p);
@@ -107,6 +117,11 @@ class BlockPool {
   }
 
  private:
+  static size_t mappedBytes(size_t bytes) {
+    static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    return (bytes + page - 1) / page * page;
+  }
+
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
@@ -293,7 +308,20 @@ class FusedFn final : public core::CompiledGraphFn {
     core::PyObjectRef out = core::argToPython(graph_.output()->outputValue(),
                                               [&](const core::NodeRef& n) { return outputOf(n, f); });
     if (!kernelUs.empty()) addTimedCall(kernelUs);
+    if (!trimmed_.exchange(true, std::memory_order_relaxed)) releaseFreedHeap();
     return out.release();
+  }
+
+  // After the first call (the compile's and the conv prepacking's temporaries are freed by then),
+  // glibc's heap keeps their pages: resnet18_b8 kept ~125 MiB free in its heap against eager's
+  // ~37 MiB, all of it resident. malloc_trim hands the free pages back once per compiled graph;
+  // later calls fault in only what their buffers need again.
+  static void releaseFreedHeap() {
+#ifdef __GLIBC__
+    PyThreadState* ts = PyEval_SaveThread();
+    malloc_trim(0);
+    PyEval_RestoreThread(ts);
+#endif
   }
 
   // One timed call's kernel times; the last of the first kTimedKernelCalls reports the means
@@ -612,6 +640,7 @@ class FusedFn final : public core::CompiledGraphFn {
   mutable std::unordered_map<int, PreparedConv> convCache_;  // per conv step
   bool prepack_ = !std::getenv("DYNAMO_FUSED_NO_PREPACK");   // oneDNN's prepacked conv when present
   uint64_t runToken_ = 0;                       // nonzero: time the first calls (the trace store)
+  mutable std::atomic<bool> trimmed_{false};    // the heap was trimmed after the first call
   mutable std::atomic<int> timedCalls_{0};      // timed calls so far (stops at kTimedKernelCalls)
   mutable std::vector<double> timedUs_;         // per kernel, summed over the timed calls (mu_)
 };
