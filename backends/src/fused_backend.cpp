@@ -359,7 +359,7 @@ class FusedFn final : public core::CompiledGraphFn {
     return op;
   }
 
-  // The conv step's weight and bias: batch_norm folded in, channels-last; made again only when a
+  // The conv step's weight and bias: batch_norm folded in, in the step's layout; made again only when a
   // source tensor's data or version changed (an optimizer step, load_state_dict, ...).
   PreparedConv prepared(int k, const Frame& f) const {
     const codegen::ConvStep& c = program_.convs[k];
@@ -392,7 +392,9 @@ class FusedFn final : public core::CompiledGraphFn {
       if (c.bnBias >= 0) bias = bias + opt(c.bnBias);
       w = w * scale.reshape({-1, 1, 1, 1});
     }
-    PreparedConv p{std::move(sources), std::move(held), w.contiguous(at::MemoryFormat::ChannelsLast),
+    // the weight in the layout the conv runs in (at::convolution's layout follows it)
+    const at::MemoryFormat wf = resultFormat(program_.buffers[c.result]).value_or(at::MemoryFormat::ChannelsLast);
+    PreparedConv p{std::move(sources), std::move(held), w.contiguous(wf),
                    bias.defined() ? bias.contiguous() : bias, c10::IValue()};
     const std::vector<int64_t>& inShape = program_.buffers[c.input].shape;
     if (prepack_ && prepackOp() && runPackedOp() && inShape.size() == 4) {
@@ -406,6 +408,17 @@ class FusedFn final : public core::CompiledGraphFn {
     return p;
   }
 
+  // The memory format of a conv step's 4-d result buffer: channels-last or contiguous (NCHW),
+  // or none (another layout, or one both formats describe).
+  static c10::optional<at::MemoryFormat> resultFormat(const codegen::Buffer& b) {
+    if (b.shape.size() != 4 || b.shape[1] <= 1) return c10::nullopt;
+    const std::vector<int64_t>& st = b.strides;
+    const int64_t c = b.shape[1], h = b.shape[2], w = b.shape[3];
+    if (st == std::vector<int64_t>{h * w * c, 1, w * c, c}) return at::MemoryFormat::ChannelsLast;
+    if (st == std::vector<int64_t>{c * h * w, h * w, w, 1}) return at::MemoryFormat::Contiguous;
+    return c10::nullopt;
+  }
+
   void runConv(int k, Frame& f) const {
     const codegen::ConvStep& c = program_.convs[k];
     PreparedConv p = prepared(k, f);
@@ -417,15 +430,15 @@ class FusedFn final : public core::CompiledGraphFn {
         // (the packed primitive is made for the compiled input size; any other size, should one
         // reach here, takes at::convolution)
         if (!p.packed.isNone() && f.tensors[c.input].sizes().vec() == program_.buffers[c.input].shape) {
-          // oneDNN returns its output in the input's memory format: an NCHW input (the image of a
-          // network's first conv) whose result buffer is channels-last is made channels-last here,
-          // which copies c_in channels instead of the c_out of the result (3 against 32 or 64).
+          // oneDNN returns its output in the input's memory format and computes in its blocked
+          // layout when that is NCHW: the input is made the result buffer's layout here (the
+          // image of a network's first conv made channels-last copies c_in channels instead of
+          // the c_out of the result; a channels-last pooled value before an NCHW conv, once).
           const at::Tensor& in = f.tensors[c.input];
-          const std::vector<int64_t>& rs = program_.buffers[c.result].strides;
-          bool wantLast = rs.size() == 4 && rs[1] == 1 && program_.buffers[c.result].shape[1] > 1;
-          at::Tensor input = wantLast && !in.is_contiguous(at::MemoryFormat::ChannelsLast)
-                                 ? in.contiguous(at::MemoryFormat::ChannelsLast)
-                                 : in;
+          at::Tensor input = in;
+          if (c10::optional<at::MemoryFormat> mf = resultFormat(program_.buffers[c.result])) {
+            if (!in.is_contiguous(*mf)) input = in.contiguous(*mf);
+          }
           torch::jit::Stack stack{input, p.packed};
           runPackedOp()->callBoxed(&stack);
           out = stack.at(0).toTensor();

@@ -301,18 +301,22 @@ class Lowerer final : public LoweringContext {
     }
   }
 
-  // Dense strides of a buffer of v's shape that v reads, when they are not contiguous (a
+  // The layout of the first dense buffer of v's shape that v reads, when it is not contiguous (a
   // channels-last conv output): a value computed from it is stored in the same layout, so the
-  // kernel walks both in memory order and the next conv gets channels-last input. Else empty.
+  // kernel walks both in memory order and the next conv gets channels-last input. Else empty
+  // (contiguous). The first operand decides: a residual add of an NCHW conv result (the
+  // first operand of `out += identity`) and a channels-last identity stays NCHW, the layout the
+  // next conv takes (lower_conv.cpp, convLayout).
   std::vector<int64_t> followedLayout(const LValue& v) const {
     std::vector<int64_t> found;
+    bool decided = false;
     if (v.shape.size() < 2) return found;
     forEachExpr(v.fn(identityIndex(v.shape.size(), v.shape.size())), [&](const ExprNode& x) {
-      if (!found.empty() || x.kind() != ExprKind::kLoad) return;
+      if (decided || x.kind() != ExprKind::kLoad) return;
       const Buffer& b = out_.program.buffers[x.buffer()];
-      if (b.shape == v.shape && b.strides != contiguousStrides(b.shape) && denseStrides(b.shape, b.strides)) {
-        found = b.strides;
-      }
+      if (b.shape != v.shape || !denseStrides(b.shape, b.strides)) return;
+      decided = true;
+      if (b.strides != contiguousStrides(b.shape)) found = b.strides;
     });
     return found;
   }
@@ -588,8 +592,13 @@ class Lowerer final : public LoweringContext {
     const auto& meta = result->meta().tensor;
     // Graphs that mutate memory keep eager's layouts: a result copied into the expected layout
     // would not see a later in-place write through an alias.
+    // Otherwise the layout oneDNN computes fastest in (convTakesNchw); the runtime hands the conv
+    // its input in the same layout.
+    const Buffer& in = out_.program.buffers[x];
+    bool nchw = convTakesNchw(*m, in.strides == contiguousStrides(in.shape));
     std::vector<int64_t> strides = (mutating_ || outputs_.count(result.get())) && meta->strides ? *meta->strides
-                                                                                  : channelsLastStrides(meta->shape);
+                                   : nchw ? contiguousStrides(meta->shape)
+                                          : channelsLastStrides(meta->shape);
     c.result = newBuffer(result->name(), DType::kFloat32, meta->shape, strides, BufferKind::kExtern);
     out_.program.convs.push_back(c);
     Item it;
@@ -604,8 +613,9 @@ class Lowerer final : public LoweringContext {
     out_.program.nodeBuffer[position_.at(result.get())] = c.result;
     std::string folded;
     for (size_t k = 1; k < c.nodes.size(); ++k) folded += (folded.empty() ? "" : ", ") + c.nodes[k];
-    out_.program.externs.emplace_back(n->name(), folded.empty() ? "conv step (channels-last weight)"
-                                                                : "conv step (channels-last weight, " + folded + " folded in)");
+    const std::string layout = strides == channelsLastStrides(meta->shape) ? "channels-last" : "NCHW";
+    out_.program.externs.emplace_back(n->name(), folded.empty() ? "conv step (" + layout + ")"
+                                                                : "conv step (" + layout + ", " + folded + " folded in)");
     return true;
   }
 
