@@ -32,7 +32,8 @@ CPU time (with --threads 1, the compute alone: OpenMP threads preempted by other
 nor wait there). Nothing is asserted: figures only.
 Training steps with paired rounds and confidence intervals: bench/fused_train.py; conv steps with
 and without oneDNN's prepacked convolution: bench/fused_prepack.py; compile time:
-bench/fused_compile.py.
+bench/fused_compile.py; peak memory per case: bench/fused_peak.py; chain6 against kernel variants
+and copy anchors in C++: bench/fused_chain6_variants.cpp.
 """
 import argparse
 import json
