@@ -723,6 +723,20 @@ uint64_t recordKernels(const codegen::Program& program, const std::vector<codege
   return core::reportBackendKernels(options.insideAutograd ? "aot." + request.function : "dynamo", std::move(out));
 }
 
+// The lowering options of a compile (and of its probe lowering: the same kernel texts).
+codegen::LoweringOptions loweringFor(const FusedOptions& options) {
+  codegen::LoweringOptions lowering;
+  // Training graphs keep ATen's own convolutions: the channels-last oneDNN path rounds 3x3 convs
+  // over many channels ~7x further from fp64 than the NCHW one (1.4e-5 against 2e-6 on 256
+  // channels), which small-batch batch_norm amplifies in the gradients.
+  lowering.convSteps = !options.insideAutograd;
+  // Their products are matmul steps as in inference: the AOT graphs' aten::t / transpose views
+  // of weights and gradients stay extern views, which at::mm_out reads strided as eager does.
+  // (DYNAMO_FUSED_NO_TRAIN_MATMUL=1, read per compile, keeps them ATen calls: to compare.)
+  lowering.matmulSteps = !options.insideAutograd || !std::getenv("DYNAMO_FUSED_NO_TRAIN_MATMUL");
+  return lowering;
+}
+
 std::mutex gCountersMu;
 FusedCounters gCounters;
 std::unordered_set<std::string> gSeenKeys;  // (gCountersMu)
@@ -737,6 +751,18 @@ void countLoaded(const std::vector<codegen::LoadedKernel>& loaded) {
 }
 
 }  // namespace
+
+size_t registerSizeFamilies(const core::Graph& graph, const FusedOptions& options) {
+  DYNAMO_INTERNAL_ASSERT(!options.sizeScope.empty(), "registerSizeFamilies needs a size scope");
+  // The graphs compileFused runs on the eager runner have no kernels to prepare.
+  if (!contextBlockReason(graph).empty() || !requiresGradNode(graph).empty()) return 0;
+  codegen::Program program = codegen::lowerGraph(graph, loweringFor(options));
+  for (const codegen::Kernel& k : program.kernels) {
+    const std::string marked = options.cudaHostShim ? codegen::emitCudaMarked(k, program) : codegen::emitCppMarked(k, program);
+    codegen::sizeKernel(codegen::splitMarked(marked), options.sizeScope, true);
+  }
+  return program.kernels.size();
+}
 
 bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count) {
   const auto* fused = dynamic_cast<const FusedFn*>(&fn);
@@ -766,17 +792,8 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
     }
     return std::make_unique<GraphRunnerFn>(graph);
   }
-  codegen::LoweringOptions lowering;
-  // Training graphs keep ATen's own convolutions: the channels-last oneDNN path rounds 3x3 convs
-  // over many channels ~7x further from fp64 than the NCHW one (1.4e-5 against 2e-6 on 256
-  // channels), which small-batch batch_norm amplifies in the gradients.
-  lowering.convSteps = !options.insideAutograd;
-  // Their products are matmul steps as in inference: the AOT graphs' aten::t / transpose views
-  // of weights and gradients stay extern views, which at::mm_out reads strided as eager does.
-  // (DYNAMO_FUSED_NO_TRAIN_MATMUL=1, read per compile, keeps them ATen calls: to compare.)
-  lowering.matmulSteps = !options.insideAutograd || !std::getenv("DYNAMO_FUSED_NO_TRAIN_MATMUL");
   const auto lowerStart = std::chrono::steady_clock::now();
-  codegen::Program program = codegen::lowerGraph(graph, lowering);
+  codegen::Program program = codegen::lowerGraph(graph, loweringFor(options));
   std::vector<codegen::CompileJob> jobs;
   std::vector<std::vector<int64_t>> sizeParams;
   const std::string scope = !options.sizeScope.empty() ? options.sizeScope

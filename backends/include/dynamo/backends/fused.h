@@ -66,6 +66,13 @@ struct FusedCounters {
 /// The counts so far.
 FusedCounters fusedCounters();
 
+/// The probe lowering of a dynamic graph (docs/dynamic-shapes.md): lowers `graph` (the graph at
+/// probe sizes, each dynamic dimension one larger than the first call's) as compileFused would
+/// with `options`, and registers its kernels' templates in options.sizeScope as a parametrised
+/// lowering, compiling nothing: the first size's kernels of that scope then take the integers
+/// that move with the sizes as parameters. Returns how many kernels it registered.
+size_t registerSizeFamilies(const core::Graph& graph, const FusedOptions& options);
+
 /// Compiles request.graph with the fused backend; fills *report when given.
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request,
                                                     FusedReport* report,
