@@ -918,6 +918,13 @@ static bool containsScalar(const LValue& v) {
   return false;
 }
 
+static bool hasInexactInt(const LValue& v) {
+  if (v.kind == LValue::Kind::kNumber && v.dtype == DType::kInt64 && std::fabs(v.number) >= 9007199254740992.0) return true;
+  for (const LValue& item : v.items)
+    if (hasInexactInt(item)) return true;
+  return false;
+}
+
 // A number read at call time is taken only as an operand of pointwise arithmetic (add, sub, mul,
 // div, rsub: self / other), where it is a run-time kernel argument. Everywhere else (an alpha, a
 // clamp bound, a dim, a size, an exponent the lowering specialises on) a lowering would bake its
@@ -953,6 +960,12 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
   if (!asOp.empty()) ignore["inplace"] = "*";  // an in-place op lowered functionally
   if (!bindArgs(paramsOf(op, aten), args, kwargs, &b, why, ignore)) return std::nullopt;
   if (!scalarsOnlyAsOperands(op, b, why)) return std::nullopt;
+  for (const auto& [k, v] : b.values) {
+    // Numbers travel as doubles: an int from 2^53 on may have lost its low bits, and even a float
+    // result then differs (ATen converts the exact int64: (float)(2^53 + 2^29 + 1) is 2^53 + 2^30,
+    // through a double it is 2^53). A number read at call time (kScalar) is exact.
+    if (hasInexactInt(v)) return none(c, "argument '" + k + "' is an integer beyond 2^53 (not exact as a double)");
+  }
   for (const auto& [k, v] : b.values) {
     if (isTensor(v) && v.fn == nullptr) return none(c, "argument '" + k + "' is not a CPU tensor the generator reads");
     if (v.kind == LValue::Kind::kNone && v.text == "?") return none(c, "argument '" + k + "'");
