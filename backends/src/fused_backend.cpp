@@ -828,7 +828,9 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   // of weights and gradients stay extern views, which at::mm_out reads strided as eager does.
   // (DYNAMO_FUSED_NO_TRAIN_MATMUL=1, read per compile, keeps them ATen calls: to compare.)
   lowering.matmulSteps = !options.insideAutograd || !std::getenv("DYNAMO_FUSED_NO_TRAIN_MATMUL");
-  lowering.scalarInputs = scalarInputs(request);
+  // (DYNAMO_FUSED_NUMBERS_PER_VALUE=1, read per compile: numbers stay extern arguments and each
+  // value is lowered again, as before they were kernel arguments: to compare.)
+  if (!std::getenv("DYNAMO_FUSED_NUMBERS_PER_VALUE")) lowering.scalarInputs = scalarInputs(request);
   const auto lowerStart = std::chrono::steady_clock::now();
   codegen::Program program = codegen::lowerGraph(graph, lowering);
   countLowering();

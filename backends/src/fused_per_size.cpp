@@ -376,7 +376,8 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
 
   /// Compiles for the example inputs now (the captured graph has their meta).
   void prime(const std::vector<PyObject*>& examples) const {
-    if (!PyErr_Occurred()) numbers_ = numberSignature(graph_, examples, function_);
+    if (!PyErr_Occurred() && !std::getenv("DYNAMO_FUSED_NUMBERS_PER_VALUE"))  // (the old way: to compare)
+      numbers_ = numberSignature(graph_, examples, function_);
     std::string key = signature(examples.data(), examples.size());
     if (!PyErr_Occurred()) {
       try {
