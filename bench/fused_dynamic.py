@@ -228,15 +228,6 @@ def main():
         for r in steady(name, args.quick):
             rows.append(r)
             print(json.dumps(r), flush=True)
-    print("\n| workload | first size ms (kernels loaded) | second size ms (kernels loaded) | new size: dynamic ms (max) "
-          "| kernels loaded | new size: static ms | kernels loaded |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        if r["bench"] == "new_size":
-            print(f"| {r['workload']} ({r['sizes']} sizes) | {r['first_size_ms']} ({r['first_size_units_loaded']}) | "
-                  f"{r['second_size_ms']} ({r['second_size_units_loaded']}) | {r['dynamic_ms']} ({r['dynamic_max_ms']}) | "
-                  f"{r['dynamic_units_loaded']} | {r['static_ms']} | {r['static_units_loaded']} "
-                  f"({r['static_sizes']} sizes) |")
     print("\n| numbers | values | new value: median ms (max) | lowerings | kernels loaded | same value ms | eager ms "
           "| max err vs eager |")
     print("|---|---|---|---|---|---|---|---|")
@@ -247,6 +238,15 @@ def main():
                   f"{r['units_loaded']} | {r['same_value_ms']} | {r['eager_ms']} | {r['max_abs_err_vs_eager']:.1e} |")
     if args.numbers:
         return
+    print("\n| workload | first size ms (kernels loaded) | second size ms (kernels loaded) | new size: dynamic ms (max) "
+          "| kernels loaded | new size: static ms | kernels loaded |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r["bench"] == "new_size":
+            print(f"| {r['workload']} ({r['sizes']} sizes) | {r['first_size_ms']} ({r['first_size_units_loaded']}) | "
+                  f"{r['second_size_ms']} ({r['second_size_units_loaded']}) | {r['dynamic_ms']} ({r['dynamic_max_ms']}) | "
+                  f"{r['dynamic_units_loaded']} | {r['static_ms']} | {r['static_units_loaded']} "
+                  f"({r['static_sizes']} sizes) |")
     print("\n| workload | size | parametrised ms | static ms | ratio (median of rounds) | ratio (min) | max err vs eager |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
