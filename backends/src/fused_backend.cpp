@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <cstdlib>
 #include <mutex>
@@ -196,14 +197,23 @@ class FusedFn final : public core::CompiledGraphFn {
         eager_(graph), runToken_(runToken) {
     for (size_t i = 0; i < graph.inputs().size(); ++i) slot_[graph.inputs()[i].get()] = -1 - static_cast<int>(i);
     for (size_t i = 0; i < graph.body().size(); ++i) slot_[graph.body()[i].get()] = static_cast<int>(i);
-    for (const codegen::Kernel& k : program_.kernels) params_.push_back(codegen::kernelParams(k));
+    for (const codegen::Kernel& k : program_.kernels) {
+      params_.push_back(codegen::kernelParams(k));
+      scalarSlots_.push_back(codegen::kernelScalars(k));
+    }
   }
 
-  // Every input a tensor with the sizes and strides of its placeholder's meta.
-  bool takesSizes(PyObject* const* inputs, size_t count) const {
+  // Every input a tensor with the sizes and strides of its placeholder's meta, or a Python number
+  // of the type `numbers` gives for it ('i' int, 'f' float: its value does not matter).
+  bool takesSizes(PyObject* const* inputs, size_t count, const std::string& numbers) const {
     const auto& ins = graph_.inputs();
     if (count != ins.size()) return false;
     for (size_t i = 0; i < count; ++i) {
+      const char number = i < numbers.size() ? numbers[i] : '\0';
+      if (number == 'i' || number == 'f') {
+        if (number == 'i' ? !PyLong_CheckExact(inputs[i]) : !PyFloat_CheckExact(inputs[i])) return false;
+        continue;
+      }
       const auto& meta = ins[i]->meta().tensor;
       if (!meta || !meta->strides || !THPVariable_Check(inputs[i])) return false;
       const at::Tensor& t = THPVariable_Unpack(inputs[i]);
@@ -229,7 +239,35 @@ class FusedFn final : public core::CompiledGraphFn {
     std::vector<void*> ptrs;
     std::vector<core::PyObjectRef> values;  // body node values (extern results, wrapped outputs)
     PyObject* const* inputs = nullptr;
+    std::vector<int64_t> scalars;  // Program::scalars' values: an int64, or a double's bits
   };
+
+  // The values of the Python numbers kernels read (Program::scalars) into f.scalars; false when
+  // one is not a number of the compiled type or an int does not fit in int64 (then the call
+  // runs on the eager runner, before anything ran, exactly as eager would run it).
+  bool readScalars(PyObject* const* inputs, size_t count, Frame& f) const {
+    for (const codegen::ScalarArg& a : program_.scalars) {
+      if (a.input < 0 || static_cast<size_t>(a.input) >= count) return false;
+      PyObject* v = inputs[a.input];  // borrowed
+      if (a.dtype == DType::kInt64) {
+        if (!PyLong_CheckExact(v)) return false;
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
+          PyErr_Clear();
+          return false;
+        }
+        f.scalars.push_back(x);
+      } else {
+        if (!PyFloat_CheckExact(v)) return false;
+        double d = PyFloat_AS_DOUBLE(v);
+        int64_t bits;
+        std::memcpy(&bits, &d, sizeof bits);
+        f.scalars.push_back(bits);
+      }
+    }
+    return true;
+  }
 
   // An arena from the pool, returned when the call ends.
   struct ArenaLease {
@@ -250,6 +288,7 @@ class FusedFn final : public core::CompiledGraphFn {
     f.values.resize(graph_.body().size());
     f.inputs = inputs;
     if (autocastOn()) return eager_.run(inputs, count, failedAt);  // eager's casts: nothing ran yet
+    if (!readScalars(inputs, count, f)) return eager_.run(inputs, count, failedAt);  // nothing ran yet
     for (size_t i = 0; i < count && i < program_.inputBuffer.size(); ++i) {
       int b = program_.inputBuffer[i];
       if (b < 0) continue;
@@ -321,7 +360,15 @@ class FusedFn final : public core::CompiledGraphFn {
     }
     std::vector<void*> args;
     for (int b : params_[k]) args.push_back(f.ptrs[b]);
-    if (!sizeParams_[k].empty()) args.push_back(const_cast<int64_t*>(sizeParams_[k].data()));
+    // The parameter array: the call's scalars this kernel reads, then its size parameters.
+    std::vector<int64_t> array;
+    if (!scalarSlots_[k].empty()) {
+      for (int slot : scalarSlots_[k]) array.push_back(f.scalars[slot]);
+      array.insert(array.end(), sizeParams_[k].begin(), sizeParams_[k].end());
+      args.push_back(array.data());
+    } else if (!sizeParams_[k].empty()) {
+      args.push_back(const_cast<int64_t*>(sizeParams_[k].data()));
+    }
     PyThreadState* ts = PyEval_SaveThread();
     if (us == nullptr) {
       fns_[k](args.data());
@@ -601,6 +648,7 @@ class FusedFn final : public core::CompiledGraphFn {
   std::vector<KernelFn> fns_;
   std::vector<std::vector<int>> params_;
   std::vector<std::vector<int64_t>> sizeParams_;  // per kernel: its size parameter array
+  std::vector<std::vector<int>> scalarSlots_;     // per kernel: the Program::scalars it reads
   std::unordered_map<const core::Node*, int> slot_;
   core::GraphRunner eager_;
   mutable std::mutex mu_;
@@ -741,6 +789,23 @@ std::mutex gCountersMu;
 FusedCounters gCounters;
 std::unordered_set<std::string> gSeenKeys;  // (gCountersMu)
 
+void countLowering() {
+  std::lock_guard<std::mutex> g(gCountersMu);
+  ++gCounters.lowerings;
+}
+
+// Per graph input: a Python int or float example is a number kernels may read at call time.
+std::vector<codegen::ScalarInput> scalarInputs(const core::BackendRequest& request) {
+  std::vector<codegen::ScalarInput> out;
+  for (const core::PyObjectRef& e : request.examples) {
+    PyObject* v = e.get();  // borrowed
+    out.push_back(v && PyLong_CheckExact(v)    ? codegen::ScalarInput::kInt
+                  : v && PyFloat_CheckExact(v) ? codegen::ScalarInput::kFloat
+                                               : codegen::ScalarInput::kNone);
+  }
+  return out;
+}
+
 void countLoaded(const std::vector<codegen::LoadedKernel>& loaded) {
   std::lock_guard<std::mutex> g(gCountersMu);
   for (const auto& l : loaded) {
@@ -764,9 +829,10 @@ size_t registerSizeFamilies(const core::Graph& graph, const FusedOptions& option
   return program.kernels.size();
 }
 
-bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count) {
+bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count,
+                     const std::string& numbers) {
   const auto* fused = dynamic_cast<const FusedFn*>(&fn);
-  return fused != nullptr && fused->takesSizes(inputs, count);
+  return fused != nullptr && fused->takesSizes(inputs, count, numbers);
 }
 
 FusedCounters fusedCounters() {
@@ -792,8 +858,13 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
     }
     return std::make_unique<GraphRunnerFn>(graph);
   }
+  codegen::LoweringOptions lowering = loweringFor(options);
+  // (DYNAMO_FUSED_NUMBERS_PER_VALUE=1, read per compile: numbers stay extern arguments and each
+  // value is lowered again, as before they were kernel arguments: to compare.)
+  if (!std::getenv("DYNAMO_FUSED_NUMBERS_PER_VALUE")) lowering.scalarInputs = scalarInputs(request);
   const auto lowerStart = std::chrono::steady_clock::now();
-  codegen::Program program = codegen::lowerGraph(graph, loweringFor(options));
+  codegen::Program program = codegen::lowerGraph(graph, lowering);
+  countLowering();
   std::vector<codegen::CompileJob> jobs;
   std::vector<std::vector<int64_t>> sizeParams;
   const std::string scope = !options.sizeScope.empty() ? options.sizeScope

@@ -210,7 +210,7 @@ std::optional<DType> resultType(const std::vector<const LValue*>& ops) {
   for (const LValue* v : ops) {
     if (isTensor(*v)) {
       upd(v->shape.empty() ? zero : dim, v->dtype);
-    } else if (isNumber(*v)) {
+    } else if (isNumber(*v) || v->kind == LValue::Kind::kScalar) {  // a wrapped number: its category only
       upd(wrapped, v->dtype == DType::kFloat64 ? DType::kFloat32 : v->dtype);
     }
   }
@@ -237,6 +237,9 @@ std::optional<std::vector<int64_t>> broadcastShapes(const std::vector<const LVal
 // An operand of a pointwise body: a tensor broadcast to the output index, or a number, in `t`.
 E operand(const LValue& v, const IndexVec& idx, DType t) {
   if (isTensor(v)) return ExprNode::makeCast(t, v.fn(broadcastIndex(idx, v.shape)));
+  // A number read at call time: its int64 or double converted to `t` in the kernel, as ATen
+  // converts a wrapped number to the common dtype (static_cast from int64: exact beyond 2^53).
+  if (v.kind == LValue::Kind::kScalar) return ExprNode::makeCast(t, ExprNode::makeScalar(v.scalar, v.dtype));
   return ExprNode::makeConst(t, v.number);
 }
 
@@ -900,6 +903,44 @@ Args gatherVarargs(const std::string& op, const Args& args) {
 
 }  // namespace
 
+// True when a (a positional node argument of n) was given to the lowering as a number read at
+// call time.
+static bool isScalarArg(const core::Arg& a, const Args& args0, const core::Node& n) {
+  for (size_t i = 0; i < n.args().size() && i < args0.size(); ++i)
+    if (&n.args()[i] == &a) return args0[i].kind == LValue::Kind::kScalar;
+  return false;
+}
+
+static bool containsScalar(const LValue& v) {
+  if (v.kind == LValue::Kind::kScalar) return true;
+  for (const LValue& item : v.items)
+    if (containsScalar(item)) return true;
+  return false;
+}
+
+static bool hasInexactInt(const LValue& v) {
+  if (v.kind == LValue::Kind::kNumber && v.dtype == DType::kInt64 && std::fabs(v.number) >= 9007199254740992.0) return true;
+  for (const LValue& item : v.items)
+    if (hasInexactInt(item)) return true;
+  return false;
+}
+
+// A number read at call time is taken only as an operand of pointwise arithmetic (add, sub, mul,
+// div, rsub: self / other), where it is a run-time kernel argument. Everywhere else (an alpha, a
+// clamp bound, a dim, a size, an exponent the lowering specialises on) a lowering would bake its
+// value in: the node stays an extern call, which takes the value as it is at call time.
+static bool scalarsOnlyAsOperands(const std::string& op, const Bound& b, std::string* why) {
+  bool arith = op == "add" || op == "sub" || op == "mul" || op == "div" || op == "rsub";
+  for (const auto& [k, v] : b.values) {
+    if (!containsScalar(v)) continue;
+    if (arith && (k == "self" || k == "other") && v.kind == LValue::Kind::kScalar) continue;
+    *why = "argument '" + k + "' is a Python number read at call time (kernels take one only as an operand of "
+           "add, sub, mul or div)";
+    return false;
+  }
+  return true;
+}
+
 std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const KwArgs& kwargs,
                                 LoweringContext& lc, std::string* why, const std::string& asOp) {
   std::string op = asOp.empty() ? canonicalOp(n) : asOp;
@@ -918,13 +959,22 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
   if (op == "softmax" || op == "log_softmax") ignore["dtype"] = "";
   if (!asOp.empty()) ignore["inplace"] = "*";  // an in-place op lowered functionally
   if (!bindArgs(paramsOf(op, aten), args, kwargs, &b, why, ignore)) return std::nullopt;
+  if (!scalarsOnlyAsOperands(op, b, why)) return std::nullopt;
+  for (const auto& [k, v] : b.values) {
+    // Numbers travel as doubles: an int from 2^53 on may have lost its low bits, and even a float
+    // result then differs (ATen converts the exact int64: (float)(2^53 + 2^29 + 1) is 2^53 + 2^30,
+    // through a double it is 2^53). A number read at call time (kScalar) is exact.
+    if (hasInexactInt(v)) return none(c, "argument '" + k + "' is an integer beyond 2^53 (not exact as a double)");
+  }
   for (const auto& [k, v] : b.values) {
     if (isTensor(v) && v.fn == nullptr) return none(c, "argument '" + k + "' is not a CPU tensor the generator reads");
     if (v.kind == LValue::Kind::kNone && v.text == "?") return none(c, "argument '" + k + "'");
   }
   // Tensor arguments whose memory the generator cannot read are kNone: extern.
   for (const core::Arg& a : n.args()) {
-    if (a.isNode() && !a.asNode()->meta().tensor && op != "getitem") return none(c, "non-tensor node argument");
+    if (a.isNode() && !a.asNode()->meta().tensor && op != "getitem" && !isScalarArg(a, args0, n)) {
+      return none(c, "non-tensor node argument");
+    }
   }
   if (b.has("self") && isTensor(b.get("self")) && b.get("self").kind == LValue::Kind::kTensor &&
       b.values.at("self").fn == nullptr) {

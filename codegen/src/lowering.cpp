@@ -250,6 +250,26 @@ class Lowerer final : public LoweringContext {
     return v;
   }
 
+  // A Python number graph input that kernels read at call time (options_.scalarInputs), or
+  // nullopt. Its slot in Program::scalars is made on first use.
+  std::optional<LValue> scalarValue(const core::NodeRef& n) {
+    auto in = inputIndex_.find(n.get());
+    if (in == inputIndex_.end() || static_cast<size_t>(in->second) >= options_.scalarInputs.size()) return std::nullopt;
+    ScalarInput kind = options_.scalarInputs[in->second];
+    if (kind == ScalarInput::kNone || n->meta().tensor) return std::nullopt;
+    LValue v;
+    v.kind = LValue::Kind::kScalar;
+    v.dtype = kind == ScalarInput::kInt ? DType::kInt64 : DType::kFloat64;
+    auto& scalars = out_.program.scalars;
+    for (size_t i = 0; i < scalars.size(); ++i)
+      if (scalars[i].input == in->second) v.scalar = static_cast<int>(i);
+    if (v.scalar < 0) {
+      v.scalar = static_cast<int>(scalars.size());
+      scalars.push_back(ScalarArg{in->second, v.dtype, n->name()});
+    }
+    return v;
+  }
+
   // The node whose value `n` holds now: an in-place op lowered functionally redirects later
   // readers of the tensor it mutated to its own value.
   const core::NodeRef& resolve(const core::NodeRef& n) const {
@@ -281,7 +301,9 @@ class Lowerer final : public LoweringContext {
     switch (a.kind()) {
       case core::ArgKind::kNode: {
         auto it = values_.find(resolve(a.asNode()).get());
-        return it != values_.end() ? it->second : memoryValue(a.asNode());
+        if (it != values_.end()) return it->second;
+        if (std::optional<LValue> s = scalarValue(a.asNode())) return *s;
+        return memoryValue(a.asNode());
       }
       case core::ArgKind::kBool: v.kind = LValue::Kind::kNumber; v.dtype = DType::kBool; v.number = a.asBool(); return v;
       case core::ArgKind::kInt: v.kind = LValue::Kind::kNumber; v.dtype = DType::kInt64; v.number = static_cast<double>(a.asInt()); return v;

@@ -22,14 +22,17 @@ using IndexVec = std::vector<Affine>;
 /// value(index) -> expression.
 using ValueFn = std::function<Expr(const IndexVec&)>;
 
-/// A lowered value: a tensor (shape, dtype, fn), a Python number, or a tuple of values.
+/// A lowered value: a tensor (shape, dtype, fn), a Python number (a constant, or a graph input
+/// read at call time), or a tuple of values.
 struct LValue {
-  enum class Kind { kTensor, kNumber, kTuple, kText, kNone };
+  enum class Kind { kTensor, kNumber, kScalar, kTuple, kText, kNone };
   Kind kind = Kind::kNone;
   DType dtype = DType::kFloat32;   ///< tensor dtype; numbers: kBool, kInt64 or kFloat64
   std::vector<int64_t> shape;      ///< tensor sizes
   ValueFn fn;                      ///< tensor: the value at an index
   double number = 0;               ///< kNumber
+  int scalar = -1;                 ///< kScalar: index in Program::scalars (dtype kInt64 or kFloat64);
+                                   ///< only pointwise arithmetic takes one (lowerNode)
   std::string text;                ///< kText: a str or dtype argument ("torch.float32")
   int buffer = -1;                 ///< the buffer holding it, when materialised
   bool isView = false;             ///< made by a view op (never materialised: it would copy)

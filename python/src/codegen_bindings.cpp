@@ -312,6 +312,7 @@ PyObject* kernelCounters(PyObject*, PyObject*) {
   backends::FusedCounters c = backends::fusedCounters();
   PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "units_loaded", newInt(c.unitsLoaded));
+  setItem(d.get(), "lowerings", newInt(c.lowerings));
   setItem(d.get(), "compiler_runs", newInt(c.compilerRuns));
   return d.release();
   DYNAMO_PY_CATCH(nullptr)
@@ -333,7 +334,7 @@ PyMethodDef methods[] = {
     {"cache_read", cacheRead, METH_VARARGS, "cache_read(name) -> bytes of <cache dir>/name, or None"},
     {"cache_write", cacheWrite, METH_VARARGS, "cache_write(name, bytes): temp file + rename under the key's lock"},
     {"counters", kernelCounters, METH_NOARGS,
-     "{units_loaded, compiler_runs}: kernel libraries this process has loaded, and built with the compiler"},
+     "{units_loaded, compiler_runs, lowerings}: kernel libraries this process has loaded, and built with the compiler; graphs the fused backend lowered"},
     {nullptr, nullptr, 0, nullptr},
 };
 
