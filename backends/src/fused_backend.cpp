@@ -354,7 +354,8 @@ class FusedFn final : public core::CompiledGraphFn {
   void runKernel(int k, Frame& f, double* us = nullptr) const {
     for (int b : program_.kernels[k].writes) {
       const codegen::Buffer& buf = program_.buffers[b];
-      if (buf.kind != BufferKind::kOutput) continue;
+      // (made by the first kernel that writes it: the inputs of a cat fill slices of one buffer)
+      if (buf.kind != BufferKind::kOutput || f.tensors[b].defined()) continue;
       f.tensors[b] = newOutput(buf);
       f.ptrs[b] = f.tensors[b].data_ptr();
     }

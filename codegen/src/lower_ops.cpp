@@ -30,7 +30,8 @@ const std::unordered_set<std::string>& supported() {
       "int", "long", "bool", "clone", "sum", "mean", "amax", "amin", "_softmax", "_log_softmax",
       "softmax", "log_softmax", "native_layer_norm", "layer_norm", "getitem", "expand", "permute",
       "t", "transpose", "unsqueeze", "view", "_unsafe_view", "reshape", "alias", "detach",
-      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh", "erf", "F_dropout", "var_mean"};
+      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh", "erf", "F_dropout", "var_mean",
+      "convert_element_type", "cat"};
   return kOps;
 }
 
@@ -52,6 +53,9 @@ std::string canonicalOp(const core::Node& n) {
     const std::string& q = t.qualifiedName();
     if (t.kind() == core::TargetKind::kAtenOp) {
       const std::string& s = t.schemaName();
+      // prims.convert_element_type: the decompositions' dtype casts (layer_norm's backward
+      // saves its statistics through it); a new tensor, never an alias, as _to_copy
+      if (s == "prims::convert_element_type") return "convert_element_type";
       if (s.rfind("aten::", 0) != 0) return {};
       name = s.substr(6);
       name = name.substr(0, name.find('.'));
@@ -870,6 +874,7 @@ const std::vector<std::string>& paramsOf(const std::string& op, bool aten) {
       {"gt", {"self", "other"}}, {"ge", {"self", "other"}},
       {"_to_copy", {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "memory_format"}},
       {"to", {"self", "dtype"}}, {"clone", {"self", "memory_format"}},
+      {"convert_element_type", {"self", "dtype"}},
       {"sum", {"self", "dim", "keepdim", "dtype"}}, {"mean", {"self", "dim", "keepdim", "dtype"}},
       {"amax", {"self", "dim", "keepdim"}}, {"amin", {"self", "dim", "keepdim"}},
       {"var_mean", {"self", "dim", "unbiased", "keepdim", "correction"}},
@@ -1002,7 +1007,7 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
   if (op == "maximum" || op == "minimum") return lowerMaxMin(op, b, c);
   if (op == "where") return lowerWhere(b, c);
   if (op == "_to_copy" || op == "to" || op == "float" || op == "double" || op == "int" ||
-      op == "long" || op == "bool" || op == "clone") {
+      op == "long" || op == "bool" || op == "clone" || op == "convert_element_type") {
     return lowerConvert(op, b, c);
   }
   if (op == "sum" || op == "mean" || op == "amax" || op == "amin") return lowerReduction(op, b, c);
@@ -1025,6 +1030,7 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
     r.isView = true;
     return r;
   }
+  if (op == "cat") return none(c, "cat other than of tensors of the result's dtype and rank (lowering.cpp)");
   if (op == "getitem") {
     if (!b.has("self") || b.get("self").kind != LValue::Kind::kTuple || !b.has("index") || !isNumber(b.get("index"))) {
       return none(c, "getitem of something other than a lowered tuple");

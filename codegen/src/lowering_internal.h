@@ -36,13 +36,21 @@ struct LValue {
   std::string text;                ///< kText: a str or dtype argument ("torch.float32")
   int buffer = -1;                 ///< the buffer holding it, when materialised
   bool isView = false;             ///< made by a view op (never materialised: it would copy)
-  std::vector<LValue> items;       ///< kTuple
+  std::vector<LValue> items;       ///< kTuple; a refined reshape: {its source}
+  /// A reshape of items[0] whose index map is not affine (dims both split and merged, as
+  /// [S, B*H, D] -> [S, B, H*D]): fn is null and the value is only ever stored, by a scheduler
+  /// node over this common refinement of both shapes (each dim of either shape a run of these).
+  std::vector<int64_t> refined;
 };
 
 /// A scheduler node: one materialised value.
 struct SNode {
   bool reduction = false;          ///< a reduction (else pointwise)
   int buffer = -1;                 ///< where it is stored
+  std::vector<int64_t> storeStrides;  ///< per dim of `full`, when the store does not follow the
+                                      ///< buffer's own shape (a refined reshape), else empty
+  int64_t storeOffset = 0;         ///< elements added to the store index: one input of a cat
+                                   ///< stores into its slice of the cat's buffer (pointwise only)
   std::vector<std::string> nodes;  ///< graph nodes it covers
   std::vector<int64_t> full;       ///< iteration shape (pointwise: the value's shape)
   std::vector<bool> reduced;       ///< per dim of `full`: reduced (reduction only)
