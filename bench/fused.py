@@ -5,15 +5,17 @@ Run from the repository root (docs/codegen.md has the figures and the machine):
     PYTHONPATH=build/python /usr/bin/python3 bench/fused.py              # ~1 min
     PYTHONPATH=build/python /usr/bin/python3 bench/fused.py --repeats 31
     PYTHONPATH=build/python /usr/bin/python3 bench/fused.py --cases chain6,softmax_layer_norm
+    PYTHONPATH=build/python /usr/bin/python3 bench/fused.py --cases resnet18_b8 --threads 1   # loaded machine
 
-Cases (torch threads = CPU cores; every case compiled with dynamo.optimize("fused") and checked
+Cases (torch threads = CPU cores unless --threads; every case compiled with dynamo.optimize("fused") and checked
 against eager before timing):
 
     chain6    ((x * 2 + 1).relu() * 0.5 - 0.25).sigmoid() on 8M float32: 6 pointwise ops, one kernel
     softmax_layer_norm   F.layer_norm(torch.softmax(x, -1), (1024,)) on 8192x1024 float32
     mean_var  x.mean(-1) and x.var-like centred square sum, 8192x1024: row reductions, one kernel
     mlp_block linear-gelu-linear-dropout-residual (eval), 512x1024 -> 4096 -> 1024
-    resnet18_b8  torchvision resnet18, eval, batch 8 (conv steps: channels-last weights, batch_norm folded)
+    resnet18_b8  torchvision resnet18, eval, batch 8 (conv steps: prepacked weights, batch_norm folded,
+                 NCHW 3x3 convs in oneDNN's blocked layout)
     mobilenet_v2_b8  torchvision mobilenet_v2, eval, batch 8
     mlp_train    a training step (forward + backward) of the MLP block (dropout off), 256x1024 (AOT layer, kernels
                  for both graphs)
@@ -25,7 +27,9 @@ The anchor `copy` is `dst.copy_(src)` of the same 8M float32 into a reused buffe
 (read + write) per second. A case's GB/s counts each input once and each output once. Timing:
 wall clock, the variants interleaved within each repeat (eager, fused, copy, ...), the median of
 the repeats reported with the spread (min-max), and the ratio of the minima (`x (min)`), the
-steadier figure when other jobs share the machine. Nothing is asserted: figures only.
+steadier figure when other jobs share the machine; `x CPU` is the ratio of the medians of process
+CPU time (with --threads 1, the compute alone: OpenMP threads preempted by other jobs neither spin
+nor wait there). Nothing is asserted: figures only.
 Training steps with paired rounds and confidence intervals: bench/fused_train.py; conv steps with
 and without oneDNN's prepacked convolution: bench/fused_prepack.py; compile time:
 bench/fused_compile.py; peak memory per case: bench/fused_peak.py; chain6 against kernel variants
@@ -139,9 +143,11 @@ def _bytes(inputs, outputs):
     return sum(t.numel() * t.element_size() for t in list(inputs) + list(outs))
 
 
-def _time(fn, *args):
-    t0 = time.perf_counter()
+def _time(fn, *args, cpu=None):
+    t0, c0 = time.perf_counter(), time.process_time()
     fn(*args)
+    if cpu is not None:
+        cpu.append(time.process_time() - c0)
     return time.perf_counter() - t0
 
 
@@ -149,8 +155,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="torch threads (default: the CPU cores); 1 with the cpu_ratio column is the "
+                         "steadier figure when other jobs load the machine")
     args = ap.parse_args()
-    threads = os.cpu_count()
+    threads = args.threads
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     src = torch.randn(8 * 1024 * 1024)
@@ -171,10 +180,10 @@ def main():
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
         for _ in range(2):                          # warm-up
             fn(*inputs), compiled(*inputs), copy()
-        te, tf, tc = [], [], []
+        te, tf, tc, ce, cf = [], [], [], [], []
         for _ in range(args.repeats):
-            te.append(_time(fn, *inputs))
-            tf.append(_time(compiled, *inputs))
+            te.append(_time(fn, *inputs, cpu=ce))
+            tf.append(_time(compiled, *inputs, cpu=cf))
             tc.append(_time(copy))
         nbytes = _bytes(inputs, want)
         e, f, c = (statistics.median(v) for v in (te, tf, tc))
@@ -186,6 +195,9 @@ def main():
             "fraction_of_copy_bw": round((nbytes / f) / (copy_bytes / c), 2),
             # on a shared, loaded machine the minima are the steadiest comparison (state both)
             "speedup_of_minima": round(min(te) / min(tf), 2),
+            # process CPU time (all threads): with --threads 1 the compute, whatever the load
+            "eager_cpu_ms": round(statistics.median(ce) * 1e3, 2), "fused_cpu_ms": round(statistics.median(cf) * 1e3, 2),
+            "cpu_ratio": round(statistics.median(ce) / statistics.median(cf), 2),
             "eager_spread_ms": [round(min(te) * 1e3, 2), round(max(te) * 1e3, 2)],
             "fused_spread_ms": [round(min(tf) * 1e3, 2), round(max(tf) * 1e3, 2)],
             "first_call_ms": round(first_ms, 1),
@@ -193,10 +205,10 @@ def main():
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(f"\n{'case':20} {'eager ms':>9} {'fused ms':>9} {'x eager':>8} {'x (min)':>8} {'GB/s':>7} {'copy GB/s':>10} "
-          f"{'of copy':>8}")
+          f"{'of copy':>8} {'x CPU':>6}")
     for r in rows:
         print(f"{r['case']:20} {r['eager_ms']:9.2f} {r['fused_ms']:9.2f} {r['speedup_vs_eager']:8.2f} "
-              f"{r['speedup_of_minima']:8.2f} {r['fused_GBps']:7.2f} {r['copy_GBps']:10.2f} {r['fraction_of_copy_bw']:8.2f}")
+              f"{r['speedup_of_minima']:8.2f} {r['fused_GBps']:7.2f} {r['copy_GBps']:10.2f} {r['fraction_of_copy_bw']:8.2f} {r['cpu_ratio']:6.2f}")
 
 
 if __name__ == "__main__":

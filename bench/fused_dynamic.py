@@ -22,6 +22,14 @@ new size really runs the C++ compiler, as it does the first time a size is seen 
    `ratio (min)` the ratio of the fastest rounds. One thread (torch and OpenMP) unless
    DYNAMO_BENCH_THREADS is set: the comparison is of the generated code.
 
+3. A new value of a Python number (`--numbers`, also in the default run): `step` (an int) and `lr`
+   (a float) change on every call of `(x * lr + step).relu() * 0.5 + x` over (256, 1024). After
+   two warm calls (the static first compile, then the dynamic entry), `new value ms` is the median
+   time of the calls with a new value, `lowerings` and `kernels loaded` are counted over them,
+   `same value ms` is the median time of calls repeating one value, against eager in the same run.
+   Two modes in the same run: numbers read by the kernels at call time (now), and
+   DYNAMO_FUSED_NUMBERS_PER_VALUE=1 (before: numbers are extern arguments, each value lowered).
+
 Workloads: `mlp` Linear(256, 1024)-GELU-Linear(1024, 256) + residual, batch varies; `pointwise`
 layer_norm(gelu(x) * 0.5 + x) over (batch, 1024), batch varies (kernel time dominates, loops
 vectorised over runtime extents); `transformer` TransformerEncoderLayer(64, 4, 256), sequence
@@ -159,20 +167,77 @@ def steady(name, quick):
     return rows
 
 
+def numbers_case(quick):
+    """The cost of a new value of an int and a float input, per mode (section 3 of the doc)."""
+    def step_fn(x, step, lr):
+        return (x * lr + step).relu() * 0.5 + x
+
+    torch.manual_seed(0)
+    x = torch.randn(256, 1024)
+    values = 8 if quick else 30
+    rows = []
+    for mode in ("per_value", "call_time"):
+        if mode == "per_value":
+            os.environ["DYNAMO_FUSED_NUMBERS_PER_VALUE"] = "1"
+        else:
+            os.environ.pop("DYNAMO_FUSED_NUMBERS_PER_VALUE", None)
+        dynamo.reset()
+        f = dynamo.compile(step_fn, backend="fused")
+        for k in range(2):  # the static first compile, then the dynamic entry
+            f(x, 5 + k, 0.1 + k * 0.01)
+        c0 = dict(_C._codegen.counters())
+        new_ms, err = [], 0.0
+        for k in range(values):
+            step, lr = 7 + k, 0.1 * 0.97**k
+            t = time.perf_counter()
+            got = f(x, step, lr)
+            new_ms.append((time.perf_counter() - t) * 1e3)
+            err = max(err, (got - step_fn(x, step, lr)).abs().max().item())
+        c1 = dict(_C._codegen.counters())
+        same_ms, eager_ms = [], []
+        for _ in range(5 if quick else 15):
+            for fn, out in ((f, same_ms), (step_fn, eager_ms)):
+                t = time.perf_counter()
+                for _ in range(10):
+                    fn(x, 99, 0.05)
+                out.append((time.perf_counter() - t) / 10 * 1e3)
+        rows.append({"bench": "numbers", "mode": mode, "values": values,
+                     "new_value_ms": round(statistics.median(new_ms), 3), "new_value_max_ms": round(max(new_ms), 3),
+                     "lowerings": c1["lowerings"] - c0["lowerings"], "units_loaded": c1["units_loaded"] - c0["units_loaded"],
+                     "same_value_ms": round(statistics.median(same_ms), 3), "eager_ms": round(statistics.median(eager_ms), 3),
+                     "max_abs_err_vs_eager": err})
+    os.environ.pop("DYNAMO_FUSED_NUMBERS_PER_VALUE", None)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--numbers", action="store_true", help="only section 3 (a new value of a Python number)")
     args = ap.parse_args()
     torch.set_num_threads(int(_THREADS))
     rows = []
-    for name in args.workloads.split(","):
+    for r in numbers_case(args.quick):
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+    for name in ([] if args.numbers else args.workloads.split(",")):
         dynamo.reset()
         rows.append(new_size_cost(name, args.quick))
         print(json.dumps(rows[-1]), flush=True)
         for r in steady(name, args.quick):
             rows.append(r)
             print(json.dumps(r), flush=True)
+    print("\n| numbers | values | new value: median ms (max) | lowerings | kernels loaded | same value ms | eager ms "
+          "| max err vs eager |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r["bench"] == "numbers":
+            mode = "read at call time" if r["mode"] == "call_time" else "lowered per value (before)"
+            print(f"| {mode} | {r['values']} | {r['new_value_ms']} ({r['new_value_max_ms']}) | {r['lowerings']} | "
+                  f"{r['units_loaded']} | {r['same_value_ms']} | {r['eager_ms']} | {r['max_abs_err_vs_eager']:.1e} |")
+    if args.numbers:
+        return
     print("\n| workload | first size ms (kernels loaded) | second size ms (kernels loaded) | new size: dynamic ms (max) "
           "| kernels loaded | new size: static ms | kernels loaded |")
     print("|---|---|---|---|---|---|---|")

@@ -13,7 +13,10 @@
 #include "dynamo/core/compile_sink.h"
 #include "dynamo/core/graph_fx.h"
 
+#include <cctype>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 namespace dynamo::backends {
@@ -43,11 +46,17 @@ class PerSizeAotFn final : public core::CompiledGraphFn {
       : backend_(backend), graph_(r.graph), function_(r.function), where_(r.where), suppress_(r.suppressErrors) {}
   PyObject* call(PyObject* const* inputs, size_t count, size_t* failedAt) const override;
   /// Compiles for the example inputs now (errors surface at compile time, as without sizes).
-  void prime(const std::vector<PyObject*>& examples) const { forInputs(examples.data(), examples.size()); }
+  /// The "fused" preset first runs the probe lowering (probeFirst), so that the first size's
+  /// kernels already take the sizes that vary as parameters.
+  void prime(const std::vector<PyObject*>& examples) const {
+    probeFirst(examples);
+    forInputs(examples.data(), examples.size());
+  }
   void entryMade(uint64_t entryId) const override { entryId_ = entryId; }
 
  private:
   const core::CompiledGraphFn& forInputs(PyObject* const* inputs, size_t count) const;
+  void probeFirst(const std::vector<PyObject*>& examples) const;
   // The key of a call: per input, a tensor's sizes and strides, an int's or float's value, else its type.
   static std::string signature(PyObject* const* inputs, size_t count);
   // Hands one compile to the trace store's sink: the inputs' sizes and numbers, its time, and
@@ -78,6 +87,21 @@ class AotBackend final : public core::Backend {
       return fn;
     }
     return compileStatic(r);
+  }
+
+  /// dynamo.aot.probe_graph(gm, examples, grow, backend, function, file, line): the kernels the
+  /// probe lowering registered (0: none). Python errors propagate (core::PythonError).
+  size_t probe(const core::BackendRequest& r, PyObject* grow) const {
+    core::PyObjectRef gm = core::toFxGraphModule(r.graph);
+    core::PyObjectRef module = core::PyObjectRef::steal(core::checkPy(PyImport_ImportModule("dynamo.aot")));
+    core::PyObjectRef examples = core::PyObjectRef::steal(core::checkPy(PyList_New(0)));
+    for (const core::PyObjectRef& t : r.examples) {
+      if (PyList_Append(examples.get(), t.get()) < 0) throw core::PythonError{};
+    }
+    core::PyObjectRef n = core::PyObjectRef::steal(core::checkPy(
+        PyObject_CallMethod(module.get(), "probe_graph", "OOOsssi", gm.get(), examples.get(), grow, name_.c_str(),
+                            r.function.c_str(), r.where.file.c_str(), static_cast<int>(r.where.line))));
+    return PyLong_AsSize_t(n.get());
   }
 
   std::unique_ptr<core::CompiledGraphFn> compileStatic(const core::BackendRequest& r) const {
@@ -177,6 +201,64 @@ const core::CompiledGraphFn& PerSizeAotFn::forInputs(PyObject* const* inputs, si
   auto fn = backend_.compileStatic(r);
   record(inputs, count, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   return *bySignature_.emplace(key, std::move(fn)).first->second;
+}
+
+bool fusionLog() {
+  const char* v = std::getenv("DYNAMO_LOGS");
+  if (!v) return false;
+  std::string s = std::string(",") + v + ",";
+  return s.find(",fusion,") != std::string::npos || s.find(",all,") != std::string::npos;
+}
+
+// A dimension's size expression that is one symbol ("s0"), not an expression ("2*s0").
+bool plainSymbol(const std::string& e) {
+  if (e.empty()) return false;
+  for (char c : e)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+// The probe lowering of the "fused" preset: the dimensions that are a plain symbol in the
+// placeholders' symShape (duck-sized ones alike) each one larger than the first call's. Skipped
+// when an input dimension is an expression of symbols (it cannot be grown alone); a probe that
+// fails only leaves the first size's kernels literal (DYNAMO_LOGS=fusion says why).
+void PerSizeAotFn::probeFirst(const std::vector<PyObject*>& examples) const {
+  if (backend_.name() != "fused" || PyErr_Occurred()) return;
+  const std::vector<core::NodeRef>& ins = graph_.inputs();
+  PyObjectRef grow = PyObjectRef::steal(core::checkPy(PyList_New(0)));
+  bool any = false;
+  for (size_t i = 0; i < examples.size() && i < ins.size(); ++i) {
+    PyObjectRef dims = PyObjectRef::steal(core::checkPy(PyList_New(0)));
+    const auto& t = ins[i]->meta().tensor;
+    for (size_t d = 0; t && d < t->symShape.size(); ++d) {
+      const std::string& e = t->symShape[d];
+      if (e.empty()) continue;
+      if (!plainSymbol(e)) return;
+      PyObjectRef dim = PyObjectRef::steal(core::checkPy(PyLong_FromSize_t(d)));
+      if (PyList_Append(dims.get(), dim.get()) < 0) throw core::PythonError{};
+      any = true;
+    }
+    if (PyList_Append(grow.get(), dims.get()) < 0) throw core::PythonError{};
+  }
+  if (!any) return;
+  std::vector<core::PyObjectRef> ex;
+  for (PyObject* e : examples) ex.push_back(core::PyObjectRef::borrow(e));
+  core::BackendRequest r{graph_, ex, function_, where_, suppress_};
+  try {
+    backend_.probe(r, grow.get());
+  } catch (const core::PythonError&) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);  // new refs (or null)
+    if (fusionLog()) {
+      PyObjectRef text = PyObjectRef::steal(ev ? PyObject_Str(ev) : nullptr);
+      std::fprintf(stderr, "[dynamo fusion] %s: no probe lowering of the AOT graphs (the first size's kernels keep literal sizes): %s\n",
+                   function_.c_str(), text ? PyUnicode_AsUTF8(text.get()) : "Python error");
+    }
+    PyErr_Clear();
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+  }
 }
 
 void PerSizeAotFn::record(PyObject* const* inputs, size_t count, double ms) const {

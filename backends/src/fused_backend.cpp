@@ -36,6 +36,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <cstdlib>
 #include <mutex>
@@ -211,14 +212,23 @@ class FusedFn final : public core::CompiledGraphFn {
         eager_(graph), runToken_(runToken) {
     for (size_t i = 0; i < graph.inputs().size(); ++i) slot_[graph.inputs()[i].get()] = -1 - static_cast<int>(i);
     for (size_t i = 0; i < graph.body().size(); ++i) slot_[graph.body()[i].get()] = static_cast<int>(i);
-    for (const codegen::Kernel& k : program_.kernels) params_.push_back(codegen::kernelParams(k));
+    for (const codegen::Kernel& k : program_.kernels) {
+      params_.push_back(codegen::kernelParams(k));
+      scalarSlots_.push_back(codegen::kernelScalars(k));
+    }
   }
 
-  // Every input a tensor with the sizes and strides of its placeholder's meta.
-  bool takesSizes(PyObject* const* inputs, size_t count) const {
+  // Every input a tensor with the sizes and strides of its placeholder's meta, or a Python number
+  // of the type `numbers` gives for it ('i' int, 'f' float: its value does not matter).
+  bool takesSizes(PyObject* const* inputs, size_t count, const std::string& numbers) const {
     const auto& ins = graph_.inputs();
     if (count != ins.size()) return false;
     for (size_t i = 0; i < count; ++i) {
+      const char number = i < numbers.size() ? numbers[i] : '\0';
+      if (number == 'i' || number == 'f') {
+        if (number == 'i' ? !PyLong_CheckExact(inputs[i]) : !PyFloat_CheckExact(inputs[i])) return false;
+        continue;
+      }
       const auto& meta = ins[i]->meta().tensor;
       if (!meta || !meta->strides || !THPVariable_Check(inputs[i])) return false;
       const at::Tensor& t = THPVariable_Unpack(inputs[i]);
@@ -244,7 +254,35 @@ class FusedFn final : public core::CompiledGraphFn {
     std::vector<void*> ptrs;
     std::vector<core::PyObjectRef> values;  // body node values (extern results, wrapped outputs)
     PyObject* const* inputs = nullptr;
+    std::vector<int64_t> scalars;  // Program::scalars' values: an int64, or a double's bits
   };
+
+  // The values of the Python numbers kernels read (Program::scalars) into f.scalars; false when
+  // one is not a number of the compiled type or an int does not fit in int64 (then the call
+  // runs on the eager runner, before anything ran, exactly as eager would run it).
+  bool readScalars(PyObject* const* inputs, size_t count, Frame& f) const {
+    for (const codegen::ScalarArg& a : program_.scalars) {
+      if (a.input < 0 || static_cast<size_t>(a.input) >= count) return false;
+      PyObject* v = inputs[a.input];  // borrowed
+      if (a.dtype == DType::kInt64) {
+        if (!PyLong_CheckExact(v)) return false;
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
+          PyErr_Clear();
+          return false;
+        }
+        f.scalars.push_back(x);
+      } else {
+        if (!PyFloat_CheckExact(v)) return false;
+        double d = PyFloat_AS_DOUBLE(v);
+        int64_t bits;
+        std::memcpy(&bits, &d, sizeof bits);
+        f.scalars.push_back(bits);
+      }
+    }
+    return true;
+  }
 
   // An arena from the pool, returned when the call ends.
   struct ArenaLease {
@@ -265,6 +303,7 @@ class FusedFn final : public core::CompiledGraphFn {
     f.values.resize(graph_.body().size());
     f.inputs = inputs;
     if (autocastOn()) return eager_.run(inputs, count, failedAt);  // eager's casts: nothing ran yet
+    if (!readScalars(inputs, count, f)) return eager_.run(inputs, count, failedAt);  // nothing ran yet
     for (size_t i = 0; i < count && i < program_.inputBuffer.size(); ++i) {
       int b = program_.inputBuffer[i];
       if (b < 0) continue;
@@ -343,13 +382,22 @@ class FusedFn final : public core::CompiledGraphFn {
   void runKernel(int k, Frame& f, double* us = nullptr) const {
     for (int b : program_.kernels[k].writes) {
       const codegen::Buffer& buf = program_.buffers[b];
-      if (buf.kind != BufferKind::kOutput) continue;
+      // (made by the first kernel that writes it: the inputs of a cat fill slices of one buffer)
+      if (buf.kind != BufferKind::kOutput || f.tensors[b].defined()) continue;
       f.tensors[b] = newOutput(buf);
       f.ptrs[b] = f.tensors[b].data_ptr();
     }
     std::vector<void*> args;
     for (int b : params_[k]) args.push_back(f.ptrs[b]);
-    if (!sizeParams_[k].empty()) args.push_back(const_cast<int64_t*>(sizeParams_[k].data()));
+    // The parameter array: the call's scalars this kernel reads, then its size parameters.
+    std::vector<int64_t> array;
+    if (!scalarSlots_[k].empty()) {
+      for (int slot : scalarSlots_[k]) array.push_back(f.scalars[slot]);
+      array.insert(array.end(), sizeParams_[k].begin(), sizeParams_[k].end());
+      args.push_back(array.data());
+    } else if (!sizeParams_[k].empty()) {
+      args.push_back(const_cast<int64_t*>(sizeParams_[k].data()));
+    }
     PyThreadState* ts = PyEval_SaveThread();
     if (us == nullptr) {
       fns_[k](args.data());
@@ -387,8 +435,9 @@ class FusedFn final : public core::CompiledGraphFn {
     return op;
   }
 
-  // The conv step's weight (channels-last) and bias (contiguous), with batch_norm folded in.
-  static std::pair<at::Tensor, at::Tensor> folded(const codegen::ConvStep& c, const Frame& f) {
+  // The conv step's weight (in the layout the conv runs in: at::convolution's layout follows it)
+  // and bias (contiguous), with batch_norm folded in.
+  std::pair<at::Tensor, at::Tensor> folded(const codegen::ConvStep& c, const Frame& f) const {
     auto opt = [&](int b) { return b >= 0 ? f.tensors[b].detach() : at::Tensor(); };
     at::Tensor w = opt(c.weight), bias = opt(c.bias);
     if (c.bnMean >= 0) {
@@ -400,10 +449,11 @@ class FusedFn final : public core::CompiledGraphFn {
       if (c.bnBias >= 0) bias = bias + opt(c.bnBias);
       w = w * scale.reshape({-1, 1, 1, 1});
     }
-    return {w.contiguous(at::MemoryFormat::ChannelsLast), bias.defined() ? bias.contiguous() : bias};
+    const at::MemoryFormat wf = resultFormat(program_.buffers[c.result]).value_or(at::MemoryFormat::ChannelsLast);
+    return {w.contiguous(wf), bias.defined() ? bias.contiguous() : bias};
   }
 
-  // The conv step's weight and bias: batch_norm folded in, channels-last; made again only when a
+  // The conv step's weight and bias: batch_norm folded in, in the step's layout; made again only when a
   // source tensor's data or version changed (an optimizer step, load_state_dict, ...).
   PreparedConv prepared(int k, const Frame& f) const {
     const codegen::ConvStep& c = program_.convs[k];
@@ -432,7 +482,7 @@ class FusedFn final : public core::CompiledGraphFn {
       // The weight goes in through a handle of its own (a detached alias: same storage, its own
       // TensorImpl), which the packed context keeps (only to unpack it; every run reads oneDNN's
       // blocked copy, made by a fresh allocation and a reorder). Emptying that handle afterwards
-      // frees the folded channels-last copy (when folding or the layout change made one): it
+      // frees the folded copy in the conv's layout (when folding or the layout change made one): it
       // would otherwise stay resident beside the packed copy for nothing (~43 MiB on resnet18).
       // The module's own weight is untouched (another TensorImpl that keeps its storage); the
       // fallback of runConv folds the weight again when it needs it.
@@ -449,6 +499,17 @@ class FusedFn final : public core::CompiledGraphFn {
     return p;
   }
 
+  // The memory format of a conv step's 4-d result buffer: channels-last or contiguous (NCHW),
+  // or none (another layout, or one both formats describe).
+  static c10::optional<at::MemoryFormat> resultFormat(const codegen::Buffer& b) {
+    if (b.shape.size() != 4 || b.shape[1] <= 1) return c10::nullopt;
+    const std::vector<int64_t>& st = b.strides;
+    const int64_t c = b.shape[1], h = b.shape[2], w = b.shape[3];
+    if (st == std::vector<int64_t>{h * w * c, 1, w * c, c}) return at::MemoryFormat::ChannelsLast;
+    if (st == std::vector<int64_t>{c * h * w, h * w, w, 1}) return at::MemoryFormat::Contiguous;
+    return c10::nullopt;
+  }
+
   void runConv(int k, Frame& f) const {
     const codegen::ConvStep& c = program_.convs[k];
     PreparedConv p = prepared(k, f);
@@ -460,15 +521,15 @@ class FusedFn final : public core::CompiledGraphFn {
         // (the packed primitive is made for the compiled input size; any other size, should one
         // reach here, takes at::convolution)
         if (!p.packed.isNone() && f.tensors[c.input].sizes().vec() == program_.buffers[c.input].shape) {
-          // oneDNN returns its output in the input's memory format: an NCHW input (the image of a
-          // network's first conv) whose result buffer is channels-last is made channels-last here,
-          // which copies c_in channels instead of the c_out of the result (3 against 32 or 64).
+          // oneDNN returns its output in the input's memory format and computes in its blocked
+          // layout when that is NCHW: the input is made the result buffer's layout here (the
+          // image of a network's first conv made channels-last copies c_in channels instead of
+          // the c_out of the result; a channels-last pooled value before an NCHW conv, once).
           const at::Tensor& in = f.tensors[c.input];
-          const std::vector<int64_t>& rs = program_.buffers[c.result].strides;
-          bool wantLast = rs.size() == 4 && rs[1] == 1 && program_.buffers[c.result].shape[1] > 1;
-          at::Tensor input = wantLast && !in.is_contiguous(at::MemoryFormat::ChannelsLast)
-                                 ? in.contiguous(at::MemoryFormat::ChannelsLast)
-                                 : in;
+          at::Tensor input = in;
+          if (c10::optional<at::MemoryFormat> mf = resultFormat(program_.buffers[c.result])) {
+            if (!in.is_contiguous(*mf)) input = in.contiguous(*mf);
+          }
           torch::jit::Stack stack{input, p.packed};
           runPackedOp()->callBoxed(&stack);
           out = stack.at(0).toTensor();
@@ -633,6 +694,7 @@ class FusedFn final : public core::CompiledGraphFn {
   std::vector<KernelFn> fns_;
   std::vector<std::vector<int>> params_;
   std::vector<std::vector<int64_t>> sizeParams_;  // per kernel: its size parameter array
+  std::vector<std::vector<int>> scalarSlots_;     // per kernel: the Program::scalars it reads
   std::unordered_map<const core::Node*, int> slot_;
   core::GraphRunner eager_;
   mutable std::mutex mu_;
@@ -756,9 +818,40 @@ uint64_t recordKernels(const codegen::Program& program, const std::vector<codege
   return core::reportBackendKernels(options.insideAutograd ? "aot." + request.function : "dynamo", std::move(out));
 }
 
+// The lowering options of a compile (and of its probe lowering: the same kernel texts).
+codegen::LoweringOptions loweringFor(const FusedOptions& options) {
+  codegen::LoweringOptions lowering;
+  // Training graphs keep ATen's own convolutions: the channels-last oneDNN path rounds 3x3 convs
+  // over many channels ~7x further from fp64 than the NCHW one (1.4e-5 against 2e-6 on 256
+  // channels), which small-batch batch_norm amplifies in the gradients.
+  lowering.convSteps = !options.insideAutograd;
+  // Their products are matmul steps as in inference: the AOT graphs' aten::t / transpose views
+  // of weights and gradients stay extern views, which at::mm_out reads strided as eager does.
+  // (DYNAMO_FUSED_NO_TRAIN_MATMUL=1, read per compile, keeps them ATen calls: to compare.)
+  lowering.matmulSteps = !options.insideAutograd || !std::getenv("DYNAMO_FUSED_NO_TRAIN_MATMUL");
+  return lowering;
+}
+
 std::mutex gCountersMu;
 FusedCounters gCounters;
 std::unordered_set<std::string> gSeenKeys;  // (gCountersMu)
+
+void countLowering() {
+  std::lock_guard<std::mutex> g(gCountersMu);
+  ++gCounters.lowerings;
+}
+
+// Per graph input: a Python int or float example is a number kernels may read at call time.
+std::vector<codegen::ScalarInput> scalarInputs(const core::BackendRequest& request) {
+  std::vector<codegen::ScalarInput> out;
+  for (const core::PyObjectRef& e : request.examples) {
+    PyObject* v = e.get();  // borrowed
+    out.push_back(v && PyLong_CheckExact(v)    ? codegen::ScalarInput::kInt
+                  : v && PyFloat_CheckExact(v) ? codegen::ScalarInput::kFloat
+                                               : codegen::ScalarInput::kNone);
+  }
+  return out;
+}
 
 void countLoaded(const std::vector<codegen::LoadedKernel>& loaded) {
   std::lock_guard<std::mutex> g(gCountersMu);
@@ -771,9 +864,22 @@ void countLoaded(const std::vector<codegen::LoadedKernel>& loaded) {
 
 }  // namespace
 
-bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count) {
+size_t registerSizeFamilies(const core::Graph& graph, const FusedOptions& options) {
+  DYNAMO_INTERNAL_ASSERT(!options.sizeScope.empty(), "registerSizeFamilies needs a size scope");
+  // The graphs compileFused runs on the eager runner have no kernels to prepare.
+  if (!contextBlockReason(graph).empty() || !requiresGradNode(graph).empty()) return 0;
+  codegen::Program program = codegen::lowerGraph(graph, loweringFor(options));
+  for (const codegen::Kernel& k : program.kernels) {
+    const std::string marked = options.cudaHostShim ? codegen::emitCudaMarked(k, program) : codegen::emitCppMarked(k, program);
+    codegen::sizeKernel(codegen::splitMarked(marked), options.sizeScope, true);
+  }
+  return program.kernels.size();
+}
+
+bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count,
+                     const std::string& numbers) {
   const auto* fused = dynamic_cast<const FusedFn*>(&fn);
-  return fused != nullptr && fused->takesSizes(inputs, count);
+  return fused != nullptr && fused->takesSizes(inputs, count, numbers);
 }
 
 FusedCounters fusedCounters() {
@@ -799,17 +905,13 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
     }
     return std::make_unique<GraphRunnerFn>(graph);
   }
-  codegen::LoweringOptions lowering;
-  // Training graphs keep ATen's own convolutions: the channels-last oneDNN path rounds 3x3 convs
-  // over many channels ~7x further from fp64 than the NCHW one (1.4e-5 against 2e-6 on 256
-  // channels), which small-batch batch_norm amplifies in the gradients.
-  lowering.convSteps = !options.insideAutograd;
-  // Their products are matmul steps as in inference: the AOT graphs' aten::t / transpose views
-  // of weights and gradients stay extern views, which at::mm_out reads strided as eager does.
-  // (DYNAMO_FUSED_NO_TRAIN_MATMUL=1, read per compile, keeps them ATen calls: to compare.)
-  lowering.matmulSteps = !options.insideAutograd || !std::getenv("DYNAMO_FUSED_NO_TRAIN_MATMUL");
+  codegen::LoweringOptions lowering = loweringFor(options);
+  // (DYNAMO_FUSED_NUMBERS_PER_VALUE=1, read per compile: numbers stay extern arguments and each
+  // value is lowered again, as before they were kernel arguments: to compare.)
+  if (!std::getenv("DYNAMO_FUSED_NUMBERS_PER_VALUE")) lowering.scalarInputs = scalarInputs(request);
   const auto lowerStart = std::chrono::steady_clock::now();
   codegen::Program program = codegen::lowerGraph(graph, lowering);
+  countLowering();
   std::vector<codegen::CompileJob> jobs;
   std::vector<std::vector<int64_t>> sizeParams;
   const std::string scope = !options.sizeScope.empty() ? options.sizeScope

@@ -210,6 +210,87 @@ core::Graph graphAtSizes(const core::Graph& g, PyObject* const* inputs, size_t c
   return b.build();
 }
 
+// A Python int or float example: a number kernels may read at call time (compileFused).
+codegen::ScalarInput numberKind(PyObject* v) {
+  return PyLong_CheckExact(v) ? codegen::ScalarInput::kInt
+         : PyFloat_CheckExact(v) ? codegen::ScalarInput::kFloat
+                                 : codegen::ScalarInput::kNone;
+}
+
+// Two other values of a number for the meta probe of numberSignature (new refs).
+std::vector<PyObjectRef> otherValues(PyObject* v) {
+  std::vector<PyObjectRef> out;
+  if (PyLong_CheckExact(v)) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow != 0 || PyErr_Occurred()) {
+      PyErr_Clear();
+      return out;
+    }
+    const long long big = 1LL << 40;
+    for (long long y : {x > -big && x < big ? x + 1 : x / 2, x > -big && x < big ? 2 * x + 3 : x / 3})
+      out.push_back(PyObjectRef::steal(core::checkPy(PyLong_FromLongLong(y))));
+  } else {
+    double x = PyFloat_AS_DOUBLE(v);
+    for (double y : {x * 0.5 + 0.375, -(x + 1.25)})
+      out.push_back(PyObjectRef::steal(core::checkPy(PyFloat_FromDouble(y))));
+  }
+  return out;
+}
+
+// The first node whose result (a tensor's sizes, strides, dtype; or being a tensor) differs
+// between two meta runs of the same graph, or empty.
+std::string firstMetaDifference(const core::Graph& a, const core::Graph& b) {
+  for (size_t i = 0; i < a.body().size() && i < b.body().size(); ++i) {
+    const auto& x = a.body()[i]->meta().tensor;
+    const auto& y = b.body()[i]->meta().tensor;
+    if (x.has_value() != y.has_value() ||
+        (x && (x->shape != y->shape || x->strides != y->strides || x->dtype != y->dtype)))
+      return a.body()[i]->name();
+  }
+  return {};
+}
+
+// Per input: 'i' or 'f' for a Python int or float whose value the per-size lowering does not
+// depend on (kernels read it at call time, extern calls take it as it is), '-' otherwise. A number
+// is value-free when the graph run on meta tensors with two other values of it gives every node
+// the same sizes, strides and dtype (the trace already specialises a number that sets a size;
+// this checks it). One that changes a result, or makes the meta run fail, stays in the signature:
+// each new value is lowered again (correct, slower), and DYNAMO_LOGS=fusion says why.
+std::string numberSignature(const core::Graph& g, const std::vector<PyObject*>& examples, const std::string& function) {
+  std::string out(examples.size(), '-');
+  std::optional<core::Graph> base;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    codegen::ScalarInput kind = numberKind(examples[i]);
+    if (kind == codegen::ScalarInput::kNone) continue;
+    const std::string name = g.inputs().at(i)->source().empty() ? g.inputs()[i]->name() : g.inputs()[i]->source();
+    std::string why;
+    try {
+      if (!base) base = graphAtSizes(g, examples.data(), examples.size());
+      std::vector<PyObjectRef> others = otherValues(examples[i]);
+      if (others.empty()) why = "its value does not fit in 64 bits";
+      for (const PyObjectRef& other : others) {
+        if (!why.empty()) break;
+        std::vector<PyObject*> probe = examples;
+        probe[i] = other.get();
+        std::string node = firstMetaDifference(*base, graphAtSizes(g, probe.data(), probe.size()));
+        if (!node.empty()) why = "node '" + node + "' has other sizes, strides or dtype for another value";
+      }
+    } catch (const Error& e) {
+      why = e.what();
+    } catch (const core::PythonError&) {
+      why = takePythonError();
+    }
+    if (why.empty()) {
+      out[i] = kind == codegen::ScalarInput::kInt ? 'i' : 'f';
+    } else if (fusionLog()) {
+      std::fprintf(stderr, "[dynamo fusion] %s: %s input '%s' is lowered per value: %s\n", function.c_str(),
+                   kind == codegen::ScalarInput::kInt ? "int" : "float", name.c_str(), why.c_str());
+    }
+  }
+  return out;
+}
+
 // A dimension's size expression that is one symbol ("s0"), not an expression ("2*s0").
 bool plainSymbol(const std::string& e) {
   if (e.empty()) return false;
@@ -277,7 +358,9 @@ size_t probeFamilies(const core::Graph& g, const std::vector<PyObject*>& example
                    function.c_str(), e.what());
     return 0;
   }
-  codegen::Program program = codegen::lowerGraph(*sized, {});  // the options compileFused uses outside autograd
+  codegen::LoweringOptions options;  // the options compileFused uses outside autograd
+  for (PyObject* e : examples) options.scalarInputs.push_back(numberKind(e));
+  codegen::Program program = codegen::lowerGraph(*sized, options);
   for (const codegen::Kernel& k : program.kernels)
     codegen::sizeKernel(codegen::splitMarked(codegen::emitCppMarked(k, program)), scope, true);
   return program.kernels.size();
@@ -293,7 +376,9 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
 
   /// Compiles for the example inputs now (the captured graph has their meta).
   void prime(const std::vector<PyObject*>& examples) const {
-    std::string key = inputSignature(examples.data(), examples.size());
+    if (!PyErr_Occurred() && !std::getenv("DYNAMO_FUSED_NUMBERS_PER_VALUE"))  // (the old way: to compare)
+      numbers_ = numberSignature(graph_, examples, function_);
+    std::string key = signature(examples.data(), examples.size());
     if (!PyErr_Occurred()) {
       try {
         probeFamilies(graph_, examples, options_.sizeScope, function_);
@@ -316,7 +401,7 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
     // Held for the call: the kernels run with the GIL released, and another thread may evict it.
     std::shared_ptr<core::CompiledGraphFn> fn = last_;
     // The last size again (a training loop, a server at one batch size): no signature to build.
-    if (fn == nullptr || !fusedTakesSizes(*fn, inputs, count)) {
+    if (fn == nullptr || !fusedTakesSizes(*fn, inputs, count, numbers_)) {
       try {
         fn = forInputs(inputs, count);
         last_ = fn;
@@ -344,8 +429,21 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   }
 
+  // The call's input signature: sizes and strides, the values of numbers the lowering depends on,
+  // the type only of the value-free ones (numbers_).
+  std::string signature(PyObject* const* inputs, size_t count) const {
+    static PyObject* const anyInt = PyLong_FromLong(0);      // immortal for the process
+    static PyObject* const anyFloat = PyFloat_FromDouble(0);  // immortal for the process
+    std::vector<PyObject*> keyed(inputs, inputs + count);
+    for (size_t i = 0; i < count && i < numbers_.size(); ++i) {
+      if (numbers_[i] == 'i' && PyLong_CheckExact(inputs[i])) keyed[i] = anyInt;
+      if (numbers_[i] == 'f' && PyFloat_CheckExact(inputs[i])) keyed[i] = anyFloat;
+    }
+    return inputSignature(keyed.data(), count);
+  }
+
   std::shared_ptr<core::CompiledGraphFn> forInputs(PyObject* const* inputs, size_t count) const {
-    std::string key = inputSignature(inputs, count);
+    std::string key = signature(inputs, count);
     auto it = bySignature_.find(key);
     if (it != bySignature_.end()) {
       it->second.lastUse = ++clock_;
@@ -412,6 +510,7 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
   mutable uint64_t clock_ = 0;                           // use counter (GIL held)
   mutable uint64_t entryId_ = 0;
   mutable std::shared_ptr<core::CompiledGraphFn> last_;   // the last call's (GIL held)
+  mutable std::string numbers_;  // per input: 'i' / 'f' a value-free number (numberSignature), else '-'
 };
 
 }  // namespace

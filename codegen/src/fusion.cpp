@@ -11,7 +11,9 @@
 //   - the size cap: options.maxFusedNodes nodes per group;
 //   - the cycle check: a group that something outside it has already read is closed (the group
 //     runs at its last member's place, so a reader before that place would see no data);
-//   - extern steps that may mutate memory close every group.
+//   - extern steps that may mutate memory close every group;
+//   - a buffer that several nodes store into (the slices of a cat) is never read by a member of
+//     a group that writes it: its readers run after every slice is written.
 // Reductions whose result only this kernel reads stay in registers (no buffer). Pointwise-only
 // kernels get their loops coalesced where every access allows it.
 #include <algorithm>
@@ -120,7 +122,12 @@ Affine dot(const std::vector<int64_t>& strides, const std::vector<int64_t>& shap
 // Where member s stores its buffer, in group g's vars.
 Affine storeIndex(const Group& g, const SNode& s, Place p, const Buffer& buf) {
   size_t nv = g.full.size();
-  if (!s.reduction) return dot(buf.strides, buf.shape, memberIndex(g, s, p), nv);
+  if (!s.reduction) {
+    Affine a = s.storeStrides.empty() ? dot(buf.strides, buf.shape, memberIndex(g, s, p), nv)
+                                      : dot(s.storeStrides, s.full, memberIndex(g, s, p), nv);
+    a.offset += s.storeOffset;
+    return a;
+  }
   IndexVec full = fullIndex(g.reduced);
   IndexVec out;
   bool keep = buf.shape.size() == g.full.size();
@@ -142,7 +149,12 @@ Place placeOfMember(const Group& g, const SNode& s) {
 
 class Fuser {
  public:
-  Fuser(Lowered& l, const LoweringOptions& o) : l_(l), options_(o) {}
+  Fuser(Lowered& l, const LoweringOptions& o) : l_(l), options_(o) {
+    std::map<int, int> writers;
+    for (const SNode& s : l_.snodes) {
+      if (++writers[s.buffer] == 2) sliced_.insert(s.buffer);
+    }
+  }
 
   Program run() {
     for (size_t i = 0; i < l_.items.size(); ++i) visit(static_cast<int>(i));
@@ -232,11 +244,15 @@ class Fuser {
         g.reduction = true;
         g.reduced = s.reduced;
       }
-    } else if (placeOf(g, s.full) == Place::kNone) {
-      return false;
+    } else if (placeOf(g, s.full) == Place::kNone ||
+               (!s.storeStrides.empty() && placeOf(g, s.full) == Place::kOuterDrop)) {
+      return false;  // (a store along its own strides needs every dim of its shape)
     }
     bool reads = false;
-    for (int b : s.reads) reads = reads || g.writes.count(b);
+    for (int b : s.reads) {
+      if (g.writes.count(b) && sliced_.count(b)) return false;  // a cat: read once all slices are written
+      reads = reads || g.writes.count(b);
+    }
     // Unrelated work shares a loop only between pointwise nodes (a reduction group's loop
     // nest may be serial: a full reduction has no outer loop to run in parallel).
     // Nor does unrelated pointwise work join a reduction over leading dims (a column sum: a
@@ -540,6 +556,7 @@ class Fuser {
   Lowered& l_;
   LoweringOptions options_;
   std::vector<Group> groups_;
+  std::set<int> sliced_;  // buffers stored by several scheduler nodes (the inputs of a cat)
 };
 
 }  // namespace

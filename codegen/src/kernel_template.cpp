@@ -31,6 +31,7 @@ std::string familyKey(const KernelTemplate& t, const std::string& scope) {
   key += '\0';
   key += std::to_string(t.argIndex);
   key += t.paramsArgument ? 'c' : 'a';
+  key += std::to_string(t.firstParam);
   for (size_t i = 0; i < t.text.size(); ++i) {
     key += i < t.isDouble.size() && t.isDouble[i] ? kSizeDouble : kSizeIntOpen;
     key += t.text[i];
@@ -68,6 +69,12 @@ KernelTemplate splitMarked(const std::string& marked) {
     if (isDouble) digits.pop_back();
     bool argument = c == kParamsOpen && !digits.empty() && digits.front() == kParamsArgument;
     if (argument) digits.erase(0, 1);
+    int scalars = 0;
+    size_t plus = c == kParamsOpen ? digits.find(kParamsScalars) : std::string::npos;
+    if (plus != std::string::npos) {
+      scalars = std::stoi(digits.substr(plus + 1));
+      digits.resize(plus);
+    }
     int64_t v = std::stoll(digits);
     if (c == kSizeIntOpen) {
       t.text.push_back(std::move(piece));
@@ -75,10 +82,12 @@ KernelTemplate splitMarked(const std::string& marked) {
       t.ints.push_back(v);
       t.isDouble.push_back(isDouble);
     } else {
-      DYNAMO_INTERNAL_ASSERT(t.argIndex < 0 || (t.argIndex == v && t.paramsArgument == argument),
+      DYNAMO_INTERNAL_ASSERT(t.argIndex < 0 || (t.argIndex == v && t.paramsArgument == argument &&
+                                                 t.firstParam == scalars),
                              "kernel template: parameter marks for two arrays");
       t.argIndex = static_cast<int>(v);
       t.paramsArgument = argument;
+      t.firstParam = scalars;
       piece += kParamsOpen;
     }
     i = end;
@@ -103,7 +112,7 @@ std::string renderTemplate(const KernelTemplate& t, const std::vector<bool>& dyn
       body += t.isDouble[i] ? doubleLiteral(t.ints[i]) : literal(t.ints[i]);
       continue;
     }
-    std::string name = "dyn_s" + std::to_string(next), at = "dyn_p[" + std::to_string(next) + "]";
+    std::string name = "dyn_s" + std::to_string(next), at = "dyn_p[" + std::to_string(t.firstParam + next) + "]";
     if (t.isDouble[i] && t.paramsArgument) {  // CUDA: NVRTC has no __builtin_memcpy (emitCuda's helper)
       decls += "  const double " + name + " = dyn_bits_double(" + at + ");\n";
     } else if (t.isDouble[i]) {

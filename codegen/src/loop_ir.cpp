@@ -140,6 +140,27 @@ Expr ExprNode::makeReduced(int stage, DType t) {
   return n;
 }
 
+Expr ExprNode::makeScalar(int slot, DType t) {
+  DYNAMO_INTERNAL_ASSERT(t == DType::kInt64 || t == DType::kFloat64, "a scalar argument is int64 or float64");
+  auto n = std::shared_ptr<ExprNode>(new ExprNode(ExprKind::kScalar, t));
+  n->buffer_ = slot;
+  return n;
+}
+
+std::vector<int> kernelScalars(const Kernel& k) {
+  std::vector<int> out;
+  auto visit = [&](const ExprNode& x) {
+    if (x.kind() == ExprKind::kScalar && std::find(out.begin(), out.end(), x.scalar()) == out.end())
+      out.push_back(x.scalar());
+  };
+  for (const Stage& s : k.stages) {
+    if (s.value) forEachExpr(s.value, visit);
+    if (s.finish) forEachExpr(s.finish, visit);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<std::string> Kernel::nodes() const {
   std::vector<std::string> out;
   for (const Stage& s : stages) {
@@ -202,6 +223,9 @@ void printExprTo(std::ostringstream& o, const Expr& e, size_t outer, int rawStag
     case ExprKind::kReduced:  // the raw accumulator inside its own finish, else the finished value
       o << (e->stage() == rawStage ? "acc" : "red") << e->stage();
       return;
+    case ExprKind::kScalar:
+      o << "arg" << e->scalar() << ":" << dtypeName(e->dtype());
+      return;
     case ExprKind::kCast:
       o << dtypeName(e->dtype()) << "(";
       printExprTo(o, e->operands()[0], outer, rawStage);
@@ -247,6 +271,10 @@ std::string printExpr(const Expr& e) {
 
 std::string printProgram(const Program& p) {
   std::ostringstream o;
+  for (size_t i = 0; i < p.scalars.size(); ++i) {
+    o << "arg" << i << ": " << (p.scalars[i].dtype == DType::kInt64 ? "int" : "float") << " read at call time ("
+      << p.scalars[i].name << ")\n";
+  }
   for (const Buffer& b : p.buffers) {
     o << "b" << b.id << ": " << bufferKindName(b.kind) << " " << dtypeName(b.dtype) << list(b.shape)
       << " strides " << list(b.strides) << " (" << b.node << ")";

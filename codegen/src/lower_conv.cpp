@@ -1,6 +1,7 @@
 // Convolutions as conv steps: which nodes are 2-d convolutions the runtime can call with a
-// prepared (channels-last, batch-norm-folded) weight, and which eval-mode batch_norm after one
-// can be folded into it. The lowering driver (lowering.cpp) makes the buffers and the step.
+// prepared (batch-norm-folded, prepacked) weight, which eval-mode batch_norm after one can be
+// folded into it, and which layout (NCHW or channels-last) each one runs in. The lowering
+// driver (lowering.cpp) makes the buffers and the step.
 //
 //   torch.conv2d(x, w, b, stride, padding, dilation, groups)     (F.conv2d, aten::conv2d)
 //   aten::convolution(x, w, b, stride, padding, dilation, transposed=False, output_padding, groups)
@@ -115,6 +116,15 @@ std::optional<ConvMatch> matchConv(const core::Node& n, std::string* why) {
     }
   }
   return m;
+}
+
+bool convTakesNchw(const ConvMatch& m, bool inputContiguous) {
+  // weight [c_out, c_in / groups, kh, kw], input [n, c_in, h, w] (checked by matchConv)
+  const std::vector<int64_t>& w = m.weight->meta().tensor->shape;
+  const int64_t cin = m.input->meta().tensor->shape[1];
+  if (m.groups != 1) return false;
+  if (w[2] == 1 && w[3] == 1) return inputContiguous;
+  return cin >= 16;
 }
 
 std::optional<BatchNormMatch> matchEvalBatchNorm(const core::Node& bn, const core::Node& input) {

@@ -30,7 +30,8 @@ const std::unordered_set<std::string>& supported() {
       "int", "long", "bool", "clone", "sum", "mean", "amax", "amin", "_softmax", "_log_softmax",
       "softmax", "log_softmax", "native_layer_norm", "layer_norm", "getitem", "expand", "permute",
       "t", "transpose", "unsqueeze", "view", "_unsafe_view", "reshape", "alias", "detach",
-      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh", "erf", "F_dropout", "var_mean"};
+      "contiguous", "scalar_tensor", "F_batch_norm", "hardtanh", "erf", "F_dropout", "var_mean",
+      "convert_element_type", "cat"};
   return kOps;
 }
 
@@ -52,6 +53,9 @@ std::string canonicalOp(const core::Node& n) {
     const std::string& q = t.qualifiedName();
     if (t.kind() == core::TargetKind::kAtenOp) {
       const std::string& s = t.schemaName();
+      // prims.convert_element_type: the decompositions' dtype casts (layer_norm's backward
+      // saves its statistics through it); a new tensor, never an alias, as _to_copy
+      if (s == "prims::convert_element_type") return "convert_element_type";
       if (s.rfind("aten::", 0) != 0) return {};
       name = s.substr(6);
       name = name.substr(0, name.find('.'));
@@ -210,7 +214,7 @@ std::optional<DType> resultType(const std::vector<const LValue*>& ops) {
   for (const LValue* v : ops) {
     if (isTensor(*v)) {
       upd(v->shape.empty() ? zero : dim, v->dtype);
-    } else if (isNumber(*v)) {
+    } else if (isNumber(*v) || v->kind == LValue::Kind::kScalar) {  // a wrapped number: its category only
       upd(wrapped, v->dtype == DType::kFloat64 ? DType::kFloat32 : v->dtype);
     }
   }
@@ -237,6 +241,9 @@ std::optional<std::vector<int64_t>> broadcastShapes(const std::vector<const LVal
 // An operand of a pointwise body: a tensor broadcast to the output index, or a number, in `t`.
 E operand(const LValue& v, const IndexVec& idx, DType t) {
   if (isTensor(v)) return ExprNode::makeCast(t, v.fn(broadcastIndex(idx, v.shape)));
+  // A number read at call time: its int64 or double converted to `t` in the kernel, as ATen
+  // converts a wrapped number to the common dtype (static_cast from int64: exact beyond 2^53).
+  if (v.kind == LValue::Kind::kScalar) return ExprNode::makeCast(t, ExprNode::makeScalar(v.scalar, v.dtype));
   return ExprNode::makeConst(t, v.number);
 }
 
@@ -867,6 +874,7 @@ const std::vector<std::string>& paramsOf(const std::string& op, bool aten) {
       {"gt", {"self", "other"}}, {"ge", {"self", "other"}},
       {"_to_copy", {"self", "dtype", "layout", "device", "pin_memory", "non_blocking", "memory_format"}},
       {"to", {"self", "dtype"}}, {"clone", {"self", "memory_format"}},
+      {"convert_element_type", {"self", "dtype"}},
       {"sum", {"self", "dim", "keepdim", "dtype"}}, {"mean", {"self", "dim", "keepdim", "dtype"}},
       {"amax", {"self", "dim", "keepdim"}}, {"amin", {"self", "dim", "keepdim"}},
       {"var_mean", {"self", "dim", "unbiased", "keepdim", "correction"}},
@@ -900,6 +908,44 @@ Args gatherVarargs(const std::string& op, const Args& args) {
 
 }  // namespace
 
+// True when a (a positional node argument of n) was given to the lowering as a number read at
+// call time.
+static bool isScalarArg(const core::Arg& a, const Args& args0, const core::Node& n) {
+  for (size_t i = 0; i < n.args().size() && i < args0.size(); ++i)
+    if (&n.args()[i] == &a) return args0[i].kind == LValue::Kind::kScalar;
+  return false;
+}
+
+static bool containsScalar(const LValue& v) {
+  if (v.kind == LValue::Kind::kScalar) return true;
+  for (const LValue& item : v.items)
+    if (containsScalar(item)) return true;
+  return false;
+}
+
+static bool hasInexactInt(const LValue& v) {
+  if (v.kind == LValue::Kind::kNumber && v.dtype == DType::kInt64 && std::fabs(v.number) >= 9007199254740992.0) return true;
+  for (const LValue& item : v.items)
+    if (hasInexactInt(item)) return true;
+  return false;
+}
+
+// A number read at call time is taken only as an operand of pointwise arithmetic (add, sub, mul,
+// div, rsub: self / other), where it is a run-time kernel argument. Everywhere else (an alpha, a
+// clamp bound, a dim, a size, an exponent the lowering specialises on) a lowering would bake its
+// value in: the node stays an extern call, which takes the value as it is at call time.
+static bool scalarsOnlyAsOperands(const std::string& op, const Bound& b, std::string* why) {
+  bool arith = op == "add" || op == "sub" || op == "mul" || op == "div" || op == "rsub";
+  for (const auto& [k, v] : b.values) {
+    if (!containsScalar(v)) continue;
+    if (arith && (k == "self" || k == "other") && v.kind == LValue::Kind::kScalar) continue;
+    *why = "argument '" + k + "' is a Python number read at call time (kernels take one only as an operand of "
+           "add, sub, mul or div)";
+    return false;
+  }
+  return true;
+}
+
 std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const KwArgs& kwargs,
                                 LoweringContext& lc, std::string* why, const std::string& asOp) {
   std::string op = asOp.empty() ? canonicalOp(n) : asOp;
@@ -918,13 +964,22 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
   if (op == "softmax" || op == "log_softmax") ignore["dtype"] = "";
   if (!asOp.empty()) ignore["inplace"] = "*";  // an in-place op lowered functionally
   if (!bindArgs(paramsOf(op, aten), args, kwargs, &b, why, ignore)) return std::nullopt;
+  if (!scalarsOnlyAsOperands(op, b, why)) return std::nullopt;
+  for (const auto& [k, v] : b.values) {
+    // Numbers travel as doubles: an int from 2^53 on may have lost its low bits, and even a float
+    // result then differs (ATen converts the exact int64: (float)(2^53 + 2^29 + 1) is 2^53 + 2^30,
+    // through a double it is 2^53). A number read at call time (kScalar) is exact.
+    if (hasInexactInt(v)) return none(c, "argument '" + k + "' is an integer beyond 2^53 (not exact as a double)");
+  }
   for (const auto& [k, v] : b.values) {
     if (isTensor(v) && v.fn == nullptr) return none(c, "argument '" + k + "' is not a CPU tensor the generator reads");
     if (v.kind == LValue::Kind::kNone && v.text == "?") return none(c, "argument '" + k + "'");
   }
   // Tensor arguments whose memory the generator cannot read are kNone: extern.
   for (const core::Arg& a : n.args()) {
-    if (a.isNode() && !a.asNode()->meta().tensor && op != "getitem") return none(c, "non-tensor node argument");
+    if (a.isNode() && !a.asNode()->meta().tensor && op != "getitem" && !isScalarArg(a, args0, n)) {
+      return none(c, "non-tensor node argument");
+    }
   }
   if (b.has("self") && isTensor(b.get("self")) && b.get("self").kind == LValue::Kind::kTensor &&
       b.values.at("self").fn == nullptr) {
@@ -952,7 +1007,7 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
   if (op == "maximum" || op == "minimum") return lowerMaxMin(op, b, c);
   if (op == "where") return lowerWhere(b, c);
   if (op == "_to_copy" || op == "to" || op == "float" || op == "double" || op == "int" ||
-      op == "long" || op == "bool" || op == "clone") {
+      op == "long" || op == "bool" || op == "clone" || op == "convert_element_type") {
     return lowerConvert(op, b, c);
   }
   if (op == "sum" || op == "mean" || op == "amax" || op == "amin") return lowerReduction(op, b, c);
@@ -975,6 +1030,7 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
     r.isView = true;
     return r;
   }
+  if (op == "cat") return none(c, "cat other than of tensors of the result's dtype and rank (lowering.cpp)");
   if (op == "getitem") {
     if (!b.has("self") || b.get("self").kind != LValue::Kind::kTuple || !b.has("index") || !isNumber(b.get("index"))) {
       return none(c, "getitem of something other than a lowered tuple");

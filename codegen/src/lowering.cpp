@@ -9,6 +9,8 @@
 // (in-place ops, setitem, out=), every pending value is materialised before it, views are not
 // lowered, and fusion does not reorder work across it.
 #include <algorithm>
+#include <functional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -121,6 +123,43 @@ bool denseStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>&
     expect *= shape[i];
   }
   return true;
+}
+
+// The common refinement of two row-major shapes of one numel (size-1 dims dropped): the sizes
+// of the finest dims that each dim of either shape is a run of, or empty when there is none
+// ([6, 4] -> [4, 6]). [128, 128, 64] -> [128, 16, 512] refines to [128, 16, 8, 64].
+std::vector<int64_t> commonRefinement(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::set<int64_t, std::greater<>> cuts;  // suffix products of both shapes
+  for (const auto* s : {&a, &b}) {
+    int64_t p = 1;
+    cuts.insert(1);
+    for (auto it = s->rbegin(); it != s->rend(); ++it) {
+      if (*it <= 0) return {};
+      cuts.insert(p *= *it);
+    }
+  }
+  std::vector<int64_t> sizes;
+  for (auto it = cuts.begin(); std::next(it) != cuts.end(); ++it) {
+    if (*it % *std::next(it) != 0) return {};
+    sizes.push_back(*it / *std::next(it));
+  }
+  return sizes;
+}
+
+// Per dim of `shape`: the coefficient of each refined dim in that dim's index (0 outside it).
+std::vector<std::vector<int64_t>> refinedCoeffs(const std::vector<int64_t>& shape,
+                                                const std::vector<int64_t>& refined) {
+  std::vector<int64_t> inner(refined.size(), 1);  // product of the refined dims after k
+  for (int k = static_cast<int>(refined.size()) - 2; k >= 0; --k) inner[k] = inner[k + 1] * refined[k + 1];
+  std::vector<std::vector<int64_t>> out(shape.size(), std::vector<int64_t>(refined.size(), 0));
+  int64_t after = 1;  // product of shape's dims after d
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    for (size_t k = 0; k < refined.size(); ++k) {
+      if (shape[d] > 1 && inner[k] >= after && inner[k] < after * shape[d]) out[d][k] = inner[k] / after;
+    }
+    after *= shape[d];
+  }
+  return out;
 }
 
 class Lowerer final : public LoweringContext {
@@ -250,6 +289,26 @@ class Lowerer final : public LoweringContext {
     return v;
   }
 
+  // A Python number graph input that kernels read at call time (options_.scalarInputs), or
+  // nullopt. Its slot in Program::scalars is made on first use.
+  std::optional<LValue> scalarValue(const core::NodeRef& n) {
+    auto in = inputIndex_.find(n.get());
+    if (in == inputIndex_.end() || static_cast<size_t>(in->second) >= options_.scalarInputs.size()) return std::nullopt;
+    ScalarInput kind = options_.scalarInputs[in->second];
+    if (kind == ScalarInput::kNone || n->meta().tensor) return std::nullopt;
+    LValue v;
+    v.kind = LValue::Kind::kScalar;
+    v.dtype = kind == ScalarInput::kInt ? DType::kInt64 : DType::kFloat64;
+    auto& scalars = out_.program.scalars;
+    for (size_t i = 0; i < scalars.size(); ++i)
+      if (scalars[i].input == in->second) v.scalar = static_cast<int>(i);
+    if (v.scalar < 0) {
+      v.scalar = static_cast<int>(scalars.size());
+      scalars.push_back(ScalarArg{in->second, v.dtype, n->name()});
+    }
+    return v;
+  }
+
   // The node whose value `n` holds now: an in-place op lowered functionally redirects later
   // readers of the tensor it mutated to its own value.
   const core::NodeRef& resolve(const core::NodeRef& n) const {
@@ -281,7 +340,9 @@ class Lowerer final : public LoweringContext {
     switch (a.kind()) {
       case core::ArgKind::kNode: {
         auto it = values_.find(resolve(a.asNode()).get());
-        return it != values_.end() ? it->second : memoryValue(a.asNode());
+        if (it != values_.end()) return it->second;
+        if (std::optional<LValue> s = scalarValue(a.asNode())) return *s;
+        return memoryValue(a.asNode());
       }
       case core::ArgKind::kBool: v.kind = LValue::Kind::kNumber; v.dtype = DType::kBool; v.number = a.asBool(); return v;
       case core::ArgKind::kInt: v.kind = LValue::Kind::kNumber; v.dtype = DType::kInt64; v.number = static_cast<double>(a.asInt()); return v;
@@ -301,18 +362,22 @@ class Lowerer final : public LoweringContext {
     }
   }
 
-  // Dense strides of a buffer of v's shape that v reads, when they are not contiguous (a
+  // The layout of the first dense buffer of v's shape that v reads, when it is not contiguous (a
   // channels-last conv output): a value computed from it is stored in the same layout, so the
-  // kernel walks both in memory order and the next conv gets channels-last input. Else empty.
+  // kernel walks both in memory order and the next conv gets channels-last input. Else empty
+  // (contiguous). The first operand decides: a residual add of an NCHW conv result (the
+  // first operand of `out += identity`) and a channels-last identity stays NCHW, the layout the
+  // next conv takes (lower_conv.cpp, convLayout).
   std::vector<int64_t> followedLayout(const LValue& v) const {
     std::vector<int64_t> found;
+    bool decided = false;
     if (v.shape.size() < 2) return found;
     forEachExpr(v.fn(identityIndex(v.shape.size(), v.shape.size())), [&](const ExprNode& x) {
-      if (!found.empty() || x.kind() != ExprKind::kLoad) return;
+      if (decided || x.kind() != ExprKind::kLoad) return;
       const Buffer& b = out_.program.buffers[x.buffer()];
-      if (b.shape == v.shape && b.strides != contiguousStrides(b.shape) && denseStrides(b.shape, b.strides)) {
-        found = b.strides;
-      }
+      if (b.shape != v.shape || !denseStrides(b.shape, b.strides)) return;
+      decided = true;
+      if (b.strides != contiguousStrides(b.shape)) found = b.strides;
     });
     return found;
   }
@@ -328,6 +393,14 @@ class Lowerer final : public LoweringContext {
     }
     LValue& v = values_.at(n.get());
     if (v.kind != LValue::Kind::kTensor) return;
+    if (!v.refined.empty()) {  // a refined reshape whose cat did not lower: stored contiguously
+      std::vector<int64_t> strides = contiguousStrides(v.shape);
+      int b = newBuffer(n->name(), v.dtype, v.shape, strides, escape ? BufferKind::kOutput : BufferKind::kIntermediate);
+      storeRefined(v, b, strides, 0, n->name());
+      v = bufferValue(b, v.dtype, v.shape, strides);
+      out_.program.nodeBuffer[position_.at(n.get())] = b;
+      return;
+    }
     if (v.buffer >= 0 && !v.isView) {  // a view (even of a buffer) is copied: see below
       if (escape && out_.program.buffers[v.buffer].kind == BufferKind::kIntermediate) {
         out_.program.buffers[v.buffer].kind = BufferKind::kOutput;
@@ -442,6 +515,8 @@ class Lowerer final : public LoweringContext {
     if (folded_.count(n.get())) return;  // an eval batch_norm or relu folded into the conv step before it
     if (tryConv(i, n)) return;
     if (tryMatmul(i, n)) return;
+    if (tryCat(n)) return;
+    if (tryRefinedReshape(n)) return;
     std::string base = inplaceBase(*n);
     if (!base.empty()) {
       if (canConvert(*n) && tryLower(n, &why, base)) {
@@ -588,8 +663,13 @@ class Lowerer final : public LoweringContext {
     const auto& meta = result->meta().tensor;
     // Graphs that mutate memory keep eager's layouts: a result copied into the expected layout
     // would not see a later in-place write through an alias.
+    // Otherwise the layout oneDNN computes fastest in (convTakesNchw); the runtime hands the conv
+    // its input in the same layout.
+    const Buffer& in = out_.program.buffers[x];
+    bool nchw = convTakesNchw(*m, in.strides == contiguousStrides(in.shape));
     std::vector<int64_t> strides = (mutating_ || outputs_.count(result.get())) && meta->strides ? *meta->strides
-                                                                                  : channelsLastStrides(meta->shape);
+                                   : nchw ? contiguousStrides(meta->shape)
+                                          : channelsLastStrides(meta->shape);
     c.result = newBuffer(result->name(), DType::kFloat32, meta->shape, strides, BufferKind::kExtern);
     out_.program.convs.push_back(c);
     Item it;
@@ -604,8 +684,9 @@ class Lowerer final : public LoweringContext {
     out_.program.nodeBuffer[position_.at(result.get())] = c.result;
     std::string folded;
     for (size_t k = 1; k < c.nodes.size(); ++k) folded += (folded.empty() ? "" : ", ") + c.nodes[k];
-    out_.program.externs.emplace_back(n->name(), folded.empty() ? "conv step (channels-last weight)"
-                                                                : "conv step (channels-last weight, " + folded + " folded in)");
+    const std::string layout = strides == channelsLastStrides(meta->shape) ? "channels-last" : "NCHW";
+    out_.program.externs.emplace_back(n->name(), folded.empty() ? "conv step (" + layout + ")"
+                                                                : "conv step (" + layout + ", " + folded + " folded in)");
     return true;
   }
 
@@ -672,6 +753,130 @@ class Lowerer final : public LoweringContext {
     };
     place(n, v);
     return true;
+  }
+
+  // aten::cat of tensors of one dtype and rank: no copy of its own. Each input is a scheduler
+  // node that stores straight into its slice of the cat's buffer (storeOffset), so a kernel that
+  // computes an input (a transpose, a scale) writes it where the cat wants it, and the inputs'
+  // own buffers are never made. Readers of the cat run after every slice (fusion.cpp).
+  bool tryCat(const core::NodeRef& n) {
+    if (mutating_ || n->op() != core::NodeOp::kCallFunction || canonicalOp(*n) != "cat") return false;
+    const auto& meta = n->meta().tensor;
+    std::optional<DType> t = meta ? dtypeFromTorch(meta->dtype) : std::nullopt;
+    const auto& args = n->args();
+    if (!t || meta->device != "cpu" || args.empty() || args.size() > 2) return false;
+    if (args[0].kind() != core::ArgKind::kList && args[0].kind() != core::ArgKind::kTuple) return false;
+    const core::Arg* dimArg = args.size() == 2 ? &args[1] : nullptr;
+    for (const auto& [k, v] : n->kwargs()) {  // torch.cat(xs, dim=1)
+      if (k != "dim" || dimArg) return false;
+      dimArg = &v;
+    }
+    if (dimArg && dimArg->kind() != core::ArgKind::kInt) return false;
+    const size_t rank = meta->shape.size();
+    int64_t dim = dimArg ? dimArg->asInt() : 0;
+    if (std::find(meta->shape.begin(), meta->shape.end(), 0) != meta->shape.end()) return false;  // nothing to store
+    if (rank == 0 || dim < -static_cast<int64_t>(rank) || dim >= static_cast<int64_t>(rank)) return false;
+    if (dim < 0) dim += static_cast<int64_t>(rank);
+    std::vector<LValue> inputs;
+    int64_t along = 0;
+    for (const core::Arg& a : args[0].items()) {
+      LValue v = argValue(a);
+      if (v.kind != LValue::Kind::kTensor || (!v.fn && v.refined.empty()) || v.dtype != *t || v.shape.size() != rank) return false;
+      for (size_t d = 0; d < rank; ++d) {
+        if (d != static_cast<size_t>(dim) && v.shape[d] != meta->shape[d]) return false;
+      }
+      along += v.shape[dim];
+      inputs.push_back(std::move(v));
+    }
+    if (inputs.empty() || along != meta->shape[dim]) return false;
+    std::vector<int64_t> strides = meta->strides && denseStrides(meta->shape, *meta->strides)
+                                       ? *meta->strides : contiguousStrides(meta->shape);
+    int b = newBuffer(n->name(), *t, meta->shape, strides, BufferKind::kIntermediate);
+    int64_t at = 0;
+    for (const LValue& v : inputs) {
+      if (!v.refined.empty()) {
+        storeRefined(v, b, strides, at * strides[dim], n->name());
+      } else if (std::find(v.shape.begin(), v.shape.end(), 0) == v.shape.end()) {
+        SNode s;
+        s.full = v.shape;
+        s.fn = v.fn;
+        s.buffer = b;
+        s.storeOffset = at * strides[dim];
+        s.nodes = {n->name()};
+        addSNode(std::move(s));
+      }
+      at += v.shape[dim];
+    }
+    values_[n.get()] = bufferValue(b, *t, meta->shape, strides);
+    out_.program.lowered.push_back(n->name());
+    out_.program.nodeBuffer[position_.at(n.get())] = b;
+    return true;
+  }
+
+  // view / _unsafe_view / reshape (aten) of a lowered value that is not a contiguous buffer, whose
+  // only user is an aten::cat: the index map is not affine when dims are both split and merged
+  // (the q/k/v gradients of attention, [S, B*H, D] -> [S, B, H*D]), so the value is deferred and
+  // the cat stores its source over the shapes' common refinement, straight into its slice.
+  bool tryRefinedReshape(const core::NodeRef& n) {
+    std::string op = canonicalOp(*n);
+    if (mutating_ || (op != "view" && op != "_unsafe_view" && op != "reshape") ||
+        n->op() != core::NodeOp::kCallFunction || n->target().kind() != core::TargetKind::kAtenOp || outputs_.count(n.get()) || n->args().size() != 2 ||
+        !n->args()[0].isNode() || !n->kwargs().empty()) {
+      return false;
+    }
+    const auto& users = graph_.users(n);
+    if (users.size() != 1 || users[0]->op() != core::NodeOp::kCallFunction || canonicalOp(*users[0]) != "cat") {
+      return false;
+    }
+    auto src = values_.find(resolve(n->args()[0].asNode()).get());
+    if (src == values_.end() || src->second.kind != LValue::Kind::kTensor || !src->second.fn) return false;
+    const LValue& x = src->second;
+    if (x.buffer >= 0 && !x.isView) return false;  // a buffer in memory: the plain view lowers
+    const auto& meta = n->meta().tensor;
+    if (!meta || dtypeFromTorch(meta->dtype) != x.dtype) return false;
+    std::vector<int64_t> refined = commonRefinement(x.shape, meta->shape);
+    if (refined.empty()) return false;
+    LValue v;
+    v.kind = LValue::Kind::kTensor;
+    v.dtype = x.dtype;
+    v.shape = meta->shape;
+    v.items = {x};
+    v.refined = std::move(refined);
+    values_[n.get()] = v;
+    out_.program.lowered.push_back(n->name());
+    return true;
+  }
+
+  // Stores refined reshape v (its source over the refined shape) into `buffer` of v's shape and
+  // `strides`, from element `offset` on.
+  void storeRefined(const LValue& v, int buffer, const std::vector<int64_t>& strides, int64_t offset,
+                    const std::string& node) {
+    const LValue& x = v.items.at(0);
+    auto from = refinedCoeffs(x.shape, v.refined);
+    auto to = refinedCoeffs(v.shape, v.refined);
+    SNode s;
+    s.full = v.refined;
+    s.buffer = buffer;
+    s.storeOffset = offset;
+    s.storeStrides.assign(v.refined.size(), 0);
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      for (size_t k = 0; k < v.refined.size(); ++k) s.storeStrides[k] += strides[d] * to[d][k];
+    }
+    auto fn = x.fn;
+    s.fn = [fn, from](const IndexVec& idx) {
+      IndexVec src(from.size());
+      size_t nv = idx.empty() ? 0 : idx[0].coeffs.size();
+      for (size_t d = 0; d < from.size(); ++d) {
+        src[d].coeffs.assign(nv, 0);
+        for (size_t k = 0; k < idx.size(); ++k) {
+          src[d].offset += from[d][k] * idx[k].offset;
+          for (size_t j = 0; j < nv; ++j) src[d].coeffs[j] += from[d][k] * idx[k].coeffs[j];
+        }
+      }
+      return fn(src);
+    };
+    s.nodes = {node};
+    addSNode(std::move(s));
   }
 
   const core::Graph& graph_;

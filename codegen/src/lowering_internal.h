@@ -22,24 +22,35 @@ using IndexVec = std::vector<Affine>;
 /// value(index) -> expression.
 using ValueFn = std::function<Expr(const IndexVec&)>;
 
-/// A lowered value: a tensor (shape, dtype, fn), a Python number, or a tuple of values.
+/// A lowered value: a tensor (shape, dtype, fn), a Python number (a constant, or a graph input
+/// read at call time), or a tuple of values.
 struct LValue {
-  enum class Kind { kTensor, kNumber, kTuple, kText, kNone };
+  enum class Kind { kTensor, kNumber, kScalar, kTuple, kText, kNone };
   Kind kind = Kind::kNone;
   DType dtype = DType::kFloat32;   ///< tensor dtype; numbers: kBool, kInt64 or kFloat64
   std::vector<int64_t> shape;      ///< tensor sizes
   ValueFn fn;                      ///< tensor: the value at an index
   double number = 0;               ///< kNumber
+  int scalar = -1;                 ///< kScalar: index in Program::scalars (dtype kInt64 or kFloat64);
+                                   ///< only pointwise arithmetic takes one (lowerNode)
   std::string text;                ///< kText: a str or dtype argument ("torch.float32")
   int buffer = -1;                 ///< the buffer holding it, when materialised
   bool isView = false;             ///< made by a view op (never materialised: it would copy)
-  std::vector<LValue> items;       ///< kTuple
+  std::vector<LValue> items;       ///< kTuple; a refined reshape: {its source}
+  /// A reshape of items[0] whose index map is not affine (dims both split and merged, as
+  /// [S, B*H, D] -> [S, B, H*D]): fn is null and the value is only ever stored, by a scheduler
+  /// node over this common refinement of both shapes (each dim of either shape a run of these).
+  std::vector<int64_t> refined;
 };
 
 /// A scheduler node: one materialised value.
 struct SNode {
   bool reduction = false;          ///< a reduction (else pointwise)
   int buffer = -1;                 ///< where it is stored
+  std::vector<int64_t> storeStrides;  ///< per dim of `full`, when the store does not follow the
+                                      ///< buffer's own shape (a refined reshape), else empty
+  int64_t storeOffset = 0;         ///< elements added to the store index: one input of a cat
+                                   ///< stores into its slice of the cat's buffer (pointwise only)
   std::vector<std::string> nodes;  ///< graph nodes it covers
   std::vector<int64_t> full;       ///< iteration shape (pointwise: the value's shape)
   std::vector<bool> reduced;       ///< per dim of `full`: reduced (reduction only)
@@ -131,6 +142,14 @@ struct ConvMatch {
 /// torch.conv2d / F.conv2d / aten::conv2d / aten::convolution (not transposed) with int
 /// padding, or nullopt with `why` set.
 std::optional<ConvMatch> matchConv(const core::Node& n, std::string* why);
+
+/// True when conv step m should run on an NCHW (contiguous) input and write an NCHW result
+/// rather than channels-last: oneDNN then computes it in its blocked layout (nChw8c on AVX2),
+/// which measured ~1.4x less CPU than its channels-last kernels for resnet's 3x3 convs. A dense
+/// conv with a spatial kernel over at least 16 input channels takes NCHW; a 1x1 conv keeps its
+/// input's layout (no reorder: `inputContiguous`); the rest (a stem over 3 channels, grouped and
+/// depthwise convs) stay channels-last, where oneDNN was as fast or faster.
+bool convTakesNchw(const ConvMatch& m, bool inputContiguous);
 
 /// The statistics of an eval-mode F.batch_norm, each a graph input (placeholder) or null.
 struct BatchNormMatch {

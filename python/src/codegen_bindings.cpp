@@ -129,6 +129,31 @@ PyObject* compileGraph(PyObject*, PyObject* args, PyObject* kwargs) {
   DYNAMO_PY_CATCH(nullptr)
 }
 
+// probe(graph_json, size_scope, inside_autograd=True) -> int: the probe lowering of a graph traced
+// at probe sizes (backends::registerSizeFamilies; nothing compiled).
+PyObject* probeGraph(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"graph_json", "size_scope", "inside_autograd", nullptr};
+  const char* json;
+  const char* sizeScope;
+  int insideAutograd = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ss|p", const_cast<char**>(kwlist), &json, &sizeScope,
+                                   &insideAutograd)) {
+    return nullptr;
+  }
+  if (*sizeScope == '\0') {
+    PyErr_SetString(PyExc_ValueError, "probe: size_scope must not be empty (the families the probe registers)");
+    return nullptr;
+  }
+  DYNAMO_PY_TRY
+  core::Graph graph = core::resolveTargets(core::readGraphJson(json));
+  backends::FusedOptions options;
+  options.insideAutograd = insideAutograd != 0;
+  options.sizeScope = sizeScope;
+  options.sizeParams = true;
+  return PyLong_FromSize_t(backends::registerSizeFamilies(graph, options));
+  DYNAMO_PY_CATCH(nullptr)
+}
+
 const char* bufferKindName(codegen::BufferKind k) {
   switch (k) {
     case codegen::BufferKind::kInput: return "input";
@@ -287,6 +312,7 @@ PyObject* kernelCounters(PyObject*, PyObject*) {
   backends::FusedCounters c = backends::fusedCounters();
   PyRef d = PyRef::steal(checkPy(PyDict_New()));
   setItem(d.get(), "units_loaded", newInt(c.unitsLoaded));
+  setItem(d.get(), "lowerings", newInt(c.lowerings));
   setItem(d.get(), "compiler_runs", newInt(c.compilerRuns));
   return d.release();
   DYNAMO_PY_CATCH(nullptr)
@@ -295,6 +321,9 @@ PyObject* kernelCounters(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"compile", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(compileGraph)),
      METH_VARARGS | METH_KEYWORDS, "compile(graph_json, examples, cuda_host_shim=False, inside_autograd=False, name='graph') -> FusedFunction"},
+    {"probe", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(probeGraph)), METH_VARARGS | METH_KEYWORDS,
+     "probe(graph_json, size_scope, inside_autograd=True) -> kernels whose templates were registered in the scope "
+     "as a parametrised lowering (nothing compiled)"},
     {"lower", lowerProgram, METH_VARARGS, "lower(graph_json) -> {program, kernels, buffers, steps} (nothing compiled)"},
     {"compile_kernel", compileKernel, METH_VARARGS, "compile_kernel(source, symbol) -> (address, shared object)"},
     {"lowered_ops", loweredOps, METH_NOARGS, "[(name, kind, forms)] of lowered_ops.def"},
@@ -305,7 +334,7 @@ PyMethodDef methods[] = {
     {"cache_read", cacheRead, METH_VARARGS, "cache_read(name) -> bytes of <cache dir>/name, or None"},
     {"cache_write", cacheWrite, METH_VARARGS, "cache_write(name, bytes): temp file + rename under the key's lock"},
     {"counters", kernelCounters, METH_NOARGS,
-     "{units_loaded, compiler_runs}: kernel libraries this process has loaded, and built with the compiler"},
+     "{units_loaded, compiler_runs, lowerings}: kernel libraries this process has loaded, and built with the compiler; graphs the fused backend lowered"},
     {nullptr, nullptr, 0, nullptr},
 };
 

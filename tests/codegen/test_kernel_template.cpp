@@ -231,3 +231,22 @@ TEST_CASE("a CUDA mean parametrised by its row length runs through the host shim
     checkRowMean(fn, k, cols);
   }
 }
+
+TEST_CASE("size parameters come after the numbers a kernel reads at call time") {
+  // The mark "2+3": the array is args[2]; its first 3 entries are Python numbers (declared by the
+  // emitter), so the first size parameter is dyn_p[3].
+  std::string t = std::string("void k(void* const* args) {\n") + kParamsOpen + "2+3" + kParamsClose + "  a(" +
+                  kSizeIntOpen + "8" + kSizeIntClose + ", " + kSizeIntOpen + "9" + kSizeIntClose + ");\n}\n";
+  KernelTemplate kt = splitMarked(t);
+  CHECK(kt.argIndex == 2);
+  CHECK(kt.firstParam == 3);
+  std::vector<int64_t> params;
+  std::string src = renderTemplate(kt, {false, true}, &params);
+  CHECK(params == std::vector<int64_t>{9});
+  CHECK(src.find("const long long dyn_s0 = dyn_p[3];") != std::string::npos);
+  CHECK(src.find("a(8LL, dyn_s0)") != std::string::npos);
+  CHECK(literalSource(t).find("a(8LL, 9LL)") != std::string::npos);
+  // A second mark must name the same array and count.
+  CHECK_THROWS_WITH(splitMarked(t + kParamsOpen + "2+1" + kParamsClose),
+                    Catch::Matchers::Contains("kernel template: parameter marks for two arrays"));
+}

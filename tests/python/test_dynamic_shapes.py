@@ -408,3 +408,85 @@ def test_the_graph_gives_every_node_its_symbolic_sizes(records):
     assert shapes["relu"] == ["2*s0", None]
     assert shapes["getitem"] == ["2*s0 - 1", None]
     assert "sym_shape" not in static["graphs"][0]["json"]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "fused"])
+def test_a_batch_equal_to_a_layer_width_stays_dynamic(records, backend):
+    # dynamic=True, first batch 16 into Linear(16, 32): the batch and the feature width are duck
+    # sized into one symbol, which linear() pins (the weight's 16 is a constant: parameters stay
+    # static, as in PyTorch). The trace is redone with the two apart: only the width is pinned,
+    # the batch stays dynamic (before: a second compile at batch 8, the duck guard failing).
+    m = mlp()
+    f = dynamo.compile(m, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for b in [16, 8, 24, 16, 5, 33]:
+            x = torch.randn(b, 16)
+            got, want = f(x), m(x)
+            if backend == "fused":
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+            else:
+                assert torch.equal(got, want), b
+    assert len(compiled(records)) == 1, [r["reason"] for r in compiled(records)]
+    notes = compiled(records)[0]["dynamic_shapes"]
+    assert "s0 = input.size()[0] in [2, inf] (dynamic; example 16)" in notes
+    assert "input.size()[1] specialised to 16: linear() fails or changes its outputs for other sizes" in notes
+    assert "duck sizing" not in notes and "weight" not in notes, notes
+
+
+def test_a_batch_equal_to_a_layer_width_stays_dynamic_when_training(records):
+    m, ref = mlp(), mlp()
+    f = dynamo.compile(m, dynamic=True)
+    for b in [16, 8, 24]:
+        x = torch.randn(b, 16)
+        y, want = f(x), ref(x)
+        y.sum().backward()
+        want.sum().backward()
+        assert torch.equal(y, want)
+        for p, q in zip(m.parameters(), ref.parameters()):
+            assert torch.equal(p.grad, q.grad)
+    assert len(compiled(records)) == 1
+
+
+def test_a_relation_of_the_batch_with_a_width_the_graph_depends_on_is_guarded(records):
+    # Both directions: the branch compares the batch with the layer's width: changing it
+    # recompiles (and follows the other branch, as eager); other batches reuse that compile.
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            y = self.lin(x)
+            if x.size(0) == self.lin.in_features:
+                return y * 2
+            return y - 1
+
+    torch.manual_seed(0)
+    m = M()
+    f = dynamo.compile(m, dynamic=True)
+    with torch.no_grad():
+        for b in [16, 16, 8, 24, 16, 5]:
+            x = torch.randn(b, 16)
+            assert torch.equal(f(x), m(x)), b
+    assert len(compiled(records)) == 2, [r["reason"] for r in compiled(records)]
+    assert "16" in compiled(records)[1]["reason"]
+
+
+def test_a_duck_sized_relation_the_graph_depends_on_stays_shared_and_guarded(records):
+    # x @ x needs a square x: the shared symbol is not pinned (a square of any size runs), so the
+    # relation stays duck sized: squares reuse the compile, a non-square recompiles.
+    def f(x):
+        if x.size(0) == x.size(1):
+            return x @ x
+        return x * 2
+
+    cf = dynamo.compile(f, dynamic=True)
+    for shape in [(16, 16), (8, 8), (24, 24)]:
+        x = torch.randn(*shape)
+        assert torch.equal(cf(x), f(x)), shape
+    assert len(compiled(records)) == 1
+    assert "x.size()[1] == x.size()[0] (duck sizing" in compiled(records)[0]["dynamic_shapes"]
+    x = torch.randn(8, 16)
+    assert torch.equal(cf(x), f(x))
+    assert len(compiled(records)) == 2
+    assert "duck sizing" in compiled(records)[1]["reason"]

@@ -5,6 +5,7 @@ kernels, outputs in eager's layout, and prepared weights made again when a param
 Tolerance: within 1e-4 relative (atol 1e-4 of the output's largest magnitude) of eager; folding
 batch_norm into the weight reassociates, and oneDNN's channels-last kernels round differently."""
 import os
+import re
 import subprocess
 import sys
 
@@ -84,7 +85,8 @@ def test_relu_after_conv_is_its_post_op(monkeypatch, prepack):
     fn = lambda t, w, b: F.relu(F.conv2d(t, w, b, 1, 1)) + 1  # noqa: E731
     f = _program(fn, x, w, b)
     assert "groups 1 relu -> b" in f.report["program"], f.report["program"]
-    assert ("conv2d", "conv step (channels-last weight, relu folded in)") in f.report["externs"]
+    # 6 input channels: channels-last (convTakesNchw)
+    assert ("conv2d", "conv step (channels-last, relu folded in)") in f.report["externs"]
     assert [k["name"] for k in f.report["kernels"]] == ["k0_add"]
     close(f(x, w, b), fn(x, w, b))
 
@@ -252,9 +254,20 @@ def test_resnet18_eval_runs_every_conv_as_a_step_with_its_batch_norm_folded(tmp_
     # the stem and each block's first conv take their ReLU as oneDNN's post-op; the ReLU after
     # each residual add stays a kernel (the add is not a post-op torch 1.13 offers)
     assert sum("folded relu ->" in c for c in convs) == 9, convs
-    # the kernels between convs walk channels-last buffers in memory order: one flat loop
-    assert "kernel k0_relu_2 outer [32768] inner []" in r.stderr
+    # the stem (3 input channels) writes channels-last, and so does the max_pool after it; the
+    # 3x3 convs over 64+ channels and the 1x1 downsamples of NCHW input run NCHW (oneDNN's
+    # blocked kernels), and the residual add+ReLU kernels keep their first operand's layout:
+    # NCHW, one flat loop, except the first, which reads the channels-last pooled identity
     assert "strides [65536, 1, 2048, 64] (relu)" in r.stderr
+    assert "strides [16384, 1, 1024, 64] (max_pool2d)" in r.stderr
+    assert "strides [16384, 256, 16, 1] (relu_1)" in r.stderr
+    assert "strides [8192, 64, 8, 1] (batch_norm_7)" in r.stderr       # layer2's 1x1 downsample
+    assert "kernel k0_relu_2 outer [2, 64, 256] inner []" in r.stderr
+    assert "kernel k1_relu_4 outer [32768] inner []" in r.stderr
+    assert "kernel k2_relu_6 outer [16384] inner []" in r.stderr
+    strides = dict(re.findall(r"^(b\d+): \w+ float32\[[^]]*\] strides (\[[^]]*\])", r.stderr, re.M))
+    results = [strides[re.search(r"-> (b\d+)", c).group(1)] for c in convs]
+    assert results[0] == "[65536, 1, 2048, 64]" and all(r.endswith(", 1]") for r in results[1:]), results
 
 
 def test_depthwise_block_with_relu6_in_place():

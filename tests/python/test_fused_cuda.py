@@ -117,3 +117,40 @@ def test_parametrised_cuda_kernels_compile_with_nvrtc(case):
         ok, log, cubin = C._codegen.nvrtc_compile(src, name, "sm_80")
         assert ok, f"{log}\n{src}"
         assert name in C._codegen.cubin_functions(cubin)[1]
+
+
+# A Python int and a Python float graph input read by the kernel at call time (docs/codegen.md,
+# "Python numbers read at call time"): the first entries of `dyn_params`, before any size.
+def _number_graph(x, n, lr):
+    import operator
+    b = C._graph.GraphBuilder()
+    px = b.placeholder("x", name="x", tensor_meta=x)
+    pn = b.placeholder("n", name="n", tensor_meta=None)
+    plr = b.placeholder("lr", name="lr", tensor_meta=None)
+    m = b.call_function(operator.mul, (px, pn), {}, name="mul", tensor_meta=x * n)
+    a = b.call_function(operator.add, (m, plr), {}, name="add", tensor_meta=x * n + lr)
+    r = b.call_function(torch.relu, (a,), {}, name="relu", tensor_meta=(x * n + lr).relu())
+    b.output(r)
+    return b.build()
+
+
+def test_a_number_read_at_call_time_runs_through_the_host_shim_at_every_value():
+    x = torch.randn(300)
+    f = C._codegen.compile(_number_graph(x, 3, 0.5).serialize(), [x, 3, 0.5], cuda_host_shim=True)
+    src = f.report["kernels"][0]["cuda_source"]
+    assert "const long long dyn_a0 = dyn_params[0];  // a Python int, read at call time" in src, src
+    assert "const double dyn_a1 = dyn_bits_double(dyn_params[1]);  // a Python float, read at call time" in src, src
+    for n, lr in [(3, 0.5), (-7, 0.25), (2**53 + 2**29 + 1, -1.5), (5, float("inf"))]:
+        want = (x * n + lr).relu()
+        scale = want.nan_to_num(0.0, 0.0, 0.0).abs().max().item()
+        torch.testing.assert_close(f(x, n, lr), want, rtol=1e-5, atol=1e-5 * max(scale, 1.0))
+
+
+@pytest.mark.skipif(not nvrtc_ok, reason=f"NVRTC not available: {nvrtc_info}")
+def test_a_number_read_at_call_time_compiles_with_nvrtc():
+    x = torch.randn(300)
+    f = C._codegen.compile(_number_graph(x, 3, 0.5).serialize(), [x, 3, 0.5], cuda_host_shim=True)
+    k = f.report["kernels"][0]
+    ok, log, cubin = C._codegen.nvrtc_compile(k["cuda_source"], k["name"], "sm_80")
+    assert ok, f"{log}\n{k['cuda_source']}"
+    assert k["name"] in C._codegen.cubin_functions(cubin)[1]

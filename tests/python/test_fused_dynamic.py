@@ -226,6 +226,58 @@ def test_a_dynamic_first_compile_has_parametrised_kernels_so_the_second_size_com
 
 
 
+def _probe_train_model(kind, how):
+    # Kernels no other case compiles: the same parametrised source is one library for the process.
+    torch.manual_seed(0)
+    if kind == "mlp":
+        act = torch.nn.Tanh() if how == "mark_dynamic" else torch.nn.Sigmoid()
+        return torch.nn.Sequential(torch.nn.Linear(12, 20), act, torch.nn.Linear(20, 3))
+    if kind == "cnn":
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.BatchNorm2d(6), torch.nn.ReLU(),
+                                   torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(6, 3))
+    return torch.nn.TransformerEncoderLayer(d_model=12, nhead=2, dim_feedforward=20, dropout=0.0, batch_first=True)
+
+
+@pytest.mark.parametrize("kind,how", [("mlp", "mark_dynamic"), ("mlp", "dynamic=True"), ("cnn", "mark_dynamic"),
+                                      ("transformer", "mark_dynamic")])
+def test_a_dynamic_training_first_compile_has_parametrised_forward_and_backward_kernels(records, kind, how):
+    # The AOT layer's forward and backward graphs are traced, partitioned and lowered once at probe
+    # sizes (the dynamic dimension one larger) before the first size is compiled: sizes 2..N of a
+    # training step run no C++ compiler (before: the first two sizes each compiled kernels).
+    m, ref = _probe_train_model(kind, how), _probe_train_model(kind, how)
+    # One compiled function per case, each at its own line: kernel families are kept per function
+    # and line for the process, so a case (or another test) compiling the same kernel texts
+    # through nn.Sequential.forward would have parametrised them already.
+    step = {("mlp", "mark_dynamic"): lambda x: m(x),
+            ("mlp", "dynamic=True"): lambda x: m(x),
+            ("cnn", "mark_dynamic"): lambda x: m(x),
+            ("transformer", "mark_dynamic"): lambda x: m(x)}[(kind, how)]
+    f = dynamo.compile(step, backend="fused", dynamic=True if how == "dynamic=True" else None)
+    runs = []
+    for i, n in enumerate([5, 11, 3, 9, 7]):
+        if kind == "mlp":
+            x = torch.randn(n, 12)
+        elif kind == "cnn":
+            x = torch.randn(n, 3, 8, 8)  # batch_norm's sums stay under 4096 elements (one structure)
+        else:
+            x = torch.randn(2, n, 12)  # the sequence length varies
+        if i == 0 and how == "mark_dynamic":
+            dynamo.mark_dynamic(x, 1 if kind == "transformer" else 0)
+        before = units()
+        y = f(x)
+        loss = y.square().mean()
+        loss.backward()
+        runs.append(units() - before)
+        want = ref(x).square().mean()
+        want.backward()
+        close(loss.detach(), want.detach(), rtol=1e-5)
+        for p, q in zip(m.parameters(), ref.parameters()):
+            close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+            p.grad = q.grad = None
+    assert len(compiled(records)) == 1
+    assert runs[0] > 0 and sum(runs[1:]) == 0, runs
+
+
 def test_the_size_scope_of_aot_compiles_is_per_thread():
     # Thread A's forward compile is inside its scope while thread B enters its own: A still reads
     # its scope (a module-global one would read B's, and A's kernels would join B's families).

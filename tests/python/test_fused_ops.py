@@ -349,3 +349,25 @@ def test_var_mean_forms_not_lowered_run_in_aten():
     # N - correction = 0: eager's nan variance comes from ATen
     f = check(lambda t: torch.var_mean(t, [0], unbiased=True, keepdim=True), x[:1].clone(), expect_no_extern=False)
     assert [n.split("_")[0] for n, _ in f.report["externs"]] == ["var", "getitem", "getitem"]
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cat_inputs_store_into_slices_of_one_buffer(dim):
+    # each input is computed by its kernel straight into its slice: no cat copy, no extern
+    a, b = torch.randn(4, 6), torch.randn(4, 6)
+    c = torch.randn(4, 6).t().contiguous().t()          # non-contiguous input
+    f = check(lambda x, y, z: torch.relu(torch.cat([x.exp(), y * 2, z], dim=dim)) + 1, a, b, c)
+    assert "cat" in f.report["program"]
+
+
+def test_cat_of_different_sizes_zero_size_and_as_output():
+    a, b, e = torch.randn(3, 2, 5), torch.randn(3, 4, 5), torch.randn(3, 0, 5)
+    # (inputs of other shapes iterate other spaces: one kernel each; the empty one stores nothing)
+    f = check(lambda x, y, z: torch.cat((x.neg(), z, y.abs()), 1), a, b, e, expect_kernels=2)
+    assert "b3[10 + 30*x0 + 1*x1] = abs(" in f.report["program"], f.report["program"]  # y's slice
+
+
+def test_cat_of_mixed_dtypes_stays_extern():
+    a, b = torch.randn(3, 4), torch.randn(3, 4, dtype=torch.float64)
+    f = check(lambda x, y: torch.cat([x.neg(), y], 0), a, b, expect_no_extern=False)
+    assert [n for n, _ in f.report["externs"]] == ["cat"]

@@ -307,6 +307,13 @@ class Compiler : public FrameCompiler {
         topts.symbolicInts = false;
         continue;
       }
+      if (!ctx->duckSplit.empty()) {
+        // A duck-sized symbol was specialised: trace again with its dimensions apart, so that
+        // a batch equal to a layer's width at the first call stays dynamic (dynamic.cpp).
+        size_t before = topts.noDuck.size();
+        topts.noDuck.insert(ctx->duckSplit.begin(), ctx->duckSplit.end());
+        if (topts.noDuck.size() > before) continue;
+      }
       const RootBreak* brk = root->rootBreak();
       if (brk && topts.symbolicInts && ctx->symIntsMade > 0) {
         // A break in a trace with symbolic ints: trace again with every int constant. Where that

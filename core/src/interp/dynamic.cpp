@@ -100,6 +100,9 @@ std::vector<DynamicState::DimPlan> DynamicState::plan(const std::string& source,
     }
   }
   bool dense = strided(tensor) && isContiguousExactly(sizes, stridesOf(tensor));
+  int isParam = PyObject_IsInstance(tensor, torchApi().parameterType);
+  if (isParam < 0) PyErr_Clear();
+  bool parameter = isParam == 1;
   for (size_t d = 0; d < sizes.size(); ++d) {
     DimPlan& p = out[d];
     int dim = static_cast<int>(d);
@@ -115,6 +118,8 @@ std::vector<DynamicState::DimPlan> DynamicState::plan(const std::string& source,
       p.why = "mark_dynamic";
     } else if (static_.count({source, dim})) {
       continue;  // specialised by an earlier trace: automatic dynamic does not apply
+    } else if (mode_ == DynamicMode::kAll && parameter) {
+      continue;  // as PyTorch: a parameter's sizes are constants (no duck sizing with the batch)
     } else if (mode_ == DynamicMode::kAll) {
       want = true;
       p.why = "dynamic=True";
@@ -221,7 +226,8 @@ std::vector<bool> makeInputSymbols(CompileContext& ctx, const ValueRef& v, PyObj
     std::string name = source.name() + ".size()[" + std::to_string(d) + "]";
     int before = ctx.shapes.numSymbols();
     sym::Expr e = ctx.shapes.sizeSymbol(sizes[d], sym::SymbolSource{static_cast<int>(ctx.inputs().size()), static_cast<int>(d), name},
-                                        plan[d].duck, plan[d].range);
+                                        plan[d].duck && !ctx.options.noDuck.count({source.name(), static_cast<int>(d)}),
+                                        plan[d].range);
     int id = e.symbolId();
     if (id >= before) ctx.symbolSources.emplace_back();
     ctx.symbolSources.at(id).emplace_back(source, static_cast<int>(d));
@@ -441,7 +447,15 @@ void specializeSymbols(CompileContext& ctx, const std::vector<int>& ids, const s
   for (int id : ids) {
     if (ctx.shapes.pinned(id)) continue;
     ctx.shapes.pin(id, where, why);
-    for (const auto& [source, dim] : ctx.symbolSources.at(id)) {
+    const auto& sources = ctx.symbolSources.at(id);
+    if (sources.size() > 1) {
+      // Duck sizing gave several dimensions this symbol (a batch of 16 and a width of 16): the
+      // trace may need only one of them pinned. This trace is dropped and traced again with
+      // each dimension its own symbol (compiler.cpp); what that trace pins is kept static.
+      for (const auto& [source, dim] : sources) ctx.duckSplit.emplace_back(source.name(), dim);
+      continue;
+    }
+    for (const auto& [source, dim] : sources) {
       if (ctx.options.dynamic) ctx.options.dynamic->keepStatic(source.name(), dim, why);
     }
     ctx.dynamicNotes.push_back(ctx.shapes.sources(id)[0].name + " specialised to " + std::to_string(ctx.shapes.hint(id)) +

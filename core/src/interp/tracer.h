@@ -71,6 +71,10 @@ struct TraceOptions {
   /// Int and float inputs the policy makes dynamic become kSymInt / kSymFloat values
   /// (sym_values.h); off for a retrace after a graph break that a symbolic value may have caused.
   bool symbolicInts = true;
+  /// Input dimensions (source name, dim) that get a symbol of their own instead of sharing one
+  /// with an equal size (duck sizing): set for a retrace after a shared symbol was specialised
+  /// (CompileContext::duckSplit), so that only the dimension the trace needed is pinned.
+  std::set<std::pair<std::string, int>> noDuck;
 };
 
 /// Everything one compile of one frame shares across the root and inlined Tracers.
@@ -115,6 +119,10 @@ class CompileContext {
   sym::ShapeEnv shapes;
   /// Where each symbol is read at run time: (input tensor source, dim), defining one first.
   std::vector<std::vector<std::pair<Source, int>>> symbolSources;
+  /// Dimensions of duck-sized symbols this trace specialised (several dimensions shared the
+  /// symbol): the compile traces again with them apart (TraceOptions::noDuck); none is kept
+  /// static for later compiles by this trace.
+  std::vector<std::pair<std::string, int>> duckSplit;
   /// kSymInt values of int inputs, by source (one symbol and one placeholder per source).
   std::unordered_map<Source, ValueRef, SourceHash> symIntInputs;
   /// kSymFloat values of float inputs, by source (one placeholder per source).

@@ -27,7 +27,7 @@ from dynamo import _C, autograd_function, context_nodes, eval_frame, logs, recor
 from dynamo.aot import decompositions, graph_cache, importer, rewrites, runtime, split, tracing
 from dynamo.aot.tracing import Fallback
 
-__all__ = ["compile_graph", "PRESETS", "Fallback", "last_records", "make_backend"]
+__all__ = ["compile_graph", "probe_graph", "PRESETS", "Fallback", "last_records", "make_backend"]
 
 #: backend name -> (partition mode, decompose)
 PRESETS = {
@@ -61,8 +61,45 @@ def _fused_compiler(kind):
     def compile_fused(graph):
         outer = _size_scope()
         scope = f"{outer}:{kind}" if outer else ""
+        if _probing() and scope:
+            _local.probed += _C._codegen.probe(graph.serialize(), scope, inside_autograd=True)
+            return None
         return _C._codegen.compile(graph.serialize(), [], inside_autograd=True, name=kind, size_scope=scope)
     return compile_fused
+
+
+def _probing():
+    return getattr(_local, "probed", None) is not None
+
+
+def _grown(t, dims):
+    """t with each dimension in dims one larger (its first slice repeated at the end: values
+    of the kind the graph sees, valid indices stay valid), contiguous, its requires_grad kept."""
+    if not dims or not isinstance(t, torch.Tensor):
+        return t
+    with torch.no_grad():
+        g = t.detach()
+        for d in dims:
+            g = torch.cat([g, g.narrow(d, 0, 1)], d)
+        return g.contiguous().requires_grad_(t.requires_grad)
+
+
+def probe_graph(gm, examples, grow, backend, function="", file="", line=0):
+    """The probe lowering of a training graph with dynamic sizes (preset "fused";
+    backends/src/aot_backend.cpp): gm traced, partitioned and its forward and backward graphs
+    lowered (no C++ compile) at probe sizes, input i with each dimension in grow[i] one larger,
+    so that the integers that move with the sizes are parameters already in the kernels of the
+    first size's compile (docs/dynamic-shapes.md). No record, no cache entry. Returns how many
+    kernels it registered (0: nothing to probe, or the trace fell back)."""
+    if backend not in COMPILERS or not any(grow):
+        return 0
+    probes = [_grown(t, dims) for t, dims in zip(examples, grow)]
+    saved, _local.probed = getattr(_local, "probed", None), 0
+    try:
+        compile_graph(gm, probes, backend, function, file, line)
+        return _local.probed
+    finally:
+        _local.probed = saved
 
 
 def _scoped(compiler, scope):
@@ -217,7 +254,7 @@ _REC_FIELDS = ("training", "mutated_inputs", "inplace_rewritten", "decomposition
 def _cache_key(gm, examples, sources, rec, mode, decompose):
     """The whole-graph cache key of this compile, or None (not the fused preset, the cache off, or
     a graph it cannot key: recorded in rec["graph_cache"])."""
-    if rec["backend"] not in graph_cache.BACKENDS or not graph_cache.enabled():
+    if rec["backend"] not in graph_cache.BACKENDS or not graph_cache.enabled() or _probing():
         return None
     context = (f"mode={mode} decompose={decompose} grad={torch.is_grad_enabled()} "
                f"autocast={runtime.autocast_on()} sources={sources}")
@@ -255,6 +292,8 @@ def _inference(graph, plan, rec, constants, fw_compiler):
     start = time.perf_counter()
     fw = fw_compiler(graph)
     _phase(rec, "compile_forward", start)
+    if _probing():
+        return fw
     return _with_constants(runtime.make_inference_fn(fw, plan), constants)
 
 
@@ -264,6 +303,9 @@ def _training(forward_json, backward_json, plan, rec, constants, fw_compiler, bw
     rec["forward"], rec["backward_json"] = forward, backward_json
     fw = fw_compiler(forward)
     _phase(rec, "compile_forward", start)
+    if _probing():  # the backward is lowered now (a probe has no backward call to wait for)
+        bw_compiler(_C._graph.read_graph(backward_json).resolve())
+        return fw
 
     owner = {"entry_id": 0}  # the cache entry this compile is part of (_claim_owners)
     _owners().append(owner)
@@ -354,6 +396,8 @@ def _pending():
 
 
 def _finish(rec):
+    if _probing():  # a probe lowering is part of the compile that runs it, not a compile
+        return
     _pending().append(rec)
     _recent.append(rec)
     del _recent[:-_RECENT_MAX]

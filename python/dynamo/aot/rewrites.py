@@ -6,6 +6,8 @@
 - sequence_dangling_writes: writes no node uses (autograd's backward through views) ordered
   before the reads of the storage they write, by reading as_strided(write) instead;
 - lift_constants: tensor constants (get_attr) become inputs after the primals;
+- functional_bernoulli: dropout's bernoulli_(empty_like(x), p) becomes bernoulli(x, p) (the same
+  draws: ATen's bernoulli.p is empty_like + bernoulli_), so dropout leaves no in-place op behind;
 - functionalize_inplace: x.op_() on a fresh, unaliased value becomes op(x);
 - input_markers: in-place writes to inputs, kept as forward outputs so no partition drops them.
 
@@ -20,7 +22,7 @@ from dynamo.aot.fallback import Fallback
 
 __all__ = ["DATA_DEPENDENT_OPS", "RANDOM_BASES", "is_random", "alias_roots", "check_captured", "check_ops",
            "drop_dead", "drop_detach", "dangling_writes", "sequence_dangling_writes", "lift_constants",
-           "functionalize_inplace", "input_markers", "written_args"]
+           "functional_bernoulli", "functionalize_inplace", "input_markers", "written_args"]
 
 #: ATen ops whose output shapes depend on tensor values: a real-mode trace bakes the sizes it saw.
 DATA_DEPENDENT_OPS = frozenset({
@@ -137,6 +139,46 @@ def functionalize_inplace(graph, protected):
                 continue
             root[n] = base
             views[base] = views.get(base, 0) + 1
+    return rewritten
+
+
+def _contiguous_meta(n):
+    tm = n.meta.get("tensor_meta")
+    if tm is None:
+        return False
+    want, acc = [], 1
+    for size in reversed(tm.shape):
+        want.append(acc)
+        acc *= max(size, 1)
+    return all(sz == 1 or st == w for sz, st, w in zip(tm.shape, tm.stride, reversed(want)))
+
+
+def functional_bernoulli(graph):
+    """bernoulli_.float(empty_like(x), p), the empty tensor used by nothing else and contiguous,
+    becomes bernoulli.p(x, p): ATen's out-of-place bernoulli is exactly empty_like + bernoulli_
+    (contiguous), so the numbers drawn and the RNG state after are the same. The graph then holds
+    no in-place write for dropout (functionalize_inplace makes its div_ a div), which keeps the
+    fused lowering's views and matmul steps. Returns the number rewritten."""
+    rewritten = 0
+    target = torch.ops.aten.bernoulli_.float
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target is not target or n.kwargs or len(n.args) != 2:
+            continue
+        e = n.args[0]
+        if (not isinstance(e, torch.fx.Node) or e.op != "call_function"
+                or e.target is not torch.ops.aten.empty_like.default or len(e.users) != 1
+                or not isinstance(e.args[0], torch.fx.Node) or not _contiguous_meta(e)
+                or not isinstance(n.args[1], float)):
+            continue
+        if any(k != "memory_format" for k in e.kwargs) or _meta_dtype(e) != _meta_dtype(e.args[0]):
+            continue
+        with graph.inserting_before(n):
+            m = graph.call_function(torch.ops.aten.bernoulli.p, (e.args[0], n.args[1]))
+        m.meta = dict(n.meta)
+        n.replace_all_uses_with(m)
+        graph.erase_node(n)
+        graph.erase_node(e)
+        rewritten += 1
     return rewritten
 
 

@@ -258,6 +258,7 @@ def trace(gm, examples, sources, training, decompositions=None):
     rewrites.check_ops(graph)
     rewrites.drop_detach(graph)
     rewrites.drop_dead(graph)
+    rewrites.functional_bernoulli(graph)
     rewritten = rewrites.functionalize_inplace(graph, set(placeholders[:n_in + len(constants)]))
     markers, mutated_nodes = rewrites.input_markers(graph, placeholders[:n_in])
     n_user = len(ref_outs)

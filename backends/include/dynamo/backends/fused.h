@@ -53,18 +53,30 @@ struct FusedOptions {
 };
 
 /// True when fn is the fused backend's compiled graph and every input is a tensor with exactly
-/// the sizes and strides of the graph's placeholder (the per-size backend's fast path: the last
-/// size's kernels take the call without building its signature). Needs the GIL.
-bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count);
+/// the sizes and strides of the graph's placeholder, or a Python number of the type `numbers[i]`
+/// names for it ('i' int, 'f' float: any value; other characters: not a number) (the per-size
+/// backend's fast path: the last size's kernels take the call without building its signature).
+/// Needs the GIL.
+bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, size_t count,
+                     const std::string& numbers = {});
 
 /// Process-wide counts of the fused backend's kernel loading (tests and benchmarks count the
 /// compiles a workload causes by the difference before and after).
 struct FusedCounters {
   int64_t unitsLoaded = 0;   ///< kernel libraries (cache keys) first used by this process
   int64_t compilerRuns = 0;  ///< of those, the ones the C++ compiler built (not on disk yet)
+  int64_t lowerings = 0;     ///< graphs lowered (each compile, and each new input signature of a
+                             ///< dynamic entry; a new value of a number kernels read needs none)
 };
 /// The counts so far.
 FusedCounters fusedCounters();
+
+/// The probe lowering of a dynamic graph (docs/dynamic-shapes.md): lowers `graph` (the graph at
+/// probe sizes, each dynamic dimension one larger than the first call's) as compileFused would
+/// with `options`, and registers its kernels' templates in options.sizeScope as a parametrised
+/// lowering, compiling nothing: the first size's kernels of that scope then take the integers
+/// that move with the sizes as parameters. Returns how many kernels it registered.
+size_t registerSizeFamilies(const core::Graph& graph, const FusedOptions& options);
 
 /// Compiles request.graph with the fused backend; fills *report when given.
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request,

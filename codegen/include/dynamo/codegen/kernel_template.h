@@ -43,6 +43,9 @@ inline constexpr char kParamsClose = '\x04';
 /// parameter marks (the CUDA kernel and its host shim), all for the same array: each gets the
 /// declarations.
 inline constexpr char kParamsArgument = 'c';
+/// After a parameter mark's index: '+' and how many entries of the array come before the size
+/// parameters (the Python numbers the kernel reads at call time, declared by the emitter).
+inline constexpr char kParamsScalars = '+';
 inline constexpr const char* kParamsArgumentName = "dyn_params";
 
 /// A marked kernel source split into text and integers.
@@ -53,6 +56,7 @@ struct KernelTemplate {
   std::vector<bool> isDouble;     ///< per integer: a double constant (kSizeDouble)
   int argIndex = -1;              ///< the kernel argument that holds the parameter array
   bool paramsArgument = false;    ///< the array is the parameter `dyn_params` (CUDA), not args[]
+  int firstParam = 0;             ///< index of dyn_s0 in the array (the call-time scalars come first)
 };
 
 /// Splits marked source (the emitter's). Internal error on malformed marks.

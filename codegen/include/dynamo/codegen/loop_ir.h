@@ -55,6 +55,7 @@ enum class ExprKind {
   kWhere,    ///< a ? b : c
   kCast,     ///< (dtype) a
   kReduced,  ///< the value of reduction stage `stage` of this kernel at the current outer point
+  kScalar,   ///< a Python number given at call time (Program::scalars[scalar()]): kInt64 or kFloat64
 };
 
 /// Unary operators (the emitted C spelling is in the emitters' prelude).
@@ -74,6 +75,9 @@ class ExprNode {
   static Expr makeWhere(Expr cond, Expr a, Expr b);
   static Expr makeCast(DType t, Expr a);
   static Expr makeReduced(int stage, DType t);
+  /// Program::scalars[slot], read from the kernel's argument array at call time; t is kInt64
+  /// (a Python int, exact) or kFloat64 (a Python float).
+  static Expr makeScalar(int slot, DType t);
 
   ExprKind kind() const { return kind_; }
   DType dtype() const { return dtype_; }
@@ -83,6 +87,7 @@ class ExprNode {
   UnaryOp unary() const { return unary_; }        ///< kUnary
   BinaryOp binary() const { return binary_; }     ///< kBinary
   int stage() const { return buffer_; }           ///< kReduced
+  int scalar() const { return buffer_; }          ///< kScalar: index in Program::scalars
   const std::vector<Expr>& operands() const { return operands_; }
   /// Number of nodes in this tree (the fusion size cap counts these).
   int size() const { return size_; }
@@ -200,6 +205,14 @@ struct Step {
   bool programLayout = false;
 };
 
+/// A Python number graph input that kernels read at call time (docs/dynamic-shapes.md, "Python
+/// numbers in the fused backend"): a new value needs no new lowering and no compile.
+struct ScalarArg {
+  int input = -1;                 ///< the graph input (index in Graph::inputs())
+  DType dtype = DType::kInt64;    ///< kInt64 (a Python int, passed as its int64) or kFloat64
+  std::string name;               ///< the placeholder's name (logs)
+};
+
 /// The lowered graph.
 struct Program {
   std::vector<Buffer> buffers;  ///< every buffer
@@ -207,6 +220,7 @@ struct Program {
   std::vector<Step> steps;      ///< execution order
   std::vector<ConvStep> convs;  ///< the conv steps
   std::vector<MatmulStep> matmuls;  ///< the matmul steps
+  std::vector<ScalarArg> scalars;   ///< the Python numbers kernels read at call time (kScalar)
   std::vector<int> inputBuffer; ///< per graph input: its buffer, or -1 when no kernel reads it
   /// Per body node: the buffer that holds its value when a kernel makes it, else -1.
   std::vector<int> nodeBuffer;
@@ -215,6 +229,10 @@ struct Program {
   std::vector<std::string> lowered;
   std::vector<std::pair<std::string, std::string>> externs;
 };
+
+/// The scalars (Program::scalars indices) kernel k reads, sorted: the first entries of its
+/// argument array, before its size parameters (kernel_template.h).
+std::vector<int> kernelScalars(const Kernel& k);
 
 /// The printed expression ("add(load(b0, 1*x0), 1.0)").
 std::string printExpr(const Expr& e);

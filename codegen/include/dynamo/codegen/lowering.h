@@ -15,6 +15,13 @@
 
 namespace dynamo::codegen {
 
+/// What a graph input that is not a tensor holds, when kernels may read it at call time.
+enum class ScalarInput {
+  kNone,   ///< not read by kernels (a tensor, or a value extern calls take as it is)
+  kInt,    ///< a Python int: an int64 kernel argument (exact; another value needs no new lowering)
+  kFloat,  ///< a Python float: a double kernel argument
+};
+
 /// Knobs of the lowering and fusion.
 struct LoweringOptions {
   bool fuse = true;            ///< off: one kernel per scheduler node (for bisecting fusion bugs)
@@ -25,6 +32,10 @@ struct LoweringOptions {
                                ///< memory; the bias joins the fused pointwise epilogue)
   bool convSteps = true;       ///< 2-d convolutions as conv steps (channels-last weights, an
                                ///< eval batch_norm folded in); off: plain extern calls
+  /// Per graph input (empty: none): the Python numbers that pointwise arithmetic in kernels reads
+  /// as a run-time argument (Program::scalars) instead of a literal; any other use of one is an
+  /// extern call, which takes the value as it is. The program never depends on their values.
+  std::vector<ScalarInput> scalarInputs;
 };
 
 /// Lowers `graph`. Never fails on an unsupported op (it becomes an extern step); internal errors
