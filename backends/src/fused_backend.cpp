@@ -37,6 +37,7 @@
 #include <unordered_set>
 
 #include "backends_internal.h"
+#include "fused_program_cache.h"
 #include "dynamo/backends/fused.h"
 #include "dynamo/codegen/emit.h"
 #include "dynamo/codegen/kernel_cache.h"
@@ -731,8 +732,17 @@ bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, s
 }
 
 FusedCounters fusedCounters() {
-  std::lock_guard<std::mutex> g(gCountersMu);
-  return gCounters;
+  FusedCounters out;
+  {
+    std::lock_guard<std::mutex> g(gCountersMu);
+    out = gCounters;
+  }
+  const ProgramCacheCounters p = programCacheCounters();
+  out.programHits = p.hits;
+  out.programMisses = p.misses;
+  out.programStores = p.stores;
+  out.programRejected = p.rejected;
+  return out;
 }
 
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request, FusedReport* report,
@@ -763,26 +773,40 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   // (DYNAMO_FUSED_NO_TRAIN_MATMUL=1, read per compile, keeps them ATen calls: to compare.)
   lowering.matmulSteps = !options.insideAutograd || !std::getenv("DYNAMO_FUSED_NO_TRAIN_MATMUL");
   const auto lowerStart = std::chrono::steady_clock::now();
-  codegen::Program program = codegen::lowerGraph(graph, lowering);
+  // The lowered program and its kernels' marked sources: from the program cache (a pure function
+  // of the graph and the options: fused_program_cache.h), else lowered and emitted here.
+  codegen::Program program;
+  std::vector<std::string> marked;
+  const std::string cacheKey =
+      programCacheEnabled() ? programCacheKey(graph, lowering, options.cudaHostShim) : std::string();
+  std::optional<CachedProgram> cached;
+  if (!cacheKey.empty()) cached = loadProgram(cacheKey, graph);
+  if (cached) {
+    program = std::move(cached->program);
+    marked = std::move(cached->marked);
+  } else {
+    program = codegen::lowerGraph(graph, lowering);
+    for (const codegen::Kernel& k : program.kernels)
+      marked.push_back(options.cudaHostShim ? codegen::emitCudaMarked(k, program) : codegen::emitCppMarked(k, program));
+  }
   std::vector<codegen::CompileJob> jobs;
   std::vector<std::vector<int64_t>> sizeParams;
   const std::string scope = !options.sizeScope.empty() ? options.sizeScope
                             : request.function + "@" + request.where.file + ":" + std::to_string(request.where.line);
-  for (const codegen::Kernel& k : program.kernels) {
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    const codegen::Kernel& k = program.kernels[i];
+    // (sized here, also on a hit: a family's reference sizes and dynamic integers are this
+    // process's, kernel_template.h)
+    codegen::SizedKernel sized = codegen::sizeKernel(codegen::splitMarked(marked[i]), scope, options.sizeParams);
     if (options.cudaHostShim) {
       // The CUDA kernel's sizes are parameters as the C++ one's; its shim always reads the array
       // (a static kernel gets one unused value).
-      codegen::SizedKernel sized =
-          codegen::sizeKernel(codegen::splitMarked(codegen::emitCudaMarked(k, program)), scope, options.sizeParams);
       jobs.push_back({std::move(sized.source), k.name + "_host", {"-DDYN_HOST_SHIM", "-x", "c++"}});
       if (sized.params.empty()) sized.params.push_back(0);
-      sizeParams.push_back(std::move(sized.params));
     } else {
-      codegen::SizedKernel sized =
-          codegen::sizeKernel(codegen::splitMarked(codegen::emitCppMarked(k, program)), scope, options.sizeParams);
       jobs.push_back({std::move(sized.source), k.name, {}});
-      sizeParams.push_back(std::move(sized.params));
     }
+    sizeParams.push_back(std::move(sized.params));
   }
   const double lowerMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - lowerStart).count();
@@ -792,6 +816,7 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
     loaded = codegen::compileKernels(jobs);
   }
   countLoaded(loaded);
+  if (!cacheKey.empty() && !cached) storeProgram(cacheKey, program, marked);  // its kernels compiled
   std::vector<KernelFn> fns;
   for (const auto& l : loaded) fns.push_back(reinterpret_cast<KernelFn>(l.symbol));
   bool logFusion = logEnabled("fusion"), logCode = logEnabled("output_code");
