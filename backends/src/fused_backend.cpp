@@ -393,10 +393,15 @@ class FusedFn final : public core::CompiledGraphFn {
       if (c.bnBias >= 0) bias = bias + opt(c.bnBias);
       w = w * scale.reshape({-1, 1, 1, 1});
     }
-    PreparedConv p{std::move(sources), std::move(held), w.contiguous(at::MemoryFormat::ChannelsLast),
-                   bias.defined() ? bias.contiguous() : bias, c10::IValue()};
     const std::vector<int64_t>& inShape = program_.buffers[c.input].shape;
-    if (prepack_ && prepackOp() && runPackedOp() && inShape.size() == 4) {
+    const bool pack = prepack_ && prepackOp() && runPackedOp() && inShape.size() == 4;
+    // oneDNN reorders the weight into its blocked layout from any strides: for it the weight stays
+    // as it is (no copy when no batch_norm is folded in); a channels-last copy first would be one
+    // more pass over every weight, into fresh pages, in a warm compile's first call.
+    PreparedConv p{std::move(sources), std::move(held),
+                   pack ? w.contiguous() : w.contiguous(at::MemoryFormat::ChannelsLast),
+                   bias.defined() ? bias.contiguous() : bias, c10::IValue()};
+    if (pack) {
       torch::jit::Stack stack{p.weight, p.bias.defined() ? c10::IValue(p.bias) : c10::IValue(), c.stride, c.padding,
                               c.dilation, c.groups, inShape, std::string(c.relu ? "relu" : "none")};
       prepackOp()->callBoxed(&stack);
