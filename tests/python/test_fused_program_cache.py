@@ -166,3 +166,14 @@ print(json.dumps([go(), go(), go(cuda_host_shim=True), go(inside_autograd=True),
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == [[0, 1], [1, 0], [0, 1], [0, 1], [1, 0]]
+
+
+def test_program_entries_count_toward_the_cache_size_limit_and_the_oldest_is_evicted(tmp_path):
+    (tmp_path / "cache").mkdir()
+    stale = tmp_path / "cache" / ("ab" * 32 + ".program")
+    stale.write_bytes(b"x" * (3 << 19))          # 1.5 MB, over the 1 MB limit on its own
+    os.utime(stale, (1_000_000_000, 1_000_000_000))
+    cold, _ = _run(tmp_path, SCRIPT, "cold.pt", DYNAMO_KERNEL_CACHE_MB="1")
+    assert cold == _counts(misses=1, stores=1)
+    assert not stale.exists()
+    assert len(list((tmp_path / "cache").glob("*.program"))) == 1
