@@ -86,6 +86,9 @@ bool programCacheEnabled() {
   return !(on && std::string(on) == "0") && !(repro && *repro);
 }
 
+// Every field of LoweringOptions is in the key: a new one must be added below (then here).
+static_assert(sizeof(codegen::LoweringOptions) == 5 * sizeof(int), "a new LoweringOptions field must enter the key");
+
 std::string programCacheKey(const core::Graph& graph, const codegen::LoweringOptions& options, bool cuda) {
   std::string text = std::string(kMagic) + " " + std::to_string(kFormat) + "\n" + buildId() + "\n";
   text += "fuse=" + std::to_string(options.fuse) + " maxFusedNodes=" + std::to_string(options.maxFusedNodes) +
