@@ -38,6 +38,7 @@
 #include <unordered_set>
 
 #include "backends_internal.h"
+#include "fused_program_cache.h"
 #include "dynamo/backends/fused.h"
 #include "dynamo/codegen/emit.h"
 #include "dynamo/codegen/kernel_cache.h"
@@ -442,10 +443,15 @@ class FusedFn final : public core::CompiledGraphFn {
     }
     // the weight in the layout the conv runs in (at::convolution's layout follows it)
     const at::MemoryFormat wf = resultFormat(program_.buffers[c.result]).value_or(at::MemoryFormat::ChannelsLast);
-    PreparedConv p{std::move(sources), std::move(held), w.contiguous(wf),
-                   bias.defined() ? bias.contiguous() : bias, c10::IValue()};
     const std::vector<int64_t>& inShape = program_.buffers[c.input].shape;
-    if (prepack_ && prepackOp() && runPackedOp() && inShape.size() == 4) {
+    const bool pack = prepack_ && prepackOp() && runPackedOp() && inShape.size() == 4;
+    // oneDNN reorders the weight into its blocked layout from any strides: for it the weight stays
+    // as it is (no copy when no batch_norm is folded in); a channels-last copy first would be one
+    // more pass over every weight, into fresh pages, in a warm compile's first call.
+    PreparedConv p{std::move(sources), std::move(held),
+                   pack ? w.contiguous() : w.contiguous(wf),
+                   bias.defined() ? bias.contiguous() : bias, c10::IValue()};
+    if (pack) {
       torch::jit::Stack stack{p.weight, p.bias.defined() ? c10::IValue(p.bias) : c10::IValue(), c.stride, c.padding,
                               c.dilation, c.groups, inShape, std::string(c.relu ? "relu" : "none")};
       prepackOp()->callBoxed(&stack);
@@ -837,8 +843,17 @@ bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, s
 }
 
 FusedCounters fusedCounters() {
-  std::lock_guard<std::mutex> g(gCountersMu);
-  return gCounters;
+  FusedCounters out;
+  {
+    std::lock_guard<std::mutex> g(gCountersMu);
+    out = gCounters;
+  }
+  const ProgramCacheCounters p = programCacheCounters();
+  out.programHits = p.hits;
+  out.programMisses = p.misses;
+  out.programStores = p.stores;
+  out.programRejected = p.rejected;
+  return out;
 }
 
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request, FusedReport* report,
@@ -864,27 +879,41 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   // value is lowered again, as before they were kernel arguments: to compare.)
   if (!std::getenv("DYNAMO_FUSED_NUMBERS_PER_VALUE")) lowering.scalarInputs = scalarInputs(request);
   const auto lowerStart = std::chrono::steady_clock::now();
-  codegen::Program program = codegen::lowerGraph(graph, lowering);
-  countLowering();
+  // The lowered program and its kernels' marked sources: from the program cache (a pure function
+  // of the graph and the options: fused_program_cache.h), else lowered and emitted here.
+  codegen::Program program;
+  std::vector<std::string> marked;
+  const std::string cacheKey =
+      programCacheEnabled() ? programCacheKey(graph, lowering, options.cudaHostShim) : std::string();
+  std::optional<CachedProgram> cached;
+  if (!cacheKey.empty()) cached = loadProgram(cacheKey, graph);
+  if (cached) {
+    program = std::move(cached->program);
+    marked = std::move(cached->marked);
+  } else {
+    program = codegen::lowerGraph(graph, lowering);
+    countLowering();
+    for (const codegen::Kernel& k : program.kernels)
+      marked.push_back(options.cudaHostShim ? codegen::emitCudaMarked(k, program) : codegen::emitCppMarked(k, program));
+  }
   std::vector<codegen::CompileJob> jobs;
   std::vector<std::vector<int64_t>> sizeParams;
   const std::string scope = !options.sizeScope.empty() ? options.sizeScope
                             : request.function + "@" + request.where.file + ":" + std::to_string(request.where.line);
-  for (const codegen::Kernel& k : program.kernels) {
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    const codegen::Kernel& k = program.kernels[i];
+    // (sized here, also on a hit: a family's reference sizes and dynamic integers are this
+    // process's, kernel_template.h)
+    codegen::SizedKernel sized = codegen::sizeKernel(codegen::splitMarked(marked[i]), scope, options.sizeParams);
     if (options.cudaHostShim) {
       // The CUDA kernel's sizes are parameters as the C++ one's; its shim always reads the array
       // (a static kernel gets one unused value).
-      codegen::SizedKernel sized =
-          codegen::sizeKernel(codegen::splitMarked(codegen::emitCudaMarked(k, program)), scope, options.sizeParams);
       jobs.push_back({std::move(sized.source), k.name + "_host", {"-DDYN_HOST_SHIM", "-x", "c++"}});
       if (sized.params.empty()) sized.params.push_back(0);
-      sizeParams.push_back(std::move(sized.params));
     } else {
-      codegen::SizedKernel sized =
-          codegen::sizeKernel(codegen::splitMarked(codegen::emitCppMarked(k, program)), scope, options.sizeParams);
       jobs.push_back({std::move(sized.source), k.name, {}});
-      sizeParams.push_back(std::move(sized.params));
     }
+    sizeParams.push_back(std::move(sized.params));
   }
   const double lowerMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - lowerStart).count();
@@ -894,6 +923,7 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
     loaded = codegen::compileKernels(jobs);
   }
   countLoaded(loaded);
+  if (!cacheKey.empty() && !cached) storeProgram(cacheKey, program, marked);  // its kernels compiled
   std::vector<KernelFn> fns;
   for (const auto& l : loaded) fns.push_back(reinterpret_cast<KernelFn>(l.symbol));
   bool logFusion = logEnabled("fusion"), logCode = logEnabled("output_code");
