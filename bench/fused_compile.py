@@ -9,8 +9,12 @@ Run from the repository root (docs/codegen.md has the figures and the load):
 Each measurement is a new process (nothing loaded, nothing cached in memory) that makes
 resnet18 (eval, batch 1, 224x224, no_grad), calls it eagerly three times, then times the first
 call of dynamo.optimize("fused")(model): compile time = that call minus the last eager call.
-Cold: $DYNAMO_KERNEL_CACHE is a fresh empty directory; warm: the same directory again, in
-another new process. `--units` compares kernel translation-unit counts ($DYNAMO_KERNEL_UNITS:
+Cold: $DYNAMO_KERNEL_CACHE is a fresh empty directory; warm without the program cache
+(DYNAMO_GRAPH_CACHE=0: the kernels on disk, the graph lowered again) and warm (the lowered program
+read back, backends/src/fused_program_cache.h): the same directory again, each in another new
+process. For the warm runs, warm_phases_ms splits the compile: capture and backend (Dynamo's
+compile record) and first_run_extra (the first call beyond an eager call: weights folded and
+prepacked, oneDNN's first primitives). `--units` compares kernel translation-unit counts ($DYNAMO_KERNEL_UNITS:
 0 = the default, one unit per core; 100 = one compiler run per kernel, the old behaviour);
 the configurations are interleaved per round.
 
@@ -31,7 +35,8 @@ import sys
 import tempfile
 
 CHILD = r"""
-import time, torch, torchvision, dynamo
+import csv, io, json, time, torch, torchvision, dynamo
+from dynamo import utils
 torch.set_grad_enabled(False)
 m = torchvision.models.resnet18().eval()
 x = torch.randn(1, 3, 224, 224)
@@ -39,7 +44,9 @@ for _ in range(3):
     t = time.perf_counter(); m(x); eager = time.perf_counter() - t
 f = dynamo.optimize("fused")(m)
 t = time.perf_counter(); f(x); first = time.perf_counter() - t
-print((first - eager) * 1e3)
+row = list(csv.DictReader(io.StringIO(utils.compile_times(repr="csv"))))[-1]
+print(json.dumps({"compile": (first - eager) * 1e3, "capture": float(row["capture"]),
+                  "backend": float(row["backend"]), "total": float(row["total"])}))
 """
 
 
@@ -82,14 +89,21 @@ def main_train(cases, rounds):
         print(json.dumps(row), flush=True)
 
 
-def compile_ms(cache, units):
-    env = dict(os.environ, DYNAMO_KERNEL_CACHE=cache)
+def compile_ms(cache, units, program_cache=True, phases=None):
+    env = dict(os.environ, DYNAMO_KERNEL_CACHE=cache, DYNAMO_GRAPH_CACHE="1" if program_cache else "0")
     if units:
         env["DYNAMO_KERNEL_UNITS"] = str(units)
     else:
         env.pop("DYNAMO_KERNEL_UNITS", None)
     r = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, check=True)
-    return float(r.stdout.strip().splitlines()[-1])
+    row = json.loads(r.stdout.strip().splitlines()[-1])
+    if phases is not None:
+        # capture (Dynamo's trace), backend (lowering or the program cache, kernel libraries),
+        # and the rest of the first call over an eager call (weights folded and prepacked,
+        # oneDNN's first primitives, first-touch pages)
+        phases.append({"capture": round(row["capture"]), "backend": round(row["backend"]),
+                       "first_run_extra": round(row["compile"] - row["total"])})
+    return row["compile"]
 
 
 def main():
@@ -103,14 +117,18 @@ def main():
     units = [int(u) for u in args.units.split(",")]
     cold = {u: [] for u in units}
     warm = {u: [] for u in units}
+    warm_np = {u: [] for u in units}
+    phases = {u: [] for u in units}
     for _ in range(args.rounds):
         for u in units:
             with tempfile.TemporaryDirectory(prefix="dynamo-kc-") as d:
                 cold[u].append(compile_ms(d, u))
-                warm[u].append(compile_ms(d, u))
+                warm_np[u].append(compile_ms(d, u, program_cache=False))
+                warm[u].append(compile_ms(d, u, phases=phases[u]))
     for u in units:
         row = {"units": u or "default", "rounds": args.rounds, "load_avg_1m": round(os.getloadavg()[0], 1),
-               "cold_ms": [round(v) for v in cold[u]], "warm_ms": [round(v) for v in warm[u]],
+               "cold_ms": [round(v) for v in cold[u]], "warm_no_program_cache_ms": [round(v) for v in warm_np[u]],
+               "warm_ms": [round(v) for v in warm[u]], "warm_phases_ms": phases[u],
                "cold_median_ms": round(statistics.median(cold[u])), "warm_median_ms": round(statistics.median(warm[u]))}
         print(json.dumps(row), flush=True)
 

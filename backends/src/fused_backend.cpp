@@ -44,6 +44,7 @@
 #include <unordered_set>
 
 #include "backends_internal.h"
+#include "fused_program_cache.h"
 #include "dynamo/backends/fused.h"
 #include "dynamo/codegen/emit.h"
 #include "dynamo/codegen/kernel_cache.h"
@@ -437,7 +438,11 @@ class FusedFn final : public core::CompiledGraphFn {
 
   // The conv step's weight (in the layout the conv runs in: at::convolution's layout follows it)
   // and bias (contiguous), with batch_norm folded in.
-  std::pair<at::Tensor, at::Tensor> folded(const codegen::ConvStep& c, const Frame& f) const {
+  // For oneDNN's packing (forPacking) the weight stays in its strides: oneDNN reorders it into its
+  // blocked layout from any strides (no copy when no batch_norm is folded in); a channels-last
+  // copy first would be one more pass over every weight, into fresh pages, in a warm compile's
+  // first call.
+  std::pair<at::Tensor, at::Tensor> folded(const codegen::ConvStep& c, const Frame& f, bool forPacking) const {
     auto opt = [&](int b) { return b >= 0 ? f.tensors[b].detach() : at::Tensor(); };
     at::Tensor w = opt(c.weight), bias = opt(c.bias);
     if (c.bnMean >= 0) {
@@ -450,7 +455,7 @@ class FusedFn final : public core::CompiledGraphFn {
       w = w * scale.reshape({-1, 1, 1, 1});
     }
     const at::MemoryFormat wf = resultFormat(program_.buffers[c.result]).value_or(at::MemoryFormat::ChannelsLast);
-    return {w.contiguous(wf), bias.defined() ? bias.contiguous() : bias};
+    return {forPacking ? w.contiguous() : w.contiguous(wf), bias.defined() ? bias.contiguous() : bias};
   }
 
   // The conv step's weight and bias: batch_norm folded in, in the step's layout; made again only when a
@@ -475,17 +480,18 @@ class FusedFn final : public core::CompiledGraphFn {
       if (it != convCache_.end() && it->second.sources == sources) return it->second;
     }
     at::NoGradGuard noGrad;
-    auto [w, bias] = folded(c, f);
-    PreparedConv p{std::move(sources), std::move(held), std::move(w), std::move(bias), c10::IValue()};
     const std::vector<int64_t>& inShape = program_.buffers[c.input].shape;
-    if (prepack_ && prepackOp() && runPackedOp() && inShape.size() == 4) {
+    const bool pack = prepack_ && prepackOp() && runPackedOp() && inShape.size() == 4;
+    auto [w, bias] = folded(c, f, pack);
+    PreparedConv p{std::move(sources), std::move(held), std::move(w), std::move(bias), c10::IValue()};
+    if (pack) {
       // The weight goes in through a handle of its own (a detached alias: same storage, its own
       // TensorImpl), which the packed context keeps (only to unpack it; every run reads oneDNN's
       // blocked copy, made by a fresh allocation and a reorder). Emptying that handle afterwards
-      // frees the folded copy in the conv's layout (when folding or the layout change made one): it
-      // would otherwise stay resident beside the packed copy for nothing (~43 MiB on resnet18).
-      // The module's own weight is untouched (another TensorImpl that keeps its storage); the
-      // fallback of runConv folds the weight again when it needs it.
+      // frees the folded copy (when folding made one): it would otherwise stay resident beside
+      // the packed copy for nothing (~43 MiB on resnet18). The module's own weight is untouched
+      // (another TensorImpl that keeps its storage); the fallback of runConv folds the weight
+      // again when it needs it.
       at::Tensor handed = p.weight.detach();
       torch::jit::Stack stack{handed, p.bias.defined() ? c10::IValue(p.bias) : c10::IValue(), c.stride, c.padding,
                               c.dilation, c.groups, inShape, std::string(c.relu ? "relu" : "none")};
@@ -535,7 +541,7 @@ class FusedFn final : public core::CompiledGraphFn {
           out = stack.at(0).toTensor();
         } else {
           // (a packed step let its folded weight go: fold it again, for this call only)
-          at::Tensor weight = p.weight.defined() ? p.weight : folded(c, f).first;
+          at::Tensor weight = p.weight.defined() ? p.weight : folded(c, f, false).first;
           out = at::convolution(f.tensors[c.input], weight, p.bias, c.stride, c.padding, c.dilation, false,
                                 {0, 0}, c.groups);
           if (c.relu) out.relu_();
@@ -883,8 +889,17 @@ bool fusedTakesSizes(const core::CompiledGraphFn& fn, PyObject* const* inputs, s
 }
 
 FusedCounters fusedCounters() {
-  std::lock_guard<std::mutex> g(gCountersMu);
-  return gCounters;
+  FusedCounters out;
+  {
+    std::lock_guard<std::mutex> g(gCountersMu);
+    out = gCounters;
+  }
+  const ProgramCacheCounters p = programCacheCounters();
+  out.programHits = p.hits;
+  out.programMisses = p.misses;
+  out.programStores = p.stores;
+  out.programRejected = p.rejected;
+  return out;
 }
 
 std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& request, FusedReport* report,
@@ -910,27 +925,41 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
   // value is lowered again, as before they were kernel arguments: to compare.)
   if (!std::getenv("DYNAMO_FUSED_NUMBERS_PER_VALUE")) lowering.scalarInputs = scalarInputs(request);
   const auto lowerStart = std::chrono::steady_clock::now();
-  codegen::Program program = codegen::lowerGraph(graph, lowering);
-  countLowering();
+  // The lowered program and its kernels' marked sources: from the program cache (a pure function
+  // of the graph and the options: fused_program_cache.h), else lowered and emitted here.
+  codegen::Program program;
+  std::vector<std::string> marked;
+  const std::string cacheKey =
+      programCacheEnabled() ? programCacheKey(graph, lowering, options.cudaHostShim) : std::string();
+  std::optional<CachedProgram> cached;
+  if (!cacheKey.empty()) cached = loadProgram(cacheKey, graph);
+  if (cached) {
+    program = std::move(cached->program);
+    marked = std::move(cached->marked);
+  } else {
+    program = codegen::lowerGraph(graph, lowering);
+    countLowering();
+    for (const codegen::Kernel& k : program.kernels)
+      marked.push_back(options.cudaHostShim ? codegen::emitCudaMarked(k, program) : codegen::emitCppMarked(k, program));
+  }
   std::vector<codegen::CompileJob> jobs;
   std::vector<std::vector<int64_t>> sizeParams;
   const std::string scope = !options.sizeScope.empty() ? options.sizeScope
                             : request.function + "@" + request.where.file + ":" + std::to_string(request.where.line);
-  for (const codegen::Kernel& k : program.kernels) {
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    const codegen::Kernel& k = program.kernels[i];
+    // (sized here, also on a hit: a family's reference sizes and dynamic integers are this
+    // process's, kernel_template.h)
+    codegen::SizedKernel sized = codegen::sizeKernel(codegen::splitMarked(marked[i]), scope, options.sizeParams);
     if (options.cudaHostShim) {
       // The CUDA kernel's sizes are parameters as the C++ one's; its shim always reads the array
       // (a static kernel gets one unused value).
-      codegen::SizedKernel sized =
-          codegen::sizeKernel(codegen::splitMarked(codegen::emitCudaMarked(k, program)), scope, options.sizeParams);
       jobs.push_back({std::move(sized.source), k.name + "_host", {"-DDYN_HOST_SHIM", "-x", "c++"}});
       if (sized.params.empty()) sized.params.push_back(0);
-      sizeParams.push_back(std::move(sized.params));
     } else {
-      codegen::SizedKernel sized =
-          codegen::sizeKernel(codegen::splitMarked(codegen::emitCppMarked(k, program)), scope, options.sizeParams);
       jobs.push_back({std::move(sized.source), k.name, {}});
-      sizeParams.push_back(std::move(sized.params));
     }
+    sizeParams.push_back(std::move(sized.params));
   }
   const double lowerMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - lowerStart).count();
@@ -940,6 +969,7 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
     loaded = codegen::compileKernels(jobs);
   }
   countLoaded(loaded);
+  if (!cacheKey.empty() && !cached) storeProgram(cacheKey, program, marked);  // its kernels compiled
   std::vector<KernelFn> fns;
   for (const auto& l : loaded) fns.push_back(reinterpret_cast<KernelFn>(l.symbol));
   bool logFusion = logEnabled("fusion"), logCode = logEnabled("output_code");

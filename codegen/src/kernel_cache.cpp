@@ -131,14 +131,15 @@ int64_t cacheLimitBytes() {
   return (v > 0 ? v : 512) * 1024 * 1024;
 }
 
-// Removes the oldest cached files (kernel libraries, whole-graph entries) until the cache is
+// Removes the oldest cached files (kernel libraries, whole-graph and program entries) until the cache is
 // under 80% of its limit.
 void evict(const fs::path& dir, const fs::path& keep) {
   std::vector<std::pair<fs::file_time_type, fs::path>> files;
   int64_t total = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() != ".so" && e.path().extension() != ".graph") continue;
+    const fs::path ext = e.path().extension();
+    if (ext != ".so" && ext != ".graph" && ext != ".program") continue;
     total += static_cast<int64_t>(e.file_size(ec));
     files.emplace_back(e.last_write_time(ec), e.path());
   }

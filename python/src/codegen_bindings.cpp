@@ -314,6 +314,10 @@ PyObject* kernelCounters(PyObject*, PyObject*) {
   setItem(d.get(), "units_loaded", newInt(c.unitsLoaded));
   setItem(d.get(), "lowerings", newInt(c.lowerings));
   setItem(d.get(), "compiler_runs", newInt(c.compilerRuns));
+  setItem(d.get(), "program_hits", newInt(c.programHits));
+  setItem(d.get(), "program_misses", newInt(c.programMisses));
+  setItem(d.get(), "program_stores", newInt(c.programStores));
+  setItem(d.get(), "program_rejected", newInt(c.programRejected));
   return d.release();
   DYNAMO_PY_CATCH(nullptr)
 }
@@ -334,7 +338,9 @@ PyMethodDef methods[] = {
     {"cache_read", cacheRead, METH_VARARGS, "cache_read(name) -> bytes of <cache dir>/name, or None"},
     {"cache_write", cacheWrite, METH_VARARGS, "cache_write(name, bytes): temp file + rename under the key's lock"},
     {"counters", kernelCounters, METH_NOARGS,
-     "{units_loaded, compiler_runs, lowerings}: kernel libraries this process has loaded, and built with the compiler; graphs the fused backend lowered"},
+     "{units_loaded, compiler_runs, lowerings, program_hits, program_misses, program_stores, program_rejected}: "
+     "kernel libraries this process has loaded and built with the compiler; graphs the fused backend lowered; "
+     "program cache lookups and writes"},
     {nullptr, nullptr, 0, nullptr},
 };
 

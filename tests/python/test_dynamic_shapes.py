@@ -194,15 +194,21 @@ def test_slicing_and_shape_arithmetic_through_ops_stay_dynamic(records):
     assert len(compiled(records)) == 2
 
 
-def test_a_size_clamped_by_a_slice_is_not_taken_for_linear(records):
+def test_a_size_clamped_by_a_slice_keeps_its_symbol_with_a_guard_on_the_clamp(records):
+    # x[:10] is 10 long while x has at least 10 elements and x's own length below that: which
+    # case holds is guarded (the slice's line), never assumed linear over every size.
     def f(x):
         return x[:10] * 2
     cf = dynamo.compile(f)
-    for b in [12, 16, 4, 20, 6]:
+    for b in [12, 16, 4, 20, 6, 25, 9]:
         x = torch.randn(b)
-        assert torch.equal(cf(x), f(x))
-    text = compiled(records)[1]["dynamic_shapes"]
-    assert "specialised" in text
+        assert torch.equal(cf(x), f(x)), b
+    line = f.__code__.co_firstlineno + 1
+    texts = [r["dynamic_shapes"] for r in compiled(records)]
+    assert len(texts) == 3, texts  # static 12; 16.. with 10 <= n; 4.. with n < 10
+    assert f"10 <= x.size()[0]  # slice bound at {__file__}:{line}" in texts[1], texts[1]
+    assert f"10 > x.size()[0]  # slice bound at {__file__}:{line}" in texts[2], texts[2]
+    assert not any("specialised" in t for t in texts)
 
 
 def _seq_len(x):

@@ -27,6 +27,15 @@ std::string str(PyObject* o) {
   return PyUnicode_AsUTF8(s.get());
 }
 
+// A symbolic int or float anywhere in `v` (concrete() would specialise it).
+bool hasSymbolic(const ValueRef& v) {
+  if (v->isSymScalar()) return true;
+  if (v->isTensor()) return false;
+  for (const ValueRef& i : v->items)
+    if (i && hasSymbolic(i)) return true;
+  return false;
+}
+
 bool allConcrete(const std::vector<ValueRef>& args, const Kw& kwargs) {
   for (const ValueRef& a : args)
     if (!concrete(a)) return false;
@@ -309,7 +318,11 @@ ValueRef recordFactory(CompileContext& ctx, PyObject* fn, std::vector<ValueRef> 
   ValueRef r = ctx.recordCall(fn, "", args, kwargs);
   // Small ones only (a value read back is a handful of numbers; a big one costs time to make).
   PyObjectRef numel = r->isTensor() ? PyObjectRef::steal(checkPy(PyObject_CallMethod(r->obj.get(), "numel", nullptr))) : PyObjectRef{};
-  if (numel && PyLong_AsLong(numel.get()) <= 4096 && allConcrete(args, kwargs)) {
+  // Not of symbolic sizes or values (torch.zeros(x.size(1))): reading them would specialise them.
+  bool symbolic = false;
+  for (const ValueRef& a : args) symbolic = symbolic || hasSymbolic(a);
+  for (const auto& kv : kwargs) symbolic = symbolic || hasSymbolic(kv.second);
+  if (numel && PyLong_AsLong(numel.get()) <= 4096 && !symbolic && allConcrete(args, kwargs)) {
     PyObjectRef real = callReal(fn, args, kwargs);
     if (real && isTensor(real.get())) {
       PyObjectRef dev = PyObjectRef::steal(checkPy(PyObject_GetAttrString(real.get(), "device")));

@@ -10,12 +10,11 @@
 
 #include "codegen.h"
 #include "dynamo/core/passes.h"
+#include "size_rules.h"
 #include "sym_values.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
-
-namespace {
 
 std::vector<int64_t> sizesOf(PyObject* t) {
   PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(t, "shape")));
@@ -23,6 +22,8 @@ std::vector<int64_t> sizesOf(PyObject* t) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape.get()); ++i) out.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape.get(), i)));
   return out;
 }
+
+namespace {
 
 std::vector<int64_t> stridesOf(PyObject* t) {
   PyObjectRef st = PyObjectRef::steal(checkPy(PyObject_CallMethod(t, "stride", nullptr)));
@@ -295,6 +296,28 @@ void flattenResult(PyObject* o, std::vector<Leaf>& out) {
   }
 }
 
+// Strides for `sizes` with the example's gaps: each stride the same multiple of the extent of the
+// dimensions inside it as in the example (q, k, v = qkv.split(c, -1) are [b, t, c] views of a
+// [b, t, 3c] tensor: at another t, q's strides are [3ct, 3c, 1] again); broadcast dimensions
+// (stride 0) stay 0. False when a stride is not such a multiple.
+bool gappedStrides(const std::vector<int64_t>& exSizes, const std::vector<int64_t>& exStrides, const std::vector<size_t>& order,
+                   const std::vector<int64_t>& sizes, std::vector<int64_t>& strides) {
+  int64_t exExtent = 1, extent = 1;
+  for (size_t k = order.size(); k-- > 0;) {
+    size_t d = order[k];
+    if (exStrides[d] == 0 || exSizes[d] == 1) {
+      strides[d] = exStrides[d] == 0 ? 0 : extent;
+      if (sizes[d] != exSizes[d] && exStrides[d] != 0) return false;
+      continue;
+    }
+    if (exStrides[d] < exExtent || exStrides[d] % exExtent != 0) return false;
+    strides[d] = exStrides[d] / exExtent * extent;
+    exExtent = exStrides[d] * exSizes[d];
+    extent = strides[d] * sizes[d];
+  }
+  return true;
+}
+
 // A meta tensor like `example` (same dtype and dense layout order) with sizes `sizes`; null when
 // the example's layout is not dense (its strides then do not follow from the sizes).
 PyObjectRef probeTensor(PyObject* example, const std::vector<int64_t>& sizes) {
@@ -318,7 +341,7 @@ PyObjectRef probeTensor(PyObject* example, const std::vector<int64_t>& sizes) {
       strides[order[k]] = step;
       step *= std::max<int64_t>(sizes[order[k]], 1);
     }
-  } else {
+  } else if (!gappedStrides(exSizes, exStrides, order, sizes, strides)) {
     // Not dense (a slice x[:, :3]): its strides stay as they are when only its outermost
     // dimension changes size (the inner layout then does not depend on it).
     for (size_t k = 1; k < n; ++k) {
@@ -578,6 +601,92 @@ const ValueRef* sizesGivenBy(const std::string& method, const std::string& what,
   return &a;
 }
 
+// Result sizes that are, at every probe point, one of the arguments' size expressions or symbolic
+// ints (a reduction or a pointwise op on a tensor padded to a multiple of 8 keeps its
+// floor-division size; a linear form cannot be fitted to it). Tried only when an argument has a
+// size that is not linear; the probe points all lie inside the entry's guards (x[:, :t] of a
+// 128-long table was guarded t <= 128). True when every result size was matched.
+bool sizesByMatching(CompileContext& ctx, PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
+                     const std::vector<std::pair<std::string, ValueRef>>& kwargs, const std::vector<ValueRef>& tensors,
+                     const std::vector<ValueRef>& ints, const std::vector<int>& ids, const std::vector<Leaf>& base,
+                     const std::vector<ValueRef>& outs) {
+  std::vector<sym::Expr> candidates;
+  bool anyNonAffine = false;
+  auto add = [&](const sym::Expr& e) {
+    if (e.isConstant() || std::find(candidates.begin(), candidates.end(), e) != candidates.end()) return;
+    candidates.push_back(e);
+    anyNonAffine = anyNonAffine || isNonAffine(e);
+  };
+  for (const ValueRef& t : tensors) {
+    for (const sym::Expr& e : t->as<TensorData>().symSizes) add(e);
+  }
+  for (const ValueRef& i : ints) add(i->as<SymIntData>().expr);
+  if (!anyNonAffine) return false;
+  const sym::ShapeEnv& env = ctx.shapes;
+  std::vector<std::vector<int64_t>> points;
+  std::vector<std::vector<Leaf>> results;
+  for (size_t k = 0; k < 8; ++k) {
+    // The k-th probe point of every symbol, moved up a little until it satisfies the guards
+    // (x.split(n // 2) guarded its two pieces: odd n are outside).
+    std::vector<int64_t> values;
+    bool inside = false;
+    for (int64_t shift = 0; shift < 4 && !inside; ++shift) {
+      values = env.hints();
+      bool moved = false;
+      for (int id : ids) {
+        std::vector<int64_t> p = probePoints(env, id);
+        if (k < p.size()) {
+          values[id] = p[k] + shift;
+          moved = true;
+        }
+      }
+      inside = moved && values != env.hints() && env.check(values);
+    }
+    if (!inside) continue;
+    std::vector<Leaf> got;
+    if (!probe(ctx, fn, method, args, kwargs, tensors, values, got) || got.size() != base.size()) return false;
+    for (size_t j = 0; j < base.size(); ++j) {
+      if (!sameLeaf(base[j], got[j])) return false;
+    }
+    points.push_back(std::move(values));
+    results.push_back(std::move(got));
+  }
+  if (points.size() < 3) return false;
+  std::vector<std::vector<sym::Expr>> exprs;
+  for (size_t j = 0; j < base.size(); ++j) {
+    if (!base[j].tensor) continue;
+    std::vector<sym::Expr> sizes;
+    bool symbolic = false;
+    for (size_t d = 0; d < base[j].sizes.size(); ++d) {
+      bool constant = true;
+      for (const auto& r : results) constant = constant && r[j].sizes[d] == base[j].sizes[d];
+      if (constant) {
+        sizes.emplace_back(base[j].sizes[d]);
+        continue;
+      }
+      auto fits = [&](const sym::Expr& c) {
+        try {
+          if (env.evalHint(c) != base[j].sizes[d]) return false;
+          for (size_t p = 0; p < points.size(); ++p) {
+            if (c.eval(points[p]) != results[p][j].sizes[d]) return false;
+          }
+          return true;
+        } catch (const sym::SymbolicError&) {
+          return false;
+        }
+      };
+      auto c = std::find_if(candidates.begin(), candidates.end(), fits);
+      if (c == candidates.end()) return false;
+      sizes.push_back(*c);
+      symbolic = true;
+    }
+    exprs.push_back(symbolic ? sizes : std::vector<sym::Expr>{});
+  }
+  if (exprs.size() != outs.size()) return false;
+  for (size_t i = 0; i < outs.size(); ++i) outs[i]->as<TensorData>().symSizes = exprs[i];
+  return true;
+}
+
 }  // namespace
 
 void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& method, const std::vector<ValueRef>& args,
@@ -596,14 +705,16 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
   std::vector<int> ids = freeSymbols(ctx, tensors, ints);
   if (ids.empty()) return;
   std::string what = method.empty() ? callableName(fn) : "Tensor." + method;
+  std::vector<ValueRef> outs;
+  if (result) flattenValues(result, outs);
+  // Calls with a size rule (size_rules.def): computed, not probed.
+  if (sizesByRule(ctx, what, args, kwargs, outs)) return;
   if (tensors.empty()) {
     // A factory (torch.zeros(n)) runs for real while tracing: probing it at other values would
     // allocate (and move the random-number generator); its int arguments are specialised.
     specializeSymbols(ctx, ids, what + "() takes an int that changes, and no tensor");
     return;
   }
-  std::vector<ValueRef> outs;
-  if (result) flattenValues(result, outs);
   // Calls whose result has an argument's sizes (result_sizes.def): given, not probed.
   if (const ValueRef* same = sizesGivenBy(method, what, args, outs)) {
     if (outs[0] != *same) outs[0]->as<TensorData>().symSizes = (*same)->as<TensorData>().symSizes;
@@ -615,6 +726,7 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
     specializeSymbols(ctx, ids, what + "() cannot run on meta tensors of other sizes");
     return;
   }
+  if (sizesByMatching(ctx, fn, method, args, kwargs, tensors, ints, ids, base, outs)) return;
   // Per symbol: the change of every output size per unit of the symbol, from the first probe,
   // checked at every other probe. A symbol whose probes fail (layer_norm's normalized dimension,
   // a matmul's inner dimension) is specialised alone: the others keep their symbols.

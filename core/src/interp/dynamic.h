@@ -28,6 +28,9 @@
 
 namespace dynamo::core::interp {
 
+/// The sizes of a tensor (its example's `shape`).
+std::vector<int64_t> sizesOf(PyObject* t);
+
 /// dynamo.compile(dynamic=None|False|True).
 enum class DynamicMode { kAutomatic, kOff, kAll };
 

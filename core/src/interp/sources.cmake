@@ -5,6 +5,7 @@ target_sources(dynamo_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/context.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dynamic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sym_values.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/size_rules.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tracer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tracer_attrs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tracer_calls.cpp

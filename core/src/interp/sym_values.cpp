@@ -98,6 +98,23 @@ ValueRef symbolicSize(CompileContext& ctx, const ValueRef& tensor, int64_t dim) 
   return makeSymInt(ctx, e, node);
 }
 
+ValueRef symbolicNumel(CompileContext& ctx, const ValueRef& tensor) {
+  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->as<TensorData>().symSizes.empty()) return nullptr;
+  sym::Expr n(1);
+  try {
+    for (const sym::Expr& e : tensor->as<TensorData>().symSizes) n = n * e;
+  } catch (const sym::SymbolicError&) {
+    return nullptr;  // overflow: the caller specialises
+  }
+  bool free = false;
+  for (int id : n.symbols()) free = free || !ctx.shapes.pinned(id);
+  if (!free) return makeConst(PyObjectRef::steal(checkPy(PyLong_FromLongLong(ctx.shapes.evalHint(n)))).get());
+  NodeRef node = ctx.graph.callMethod("numel", {Arg::node(tensor->as<TensorData>().node)}, {}, ctx.metaHere(nullptr));
+  return makeSymInt(ctx, n, node);
+}
+
+bool symIntExpr(const ValueRef& v, sym::Expr& out) { return exprOf(v, out); }
+
 bool anySymInt(const std::vector<ValueRef>& args) {
   return std::any_of(args.begin(), args.end(), [](const ValueRef& a) { return a->isSymInt(); });
 }
@@ -232,6 +249,12 @@ ValueRef symFloatOperator(CompileContext& ctx, const std::string& name, const st
     double base = 0;
     if (plainNumber(args[0], &base) && base > 0 && base <= 1 && symIntAlways(ctx, args[1], sym::RelOp::kGe, 0))
       return recordFloat(ctx, fn.get(), args, true);
+    // Scales from sizes (d ** -0.5, n ** 0.5): an int base >= 1 and a float exponent <= 1 give a
+    // finite float no larger than the base.
+    double exponent = 0;
+    if (args[0]->isSymInt() && symIntAlways(ctx, args[0], sym::RelOp::kGe, 1) && plainNumber(args[1], &exponent) &&
+        PyFloat_CheckExact(args[1]->py()) && std::isfinite(exponent) && exponent <= 1)
+      return recordFloat(ctx, fn.get(), args, true);
     return nullptr;
   }
   return nullptr;
@@ -289,6 +312,9 @@ ValueRef symIntOperator(CompileContext& ctx, const std::string& name, const std:
       out = e[0] - e[1];
     } else if (args.size() == 2 && name == "mul") {
       out = e[0] * e[1];
+    } else if (args.size() == 2 && name == "pow" && e[1].isConstant() && e[1].constant() >= 0 && e[1].constant() <= 4) {
+      out = sym::Expr(1);  // n ** 2: an int, the product
+      for (int64_t k = 0; k < e[1].constant(); ++k) out = out * e[0];
     } else if (args.size() == 2 && (name == "floordiv" || name == "mod")) {
       // A divisor that may be 0 raises in Python: leave that to the value (specialised).
       std::optional<bool> nonzero = sym::decide(sym::rel(e[1], sym::RelOp::kNe, 0), ctx.shapes.ranges());

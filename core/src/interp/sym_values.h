@@ -49,10 +49,19 @@ ValueRef wrapSymIntInput(CompileContext& ctx, PyObject* obj, const Source& sourc
 /// then reads the sizes as before: specialised).
 ValueRef symbolicSize(CompileContext& ctx, const ValueRef& tensor, int64_t dim);
 
+/// `x.numel()` / `x.nelement()` of the tensor value `tensor` as a kSymInt (the product of its
+/// symbolic sizes) whose run-time value is an `x.numel()` node; a constant when no free symbol is
+/// in it; null when symbolic ints are off or the tensor's sizes are static.
+ValueRef symbolicNumel(CompileContext& ctx, const ValueRef& tensor);
+
 /// The float `obj` read through `source`, when the code's dynamic policy makes it symbolic (it
 /// changed since an earlier compile): a kSymFloat whose run-time value is a graph input (one per
 /// source), guarded by type only. Null when it stays a constant.
 ValueRef wrapSymFloatInput(CompileContext& ctx, PyObject* obj, const Source& source);
+
+/// The expression of a kSymInt, or of an exact int constant that fits in 64 bits; false for
+/// anything else.
+bool symIntExpr(const ValueRef& v, sym::Expr& out);
 
 /// True when some argument is a kSymInt (not looking into containers).
 bool anySymInt(const std::vector<ValueRef>& args);

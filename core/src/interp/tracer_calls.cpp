@@ -1010,6 +1010,8 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
         if (ValueRef s = symbolicSize(ctx, fn->self, PyLong_AsLongLong(args[0]->py()))) return s;
         PyErr_Clear();
       }
+      if ((name == "numel" || name == "nelement") && args.empty() && kwargs.empty())
+        if (ValueRef s = symbolicNumel(ctx, fn->self)) return s;
       args.insert(args.begin(), fn->self);
       return ctx.recordCall(nullptr, name, args, kwargs);
     }

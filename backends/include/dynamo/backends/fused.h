@@ -67,6 +67,10 @@ struct FusedCounters {
   int64_t compilerRuns = 0;  ///< of those, the ones the C++ compiler built (not on disk yet)
   int64_t lowerings = 0;     ///< graphs lowered (each compile, and each new input signature of a
                              ///< dynamic entry; a new value of a number kernels read needs none)
+  int64_t programHits = 0;     ///< program cache: lowered programs read back (no lowering)
+  int64_t programMisses = 0;   ///< program cache: lookups that found no entry
+  int64_t programStores = 0;   ///< program cache: entries written
+  int64_t programRejected = 0; ///< program cache: corrupt entries ignored (with a warning)
 };
 /// The counts so far.
 FusedCounters fusedCounters();

@@ -7,7 +7,8 @@
 //              ~/.cache/dynamo/kernels; size limit $DYNAMO_KERNEL_CACHE_MB (default 512), the
 //              oldest files evicted first.
 // The same directory holds the fused backend's whole-graph entries (<key>.graph, written by
-// python/dynamo/aot/graph_cache.py through readCacheFile / writeCacheFile): same lock per key,
+// python/dynamo/aot/graph_cache.py through readCacheFile / writeCacheFile) and its lowered
+// programs (<key>.program, backends/src/fused_program_cache.cpp): same lock per key,
 // temp file + rename, and the same size limit and eviction.
 // Loaded libraries stay loaded for the life of the process (one handle per key).
 #pragma once
