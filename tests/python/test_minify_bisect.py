@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from minify_util import SMALL_MODEL, run  # noqa: E402
@@ -43,6 +45,7 @@ def test_accuracy_bisect_names_backend_graph_and_node(tmp_path):
     assert [s["step"] for s in result["steps"]] == ["backend", "pass", "graph", "node"]
     assert [r["label"] for r in result["runs"]] == ["original", "backend-eager", "backend-aot_eager",
                                                     "passes-1"]
+    assert result["runner"] == "fork server"
     # The trace store of the bisection: the bisection with its steps, then the script's 4 runs.
     import dynamo.trace
     with dynamo.trace.open(tmp_path / "b" / "trace.db") as store:
@@ -71,6 +74,27 @@ def test_script_that_does_not_fail(tmp_path):
     assert code == 0
     assert err == (f"dynamo-bisect: {SMALL_MODEL} ran without a failure in any compiled graph: "
                    f"nothing to bisect\n")
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["fork_server", "no_fork_server"])
+def test_crash_of_a_run_is_a_result(tmp_path, fork):
+    # A run of the script that aborts (in a fork of the server, or a fresh process with
+    # --no-fork-server) is a failure the bisector narrows down, the same with either runner.
+    flags = [] if fork else ["--no-fork-server"]
+    code, _, err = run("dynamo-bisect", *flags, "--backends", "eager,aot_eager", "--workdir", "b",
+                       SMALL_MODEL, "aot_eager", cwd=tmp_path,
+                       env={"MINIFY_FAULT_OVERRIDE": "aot_eager:abort_on_relu"})
+    assert code == 0, err
+    lines = err.splitlines()
+    assert f"dynamo-bisect: {SMALL_MODEL} fails with backend aot_eager: crash (SIGABRT)" in lines
+    assert "dynamo-bisect:   backend eager: passes" in lines
+    assert "dynamo-bisect:   backend aot_eager: FAILS: crash (SIGABRT)" in lines
+    assert any(line.startswith("dynamo-bisect: graph: graph 0 of the run (13 nodes,")
+               for line in lines), err
+    result = json.loads((tmp_path / "b" / "result.json").read_text())
+    assert result["runner"] == ("fork server" if fork else "subprocess")
+    assert [(r["label"], r["status"]) for r in result["runs"]] == [
+        ("original", -6), ("backend-eager", 0), ("backend-aot_eager", -6), ("passes-1", -6)]
 
 
 def test_counted_pass_names_the_bad_application(tmp_path):

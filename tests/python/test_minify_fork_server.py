@@ -99,6 +99,67 @@ def test_query_count(server):
     assert server.queries == before + 1
 
 
+# Safety of the fork, and queries with their own environment (dynamo-bisect's runs).
+
+from dynamo.minifier.fork_server import ForkUnsafe  # noqa: E402
+
+
+def test_importing_torch_starts_no_thread_pool():
+    # With OpenBLAS's own pool off, the server that imported torch (and dynamo) is one thread:
+    # torch's intra-op pool is not started by the import, so forking it is safe.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    with ForkServer(preload=["torch", "dynamo"], env=env) as s:
+        assert s.ready_info["threads_required"] == 1
+        assert s.ready_info["unsafe"] == ""
+        assert s.query(f"{HERE}:add_tensors", 3).value == 6.0
+
+
+def test_optional_preload_that_starts_a_thread_is_refused():
+    s = ForkServer(preload=["torch"], optional=["fork_server_thread_at_import"])
+    with pytest.raises(ForkUnsafe) as e:
+        s.start()
+    assert str(e.value) == ("importing fork_server_thread_at_import started 1 thread(s); "
+                            "forking after that is unsafe")
+    s.close()
+
+
+def test_optional_preload_that_imports_a_forbidden_module_is_refused():
+    s = ForkServer(preload=["torch"], optional=["fork_server_env_at_import"],
+                   forbid=["fork_server_env_at_import"])
+    with pytest.raises(ForkUnsafe) as e:
+        s.start()
+    assert str(e.value) == "importing fork_server_env_at_import imported fork_server_env_at_import"
+    s.close()
+
+
+def test_optional_preload_that_fails_is_skipped():
+    with ForkServer(preload=["torch"], optional=["no_such_module_here"]) as s:
+        assert s.ready_info["skipped"] == ["no_such_module_here"]
+        assert s.query(f"{HERE}:add_tensors", 2).value == 2.0
+
+
+def test_query_environment_is_applied_before_the_target_is_imported():
+    env = {k: v for k, v in os.environ.items() if k != "FORK_SERVER_TEST_VALUE"}
+    with ForkServer(preload=["torch"], env=env) as s:
+        r = s.query_with_env(dict(env, FORK_SERVER_TEST_VALUE="run 1"),
+                             "fork_server_env_at_import:value")
+        assert r.value == "run 1"
+        r = s.query_with_env(dict(env, FORK_SERVER_TEST_VALUE="run 2"),
+                             "fork_server_env_at_import:value")
+        assert r.value == "run 2"
+        assert s.query("fork_server_env_at_import:value").value is None
+
+
+def test_script_imports_are_the_installed_ones(tmp_path):
+    from dynamo.minifier.script_runner import script_imports
+    (tmp_path / "helper.py").write_text("X = 1\n")
+    script = tmp_path / "s.py"
+    script.write_text("import torch, helper\nimport dynamo\nfrom torch import nn\n"
+                      "from . import x\nimport no_such_module_here\n"
+                      "def f():\n    import json\n")
+    assert script_imports(str(script)) == ["torch"]
+
+
 # The failure fingerprint of query results.
 
 from dynamo.minifier import fingerprint, mask_message  # noqa: E402

@@ -298,8 +298,9 @@ void flattenResult(PyObject* o, std::vector<Leaf>& out) {
 
 // Strides for `sizes` with the example's gaps: each stride the same multiple of the extent of the
 // dimensions inside it as in the example (q, k, v = qkv.split(c, -1) are [b, t, c] views of a
-// [b, t, 3c] tensor: at another t, q's strides are [3ct, 3c, 1] again); broadcast dimensions
-// (stride 0) stay 0. False when a stride is not such a multiple.
+// [b, t, 3c] tensor: at another t, q's strides are [3ct, 3c, 1] again), or else with the same gap
+// after it (a [2, 4] piece of a [2, 9] tensor); broadcast dimensions (stride 0) stay 0. False when
+// the dimensions overlap.
 bool gappedStrides(const std::vector<int64_t>& exSizes, const std::vector<int64_t>& exStrides, const std::vector<size_t>& order,
                    const std::vector<int64_t>& sizes, std::vector<int64_t>& strides) {
   int64_t exExtent = 1, extent = 1;
@@ -310,8 +311,9 @@ bool gappedStrides(const std::vector<int64_t>& exSizes, const std::vector<int64_
       if (sizes[d] != exSizes[d] && exStrides[d] != 0) return false;
       continue;
     }
-    if (exStrides[d] < exExtent || exStrides[d] % exExtent != 0) return false;
-    strides[d] = exStrides[d] / exExtent * extent;
+    if (exStrides[d] < exExtent) return false;
+    // the same multiple, or where it is none (a piece of an odd length) the same gap
+    strides[d] = exStrides[d] % exExtent == 0 ? exStrides[d] / exExtent * extent : exStrides[d] - exExtent + extent;
     exExtent = exStrides[d] * exSizes[d];
     extent = strides[d] * sizes[d];
   }
@@ -732,6 +734,7 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
   // a matmul's inner dimension) is specialised alone: the others keep their symbols.
   std::vector<std::vector<std::vector<int64_t>>> coef;  // [symbol][leaf][dim]
   std::vector<int> kept;
+  std::vector<std::pair<int, std::string>> nonLinear;  // tried again by matching, after the others
   std::vector<Leaf> got;
   for (int id : ids) {
     std::string why = symbolCoefficients(ctx, fn, method, args, kwargs, tensors, base, id, what, coef.emplace_back());
@@ -739,8 +742,19 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
       kept.push_back(id);
     } else {
       coef.pop_back();
-      specializeSymbols(ctx, {id}, why);
+      if (why.find("not linear") != std::string::npos)
+        nonLinear.emplace_back(id, why);
+      else
+        specializeSymbols(ctx, {id}, why);  // (linear(x) of a static weight pins x's last size)
     }
+  }
+  if (!nonLinear.empty()) {
+    // The symbols that failed for good are pinned now: a match over the rest may hold (a mean
+    // over a length padded to a multiple of 8, then linear).
+    std::vector<int> rest = kept;
+    for (const auto& [id, why] : nonLinear) rest.push_back(id);
+    if (sizesByMatching(ctx, fn, method, args, kwargs, tensors, ints, rest, base, outs)) return;
+    for (const auto& [id, why] : nonLinear) specializeSymbols(ctx, {id}, why);
   }
   ids = kept;
   if (ids.empty()) return;  // every symbol pinned: the example's sizes are exact

@@ -12,7 +12,7 @@ namespace dynamo::core::interp {
 
 namespace {
 
-enum class Rule { kGetItem, kFactory, kArange, kPad, kView, kSplit, kChunk, kCat, kStack };
+enum class Rule { kGetItem, kFactory, kArange, kPad, kView, kSplit, kChunk, kCat, kStack, kFlatten };
 
 bool isNoneValue(const ValueRef& v) { return v->isConst() && v->py() == Py_None; }
 
@@ -238,6 +238,33 @@ bool catSizes(bool stack, const std::vector<ValueRef>& args, const std::vector<s
   return true;
 }
 
+// flatten(x, start_dim, end_dim): the product of the merged sizes.
+bool flattenSizes(const std::vector<ValueRef>& args, const std::vector<std::pair<std::string, ValueRef>>& kwargs,
+                  std::vector<sym::Expr>& out) {
+  if (args.empty() || !args[0]->isTensor()) return false;
+  std::vector<sym::Expr> in = sizeExprs(args[0]);
+  if (in.empty()) return false;
+  auto dim = [&](size_t k, const char* name, int64_t fallback) {
+    ValueRef v = args.size() > k ? args[k] : nullptr;
+    for (const auto& [n, value] : kwargs) {
+      if (n == name) v = value;
+    }
+    int64_t d = fallback;
+    if (v && (!v->isConst() || !PyLong_CheckExact(v->py()))) return int64_t{-1};
+    if (v) d = PyLong_AsLongLong(v->py());
+    if (d < 0) d += static_cast<int64_t>(in.size());
+    return d >= 0 && d < static_cast<int64_t>(in.size()) ? d : int64_t{-1};
+  };
+  int64_t start = dim(1, "start_dim", 0), end = dim(2, "end_dim", -1);
+  if (start < 0 || end < start) return false;
+  out.assign(in.begin(), in.begin() + start);
+  sym::Expr merged(1);
+  for (int64_t d = start; d <= end; ++d) merged = merged * in[static_cast<size_t>(d)];
+  out.push_back(merged);
+  out.insert(out.end(), in.begin() + end + 1, in.end());
+  return true;
+}
+
 }  // namespace
 
 bool isNonAffine(const sym::Expr& e) {
@@ -277,6 +304,7 @@ bool sizesByRule(CompileContext& ctx, const std::string& what, const std::vector
       case Rule::kView: ok = viewSizes(ctx, args, sizes[0]); break;
       case Rule::kCat:
       case Rule::kStack: ok = catSizes(it->second == Rule::kStack, args, kwargs, sizes[0]); break;
+      case Rule::kFlatten: ok = flattenSizes(args, kwargs, sizes[0]); break;
       case Rule::kSplit:
       case Rule::kChunk:
         sizes.clear();

@@ -16,7 +16,9 @@ node a failure comes from, and prints the command that reproduces each step by h
   4. node (--accuracy): the first node of that graph whose value diverges from fp64 eager
      (a binary search over the graph cut after each node, queries in the fork server).
 
-Every run of the script is a fresh process with its settings in its environment; all state
+Every run of the script is a fork of a server that imported torch and the script's imports once
+(script_runner.py; --no-fork-server or a server that cannot fork safely: a fresh process per run),
+with its settings in its environment, and a crash of it is a result; all state
 lives in this bisection's own directory (--workdir, default ./dynamo_bisect/run-<time>-<pid>):
 the captures, result.json and trace.db (each run of the script, then the bisection itself as a
 run whose artifacts are its steps). Nothing changes what later ordinary runs do.
@@ -49,6 +51,9 @@ def parse_args(argv):
                                       "bisect_ladder.def's (e.g. to skip rungs known to pass)")
     p.add_argument("--workdir", help="this bisection's directory (default ./dynamo_bisect/run-<time>-<pid>)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per node query")
+    p.add_argument("--no-fork-server", dest="fork_server", action="store_false",
+                   help="run the script in a fresh process per run instead of a fork of a server "
+                        "that imported torch once (slower; the fallback where fork is unsafe)")
     p.add_argument("script")
     p.add_argument("args", nargs=argparse.REMAINDER)
     return p.parse_args(argv)
@@ -57,8 +62,8 @@ def parse_args(argv):
 class Runs:
     """Runs the script under capture with extra environment; remembers every run."""
 
-    def __init__(self, args, workdir):
-        self.args, self.workdir = args, workdir
+    def __init__(self, args, workdir, runner=None):
+        self.args, self.workdir, self.runner = args, workdir, runner
         self.log = []
         # Every run of the script records its compiles here; the bisection records its steps.
         self.trace = os.path.join(workdir, "trace.db")
@@ -75,17 +80,8 @@ class Runs:
         """(failure or None, capture dir, exit status). failure: (graph, Fingerprint)."""
         cap = os.path.join(self.workdir, label)
         opts = argparse.Namespace(after="dynamo", accuracy=self.args.accuracy, tol=self.args.tol)
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            status, tail = _minify.run_capture(self.args.script, self.args.args, cap, opts,
-                                               self.trace)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        status, tail = _minify.run_capture(self.args.script, self.args.args, cap, opts,
+                                           self.trace, runner=self.runner, extra=env)
         found = _minify.failing_graph(cap, status)
         self.log.append({"label": label, "env": env, "status": status,
                          "failure": found[1].describe() if found else None})
@@ -203,9 +199,11 @@ def main(argv=None):
     workdir = args.workdir or os.path.join("dynamo_bisect",
                                            time.strftime("run-%Y%m%d-%H%M%S") + f"-{os.getpid()}")
     os.makedirs(workdir, exist_ok=True)
-    runs = Runs(args, workdir)
-    result = {"script": args.script, "args": args.args, "accuracy": args.accuracy, "steps": [],
-              "runs_store": runs}
+    from dynamo.minifier import script_runner
+    runner = script_runner.make_runner(args.script, _minify._child_env(), args.fork_server, PROG)
+    runs = Runs(args, workdir, runner)
+    result = {"script": args.script, "args": args.args, "accuracy": args.accuracy,
+              "runner": runner.kind, "steps": [], "runs_store": runs}
     from dynamo import trace
     try:
         # The bisection is the store's first run; each run of the script adds its own.
@@ -215,6 +213,7 @@ def main(argv=None):
     try:
         return _bisect(args, runs, result)
     finally:
+        runner.close()
         result.pop("runs_store")
         if runs.writer is not None:
             runs.writer.record_artifact("dynamo.bisect.result",

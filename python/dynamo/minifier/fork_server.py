@@ -8,7 +8,20 @@ exception it raised, and the server reports how the child ended. A child killed
 by a signal (segfault, abort) or running past the timeout is reported as such.
 
 The server itself never runs a query, so torch's thread pools are never started
-in the process that forks (forking after they start is unsafe).
+in the process that forks (forking after they start is unsafe). The server is
+started from this file alone (not as dynamo.minifier.fork_server), so the dynamo
+package is imported in it only when the caller preloads it; a request may carry
+an environment that replaces the server's in the child before the target is
+imported (dynamo-bisect's runs: dynamo reads DYNAMO_* variables at import).
+
+Preloads: required modules (an import error stops the server), optional ones
+(the script's own imports: an import error is ignored) and forbidden ones. The
+server refuses to serve (ForkUnsafe) when the optional imports started a native
+thread (a torch op run at import starts the intra-op pool) or imported a
+forbidden module. The threads the required imports start are known to survive a
+fork: importing torch starts only OpenBLAS's pool, which shuts itself down in a
+child (pthread_atfork); torch's own intra-op pool starts at the first parallel
+op, never at import.
 """
 from __future__ import annotations
 
@@ -42,6 +55,10 @@ def _recv(stream):
     if len(data) < size:
         return None
     return pickle.loads(data)
+
+
+class ForkUnsafe(RuntimeError):
+    """The server's optional preloads made forking unsafe (the message says how)."""
 
 
 @dataclasses.dataclass
@@ -102,6 +119,9 @@ def _serve_one(request: dict) -> dict:
         os.close(read_fd)
         code = 0
         try:
+            if request.get("env") is not None:
+                os.environ.clear()
+                os.environ.update(request["env"])
             _run_child(request["target"], request["args"], request["kwargs"], write_fd)
         except BaseException:
             code = 70
@@ -136,14 +156,52 @@ def _serve_one(request: dict) -> dict:
     return reply
 
 
+def native_threads() -> int:
+    """The threads of this process (Linux: /proc/self/task), or Python's where that is missing."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+        return threading.active_count()
+
+
+def _preload(names) -> dict:
+    """Imports the preloads (argv: `name` required, `?name` optional, `!name` forbidden);
+    the ready message: threads after the required and after all imports, and why forking is
+    unsafe ("" when it is safe)."""
+    required = [n for n in names if n[0] not in "?!"]
+    optional = [n[1:] for n in names if n[0] == "?"]
+    forbidden = [n[1:] for n in names if n[0] == "!"]
+    for name in required:
+        importlib.import_module(name)
+    base = native_threads()
+    skipped = []
+    for name in optional:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the run itself will meet the error
+            skipped.append(name)
+    threads = native_threads()
+    unsafe = ""
+    if threads > base:
+        unsafe = (f"importing {', '.join(optional)} started {threads - base} thread(s); forking "
+                  f"after that is unsafe")
+    hit = [n for n in forbidden if n in sys.modules]
+    if hit:
+        unsafe = f"importing {', '.join(optional)} imported {', '.join(hit)}"
+    return {"ready": True, "threads_required": base, "threads": threads, "skipped": skipped,
+            "unsafe": unsafe}
+
+
 def _server_main() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     # Queries print freely; the protocol owns the real stdout.
     proto_out = os.fdopen(os.dup(stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), stdout.fileno())
-    for name in sys.argv[1:]:
-        importlib.import_module(name)
-    _send(proto_out, {"ready": True})
+    ready = _preload(sys.argv[1:])
+    _send(proto_out, ready)
+    if ready["unsafe"]:
+        return
     while True:
         request = _recv(stdin)
         if request is None:
@@ -159,14 +217,15 @@ class ForkServer:
     """
 
     def __init__(self, preload=("torch",), python: Optional[str] = None,
-                 env: Optional[dict] = None, stderr=None):
-        self._preload = list(preload)
+                 env: Optional[dict] = None, stderr=None, optional=(), forbid=()):
+        self._preload = [*preload, *("?" + n for n in optional), *("!" + n for n in forbid)]
         self._python = python or sys.executable
         self._env = env
         self._stderr = stderr    # where the queries' output goes (default: inherited)
         self._proc: Optional[subprocess.Popen] = None
         self._ready = False
         self.queries = 0
+        self.ready_info: dict = {}   # the server's ready message (threads, skipped, unsafe)
 
     def launch(self) -> "ForkServer":
         """Starts the server process without waiting for it to import torch (start() or the
@@ -187,10 +246,16 @@ class ForkServer:
         env = dict(os.environ if self._env is None else self._env)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
+        # This file alone, under a private name: `import dynamo.minifier.fork_server` would import
+        # the dynamo package into the server. The protocol is pickled dicts, no class of it.
         self._proc = subprocess.Popen(
             [self._python, "-c",
-             "from dynamo.minifier.fork_server import _server_main; _server_main()",
-             *self._preload],
+             "import sys, importlib.util as u; "
+             "s = u.spec_from_file_location('_dynamo_fork_server', sys.argv[1]); "
+             "m = sys.modules['_dynamo_fork_server'] = u.module_from_spec(s); "
+             "s.loader.exec_module(m); "
+             "sys.argv[1:2] = []; m._server_main()",
+             os.path.abspath(__file__), *self._preload],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
 
     def _wait_ready(self) -> None:
@@ -199,20 +264,36 @@ class ForkServer:
             code = self._proc.wait()
             self._proc = None
             raise RuntimeError(f"the minifier's fork server did not start (exit code {code})")
+        self.ready_info = ready
+        if ready.get("unsafe"):
+            self.close_process()
+            raise ForkUnsafe(ready["unsafe"])
         self._ready = True
 
     def query(self, target: str, *args, timeout: Optional[float] = None,
               **kwargs) -> QueryResult:
         """Runs target ("module:qualname") with args in a fresh fork."""
+        return self.query_with_env(None, target, *args, timeout=timeout, **kwargs)
+
+    def query_with_env(self, env: Optional[dict], target: str, *args,
+                       timeout: Optional[float] = None, **kwargs) -> QueryResult:
+        """As query, the child's os.environ replaced by env (when not None) before target's
+        module is imported."""
         self.start()
-        _send(self._proc.stdin, {"target": target, "args": args,
-                                 "kwargs": kwargs, "timeout": timeout})
+        _send(self._proc.stdin, {"target": target, "args": args, "kwargs": kwargs,
+                                 "timeout": timeout, "env": env})
         reply = _recv(self._proc.stdout)
         if reply is None:
             self._proc = None
             raise RuntimeError("the minifier's fork server died")
         self.queries += 1
         return QueryResult(**reply)
+
+    def close_process(self) -> None:
+        if self._proc is not None:
+            self._proc.stdin.close()
+            self._proc.wait()
+            self._proc = None
 
     def close(self) -> None:
         if self._proc is not None:

@@ -22,6 +22,7 @@ import sys
 import time
 
 from dynamo.minifier import capture as _capture, defs, engine as _engine, repro as _repro
+from dynamo.minifier import script_runner as _script_runner
 from dynamo.minifier.fingerprint import Fingerprint, accuracy_fingerprint, fingerprint as _fingerprint
 from dynamo.minifier.fork_server import ForkServer, QueryResult
 
@@ -114,10 +115,10 @@ def _child_env():
     return env
 
 
-def run_capture(script, script_args, capture_dir, args, trace=None):
-    """Runs the user's script with capture on; returns (exit status, stderr tail). With trace,
-    the run's compiles are recorded into that trace store too."""
-    os.makedirs(capture_dir, exist_ok=True)
+def capture_env(capture_dir, args, trace=None, extra=None):
+    """The environment of a run of the user's script with capture on (into capture_dir); with
+    trace, the run's compiles are recorded into that trace store too; extra (dynamo-bisect's
+    DYNAMO_* settings of the run) added last."""
     env = _child_env()
     if trace:
         env["DYNAMO_TRACE"] = trace
@@ -126,11 +127,18 @@ def run_capture(script, script_args, capture_dir, args, trace=None):
                DYNAMO_REPRO_DIR=capture_dir)
     if args.accuracy:
         env.update(DYNAMO_REPRO_LEVEL="4", DYNAMO_REPRO_TOL=repr(args.tol))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
-    cmd = [sys.executable, "-m", "dynamo._run_script", "--", script, *script_args]
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-    return proc.returncode, tail[0]
+    env.update(extra or {})
+    return env
+
+
+def run_capture(script, script_args, capture_dir, args, trace=None, runner=None, extra=None):
+    """Runs the user's script with capture on; returns (exit status, stderr tail). The runner
+    (script_runner.py) is a fresh process per run by default, or dynamo-bisect's fork server;
+    the script's stderr is kept in capture_dir/stderr.log."""
+    os.makedirs(capture_dir, exist_ok=True)
+    runner = runner or _script_runner.SubprocessRunner()
+    return runner.run(script, script_args, capture_env(capture_dir, args, trace, extra),
+                      os.path.join(capture_dir, "stderr.log"))
 
 
 def failing_graph(capture_dir, status):
