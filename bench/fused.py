@@ -28,7 +28,8 @@ the repeats reported with the spread (min-max), and the ratio of the minima (`x 
 steadier figure when other jobs share the machine. Nothing is asserted: figures only.
 Training steps with paired rounds and confidence intervals: bench/fused_train.py; conv steps with
 and without oneDNN's prepacked convolution: bench/fused_prepack.py; compile time:
-bench/fused_compile.py.
+bench/fused_compile.py; peak memory per case: bench/fused_peak.py; chain6 against kernel variants
+and copy anchors in C++: bench/fused_chain6_variants.cpp.
 """
 import argparse
 import json

@@ -174,3 +174,18 @@ def test_callgrind_cases_run_without_valgrind():
                               capture_output=True, text=True, timeout=300, env=dict(os.environ))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert proc.stderr.startswith(f"{case}: "), proc.stderr
+
+
+def test_fused_peak_measures_eager_and_fused_in_fresh_processes():
+    # Figures only; the one fact checked is that eager's mean_var allocates its 32 MiB centred
+    # temporary (8192 x 1024 float32) at its peak, so the resident-set measure sees allocations.
+    proc = subprocess.run([sys.executable, str(BENCH / "fused_peak.py"), "--cases", "mean_var"],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["case"] for r in rows] == ["mean_var"]
+    r = rows[0]
+    for key in ("eager_peak_MiB", "fused_peak_MiB", "fused_over_eager", "eager_held_MiB", "fused_held_MiB"):
+        assert key in r, key
+    assert r["eager_peak_MiB"] >= 30 and r["fused_peak_MiB"] >= 0
+    assert "mean_var" in proc.stdout.splitlines()[-1]
