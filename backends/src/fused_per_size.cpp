@@ -15,7 +15,9 @@
 // parameters already in the first size's kernels, so the second size (mark_dynamic,
 // dynamic=True) reuses them instead of compiling its own. A graph that cannot run on meta tensors (an op
 // without a meta kernel, a value read from data) runs that signature on the eager runner,
-// exact, and says why (DYNAMO_LOGS=fusion).
+// exact, and says why (DYNAMO_LOGS=fusion). Each lowering goes to the compile sink (the trace
+// store) with its sizes, why it ran and, for one made at a call, its kernels
+// (docs/dynamic-shapes.md, "The fused backend's lowerings in the trace store").
 #include <Python.h>
 
 #include <cctype>
@@ -25,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "backends_internal.h"
@@ -391,7 +394,10 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
     core::BackendRequest r{graph_, ex, function_, where_, suppress_};
     auto start = std::chrono::steady_clock::now();
     std::shared_ptr<core::CompiledGraphFn> fn = compileFused(r, nullptr, options_);
-    record(examples.data(), examples.size(), msSince(start));
+    Lowering first;  // its kernels are the compile's own (CompileRecord::kernels)
+    first.reason = "first input signature";
+    record(examples.data(), examples.size(), msSince(start), std::move(first));
+    seen_.insert(key);
     bySignature_[key] = {fn, ++clock_};
   }
 
@@ -425,6 +431,14 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
     uint64_t lastUse = 0;
   };
 
+  // What the trace store records of one lowering beside its signature and time.
+  struct Lowering {
+    std::string reason;                        // why it ran
+    double metaMs = 0;                         // running the graph on meta tensors
+    std::vector<core::BackendKernel> kernels;  // made at a call (the first's are the compile's)
+    std::string fallback;                      // why it runs on the eager runner, or ""
+  };
+
   static double msSince(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   }
@@ -451,18 +465,27 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
     }
     auto start = std::chrono::steady_clock::now();
     std::shared_ptr<core::CompiledGraphFn> fn;
+    Lowering lowering;
+    lowering.reason = seen_.insert(key).second ? "new input signature"
+                                               : "input signature again (evicted: " + std::to_string(kMaxSizes) +
+                                                     " kept per entry)";
     try {
       core::Graph sized = graphAtSizes(graph_, inputs, count);
+      lowering.metaMs = msSince(start);
       std::vector<PyObjectRef> ex;
       for (size_t i = 0; i < count; ++i) ex.push_back(PyObjectRef::borrow(inputs[i]));
       core::BackendRequest r{sized, ex, function_, where_, suppress_};
+      // The trace store records this lowering's kernels with the compile that made the entry.
+      std::optional<core::BackendKernelCollector> collect;
+      if (core::compileSink()) collect.emplace(&lowering.kernels);
       fn = compileFused(r, nullptr, options_);
     } catch (const Error& e) {
       if (fusionLog())
         std::fprintf(stderr, "[dynamo fusion] %s: new sizes run on the eager runner: %s\n", function_.c_str(), e.what());
       fn = std::make_shared<GraphRunnerFn>(graph_);
+      lowering.fallback = e.what();
     }
-    record(inputs, count, msSince(start));
+    record(inputs, count, msSince(start), std::move(lowering));
     if (bySignature_.size() >= kMaxSizes) {
       auto oldest = bySignature_.begin();
       for (auto i = bySignature_.begin(); i != bySignature_.end(); ++i)
@@ -473,8 +496,8 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
     return fn;
   }
 
-  // Hands one compile to the trace store's sink (as the AOT backends' per-size compiles).
-  void record(PyObject* const* inputs, size_t count, double ms) const {
+  // Hands one lowering to the trace store's sink (as the AOT backends' per-size compiles).
+  void record(PyObject* const* inputs, size_t count, double ms, Lowering lowering) const {
     const auto& sink = core::compileSink();
     if (!sink) return;
     PyObject *et, *ev, *tb;
@@ -483,7 +506,24 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
     rec.entryId = entryId_;
     rec.backend = "fused";
     rec.ms = ms;
+    rec.lowerMs = lowering.metaMs + (lowering.kernels.empty() ? 0.0 : lowering.kernels.front().lowerMs);
+    rec.kernels = std::move(lowering.kernels);
+    rec.reason = std::move(lowering.reason);
+    rec.fallback = std::move(lowering.fallback);
     const std::vector<core::NodeRef>& names = graph_.inputs();
+    std::map<std::string, int64_t> symbols;  // a dynamic dimension's symbol -> its size here
+    for (size_t i = 0; i < count && i < names.size(); ++i) {
+      const auto& t = names[i]->meta().tensor;
+      if (!t || t->symShape.size() != t->shape.size() || !PyObject_HasAttrString(inputs[i], "shape")) continue;
+      PyObjectRef shape = PyObjectRef::steal(PyObject_GetAttrString(inputs[i], "shape"));  // new ref
+      for (size_t d = 0; shape && d < t->symShape.size(); ++d) {
+        if (!plainSymbol(t->symShape[d]) || d >= static_cast<size_t>(PySequence_Size(shape.get()))) continue;
+        PyObjectRef size = PyObjectRef::steal(PySequence_GetItem(shape.get(), static_cast<Py_ssize_t>(d)));  // new ref
+        if (size) symbols.emplace(t->symShape[d], PyLong_AsLongLong(size.get()));
+      }
+      PyErr_Clear();
+    }
+    for (const auto& [symbol, size] : symbols) rec.symbols.push_back(symbol + "=" + std::to_string(size));
     for (size_t i = 0; i < count && i < names.size(); ++i) {
       std::string name = names[i]->source().empty() ? names[i]->name() : names[i]->source();
       PyObjectRef text;
@@ -507,6 +547,7 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
   bool suppress_;
   FusedOptions options_;
   mutable std::map<std::string, Compiled> bySignature_;  // GIL held
+  mutable std::set<std::string> seen_;                   // every signature lowered (GIL held)
   mutable uint64_t clock_ = 0;                           // use counter (GIL held)
   mutable uint64_t entryId_ = 0;
   mutable std::shared_ptr<core::CompiledGraphFn> last_;   // the last call's (GIL held)

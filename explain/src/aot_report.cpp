@@ -183,6 +183,25 @@ std::vector<AotSizeCompile> readAotSizeCompiles(const std::vector<ArtifactRecord
     if (auto it = doc.find("compile_ms"); it != doc.end() && it->is_number())
       c.compileUs = std::llround(it->get<double>() * 1000.0);
     if (auto it = doc.find("aot"); it != doc.end() && it->is_object()) c.fallback = str(*it, "fallback");
+    if (c.fallback.empty()) c.fallback = str(doc, "fallback");
+    if (auto it = doc.find("lowering"); it != doc.end() && it->is_number_integer()) c.lowering = it->get<int>();
+    c.reason = str(doc, "reason");
+    c.symbols = strings(doc, "symbols");
+    if (auto it = doc.find("lower_ms"); it != doc.end() && it->is_number())
+      c.lowerUs = std::llround(it->get<double>() * 1000.0);
+    if (auto it = doc.find("kernels"); it != doc.end() && it->is_array()) {
+      for (const nlohmann::json& k : *it) {
+        if (!k.is_object()) continue;
+        AotSizeCompile::Kernel kernel;
+        kernel.name = str(k, "name");
+        if (auto id = k.find("code_id"); id != k.end() && id->is_number_integer()) kernel.codeId = id->get<RowId>();
+        kernel.reused = k.value("reused", false);
+        kernel.cacheHit = k.value("cache_hit", false);
+        if (auto ms = k.find("compile_ms"); ms != k.end() && ms->is_number())
+          kernel.compileUs = std::llround(ms->get<double>() * 1000.0);
+        c.kernels.push_back(std::move(kernel));
+      }
+    }
     out.push_back(std::move(c));
   }
   return out;
@@ -229,9 +248,52 @@ void jsonAotSizeCompiles(JsonWriter& w, const std::vector<AotSizeCompile>& compi
     else w.value(c.fallback);
     w.key("compile_time_us");
     jsonTime(w, c.compileUs, o);
+    if (c.lowering >= 0) {  // the fused backend's lowering
+      w.key("lowering").value(static_cast<std::int64_t>(c.lowering));
+      w.key("reason").value(c.reason);
+      w.key("symbols").beginArray();
+      for (const std::string& s : c.symbols) w.value(s);
+      w.endArray();
+      w.key("lower_time_us");
+      jsonTime(w, c.lowerUs, o);
+      w.key("kernels").beginArray();
+      for (const AotSizeCompile::Kernel& k : c.kernels) {
+        w.beginObject();
+        w.key("name").value(k.name);
+        w.key("reused").value(k.reused);
+        w.key("cache_hit").value(k.cacheHit);
+        w.key("compile_time_us");
+        jsonTime(w, k.compileUs, o);
+        w.endObject();
+      }
+      w.endArray();
+    }
     w.endObject();
   }
   w.endArray();
+}
+
+int AotSizeCompile::reusedKernels() const {
+  return static_cast<int>(std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return k.reused; }));
+}
+
+std::string sizeLoweringLine(const AotSizeCompile& c, const RenderOptions& o) {
+  std::ostringstream out;
+  out << "lowering #" << c.lowering;
+  std::string symbols;
+  for (const std::string& s : c.symbols) symbols += (symbols.empty() ? "" : ", ") + s;
+  if (!symbols.empty()) out << " at " << symbols;
+  if (!c.reason.empty()) out << " (" << c.reason << ")";
+  if (!c.fallback.empty()) return out.str() + ": runs on the eager runner: " + c.fallback;
+  const int reused = c.reusedKernels();
+  const int made = static_cast<int>(c.kernels.size()) - reused;
+  int hits = 0;
+  for (const AotSizeCompile::Kernel& k : c.kernels) hits += !k.reused && k.cacheHit;
+  out << ": " << made << " kernel" << (made == 1 ? "" : "s") << " new";
+  if (hits) out << " (" << hits << " from the disk cache)";
+  out << ", " << reused << " reused (family hit); lowering " << displayDuration(c.lowerUs, o) << ", total "
+      << displayDuration(c.compileUs, o);
+  return out.str();
 }
 
 std::vector<GraphAot> aotRecordsOfCompile(const storage::TraceReader& reader, RowId compileId) {

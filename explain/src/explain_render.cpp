@@ -134,6 +134,8 @@ void textFunction(std::ostringstream& out, const FunctionReport& f, const Render
       out << (fused ? "       fused lowering per input signature: " : "       aot per input signature: ")
           << plural(static_cast<std::int64_t>(g.aotPerSize.size()), "compile")
           << " (" << sigs << "), " << displayDuration(us, o) << "\n";
+      for (const AotSizeCompile& c : g.aotPerSize)
+        if (c.lowering >= 0) out << "         " << sizeLoweringLine(c, o) << "\n";
     }
   }
   for (const BreakGroup& b : f.breaks)

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "dynamo/explain/aot_report.h"
 #include "dynamo/gui/graph_diff.h"
 #include "dynamo/gui/overlays.h"
 
@@ -240,6 +241,34 @@ std::string kernelRunText(double runUs, int calls) {
   return buf;
 }
 
+std::string sizeLoweringsText(const std::vector<storage::ArtifactRecord>& artifacts) {
+  std::vector<explain::AotSizeCompile> lowerings;
+  for (explain::AotSizeCompile& c : explain::readAotSizeCompiles(artifacts))
+    if (c.lowering >= 0) lowerings.push_back(std::move(c));  // the fused backend's (the AOT ones: "Other")
+  if (lowerings.empty()) return "";
+  std::ostringstream o;
+  std::set<std::string> dynamic;  // the symbols, without their values
+  for (const explain::AotSizeCompile& c : lowerings)
+    for (const std::string& s : c.symbols) dynamic.insert(s.substr(0, s.find('=')));
+  o << "Lowerings per input signature (" << lowerings.size() << "; dynamic: "
+    << (dynamic.empty() ? std::string("none named") : joined(std::vector<std::string>(dynamic.begin(), dynamic.end())))
+    << ")\n";
+  for (const explain::AotSizeCompile& c : lowerings) {
+    o << "  " << explain::sizeLoweringLine(c, explain::RenderOptions{}) << "\n";
+    std::string sig;
+    for (const std::string& e : c.signature) sig += (sig.empty() ? "" : ", ") + e;
+    o << "    inputs: " << sig << "\n";
+    for (const explain::AotSizeCompile::Kernel& k : c.kernels)
+      o << "    " << k.name << ": "
+        << (k.reused ? std::string("reused (family hit)")
+                     : k.cacheHit ? std::string("new, from the disk cache")
+                                  : fmt("new, compiled in %.0f ms", static_cast<double>(k.compileUs) / 1000.0))
+        << "\n";
+  }
+  o << "\n";
+  return o.str();
+}
+
 std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts) {
   std::ostringstream o;
   const std::vector<AotRecord> records = aotRecords(artifacts);
@@ -316,11 +345,13 @@ std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artif
                "): " + std::to_string(j.value("nodes", nlohmann::json::array()).size()) + " nodes\n";
   }
   if (numKernels > 0) o << "Generated kernels (" << numKernels << ")\n" << kernels << "\n";
+  o << sizeLoweringsText(artifacts);
   bool header = false;
   for (const storage::ArtifactRecord& a : artifacts) {
     AotGraphKind kind{};
     if (a.name == kAotArtifact || a.name == kDynamicShapesArtifact || a.name == kPassesArtifact ||
-        a.name == storage::kKernelArtifact || a.name == storage::kKernelRunArtifact || a.name.rfind(kPassInputPrefix, 0) == 0 || graphKindOf(a.name, kind))
+        a.name == storage::kKernelArtifact || a.name == storage::kKernelRunArtifact || a.name == kSizeLoweringArtifact ||
+        a.name.rfind(kPassInputPrefix, 0) == 0 || graphKindOf(a.name, kind))
       continue;
     if (!header) o << "Other artifacts\n";
     header = true;

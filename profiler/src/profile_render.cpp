@@ -116,6 +116,8 @@ void textFunction(std::ostringstream& out, const FunctionProfile& f, const Rende
     out << "  " << f.backendCompiles.front().backend << " compiled a graph with dynamic sizes once per input signature, "
         << "without recompiling the function: " << plural(static_cast<std::int64_t>(f.backendCompiles.size()), "compile")
         << " (" << sigs << "), " << displayDuration(us, o) << "\n";
+    for (const explain::AotSizeCompile& c : f.backendCompiles)  // the fused backend's: kernels per size
+      if (c.lowering >= 0) out << "    " << explain::sizeLoweringLine(c, o) << "\n";
   }
   if (!f.suggestions.empty()) {
     out << "  suggestions:\n";

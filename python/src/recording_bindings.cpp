@@ -18,6 +18,9 @@
 //   kernels[i] (fused backend) code + artifacts  (cpp_kernel source; "dynamo.kernel" metadata:
 //                                                 graph, nodes covered, cache hit, compile time)
 //   entry (weak)               cache_entry_hits  (the entry's own hit count, when the run ends)
+//   BackendCompileRecord       artifacts         ("dynamo.aot_per_size": a compile per input signature;
+//                                                 the fused backend's lowerings with their kernels,
+//                                                 new ones as kernel rows of graph "per_size")
 //
 // It lives in the binding layer because it is where core and storage meet: core does not depend
 // on storage (core/include/dynamo/core/compile_sink.h). dynamo.recording (Python) decides which
@@ -201,6 +204,8 @@ std::string passesText(const core::CompileRecord& r) {
 }
 
 class TraceSink final : public core::CompileSink {
+  struct Entry;  // a cache entry this run made (below)
+
  public:
   // Asks dynamo.recording which run to record into (it opens DYNAMO_TRACE's run on the first
   // compile, before the backend can crash): a TraceWriter, or None for no recording.
@@ -237,18 +242,53 @@ class TraceSink final : public core::CompileSink {
     auto it = entries_.find(b.entryId);
     if (it == entries_.end()) return;
     try {
-      recordBackendCompile(it->second.compileId, b, "call");
+      recordBackendCompile(it->second.compileId, b, "call", &it->second);
     } catch (const std::exception&) {
       return;  // nothing of it reaches the store; the program goes on
     }
     if (commitMode_ != kBatch) commit();
   }
 
-  void recordBackendCompile(RowId compileId, const core::BackendCompileRecord& b, const char* when) {
+  // The fused backend's lowerings also name their kernels: "kernels" [{name, code_id, reused,
+  // cache_hit, compile_ms}]; a kernel whose source an earlier lowering of the entry had (its
+  // family's template made it equal: the same cache key) is "reused" and names that row, a new
+  // one is written as a kernel row of graph "per_size", index = the lowering's number.
+  void recordBackendCompile(RowId compileId, const core::BackendCompileRecord& b, const char* when, Entry* entry) {
     nlohmann::json doc = {{"backend", b.backend}, {"when", when}, {"signature", b.signature},
                           {"compile_ms", std::round(b.ms * 1000.0) / 1000.0}};
     nlohmann::json detail = nlohmann::json::parse(b.detailJson, nullptr, /*allow_exceptions=*/false);
     doc["aot"] = detail.is_object() ? detail : nlohmann::json();
+    if (b.backend == "fused" && entry != nullptr) {
+      const bool first = std::string(when) == "compile";
+      const int lowering = first ? 0 : ++entry->lowerings;
+      doc["lowering"] = lowering;
+      doc["reason"] = b.reason;
+      doc["symbols"] = b.symbols;
+      if (!b.fallback.empty()) doc["fallback"] = b.fallback;
+      double lowerMs = b.lowerMs;
+      nlohmann::json kernels = nlohmann::json::array();
+      if (first) {  // the compile's own kernels, written with it
+        kernels = entry->firstKernels;
+        lowerMs += entry->firstLowerMs;
+      }
+      for (const core::BackendKernel& k : b.kernels) {
+        auto known = entry->kernelKeys.find(k.cacheKey);
+        const bool reused = known != entry->kernelKeys.end();
+        RowId code = reused ? known->second : 0;
+        if (!reused) {
+          storage::KernelRecord row = kernelRow(compileId, k);
+          row.graph = "per_size";
+          row.graphIndex = lowering;
+          code = writer_->recordKernel(std::move(row));
+          entry->kernelKeys.emplace(k.cacheKey, code);
+          noteKernelRow(k, compileId, code);
+        }
+        kernels.push_back({{"name", k.name}, {"code_id", code}, {"reused", reused}, {"cache_hit", k.cacheHit},
+                           {"compile_ms", std::round(k.compileMs * 1000.0) / 1000.0}});
+      }
+      doc["kernels"] = std::move(kernels);
+      doc["lower_ms"] = std::round(lowerMs * 1000.0) / 1000.0;
+    }
     storage::ArtifactRecord row;
     row.compileId = compileId;
     row.name = "dynamo.aot_per_size";
@@ -328,7 +368,8 @@ class TraceSink final : public core::CompileSink {
     recordArtifacts(compileId);
     for (const core::BackendCompileRecord& b : pendingBackend_) {
       try {
-        recordBackendCompile(compileId, b, "compile");
+        auto it = entries_.find(r.entryId);
+        recordBackendCompile(compileId, b, "compile", it == entries_.end() ? nullptr : &it->second);
       } catch (const std::exception&) {
       }
     }
@@ -442,6 +483,13 @@ class TraceSink final : public core::CompileSink {
     std::weak_ptr<core::CacheEntry> entry;
     std::vector<GuardRow> guards;
     std::int64_t lastHits = -1;
+    // The fused backend's kernels of this entry by cache key (its code row), for the lowerings
+    // it makes per input signature; its first lowering's kernels as the "kernels" JSON of
+    // that lowering's record, and their lowering time.
+    std::map<std::string, RowId> kernelKeys;
+    nlohmann::json firstKernels = nlohmann::json::array();
+    double firstLowerMs = 0;
+    int lowerings = 0;  // lowerings made at calls so far
   };
 
   RowId frameId(const core::CompileRecord& r) {
@@ -475,7 +523,7 @@ class TraceSink final : public core::CompileSink {
     recordFailures(r, frame, compileId, endUs);
     for (std::size_t i = 0; i < r.graphs.size(); ++i) w.recordGraph(graphRow(compileId, r, i));
     for (const core::BreakRecord& b : r.breaks) w.recordGraphBreak(breakRow(compileId, b));
-    Entry entry{compileId, frame, r.entry, {}, -1};
+    Entry entry{compileId, frame, r.entry, {}, -1, {}, nlohmann::json::array(), 0, 0};
     for (const core::GuardInfo& g : r.guards) {
       storage::GuardRecord row;
       row.compileId = compileId;
@@ -494,7 +542,15 @@ class TraceSink final : public core::CompileSink {
       code.content = r.bytecode;
       w.recordCode(std::move(code));
     }
-    for (const core::BackendKernel& k : r.kernels) noteKernelRow(k, compileId, w.recordKernel(kernelRow(compileId, k)));
+    for (const core::BackendKernel& k : r.kernels) {
+      const RowId code = w.recordKernel(kernelRow(compileId, k));
+      noteKernelRow(k, compileId, code);
+      if (k.graph != "dynamo" || k.graphOrdinal != 0) continue;  // a per-size lowering's reference
+      entry.kernelKeys.emplace(k.cacheKey, code);
+      entry.firstKernels.push_back({{"name", k.name}, {"code_id", code}, {"reused", false}, {"cache_hit", k.cacheHit},
+                                    {"compile_ms", std::round(k.compileMs * 1000.0) / 1000.0}});
+      entry.firstLowerMs = k.lowerMs;
+    }
     if (std::string passes = passesText(r); !passes.empty()) {  // what the passes changed
       storage::ArtifactRecord a;
       a.compileId = compileId;

@@ -423,3 +423,49 @@ TEST_CASE("readAotSizeCompiles reads a compile's per-signature AOT compiles in i
   // Only what differs between the compiles is the signature worth showing.
   CHECK(varyingSignatures(c) == std::vector<std::vector<std::string>>{{"x: [6, 3]"}, {"x: [8, 3]"}});
 }
+
+TEST_CASE("readAotSizeCompiles reads the fused backend's lowerings with their kernels; older rows have none") {
+  auto row = [](RowId id, std::string data) {
+    ArtifactRecord a;
+    a.id = id;
+    a.compileId = 7;
+    a.name = "dynamo.aot_per_size";
+    a.data = std::move(data);
+    return a;
+  };
+  std::vector<ArtifactRecord> rows = {
+      // As written before the lowerings carried their kernels (and by the AOT backends).
+      row(1, R"({"backend":"fused","when":"compile","signature":["x: [6, 3]"],"compile_ms":900,"aot":null})"),
+      row(2, R"({"backend":"fused","when":"call","signature":["x: [8, 3]"],"compile_ms":4.5,"aot":null,)"
+             R"("lowering":1,"reason":"new input signature","symbols":["s0=8"],"lower_ms":3.25,"kernels":[)"
+             R"({"name":"k0_relu","code_id":41,"reused":true,"cache_hit":true,"compile_ms":0},)"
+             R"({"name":"k1_sum","code_id":57,"reused":false,"cache_hit":false,"compile_ms":812.5}]})"),
+      row(3, R"({"backend":"fused","when":"call","signature":["x: [9, 3]"],"compile_ms":2,"aot":null,"lowering":2,)"
+             R"("reason":"new input signature","symbols":["s0=9"],"lower_ms":1,"kernels":[],)"
+             R"("fallback":"node 'cumsum' did not run on meta tensors: no meta kernel"})"),
+  };
+  std::vector<AotSizeCompile> c = readAotSizeCompiles(rows);
+  REQUIRE(c.size() == 3);
+  CHECK(c[0].lowering == -1);
+  CHECK(c[0].kernels.empty());
+  CHECK(c[0].reason.empty());
+  CHECK(c[1].lowering == 1);
+  CHECK(c[1].reason == "new input signature");
+  CHECK(c[1].symbols == std::vector<std::string>{"s0=8"});
+  CHECK(c[1].lowerUs == 3250);
+  REQUIRE(c[1].kernels.size() == 2);
+  CHECK(c[1].kernels[0].name == "k0_relu");
+  CHECK(c[1].kernels[0].codeId == 41);
+  CHECK(c[1].kernels[0].reused);
+  CHECK_FALSE(c[1].kernels[1].reused);
+  CHECK(c[1].kernels[1].compileUs == 812500);
+  CHECK(c[1].reusedKernels() == 1);
+  CHECK(c[2].fallback == "node 'cumsum' did not run on meta tensors: no meta kernel");
+  RenderOptions masked;
+  masked.masked = true;
+  CHECK(sizeLoweringLine(c[1], masked) ==
+        "lowering #1 at s0=8 (new input signature): 1 kernel new, 1 reused (family hit); lowering <time>, total <time>");
+  CHECK(sizeLoweringLine(c[2], masked) ==
+        "lowering #2 at s0=9 (new input signature): runs on the eager runner: node 'cumsum' did not run on meta "
+        "tensors: no meta kernel");
+}

@@ -503,3 +503,63 @@ TEST_CASE("dynamic sizes show their symbols: inputs from the dynamic-shapes repo
   REQUIRE(first.graph);
   CHECK(first.graph->node(nodeNamed(*first.graph, "x")).symbolicShape.empty());
 }
+
+TEST_CASE("the Details tab lists the fused lowerings per input signature with their kernels, read off the UI thread") {
+  app();
+  testing::TempDir dir;
+  const std::string path = dir.file("lowerings.db");
+  storage::RowId frame = 0;
+  {
+    // What the sink writes for a dynamic fused entry lowered for 3 sizes (recording_bindings.cpp).
+    auto w = storage::TraceWriter::open(path, {});
+    frame = w->recordFrame({0, 0, "m.py", 1, "f"});
+    storage::CompileRecord c;
+    c.frameId = frame;
+    c.status = "ok";
+    const storage::RowId compile = w->recordCompile(c);
+    storage::KernelRecord k;
+    k.compileId = compile;
+    k.name = "k0_tanh";
+    k.source = "void k0_tanh() {}";
+    k.graph = "dynamo";
+    const std::string own = std::to_string(w->recordKernel(k));
+    k.name = "k1_sum";
+    k.graph = "per_size";
+    k.graphIndex = 2;
+    k.compileUs = 700000;
+    const std::string later = std::to_string(w->recordKernel(k));
+    auto lowering = [&](int n, const std::string& size, const std::string& kernels) {
+      w->recordArtifact({0, 0, compile, "dynamo.aot_per_size", "application/json",
+                         "{\"backend\":\"fused\",\"when\":\"" + std::string(n ? "call" : "compile") +
+                             "\",\"signature\":[\"x: [" + size + ", 8]\"],\"compile_ms\":5,\"lowering\":" +
+                             std::to_string(n) + ",\"reason\":\"" + (n ? "new" : "first") +
+                             " input signature\",\"symbols\":[\"s0=" + size + "\"],\"lower_ms\":2,\"kernels\":[" +
+                             kernels + "]}",
+                         0});
+    };
+    lowering(0, "5", "{\"name\":\"k0_tanh\",\"code_id\":" + own + ",\"reused\":false,\"compile_ms\":600}");
+    lowering(1, "9", "{\"name\":\"k0_tanh\",\"code_id\":" + own + ",\"reused\":true}");
+    lowering(2, "13", "{\"name\":\"k0_tanh\",\"code_id\":" + own + ",\"reused\":true},{\"name\":\"k1_sum\",\"code_id\":" +
+                          later + ",\"reused\":false,\"compile_ms\":700}");
+    w->close();
+  }
+  MainWindow w;
+  w.resize(1200, 800);
+  w.show();
+  REQUIRE(w.openStore(QString::fromStdString(path)));
+  REQUIRE(waitFor([&] { return w.reportsReady(); }));
+  REQUIRE(w.selectFrame(frame));
+  CHECK(w.storeReadsPending());  // read off the UI thread
+  REQUIRE(waitFor([&] { return !w.storeReadsPending(); }));
+  w.compileTabs()->setCurrentWidget(w.detailsView());
+  const std::string text = w.detailsView()->toPlainText().toStdString();
+  CHECK_THAT(text, Catch::Matchers::Contains(
+                       "Lowerings per input signature (3; dynamic: s0)\n"
+                       "  lowering #0 at s0=5 (first input signature): 1 kernel new, 0 reused (family hit); lowering "));
+  CHECK_THAT(text, Catch::Matchers::Contains("    inputs: x: [5, 8]\n    k0_tanh: new, compiled in 600 ms\n"));
+  CHECK_THAT(text, Catch::Matchers::Contains("  lowering #1 at s0=9 (new input signature): 0 kernels new, 1 reused"));
+  CHECK_THAT(text, Catch::Matchers::Contains("    inputs: x: [13, 8]\n    k0_tanh: reused (family hit)\n"
+                                             "    k1_sum: new, compiled in 700 ms\n"));
+  CHECK_THAT(text, Catch::Matchers::Contains("  k1_sum (per_size graph 2, "));  // its row, among the kernels
+  CHECK_THAT(text, !Catch::Matchers::Contains("dynamo.aot_per_size ("));      // not an "other artifact"
+}

@@ -121,3 +121,37 @@ TEST_CASE("a kernel's run time, written after it ran, is read into run_us and ru
   CHECK(got[1].runUs == -1);  // never measured (and the unreadable record is skipped)
   CHECK(got[1].runCalls == 0);
 }
+
+TEST_CASE("a per-size lowering's kernels, written at a later call, join the compile's own (no schema change)") {
+  // The fused backend lowers a dynamic entry again per input signature: its new kernels are
+  // kernel rows of graph "per_size" (index: the lowering's number), written after the compile's
+  // rows were persisted, with the lowering's "dynamo.aot_per_size" artifact naming them.
+  ScratchDir dir;
+  const std::string path = dir.file("trace.db");
+  auto writer = TraceWriter::open(path, RunRecord{});
+  CompileRecord c;
+  c.frameId = writer->recordFrame({0, 0, "model.py", 3, "f"});
+  c.status = "ok";
+  const RowId compile = writer->recordCompile(c);
+  const RowId own = writer->recordKernel(sampleKernel(compile, "k0_relu", "dynamo", 0));
+  writer->persist();
+  const RowId later = writer->recordKernel(sampleKernel(compile, "k0_relu", "per_size", 3));
+  const std::string lowering = "{\"backend\":\"fused\",\"when\":\"call\",\"lowering\":3,\"kernels\":[{\"name\":\"k0_relu\","
+                               "\"code_id\":" + std::to_string(later) + ",\"reused\":false}]}";
+  writer->recordArtifact({0, 0, compile, "dynamo.aot_per_size", "application/json", lowering, 0});
+  writer->persist();
+  writer->close();
+
+  auto reader = TraceReader::open(path);
+  const std::vector<KernelRecord> got = reader->kernelsOfCompile(compile);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].id == own);
+  CHECK(got[0].graph == "dynamo");
+  CHECK(got[1].id == later);
+  CHECK(got[1].graph == "per_size");
+  CHECK(got[1].graphIndex == 3);
+  CHECK(got[1].source == got[0].source);
+  bool found = false;
+  for (const ArtifactRecord& a : reader->artifactsOfCompile(compile)) found = found || (a.name == "dynamo.aot_per_size" && a.data == lowering);
+  CHECK(found);
+}

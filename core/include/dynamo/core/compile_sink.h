@@ -19,8 +19,9 @@
 namespace dynamo::core {
 
 /// One compile a backend made of a graph for one input signature (the aot_eager* backends
-/// compile a graph with dynamic sizes once per distinct input sizes and numbers: the first while
-/// the entry is made, the others on the first call with new sizes).
+/// compile a graph with dynamic sizes once per distinct input sizes and numbers, the fused
+/// backend lowers it once per signature: the first while the entry is made, the others on the
+/// first call with new sizes).
 struct BackendCompileRecord {
   /// The cache entry whose graph it compiled (CompileRecord::entryId); 0: the entry being made
   /// now (its CompileRecord follows).
@@ -30,6 +31,13 @@ struct BackendCompileRecord {
   double ms = 0;                       ///< the backend's compile time
   /// What the backend recorded of it (the AOT layer's "dynamo.aot" JSON object), or "".
   std::string detailJson;
+  /// The fused backend's lowering for a new signature at a call: its kernels, in the lowering's
+  /// order (the first signature's are the CompileRecord's kernels; empty for the AOT backends).
+  std::vector<BackendKernel> kernels;
+  double lowerMs = 0;                ///< of ms: running the graph on meta tensors and lowering it
+  std::vector<std::string> symbols;  ///< the dynamic dimensions' values at it: "s0=16"
+  std::string reason;                ///< why this lowering ran: "new input signature", ...
+  std::string fallback;              ///< why this signature runs on the eager runner, or ""
 };
 
 /// Receives every compile attempt of every compiler in the process.

@@ -68,6 +68,23 @@ struct AotSizeCompile {
   std::vector<std::string> signature;  ///< per graph input: "x: [8, 3]", "n: 5", "lr: 0.1"
   std::int64_t compileUs = 0;          ///< the backend's time for it
   std::string fallback;                ///< why it runs on the eager runner; empty when compiled
+  // The fused backend's lowerings (absent from the AOT backends' records and older stores):
+  int lowering = -1;                   ///< 0: the compile's own, 1..: made at calls; -1 unknown
+  std::string reason;                  ///< why it ran: "first input signature", "new input signature"
+  std::vector<std::string> symbols;    ///< the dynamic dimensions' values: "s0=16"
+  std::int64_t lowerUs = 0;            ///< of compileUs: meta run and lowering (the rest: C++ compiles)
+  /// One kernel of the lowering: a new one (a kernel row of graph "per_size", or the compile's
+  /// own "dynamo" rows for lowering 0) or one reused from an earlier lowering (same source: its
+  /// family's template; `codeId` names the earlier row).
+  struct Kernel {
+    std::string name;              ///< "k0_mul_add"
+    storage::RowId codeId = 0;     ///< the kernel row with its source (TraceReader::kernelsOfCompile)
+    bool reused = false;           ///< a family hit: no compiler run, no new row
+    bool cacheHit = false;         ///< loaded from the disk cache
+    std::int64_t compileUs = 0;    ///< the system compiler's time (0 when reused or a cache hit)
+  };
+  std::vector<Kernel> kernels;         ///< in the lowering's order
+  int reusedKernels() const;           ///< kernels with `reused`
 };
 /// The per-signature compiles among one compile's artifacts (TraceReader::artifactsOfCompile),
 /// in id order; other artifacts are ignored (the inspector's query).
@@ -78,6 +95,9 @@ std::map<storage::RowId, std::vector<AotSizeCompile>> aotSizeCompilesOfRun(const
 /// The signature entries that differ between the compiles (the dynamic ones), per compile, in
 /// order ("x: [8, 3]"); all of them when there is one compile.
 std::vector<std::vector<std::string>> varyingSignatures(const std::vector<AotSizeCompile>& compiles);
+/// One line of text for a fused lowering (lowering >= 0): "lowering #1 at s0=16 (new input
+/// signature): 0 kernels new, 2 reused (family hit); lowering 3 ms, total 4 ms".
+std::string sizeLoweringLine(const AotSizeCompile& compile, const RenderOptions& options);
 /// The "aot_per_size" array of a graph in the explainer's JSON report.
 void jsonAotSizeCompiles(JsonWriter& w, const std::vector<AotSizeCompile>& compiles, const RenderOptions& options);
 

@@ -133,5 +133,12 @@ std::string kernelRunText(double runUs, int calls);
 /// report, the generated kernels (cache state or compile time, run time), and the other
 /// artifacts by name, type and size. Plain text.
 std::string compileDetailsText(const std::vector<storage::ArtifactRecord>& artifacts);
+/// The artifact of a backend's compile per input signature ("dynamo.aot_per_size"; the fused
+/// backend's lowerings carry their kernels).
+inline constexpr const char* kSizeLoweringArtifact = "dynamo.aot_per_size";
+/// The Details section of the fused backend's lowerings per input signature, from the compile's
+/// artifacts (explain::readAotSizeCompiles): per lowering its sizes, why it ran, and each kernel,
+/// reused from an earlier lowering (family hit) or new; "" when the compile has none.
+std::string sizeLoweringsText(const std::vector<storage::ArtifactRecord>& artifacts);
 
 }  // namespace dynamo::gui
