@@ -17,6 +17,7 @@ DYNAMO_APT_PACKAGES=(
   python3-networkx
   valgrind
   libopenblas0-pthread
+  libdnnl-dev
   libsqlite3-dev sqlite3
   catch2
   nlohmann-json3-dev

@@ -18,6 +18,7 @@
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/mm.h>
 #include <ATen/EmptyTensor.h>
@@ -44,6 +45,9 @@
 #include <unordered_set>
 
 #include "backends_internal.h"
+#ifdef DYNAMO_HAVE_DNNL
+#include "fused_dnnl_conv.h"
+#endif
 #include "fused_program_cache.h"
 #include "dynamo/backends/fused.h"
 #include "dynamo/codegen/emit.h"
@@ -202,6 +206,12 @@ bool matches(const at::Tensor& t, const codegen::Buffer& b) {
   return true;
 }
 
+// Releases the GIL for the lifetime of the object.
+struct NoGil {
+  PyThreadState* ts = PyEval_SaveThread();
+  ~NoGil() { PyEval_RestoreThread(ts); }
+};
+
 class FusedFn final : public core::CompiledGraphFn {
  public:
   // runToken: nonzero when the trace store records these kernels (reportBackendKernels): the
@@ -253,6 +263,7 @@ class FusedFn final : public core::CompiledGraphFn {
   struct Frame {
     std::vector<at::Tensor> tensors;
     std::vector<void*> ptrs;
+    at::Tensor* workspace = nullptr;  // the conv steps' workspace (oneDNN's scratchpad, reorders)
     std::vector<core::PyObjectRef> values;  // body node values (extern results, wrapped outputs)
     PyObject* const* inputs = nullptr;
     std::vector<int64_t> scalars;  // Program::scalars' values: an int64, or a double's bits
@@ -285,14 +296,19 @@ class FusedFn final : public core::CompiledGraphFn {
     return true;
   }
 
-  // An arena from the pool, returned when the call ends.
+  // A call's planned memory: the arena of intermediates and the conv steps' workspace.
+  struct Scratch {
+    at::Tensor arena, workspace;
+  };
+  // The scratch memory of one call, from the pool (allocated once per concurrent call, not per
+  // call), returned when the call ends.
   struct ArenaLease {
     const FusedFn* fn;
-    at::Tensor arena;
+    Scratch scratch;
     ~ArenaLease() {
-      if (!arena.defined()) return;
+      if (!scratch.arena.defined() && !scratch.workspace.defined()) return;
       std::lock_guard<std::mutex> g(fn->mu_);
-      fn->arenas_.push_back(std::move(arena));
+      fn->arenas_.push_back(std::move(scratch));
     }
   };
 
@@ -315,16 +331,18 @@ class FusedFn final : public core::CompiledGraphFn {
       f.ptrs[b] = f.tensors[b].data_ptr();
     }
     ArenaLease lease{this, {}};
-    if (program_.arenaBytes > 0) {
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        if (!arenas_.empty()) {
-          lease.arena = std::move(arenas_.back());
-          arenas_.pop_back();
-        }
+    if (program_.arenaBytes > 0 || !program_.convs.empty()) {
+      std::lock_guard<std::mutex> g(mu_);
+      if (!arenas_.empty()) {
+        lease.scratch = std::move(arenas_.back());
+        arenas_.pop_back();
       }
-      if (!lease.arena.defined()) lease.arena = at::empty({program_.arenaBytes}, at::TensorOptions().dtype(at::kByte));
-      auto* base = static_cast<char*>(lease.arena.data_ptr());
+    }
+    f.workspace = &lease.scratch.workspace;
+    if (program_.arenaBytes > 0) {
+      at::Tensor& arena = lease.scratch.arena;
+      if (!arena.defined()) arena = at::empty({program_.arenaBytes}, at::TensorOptions().dtype(at::kByte));
+      auto* base = static_cast<char*>(arena.data_ptr());
       for (const codegen::Buffer& b : bufs) {
         if (b.kind == BufferKind::kIntermediate && b.arenaOffset >= 0) f.ptrs[b.id] = base + b.arenaOffset;
       }
@@ -415,8 +433,11 @@ class FusedFn final : public core::CompiledGraphFn {
     std::vector<std::pair<const void*, uint32_t>> sources;  // (data, version) per operand
     std::vector<at::Tensor> held;  // the source tensors, kept alive so no new tensor can take
                                    // their addresses while the cache compares against them
-    at::Tensor weight, bias;  // folded; weight is undefined once packed (the context has it)
-    c10::IValue packed;  // oneDNN's prepacked convolution (weight, bias, post-op), when available
+    at::Tensor weight, bias;  // folded; undefined once packed (the context / primitive has it)
+    c10::IValue packed;  // torch's prepacked convolution (weight, bias, ReLU), when available
+#ifdef DYNAMO_HAVE_DNNL
+    std::shared_ptr<const DnnlConv> dnnl;  // oneDNN's primitive and packed weight, when it took the step
+#endif
   };
 
   // oneDNN's prepacked convolution, registered by libtorch as mkldnn_prepacked::conv2d_prepack /
@@ -480,10 +501,27 @@ class FusedFn final : public core::CompiledGraphFn {
       if (it != convCache_.end() && it->second.sources == sources) return it->second;
     }
     at::NoGradGuard noGrad;
+#ifdef DYNAMO_HAVE_DNNL
+    if (useDnnl_) {
+      if (std::shared_ptr<const DnnlConv> d = makeDnnl(k, f)) {
+        PreparedConv p;
+        p.sources = std::move(sources);
+        p.held = std::move(held);
+        p.dnnl = std::move(d);  // the folded temporaries are freed here: the primitive has its copy
+        std::lock_guard<std::mutex> g(mu_);
+        convCache_[k] = p;
+        return p;
+      }
+    }
+#endif
     const std::vector<int64_t>& inShape = program_.buffers[c.input].shape;
     const bool pack = prepack_ && prepackOp() && runPackedOp() && inShape.size() == 4;
     auto [w, bias] = folded(c, f, pack);
-    PreparedConv p{std::move(sources), std::move(held), std::move(w), std::move(bias), c10::IValue()};
+    PreparedConv p;
+    p.sources = std::move(sources);
+    p.held = std::move(held);
+    p.weight = std::move(w);
+    p.bias = std::move(bias);
     if (pack) {
       // The weight goes in through a handle of its own (a detached alias: same storage, its own
       // TensorImpl), which the packed context keeps (only to unpack it; every run reads oneDNN's
@@ -494,7 +532,8 @@ class FusedFn final : public core::CompiledGraphFn {
       // again when it needs it.
       at::Tensor handed = p.weight.detach();
       torch::jit::Stack stack{handed, p.bias.defined() ? c10::IValue(p.bias) : c10::IValue(), c.stride, c.padding,
-                              c.dilation, c.groups, inShape, std::string(c.relu ? "relu" : "none")};
+                              c.dilation, c.groups, inShape,
+                              std::string(c.post == codegen::ConvPostOp::kRelu ? "relu" : "none")};
       prepackOp()->callBoxed(&stack);
       p.packed = std::move(stack.at(0));
       handed.set_();
@@ -516,24 +555,85 @@ class FusedFn final : public core::CompiledGraphFn {
     return c10::nullopt;
   }
 
+#ifdef DYNAMO_HAVE_DNNL
+  // Conv step k as a oneDNN primitive with its weight packed once (fused_dnnl_conv.h), or null
+  // when oneDNN cannot take it (the step then runs through ATen). The primitive reads the input
+  // buffer and writes the result buffer in their planned strides: NCHW results are computed in
+  // oneDNN's blocked layout (reordered in and out through the workspace), the others in
+  // channels-last.
+  std::shared_ptr<const DnnlConv> makeDnnl(int k, const Frame& f) const {
+    const codegen::ConvStep& c = program_.convs[k];
+    const codegen::Buffer& in = program_.buffers[c.input];
+    const codegen::Buffer& out = program_.buffers[c.result];
+    if (in.shape.size() != 4 || in.dtype != DType::kFloat32 || in.numel() == 0 || out.numel() == 0) return nullptr;
+    auto [w, bias] = folded(c, f, true);
+    DnnlConvShape s;
+    s.input = in.shape;
+    s.inputStrides = in.strides;
+    s.weight = w.sizes().vec();
+    s.output = out.shape;
+    s.outputStrides = out.strides;
+    s.stride = c.stride;
+    s.padding = c.padding;
+    s.dilation = c.dilation;
+    s.groups = c.groups;
+    s.bias = bias.defined();
+    s.blocked = resultFormat(out) == c10::optional<at::MemoryFormat>(at::MemoryFormat::Contiguous);
+    s.post = c.post == codegen::ConvPostOp::kRelu ? DnnlPostOp::kRelu
+             : c.post == codegen::ConvPostOp::kClip ? DnnlPostOp::kClip
+                                                     : DnnlPostOp::kNone;
+    s.clipLo = static_cast<float>(c.clipLo);
+    s.clipHi = static_cast<float>(c.clipHi);
+    try {
+      std::shared_ptr<const DnnlConv> d = DnnlConv::make(s, w.data_ptr<float>(), s.bias ? bias.data_ptr<float>() : nullptr);
+      if (logEnabled("fusion")) std::fprintf(stderr, "[dynamo fusion] conv step %d: oneDNN %s\n", k, d->describe().c_str());
+      return d;
+    } catch (const std::exception& e) {
+      if (logEnabled("fusion")) std::fprintf(stderr, "[dynamo fusion] conv step %d: ATen (%s)\n", k, e.what());
+      return nullptr;
+    }
+  }
+#endif
+
+  // Buffer b of this call as a tensor: its own, or a view of its arena slot.
+  at::Tensor bufferTensor(const Frame& f, int b) const {
+    if (f.tensors[b].defined()) return f.tensors[b];
+    const codegen::Buffer& buf = program_.buffers[b];
+    return at::from_blob(f.ptrs[b], buf.shape, buf.strides, at::TensorOptions().dtype(scalarType(buf.dtype)));
+  }
+
   void runConv(int k, Frame& f) const {
     const codegen::ConvStep& c = program_.convs[k];
+    const codegen::Buffer& rb = program_.buffers[c.result];
     PreparedConv p = prepared(k, f);
+#ifdef DYNAMO_HAVE_DNNL
+    if (p.dnnl) {
+      // Into the planned buffer: its arena slot, or a pool block when it escapes.
+      if (rb.kind != BufferKind::kIntermediate) {
+        f.tensors[c.result] = newOutput(rb);
+        f.ptrs[c.result] = f.tensors[c.result].data_ptr();
+      }
+      at::Tensor& ws = *f.workspace;
+      const auto need = static_cast<int64_t>(p.dnnl->workspaceBytes());
+      if (!ws.defined() || ws.numel() < need) ws = at::empty({need}, at::TensorOptions().dtype(at::kByte));
+      NoGil nogil;
+      p.dnnl->run(static_cast<const float*>(f.ptrs[c.input]), static_cast<float*>(f.ptrs[c.result]), ws.data_ptr());
+      return;
+    }
+#endif
     at::Tensor out;
     {
       PyThreadState* ts = PyEval_SaveThread();
       try {
         at::NoGradGuard noGrad;
-        // (the packed primitive is made for the compiled input size; any other size, should one
-        // reach here, takes at::convolution)
-        if (!p.packed.isNone() && f.tensors[c.input].sizes().vec() == program_.buffers[c.input].shape) {
-          // oneDNN returns its output in the input's memory format and computes in its blocked
-          // layout when that is NCHW: the input is made the result buffer's layout here (the
-          // image of a network's first conv made channels-last copies c_in channels instead of
-          // the c_out of the result; a channels-last pooled value before an NCHW conv, once).
-          const at::Tensor& in = f.tensors[c.input];
+        const at::Tensor in = bufferTensor(f, c.input);
+        if (!p.packed.isNone()) {
+          // torch's packed conv returns its output in the input's memory format and computes in
+          // its blocked layout when that is NCHW: the input is made the result buffer's layout
+          // here (the image of a network's first conv made channels-last copies c_in channels
+          // instead of the c_out of the result; a channels-last pooled value before an NCHW conv).
           at::Tensor input = in;
-          if (c10::optional<at::MemoryFormat> mf = resultFormat(program_.buffers[c.result])) {
+          if (c10::optional<at::MemoryFormat> mf = resultFormat(rb)) {
             if (!in.is_contiguous(*mf)) input = in.contiguous(*mf);
           }
           torch::jit::Stack stack{input, p.packed};
@@ -542,17 +642,19 @@ class FusedFn final : public core::CompiledGraphFn {
         } else {
           // (a packed step let its folded weight go: fold it again, for this call only)
           at::Tensor weight = p.weight.defined() ? p.weight : folded(c, f, false).first;
-          out = at::convolution(f.tensors[c.input], weight, p.bias, c.stride, c.padding, c.dilation, false,
-                                {0, 0}, c.groups);
-          if (c.relu) out.relu_();
+          out = at::convolution(in, weight, p.bias, c.stride, c.padding, c.dilation, false, {0, 0}, c.groups);
+          if (c.post == codegen::ConvPostOp::kRelu) out.relu_();
         }
+        if (c.post == codegen::ConvPostOp::kClip) out.clamp_(c.clipLo, c.clipHi);
+        if (rb.kind == BufferKind::kIntermediate) bufferTensor(f, c.result).copy_(out);
       } catch (...) {
         PyEval_RestoreThread(ts);
         throw;
       }
       PyEval_RestoreThread(ts);
     }
-    f.tensors[c.result] = inLayout(out, program_.buffers[c.result]);
+    if (rb.kind == BufferKind::kIntermediate) return;
+    f.tensors[c.result] = inLayout(out, rb);
     f.ptrs[c.result] = f.tensors[c.result].data_ptr();
   }
 
@@ -704,19 +806,16 @@ class FusedFn final : public core::CompiledGraphFn {
   std::unordered_map<const core::Node*, int> slot_;
   core::GraphRunner eager_;
   mutable std::mutex mu_;
-  mutable std::vector<at::Tensor> arenas_;
+  mutable std::vector<Scratch> arenas_;
   mutable std::unordered_map<int, PreparedConv> convCache_;  // per conv step
-  bool prepack_ = !std::getenv("DYNAMO_FUSED_NO_PREPACK");   // oneDNN's prepacked conv when present
+  bool prepack_ = !std::getenv("DYNAMO_FUSED_NO_PREPACK");   // torch's prepacked conv when present
+#ifdef DYNAMO_HAVE_DNNL
+  bool useDnnl_ = !std::getenv("DYNAMO_FUSED_NO_DNNL");      // oneDNN's own API first (read per compile)
+#endif
   uint64_t runToken_ = 0;                       // nonzero: time the first calls (the trace store)
   mutable std::atomic<bool> trimmed_{false};    // the heap was trimmed after the first call
   mutable std::atomic<int> timedCalls_{0};      // timed calls so far (stops at kTimedKernelCalls)
   mutable std::vector<double> timedUs_;         // per kernel, summed over the timed calls (mu_)
-};
-
-// Releases the GIL for the lifetime of the object.
-struct NoGil {
-  PyThreadState* ts = PyEval_SaveThread();
-  ~NoGil() { PyEval_RestoreThread(ts); }
 };
 
 // The name of the first body node whose result requires grad, or "".

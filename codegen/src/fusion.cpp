@@ -334,6 +334,10 @@ class Fuser {
       const auto& r = l_.snodes[i].reads;
       if (std::binary_search(r.begin(), r.end(), buffer)) return false;
     }
+    // (a conv step reads its planned input by pointer)
+    for (const Item& it : l_.items) {
+      if (it.extern_ && std::find(it.reads.begin(), it.reads.end(), buffer) != it.reads.end()) return false;
+    }
     return true;
   }
 
@@ -515,11 +519,18 @@ class Fuser {
     k.innerSizes = newSizes;
   }
 
-  // Memory planning: intermediates (written and read by kernels only) share one arena, reused
-  // by liveness (first fit by offset, 64-byte aligned).
+  // Memory planning: intermediates (written and read by kernels and conv steps only) share one
+  // arena, reused by liveness (first fit by offset, 64-byte aligned).
   static void plan(Program& p) {
     std::vector<int> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
     for (size_t s = 0; s < p.steps.size(); ++s) {
+      if (!p.steps[s].isKernel && p.steps[s].conv >= 0) {  // a conv step writes and reads planned buffers
+        const ConvStep& c = p.convs[p.steps[s].conv];
+        if (first[c.result] < 0) first[c.result] = static_cast<int>(s);
+        last[c.result] = std::max(last[c.result], static_cast<int>(s));
+        last[c.input] = std::max(last[c.input], static_cast<int>(s));
+        continue;
+      }
       if (!p.steps[s].isKernel) continue;
       const Kernel& k = p.kernels[p.steps[s].kernel];
       for (int b : k.writes) {

@@ -289,7 +289,8 @@ std::string printProgram(const Program& p) {
       o << " stride " << list(c.stride) << " padding " << list(c.padding) << " dilation " << list(c.dilation)
         << " groups " << c.groups;
       if (c.bnMean >= 0) o << " batch_norm(b" << c.bnMean << ", b" << c.bnVar << ") folded";
-      if (c.relu) o << " relu";
+      if (c.post == ConvPostOp::kRelu) o << " relu";
+      if (c.post == ConvPostOp::kClip) o << " clip(" << c.clipLo << ", " << c.clipHi << ")";
       o << " -> b" << c.result << "   # " << list(c.nodes) << "\n";
       continue;
     }

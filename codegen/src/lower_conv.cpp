@@ -7,13 +7,15 @@
 //   aten::convolution(x, w, b, stride, padding, dilation, transposed=False, output_padding, groups)
 //   F.batch_norm(conv, running_mean, running_var, weight, bias, training=False, momentum, eps)
 //     -> one step: conv(x, w * s, (b - mean) * s + bias) with s = weight / sqrt(running_var + eps)
-//   relu(conv or folded batch_norm), F.relu(.., inplace=True), relu_
+//   relu(conv or folded batch_norm), F.relu(.., inplace=True), relu_, F.hardtanh(.., lo, hi)
 //     -> the step's post-op: oneDNN applies it as it writes the conv's output
 //   F.max_pool2d (no indices) / avg_pool2d / adaptive_avg_pool2d of a conv's channels-last result
 //     -> an extern call on the result as it is (ATen pools channels-last input into
 //        channels-last output), not on a copy in eager's NCHW layout
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "lowering_internal.h"
 
@@ -176,6 +178,34 @@ bool isReluOf(const core::Node& relu, const core::Node& input) {
   }
   const auto& m = relu.meta().tensor;
   return m && m->dtype == "torch.float32";
+}
+
+std::optional<std::pair<double, double>> clipBoundsOf(const core::Node& clip, const core::Node& input) {
+  if (clip.op() != core::NodeOp::kCallFunction) return std::nullopt;
+  if (canonicalOp(clip) != "hardtanh" && inplaceBase(clip) != "hardtanh") return std::nullopt;
+  auto b = bindNames(clip, {"self", "min_val", "max_val", "inplace"});
+  if (!b.count("self") || !b["self"]->isNode() || b["self"]->asNode().get() != &input) return std::nullopt;
+  auto number = [&](const char* key, double dflt, double* out) {
+    if (!b.count(key)) {
+      *out = dflt;
+      return true;
+    }
+    const core::Arg* a = b[key];
+    if (a->kind() == core::ArgKind::kFloat) *out = a->asFloat();
+    else if (a->kind() == core::ArgKind::kInt) *out = static_cast<double>(a->asInt());
+    else return false;
+    return true;
+  };
+  std::pair<double, double> bounds;
+  if (!number("min_val", -1.0, &bounds.first) || !number("max_val", 1.0, &bounds.second)) return std::nullopt;
+  if (b.count("inplace") && b["inplace"]->kind() != core::ArgKind::kBool) return std::nullopt;
+  for (const auto& [k, v] : clip.kwargs()) {
+    if (k != "min_val" && k != "max_val" && k != "inplace" && k != "input") return std::nullopt;
+  }
+  if (!(bounds.first <= bounds.second)) return std::nullopt;
+  const auto& m = clip.meta().tensor;
+  if (!m || m->dtype != "torch.float32") return std::nullopt;
+  return bounds;
 }
 
 bool takesAnyLayout(const core::Node& n) {

@@ -10,7 +10,9 @@
 // lowered, and fusion does not reorder work across it.
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -602,13 +604,15 @@ class Lowerer final : public LoweringContext {
     return {h * w * c, 1, w * c, c};
   }
 
-  // The buffer of a conv step's operand (a graph input, an extern result or a lowered value,
-  // which is materialised: channels-last when it follows a channels-last buffer).
-  int operandBuffer(const core::NodeRef& a) {
+  // The buffer of a conv or matmul step's operand (a graph input, an extern result or a lowered
+  // value, which is materialised: channels-last when it follows a channels-last buffer). A conv
+  // step reads it by pointer (planned: it may stay in the arena); a matmul step reads a tensor
+  // (escape).
+  int operandBuffer(const core::NodeRef& a, bool escape = true) {
     externRead_.insert(a.get());
     externRead_.insert(resolve(a).get());
     if (values_.count(resolve(a).get())) {
-      realize(a, true);
+      realize(a, escape);
       return values_.at(resolve(a).get()).buffer;
     }
     return memoryValue(a).buffer;
@@ -640,7 +644,7 @@ class Lowerer final : public LoweringContext {
       c.bnEps = bn->eps;
       if (c.bnMean < 0 || c.bnVar < 0 || (bn->weight && c.bnWeight < 0) || (bn->bias && c.bnBias < 0)) return false;
     }
-    int x = operandBuffer(m->input);
+    int x = operandBuffer(m->input, false);
     if (x < 0) return false;
     c.input = x;
     if (bn) folded_.insert(result.get());
@@ -653,11 +657,11 @@ class Lowerer final : public LoweringContext {
     // A ReLU of the (folded) result becomes oneDNN's post-op when nothing else reads the value
     // before it: its only user, or an in-place ReLU (nn.ReLU(inplace=True)) that every other
     // reader follows (they read the ReLU's value, as in eager).
-    if (core::NodeRef relu = reluAfter(result)) {
-      if (!inplaceBase(*relu).empty()) redirect_[result.get()] = relu;  // later readers read the ReLU
-      result = relu;
+    // The same for a hardtanh with number bounds (nn.ReLU6 in the mobilenets).
+    if (core::NodeRef post = postOpAfter(result, &c)) {
+      if (!inplaceBase(*post).empty()) redirect_[result.get()] = post;  // later readers read the post-op's value
+      result = post;
       folded_.insert(result.get());
-      c.relu = true;
       c.nodes.push_back(result->name());
     }
     const auto& meta = result->meta().tensor;
@@ -670,7 +674,10 @@ class Lowerer final : public LoweringContext {
     std::vector<int64_t> strides = (mutating_ || outputs_.count(result.get())) && meta->strides ? *meta->strides
                                    : nchw ? contiguousStrides(meta->shape)
                                           : channelsLastStrides(meta->shape);
-    c.result = newBuffer(result->name(), DType::kFloat32, meta->shape, strides, BufferKind::kExtern);
+    // A planned buffer: the arena while only kernels and conv steps read it; realize() makes it
+    // a pool block (kOutput) when an extern step or the graph's output needs it.
+    c.result = newBuffer(result->name(), DType::kFloat32, meta->shape, strides,
+                         outputs_.count(result.get()) ? BufferKind::kOutput : BufferKind::kIntermediate);
     out_.program.convs.push_back(c);
     Item it;
     it.extern_ = true;
@@ -690,18 +697,30 @@ class Lowerer final : public LoweringContext {
     return true;
   }
 
-  // The ReLU a conv step can apply as its post-op (tryConv), or null.
-  core::NodeRef reluAfter(const core::NodeRef& result) const {
+  // The ReLU or hardtanh a conv step can apply as its post-op (tryConv; sets c's post-op), or null.
+  core::NodeRef postOpAfter(const core::NodeRef& result, ConvStep* c) const {
     const auto& users = graph_.users(result);
     if (mutating_ || users.empty() || outputs_.count(result.get())) return nullptr;
     core::NodeRef relu;
+    bool clip = false;
+    std::pair<double, double> bounds{0.0, 0.0};
     for (const core::NodeRef& u : users) {
-      if (isReluOf(*u, *result) && (!relu || position_.at(u.get()) < position_.at(relu.get()))) relu = u;
+      if (relu && position_.at(u.get()) >= position_.at(relu.get())) continue;
+      if (isReluOf(*u, *result)) {
+        relu = u;
+        clip = false;
+      } else if (auto b = clipBoundsOf(*u, *result)) {
+        relu = u;
+        clip = true;
+        bounds = *b;
+      }
     }
     if (!relu || (users.size() > 1 && inplaceBase(*relu).empty())) return nullptr;
     for (const core::NodeRef& u : users) {
       if (u != relu && position_.at(u.get()) < position_.at(relu.get())) return nullptr;
     }
+    c->post = clip ? ConvPostOp::kClip : ConvPostOp::kRelu;
+    if (clip) std::tie(c->clipLo, c->clipHi) = bounds;
     return relu;
   }
 

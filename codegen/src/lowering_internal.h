@@ -161,6 +161,9 @@ std::optional<BatchNormMatch> matchEvalBatchNorm(const core::Node& bn, const cor
 /// True when `relu` is a float32 relu of `input` (relu, F.relu with or without inplace, relu_):
 /// a conv step applies it as a post-op.
 bool isReluOf(const core::Node& relu, const core::Node& input);
+/// The bounds (lo, hi) when `clip` is a float32 F.hardtanh of `input` with number bounds
+/// (nn.ReLU6, nn.Hardtanh; in place or not): a conv step applies it as a post-op.
+std::optional<std::pair<double, double>> clipBoundsOf(const core::Node& clip, const core::Node& input);
 /// True when extern node `n` is a pooling op returning one tensor (max_pool2d without indices,
 /// avg_pool2d, adaptive_avg_pool2d) whose values do not depend on its input's strides: the runtime hands it the program's
 /// channels-last conv result as it is instead of a copy in eager's layout.

@@ -283,7 +283,9 @@ std::string writeProgram(const Program& p) {
     w.ints(c.padding);
     w.ints(c.dilation);
     w.i64(c.groups);
-    w.flag(c.relu);
+    w.num(static_cast<int>(c.post));
+    w.f64(c.clipLo);
+    w.f64(c.clipHi);
     w.num(c.result);
     w.strs(c.nodes);
   });
@@ -346,7 +348,9 @@ Program readProgram(const std::string& bytes) {
     c.padding = r.ints();
     c.dilation = r.ints();
     c.groups = r.i64();
-    c.relu = r.flag();
+    c.post = r.enumOf(ConvPostOp::kClip, "conv post-op");
+    c.clipLo = r.f64();
+    c.clipHi = r.f64();
     c.result = r.num();
     c.nodes = r.strs();
     return c;

@@ -159,10 +159,18 @@ struct Buffer {
   int64_t numel() const;
 };
 
-/// A 2-d convolution the runtime calls through ATen (at::convolution) with a prepared weight:
-/// an eval-mode batch_norm that only it feeds is folded into the weight and bias, and the
-/// weight is kept channels-last so oneDNN takes and returns channels-last activations without
-/// reorders. The prepared weight is cached until a source tensor changes (data or version).
+/// The elementwise op a conv step applies as it writes its output (oneDNN's post-op).
+enum class ConvPostOp {
+  kNone,
+  kRelu,  ///< relu / F.relu / relu_ after the conv (or the folded batch_norm)
+  kClip,  ///< F.hardtanh(x, lo, hi) (nn.ReLU6: lo 0, hi 6) after it
+};
+
+/// A 2-d convolution the runtime computes with a prepared weight (oneDNN's primitive with the
+/// weight packed once, else ATen's convolution): an eval-mode batch_norm that only it feeds is
+/// folded into the weight and bias, a ReLU / hardtanh after it is the post-op, and its result
+/// is a planned buffer (the arena when only kernels and conv steps read it, else a pool block).
+/// The prepared weight is cached until a source tensor changes (data or version).
 struct ConvStep {
   int input = -1;                  ///< activation buffer
   int weight = -1;                 ///< weight buffer (a graph input)
@@ -172,8 +180,10 @@ struct ConvStep {
   double bnEps = 1e-5;             ///< folded batch_norm's eps
   std::vector<int64_t> stride, padding, dilation;  ///< as at::convolution takes them
   int64_t groups = 1;              ///< channel groups
-  bool relu = false;               ///< a ReLU after it applied as oneDNN's post-op
-  int result = -1;                 ///< the output buffer (channels-last unless it escapes)
+  ConvPostOp post = ConvPostOp::kNone;  ///< the op after it applied as oneDNN's post-op
+  double clipLo = 0, clipHi = 0;   ///< kClip's bounds
+  int result = -1;                 ///< the output buffer (kIntermediate or kOutput; its layout
+                                   ///< the conv's: NCHW or channels-last, eager's when it escapes)
   std::vector<std::string> nodes;  ///< the conv node [, the folded batch_norm node]
 };
 
