@@ -616,9 +616,20 @@ class FusedFn final : public core::CompiledGraphFn {
       at::Tensor& ws = *f.workspace;
       const auto need = static_cast<int64_t>(p.dnnl->workspaceBytes());
       if (!ws.defined() || ws.numel() < need) ws = at::empty({need}, at::TensorOptions().dtype(at::kByte));
-      NoGil nogil;
-      p.dnnl->run(static_cast<const float*>(f.ptrs[c.input]), static_cast<float*>(f.ptrs[c.result]), ws.data_ptr());
-      return;
+      try {
+        NoGil nogil;
+        p.dnnl->run(static_cast<const float*>(f.ptrs[c.input]), static_cast<float*>(f.ptrs[c.result]), ws.data_ptr());
+        return;
+      } catch (const std::exception& e) {
+        // (seen on stack 2: oneDNN's gemm-based grouped conv could not execute) The step runs
+        // through ATen from now on, this call included: the input is untouched and ATen
+        // overwrites the whole result.
+        if (logEnabled("fusion")) std::fprintf(stderr, "[dynamo fusion] conv step %d: ATen (%s)\n", k, e.what());
+        std::lock_guard<std::mutex> g(mu_);
+        auto it = convCache_.find(k);
+        if (it != convCache_.end() && it->second.dnnl == p.dnnl) it->second.dnnl.reset();
+        p.dnnl.reset();
+      }
     }
 #endif
     at::Tensor out;
@@ -640,9 +651,15 @@ class FusedFn final : public core::CompiledGraphFn {
           runPackedOp()->callBoxed(&stack);
           out = stack.at(0).toTensor();
         } else {
-          // (a packed step let its folded weight go: fold it again, for this call only)
-          at::Tensor weight = p.weight.defined() ? p.weight : folded(c, f, false).first;
-          out = at::convolution(in, weight, p.bias, c.stride, c.padding, c.dilation, false, {0, 0}, c.groups);
+          // (a packed step let its folded weight go, a oneDNN one both: fold them again, for
+          // this call only)
+          at::Tensor weight = p.weight, bias = p.bias;
+          if (!weight.defined()) {
+            auto wb = folded(c, f, false);
+            weight = wb.first;
+            if (p.packed.isNone()) bias = wb.second;
+          }
+          out = at::convolution(in, weight, bias, c.stride, c.padding, c.dilation, false, {0, 0}, c.groups);
           if (c.post == codegen::ConvPostOp::kRelu) out.relu_();
         }
         if (c.post == codegen::ConvPostOp::kClip) out.clamp_(c.clipLo, c.clipHi);

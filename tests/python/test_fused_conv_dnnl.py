@@ -209,7 +209,7 @@ CODE = r"""
 import torch, dynamo, torch.nn.functional as F
 torch.manual_seed(0)
 m = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU6(),
-                        torch.nn.Conv2d(16, 8, 3, padding=1, groups=8), torch.nn.ReLU()).eval()
+                        torch.nn.Conv2d(16, 16, 3, padding=1, groups=16), torch.nn.ReLU()).eval()
 x = torch.randn(2, 16, 12, 12)
 with torch.no_grad():
     got, want = dynamo.optimize('fused')(lambda t: m(t) * 2)(x), m(x) * 2
