@@ -12,7 +12,8 @@ cold process filled). The child imports everything, compiles a small unrelated f
 (one-time set-up: --warm-up same, the default, makes it a training step when the case is one, so
 that the AOT trace's imports of torch's make_fx are set-up too, as inductor's own warm-up does for
 it; --warm-up inference always compiles an inference function, bench/side_by_side_fused.py's
-warm-up before this change), then runs the case's first compiled call and a second one.
+warm-up before this change), then runs the case's first compiled call and a second one. The
+children cache Python bytecode (no $PYTHONDONTWRITEBYTECODE) unless --no-bytecode-cache.
 Printed per compile (ms; CPU = the process's user + system time, children = its waited-for
 C++ compiler runs):
 
@@ -117,6 +118,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", default="mlp_train,cnn_train,transformer_train")
     p.add_argument("--warm-up", choices=("same", "inference"), default="same")
+    p.add_argument("--no-bytecode-cache", action="store_true",
+                   help="keep $PYTHONDONTWRITEBYTECODE in the children (as bench/side_by_side_fused.py)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
@@ -126,6 +129,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="fused-compile-phases-") as workdir:
         for case in a.cases.split(","):
             env = dict(os.environ, DYNAMO_KERNEL_CACHE=tempfile.mkdtemp(dir=workdir))
+            if not a.no_bytecode_cache:
+                env.pop("PYTHONDONTWRITEBYTECODE", None)
             for temp in ("cold", "warm"):
                 proc = subprocess.run([sys.executable, __file__, "--child", case, "--warm-up", a.warm_up],
                                       capture_output=True, text=True, env=env)

@@ -49,23 +49,29 @@ def _kernels(cache):
 pytestmark = pytest.mark.skipif(not _gcc(), reason="the precompiled prelude is built with GCC only")
 
 
-def test_prelude_is_precompiled_and_changes_neither_results_nor_keys(tmp_path):
-    with_pch = _run(tmp_path / "a", tmp_path / "a.pt")
-    assert len(glob.glob(str(tmp_path / "a" / "prelude-*.h.gch"))) == 1
+@pytest.fixture(scope="module")
+def with_pch(tmp_path_factory):
+    """(cache dir, result) of a run with the prelude (shared by the tests: a run costs seconds)."""
+    tmp = tmp_path_factory.mktemp("pch")
+    return tmp / "cache", _run(tmp / "cache", tmp / "a.pt")
+
+
+def test_prelude_is_precompiled_and_changes_neither_results_nor_keys(with_pch, tmp_path):
+    cache, got = with_pch
+    assert len(glob.glob(str(cache / "prelude-*.h.gch"))) == 1
     without = _run(tmp_path / "b", tmp_path / "b.pt", DYNAMO_KERNEL_PCH="0")
     assert glob.glob(str(tmp_path / "b" / "prelude-*")) == []
-    assert torch.equal(with_pch, without)
-    assert _kernels(tmp_path / "a") == _kernels(tmp_path / "b") != []
+    assert torch.equal(got, without)
+    assert _kernels(cache) == _kernels(tmp_path / "b") != []
 
 
-def test_damaged_prelude_falls_back_to_the_header(tmp_path):
-    _run(tmp_path / "a", tmp_path / "a.pt")
-    (gch,) = glob.glob(str(tmp_path / "a" / "prelude-*.h.gch"))
+def test_damaged_prelude_falls_back_to_the_header(with_pch, tmp_path):
+    cache, got = with_pch
+    (gch,) = glob.glob(str(cache / "prelude-*.h.gch"))
     data = open(gch, "rb").read()
     with open(gch, "wb") as f:
         f.write(data[: len(data) // 3])  # truncated: GCC stops with "cannot read PCH file"
-    for so in glob.glob(str(tmp_path / "a" / "*.so")):
+    for so in glob.glob(str(cache / "*.so")):
         os.remove(so)  # the kernels must be compiled again, with the damaged .gch present
-    first = torch.load(tmp_path / "a.pt")["got"]
-    assert torch.equal(_run(tmp_path / "a", tmp_path / "a2.pt"), first)
-    assert _kernels(tmp_path / "a") != []
+    assert torch.equal(_run(cache, tmp_path / "a2.pt"), got)
+    assert _kernels(cache) != []
