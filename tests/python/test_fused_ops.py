@@ -429,8 +429,10 @@ def test_vector_helpers_match_scalar_bits(name):
     assert not _vector_source(g)
     _same_bits(got, g(*strided))
     # and as eager: NaN where eager has NaN, equal values elsewhere (the sign of a zero from
-    # maximum/minimum is not compared: eager's own vector and scalar loops differ there)
-    approx = name in ("exp", "sigmoid", "chain6")
+    # maximum/minimum is not compared: eager's own vector and scalar loops differ there); the
+    # float functions within float32 tolerance (torch 2.11's eager sqrt is 1 ulp off the
+    # correctly rounded one, which both our loops give, for some of these inputs)
+    approx = name in ("exp", "sigmoid", "chain6", "sqrt", "rsqrt", "reciprocal", "div")
     torch.testing.assert_close(got, fn(*inputs), rtol=2e-6 if approx else 0, atol=1e-6 if approx else 0,
                                equal_nan=True)
 
