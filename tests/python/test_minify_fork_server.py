@@ -260,7 +260,8 @@ with ForkServer(preload=["torch"], optional=["no_such_module_here"], forbid=["dy
     print("ok", s.query("test_minify_fork_server:add_tensors", 4).value)
     print("segv", s.query("test_minify_fork_server:segfault").signal == signal.SIGSEGV)
     print("timeout", s.query("test_minify_fork_server:hang", timeout=1.0).kind)
-    print("env", s.query_with_env(dict(env, FORK_SERVER_TEST_VALUE="x"), "fork_server_env_at_import:value").value)
+    print("env", s.query_with_env(dict(env, FORK_SERVER_TEST_VALUE="x"),
+                                  "fork_server_env_at_import:value").value)
     print("dynamo in server", s.query("sys:modules.__contains__", "dynamo").value)
 z2 = fs.Zygote.fork(["torch"])
 try:
@@ -278,6 +279,7 @@ def test_zygote_forked_from_the_tool_serves_as_a_started_server(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "unused reaped", "pid True", "ok 12.0", "segv True", "timeout timeout", "env x", "dynamo in server False",
+        "unused reaped", "pid True", "ok 12.0", "segv True", "timeout timeout", "env x",
+        "dynamo in server False",
         "unsafe importing fork_server_thread_at_import started 1 thread(s); forking after that "
         "is unsafe"]

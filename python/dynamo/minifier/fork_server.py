@@ -19,10 +19,10 @@ modules the children would otherwise each import on their own: an import error i
 ignored), optional ones (the script's own imports: an import error is ignored)
 and forbidden ones. The server refuses to serve (ForkUnsafe) when the warm or
 optional imports started a native thread (a torch op run at import starts the
-intra-op pool) or imported a forbidden module. The threads the required imports start are known to survive a
-fork: importing torch starts only OpenBLAS's pool, which shuts itself down in a
-child (pthread_atfork); torch's own intra-op pool starts at the first parallel
-op, never at import.
+intra-op pool) or imported a forbidden module. The threads the required imports
+start are known to survive a fork: importing torch starts only OpenBLAS's pool,
+which shuts itself down in a child (pthread_atfork); torch's own intra-op pool
+starts at the first parallel op, never at import.
 """
 from __future__ import annotations
 

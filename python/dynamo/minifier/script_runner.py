@@ -6,10 +6,12 @@ Two runners with the same `run(script, args, env, log_path) -> (exit status, std
 
   SubprocessRunner   `python -m dynamo._run_script -- script args` in a fresh interpreter: every
                      run imports torch again (about 3 s on stack 1, 9 s or more on stack 2).
-  ForkRunner         a fork server (fork_server.py) that imported torch and the script's
-                     top-level imports once; each run is a fork of it that applies the run's
-                     environment, imports dynamo and runs the script. dynamo is never imported in
-                     the server: dynamo.config and dynamo.logs read the environment at import.
+  ForkRunner         a fork server (fork_server.py; cli/dynamo-bisect forks it from itself
+                     once torch is imported: one torch import per bisection) that imported
+                     torch, WARM and the script's top-level imports once; each run is a fork
+                     of it that applies the run's environment, imports dynamo and runs the
+                     script. dynamo is never imported in the server: dynamo.config and
+                     dynamo.logs read the environment at import.
 
       bisector --request--> server (torch, torchvision, ... imported; no thread pool started)
                               |-- fork --> child: env, import dynamo, run script, atexit hooks
