@@ -18,7 +18,7 @@
 namespace dynamo::codegen {
 
 /// Version of the byte format written by writeProgram.
-constexpr unsigned kProgramFormatVersion = 2;  // 2: Python numbers read at call time
+constexpr unsigned kProgramFormatVersion = 3;  // 2: Python numbers read at call time; 3: Buffer::storage
 
 /// Bytes that readProgram cannot read as a Program (truncated, another version, an enum or
 /// index out of range): the message says what and where.
