@@ -176,6 +176,10 @@ ValueRef symShapeOperator(CompileContext& ctx, const std::string& name, const st
     return isSizeValue(args[0]) ? sizeOfItems(std::move(a)) : makeTuple(std::move(a));
   }
   if (name != "eq" && name != "ne") return nullptr;
+  // A namedtuple class may define its own __eq__: only tuples and torch.Size compare here.
+  for (const ValueRef& v : args) {
+    if (v->kind == ValueKind::kTuple && v->obj && !isSymShape(v)) return nullptr;
+  }
   // Item by item, as tuple.__eq__: the first unequal item decides; each symbolic one guarded.
   bool equal = a.size() == b.size();
   for (size_t i = 0; equal && i < a.size(); ++i) {

@@ -4,6 +4,8 @@
 //
 //   frame int `step` (changed since the last compile)      kSymInt: expr = s0, node = placeholder
 //   x.size(0), x.shape[0], b, t = x.shape (dynamic dims)    kSymInt: expr = s0, node = x.size(0)
+//   x.shape, x.size() read whole (dynamic dims)             kTuple of class torch.Size, its items
+//                                                           kSymInts (or constants): x.size(d)
 //   step * 2, step + n, step // 4 ...                       kSymInt: expr = 2*s0 ..., node = operator.mul
 //   x * step, torch.add(x, step)                            graph node taking the int node as argument
 //   step > 10, if step % 10: ...                            constant bool, guard `s0 > 10` with its line
