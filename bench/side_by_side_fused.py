@@ -12,13 +12,17 @@ checked against eager first (fused.py's tolerance, rtol 1e-4, atol 1e-5).
 
 Compile time: every measurement in a new process. The child imports everything, compiles a
 small unrelated function with the same backend (one-time set-up: the compiler's version probe,
-inductor's CPU feature check; inductor's warm-up uses its own cache directory), then times the
+inductor's CPU feature check, the training path's imports; of the case's kind: a training step
+for the training cases, --warm-up inference for the earlier inference-only warm-up; inductor's
+warm-up uses its own cache directory), then times the
 case's first compiled call minus its second (a cache hit), as CPU time of the process and its waited-for
 children (both backends run the C++ compiler as child processes; inductor with
 compile_threads=1 so that its compiles are waited-for children too) and as wall time.
 cold: the backend's cache directory is new and empty ($DYNAMO_KERNEL_CACHE for fused,
 $TORCHINDUCTOR_CACHE_DIR for inductor: kernels, FX graph and AOTAutograd caches); warm: a second
 process with the directory the cold one filled. Ratio inductor / fused (goal: at least 10).
+The children run without $PYTHONDONTWRITEBYTECODE (unless --no-bytecode-cache), so that Python
+modules are compiled once, as in a user's environment, not in every process.
 
 Output: JSON lines (environment, one per case and part), then two tables. Nothing asserted.
 """
@@ -92,26 +96,34 @@ def run_time(name, repeats):
     return row
 
 
-def _warm_up(backend, warm_dir):
+def _warm_up(backend, warm_dir, training):
+    """One small unrelated compile of the same kind as the case (with autograd when the case is a
+    training step, so that both backends' training paths are imported before the timing)."""
     def small(a):
-        return (a * 3).sin() + 1
-    a = torch.randn(64)
+        return ((a * 3).sin() + 1).sum()
+    a = torch.randn(64, requires_grad=training)
+
+    def run(compiled):
+        with torch.set_grad_enabled(training):
+            out = compiled(a)
+            if training:
+                out.backward()
     if backend == "fused":
-        dynamo.optimize("fused")(small)(a)
+        run(dynamo.optimize("fused")(small))
         dynamo.reset()
         return
     own = os.environ["TORCHINDUCTOR_CACHE_DIR"]
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = warm_dir
     try:
-        torch.compile(small, backend="inductor")(a)
+        run(torch.compile(small, backend="inductor"))
     finally:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = own
         torch._dynamo.reset()
 
 
-def compile_one(name, backend, warm_dir):
+def compile_one(name, backend, warm_dir, warm_up="same"):
     """The child of a compile measurement: prints one JSON line."""
-    _warm_up(backend, warm_dir)
+    _warm_up(backend, warm_dir, warm_up == "same" and len(fused.CASES[name]) > 2)
     fn, inputs, compiled = _make(name, backend)
     want = fn(*inputs)
     cpu0, wall0 = process_ms()
@@ -123,15 +135,18 @@ def compile_one(name, backend, warm_dir):
     print(json.dumps({"cpu_ms": (cpu1 - cpu0) - (cpu2 - cpu1), "wall_ms": (wall1 - wall0) - (wall2 - wall1)}))
 
 
-def compile_times(name, threads, workdir, backends=BACKENDS):
+def compile_times(name, threads, workdir, backends=BACKENDS, warm_up="same", bytecode_cache=True):
     row = {"bench": "side_by_side_fused", "part": "compile", "case": name,
            "clock": "process_and_children_cpu"}
     for backend in backends:
         cache = tempfile.mkdtemp(prefix=f"{backend}-{name}-", dir=workdir)
         env = dict(os.environ, DYNAMO_KERNEL_CACHE=cache, TORCHINDUCTOR_CACHE_DIR=cache)
+        if bytecode_cache:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
         for temp in ("cold", "warm"):
             proc = subprocess.run([sys.executable, __file__, "--compile-one", name, backend,
-                                   "--threads", str(threads), "--warm-dir", os.path.join(workdir, "inductor-warm-up")],
+                                   "--threads", str(threads), "--warm-dir", os.path.join(workdir, "inductor-warm-up"),
+                                   "--warm-up", warm_up],
                                   capture_output=True, text=True, env=env)
             if proc.returncode != 0:
                 row[f"{backend}_error"] = _last_error(proc.stderr)
@@ -162,13 +177,19 @@ def main(argv=None):
     p.add_argument("--compile-backends", default=",".join(BACKENDS),
                    help="the backends whose compile time is measured (default fused,inductor; "
                         "fused alone re-measures a change of ours without inductor's minutes)")
+    p.add_argument("--warm-up", choices=("same", "inference"), default="same",
+                   help="the child's one-time set-up compile: of the case's kind (a training step for "
+                        "the training cases; default) or always an inference function (before 2026-11-29)")
+    p.add_argument("--no-bytecode-cache", action="store_true",
+                   help="keep $PYTHONDONTWRITEBYTECODE in the children (by default they cache bytecode, "
+                        "as a user's Python does)")
     p.add_argument("--compile-one", nargs=2, metavar=("CASE", "BACKEND"), help=argparse.SUPPRESS)
     p.add_argument("--warm-dir", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     require_torch_compile()
     torch.set_num_threads(a.threads)
     if a.compile_one:
-        compile_one(*a.compile_one, a.warm_dir)
+        compile_one(*a.compile_one, a.warm_dir, a.warm_up)
         return 0
     cases, repeats = (QUICK_CASES, 3) if a.quick else (a.cases.split(","), a.repeats)
     print(json.dumps(environment(omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
@@ -185,8 +206,8 @@ def main(argv=None):
                                  "error": f"{type(e).__name__}: {e}".splitlines()[0][:300]})
                 print(json.dumps(runs[-1]), flush=True)
             if not a.skip_compile:
-                compiles.append(compile_times(name, a.threads, workdir,
-                                              a.compile_backends.split(",")))
+                compiles.append(compile_times(name, a.threads, workdir, a.compile_backends.split(","),
+                                              a.warm_up, not a.no_bytecode_cache))
                 print(json.dumps(compiles[-1]), flush=True)
     if runs:
         print(f"\nrun time, ms per call (thread CPU, {a.threads} thread, median of {repeats}; min in brackets)")

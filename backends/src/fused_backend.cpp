@@ -401,10 +401,16 @@ class FusedFn final : public core::CompiledGraphFn {
   void runKernel(int k, Frame& f, double* us = nullptr) const {
     for (int b : program_.kernels[k].writes) {
       const codegen::Buffer& buf = program_.buffers[b];
+      // An intermediate written over in place by a kernel output (codegen/inplace.h) lives in
+      // that output's block, made when the intermediate is first written.
+      const int home = buf.storage >= 0 && program_.buffers[buf.storage].kind == BufferKind::kOutput ? buf.storage : b;
       // (made by the first kernel that writes it: the inputs of a cat fill slices of one buffer)
-      if (buf.kind != BufferKind::kOutput || f.tensors[b].defined()) continue;
-      f.tensors[b] = newOutput(buf);
-      f.ptrs[b] = f.tensors[b].data_ptr();
+      if (program_.buffers[home].kind != BufferKind::kOutput) continue;
+      if (!f.tensors[home].defined()) {
+        f.tensors[home] = newOutput(program_.buffers[home]);
+        f.ptrs[home] = f.tensors[home].data_ptr();
+      }
+      f.ptrs[b] = f.ptrs[home];
     }
     std::vector<void*> args;
     for (int b : params_[k]) args.push_back(f.ptrs[b]);

@@ -22,6 +22,7 @@
 #include <numeric>
 #include <set>
 
+#include "dynamo/codegen/inplace.h"
 #include "dynamo/common/error.h"
 #include "lowering_internal.h"
 
@@ -519,9 +520,12 @@ class Fuser {
     k.innerSizes = newSizes;
   }
 
-  // Memory planning: intermediates (written and read by kernels and conv steps only) share one
-  // arena, reused by liveness (first fit by offset, 64-byte aligned).
+  // Memory planning: intermediates (written and read by kernels and conv steps only) share one arena, reused
+  // by liveness (first fit by offset, 64-byte aligned). First the in-place pass (inplace.h): an
+  // intermediate written over in place lives in its chain's last buffer: in that output's pool
+  // block (no arena slot), or in one arena slot with the chain's whole live range.
   static void plan(Program& p) {
+    planInPlace(p);
     std::vector<int> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
     for (size_t s = 0; s < p.steps.size(); ++s) {
       if (!p.steps[s].isKernel && p.steps[s].conv >= 0) {  // a conv step writes and reads planned buffers
@@ -542,16 +546,24 @@ class Fuser {
     struct Live { int64_t offset, size; int end; };
     std::vector<Live> live;
     std::vector<int> order;
+    std::vector<int64_t> need(p.buffers.size(), 1);
     for (size_t b = 0; b < p.buffers.size(); ++b) {
-      if (p.buffers[b].kind == BufferKind::kIntermediate && first[b] >= 0) order.push_back(static_cast<int>(b));
+      if (first[b] < 0) continue;
+      const int root = p.buffers[b].storage >= 0 ? p.buffers[b].storage : static_cast<int>(b);
+      if (p.buffers[root].kind != BufferKind::kIntermediate) continue;  // in an output's block
+      if (root != static_cast<int>(b)) {  // a chain member: its slot is the root's
+        first[root] = std::min(first[root], first[b]);
+        last[root] = std::max(last[root], last[b]);
+      }
+      need[root] = std::max({need[root], p.buffers[b].numel() * dtypeSize(p.buffers[b].dtype), spanBytes(p.buffers[b])});
+      if (root == static_cast<int>(b)) order.push_back(root);
     }
     std::sort(order.begin(), order.end(), [&](int a, int b) { return first[a] < first[b]; });
     int64_t total = 0;
     for (int b : order) {
       live.erase(std::remove_if(live.begin(), live.end(), [&](const Live& l) { return l.end < first[b]; }), live.end());
       std::sort(live.begin(), live.end(), [](const Live& a, const Live& c) { return a.offset < c.offset; });
-      int64_t bytes = std::max<int64_t>(p.buffers[b].numel() * dtypeSize(p.buffers[b].dtype), 1);
-      bytes = (bytes + 63) / 64 * 64;
+      int64_t bytes = (need[b] + 63) / 64 * 64;
       int64_t at = 0;
       for (const Live& l : live) {
         if (at + bytes <= l.offset) break;
@@ -560,6 +572,9 @@ class Fuser {
       p.buffers[b].arenaOffset = at;
       live.push_back({at, bytes, last[b]});
       total = std::max(total, at + bytes);
+    }
+    for (Buffer& b : p.buffers) {
+      if (b.storage >= 0 && p.buffers[b.storage].kind == BufferKind::kIntermediate) b.arenaOffset = p.buffers[b.storage].arenaOffset;
     }
     p.arenaBytes = total;
   }

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "dynamo/common/error.h"
 
@@ -177,6 +178,73 @@ struct FileLock {
   int fd = -1;
 };
 
+// ---- the precompiled prelude ----------------------------------------------------------------
+// Every generated C++ kernel starts with `#include <math.h>`, which in C++17 parses libstdc++'s
+// <cmath> with its special functions: about two thirds of the compiler's CPU for a small kernel
+// (docs/performance.md, "Where a fused compile spends its time"). With GCC the header is
+// precompiled once per cache directory, compiler, flag set and CPU:
+//
+//   <cache dir>/prelude-<key>.h      `#include <math.h>`
+//   <cache dir>/prelude-<key>.h.gch  GCC's precompiled form, found by `-include prelude-<key>.h`
+//
+// and a unit whose first line of code is `#include <math.h>` is compiled with that -include: the
+// same declarations, so the same object code (the kernel's key leaves the prelude out). GCC falls
+// back to the header's text when the .gch does not fit the flags. Other compilers (clang), a
+// failed precompile and DYNAMO_KERNEL_PCH=0 compile without it. The .gch (~15 MB) is not evicted.
+
+constexpr const char* kPrelude = "#include <math.h>\n";
+
+// Whether `source`'s first line that is not blank or a // comment is kPrelude's line.
+bool startsWithPrelude(const std::string& source) {
+  std::istringstream in(source);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line.rfind("//", 0) == 0) continue;
+    return line + "\n" == kPrelude;
+  }
+  return false;
+}
+
+bool pchWanted() {
+  const char* on = std::getenv("DYNAMO_KERNEL_PCH");
+  if (on && std::string(on) == "0") return false;
+  const std::string& v = compilerVersion();
+  return v.find("Free Software Foundation") != std::string::npos && v.find("clang") == std::string::npos;
+}
+
+// The `-include <header>` flag of the precompiled prelude ("" when there is none), built on first
+// use under the prelude key's lock; the result is kept for the process.
+std::string preludeFlag(const std::string& flagText) {
+  static std::mutex mu;
+  static std::optional<std::string> flag;
+  std::lock_guard<std::mutex> g(mu);
+  if (flag) return *flag;
+  flag = std::string();
+  if (!pchWanted()) return *flag;
+  fs::path dir = kernelCacheDir();
+  const std::string key = sha256Hex(std::string(kPrelude) + "\n--\n" + compilerVersion() + "\n--\n" + flagText +
+                                    "\n--\n" + cpuFeatures());
+  fs::path header = dir / ("prelude-" + key + ".h");
+  fs::path gch = dir / ("prelude-" + key + ".h.gch");
+  FileLock lock(dir / ("prelude-" + key + ".lock"));
+  std::error_code ec;
+  if (!fs::exists(header, ec)) {
+    std::ofstream f(header);
+    f << kPrelude;
+  }
+  if (!fs::exists(gch, ec)) {
+    fs::path tmp = dir / ("prelude-" + key + "." + std::to_string(::getpid()) + ".gch.tmp");
+    auto [status, output] =
+        run(quote(compilerPath()) + " " + flagText + "-x c++-header " + quote(header.string()) + " -o " + quote(tmp.string()));
+    if (status != 0 || (fs::rename(tmp, gch, ec), ec)) {
+      fs::remove(tmp, ec);
+      return *flag;  // compile without it
+    }
+  }
+  if (fs::exists(header, ec)) flag = "-include " + quote(header.string()) + " ";
+  return *flag;
+}
+
 // One translation unit: `job.source` defining every symbol in `symbols` (one kernel, or several
 // combined by combineSources). Every kernel of the unit gets the unit's key, hit and time.
 std::vector<LoadedKernel> compileUnit(const CompileJob& job, const std::vector<std::string>& symbols) {
@@ -223,8 +291,15 @@ std::vector<LoadedKernel> compileUnit(const CompileJob& job, const std::vector<s
         f << job.source;
       }
       auto start = std::chrono::steady_clock::now();
-      std::string cmd = quote(compilerPath()) + " " + flagText + quote(src.string()) + " -o " + quote(tmp.string());
+      const std::string prelude =
+          job.extraFlags.empty() && startsWithPrelude(job.source) ? preludeFlag(flagText) : std::string();
+      const std::string files = quote(src.string()) + " -o " + quote(tmp.string());
+      std::string cmd = quote(compilerPath()) + " " + flagText + prelude + files;
       auto [status, output] = run(cmd);
+      if (status != 0 && !prelude.empty()) {  // a damaged .gch is an error to GCC: compile without it
+        cmd = quote(compilerPath()) + " " + flagText + files;
+        std::tie(status, output) = run(cmd);
+      }
       out.compileMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       fs::remove(src, ec);
       if (status != 0) {

@@ -279,6 +279,7 @@ std::string printProgram(const Program& p) {
     o << "b" << b.id << ": " << bufferKindName(b.kind) << " " << dtypeName(b.dtype) << list(b.shape)
       << " strides " << list(b.strides) << " (" << b.node << ")";
     if (b.arenaOffset >= 0) o << " arena+" << b.arenaOffset;
+    if (b.storage >= 0) o << " in b" << b.storage;
     o << "\n";
   }
   for (const Step& s : p.steps) {

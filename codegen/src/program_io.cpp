@@ -265,6 +265,7 @@ std::string writeProgram(const Program& p) {
     w.ints(b.strides);
     w.num(static_cast<int>(b.kind));
     w.i64(b.arenaOffset);
+    w.num(b.storage);
   });
   w.vec(p.kernels, [&](const Kernel& k) { writeKernel(w, k); });
   w.vec(p.steps, [&](const Step& s) {
@@ -326,6 +327,7 @@ Program readProgram(const std::string& bytes) {
     b.strides = r.ints();
     b.kind = r.enumOf(BufferKind::kIntermediate, "buffer kind");
     b.arenaOffset = r.i64();
+    b.storage = r.num();
     return b;
   });
   p.kernels = r.vec<Kernel>([&] { return readKernel(r); });
@@ -389,6 +391,7 @@ Program readProgram(const std::string& bytes) {
   for (int i = 0; i < n; ++i) {
     if (p.buffers[i].id != i) r.fail("a buffer whose id is not its index");
     if (p.buffers[i].strides.size() != p.buffers[i].shape.size()) r.fail("a buffer with strides of another rank");
+    buffer(p.buffers[i].storage, true);
   }
   for (const Kernel& k : p.kernels) {
     for (int b : k.reads) buffer(b, false);

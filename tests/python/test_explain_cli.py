@@ -304,8 +304,8 @@ def test_dynamic_shapes_text_and_json():
     assert text.returncode == 0, text.stderr
     assert ("     dynamic: n as s0 in [2, inf] (automatic dynamic: the value changed (5 -> 6)), x.size()[0] as s1 "
             "in [2, inf] (automatic dynamic: the size changed (4 -> 6)); 1 shape guard\n") in text.stdout
-    assert (f"     specialised: x.size()[0] specialised to 6: x.shape read as Python ints at "
-            f"explain_dynamic.py:{line_of('explain_dynamic.py', 'x.view(tuple(x.shape)')}\n") in text.stdout
+    assert (f"     specialised: x.size()[0] specialised to 6: used as a Python value at "
+            f"explain_dynamic.py:{line_of('explain_dynamic.py', 'x.view(math.prod(x.shape')}\n") in text.stdout
     doc = json.loads(run(TOOL, "--json", "explain_dynamic.py").stdout)
     fns = {f["name"]: f for f in doc["runs"][0]["functions"]}
     assert fns["f"]["dynamic_shapes"] == {

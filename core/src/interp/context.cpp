@@ -243,7 +243,10 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
       if (obj == Py_None || PyBool_Check(obj) || PyLong_CheckExact(obj) ||
           PyFloat_CheckExact(obj) || PyUnicode_CheckExact(obj)) {
         guard(source, makeEqualsMatch(obj));
-      } else if (PyTuple_CheckExact(obj)) {
+      } else if (PyTuple_CheckExact(obj) || Py_TYPE(obj) == (PyTypeObject*)torchApi().sizeType) {
+        // A tuple or a torch.Size (x.shape handed to a resume function, a size argument): by type,
+        // length and items, not identity (every x.shape is a new object), its ints symbolic
+        // where the policy makes them so.
         guard(source, makeTypeMatch(obj));
         guard(source, makeLengthCheck(PyTuple_GET_SIZE(obj)));
         std::vector<ValueRef> items;
@@ -257,6 +260,7 @@ ValueRef CompileContext::wrap(PyObject* obj, const Source& source, bool guarded)
         // be folded into a constant tuple.
         if (symbolic) {
           ValueRef t = makeTuple(std::move(items));
+          if (!PyTuple_CheckExact(obj)) t->obj = PyObjectRef::borrow((PyObject*)Py_TYPE(obj));
           t->source = source;
           return t;
         }

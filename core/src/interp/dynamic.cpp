@@ -603,6 +603,30 @@ const ValueRef* sizesGivenBy(const std::string& method, const std::string& what,
   return &a;
 }
 
+// Sets the symbolic sizes of the result's tensor Values `outs` (in leaf order) from
+// `sizeOf(j, d, e)`, which gives size d of tensor leaf j of `base` (false: no expression for
+// it). A tensor whose sizes are all constants keeps none. False, with nothing set, when a size
+// has no expression or the tensor leaves are not the outputs.
+template <typename SizeOf>
+bool setLeafSizes(const std::vector<Leaf>& base, const std::vector<ValueRef>& outs, SizeOf sizeOf) {
+  std::vector<std::vector<sym::Expr>> exprs;
+  for (size_t j = 0; j < base.size(); ++j) {
+    if (!base[j].tensor) continue;
+    std::vector<sym::Expr> sizes;
+    bool symbolic = false;
+    for (size_t d = 0; d < base[j].sizes.size(); ++d) {
+      sym::Expr e;
+      if (!sizeOf(j, d, e)) return false;
+      symbolic = symbolic || !e.isConstant();
+      sizes.push_back(std::move(e));
+    }
+    exprs.push_back(symbolic ? std::move(sizes) : std::vector<sym::Expr>{});
+  }
+  if (exprs.size() != outs.size()) return false;
+  for (size_t i = 0; i < outs.size(); ++i) outs[i]->as<TensorData>().symSizes = std::move(exprs[i]);
+  return true;
+}
+
 // Result sizes that are, at every probe point, one of the arguments' size expressions or symbolic
 // ints (a reduction or a pointwise op on a tensor padded to a multiple of 8 keeps its
 // floor-division size; a linear form cannot be fitted to it). Tried only when an argument has a
@@ -654,39 +678,29 @@ bool sizesByMatching(CompileContext& ctx, PyObject* fn, const std::string& metho
     results.push_back(std::move(got));
   }
   if (points.size() < 3) return false;
-  std::vector<std::vector<sym::Expr>> exprs;
-  for (size_t j = 0; j < base.size(); ++j) {
-    if (!base[j].tensor) continue;
-    std::vector<sym::Expr> sizes;
-    bool symbolic = false;
-    for (size_t d = 0; d < base[j].sizes.size(); ++d) {
-      bool constant = true;
-      for (const auto& r : results) constant = constant && r[j].sizes[d] == base[j].sizes[d];
-      if (constant) {
-        sizes.emplace_back(base[j].sizes[d]);
-        continue;
-      }
-      auto fits = [&](const sym::Expr& c) {
-        try {
-          if (env.evalHint(c) != base[j].sizes[d]) return false;
-          for (size_t p = 0; p < points.size(); ++p) {
-            if (c.eval(points[p]) != results[p][j].sizes[d]) return false;
-          }
-          return true;
-        } catch (const sym::SymbolicError&) {
-          return false;
-        }
-      };
-      auto c = std::find_if(candidates.begin(), candidates.end(), fits);
-      if (c == candidates.end()) return false;
-      sizes.push_back(*c);
-      symbolic = true;
+  return setLeafSizes(base, outs, [&](size_t j, size_t d, sym::Expr& out) {
+    bool constant = true;
+    for (const auto& r : results) constant = constant && r[j].sizes[d] == base[j].sizes[d];
+    if (constant) {
+      out = sym::Expr(base[j].sizes[d]);
+      return true;
     }
-    exprs.push_back(symbolic ? sizes : std::vector<sym::Expr>{});
-  }
-  if (exprs.size() != outs.size()) return false;
-  for (size_t i = 0; i < outs.size(); ++i) outs[i]->as<TensorData>().symSizes = exprs[i];
-  return true;
+    auto fits = [&](const sym::Expr& c) {
+      try {
+        if (env.evalHint(c) != base[j].sizes[d]) return false;
+        for (size_t p = 0; p < points.size(); ++p) {
+          if (c.eval(points[p]) != results[p][j].sizes[d]) return false;
+        }
+        return true;
+      } catch (const sym::SymbolicError&) {
+        return false;
+      }
+    };
+    auto c = std::find_if(candidates.begin(), candidates.end(), fits);
+    if (c == candidates.end()) return false;
+    out = *c;
+    return true;
+  });
 }
 
 }  // namespace
@@ -778,32 +792,14 @@ void inferResultSizes(CompileContext& ctx, PyObject* fn, const std::string& meth
   }
   if (failure.empty()) {
     // Map leaves to the result's tensor Values (same order).
-    size_t t = 0;
-    std::vector<std::vector<sym::Expr>> exprs;
-    for (size_t j = 0; j < base.size(); ++j) {
-      if (!base[j].tensor) continue;
-      std::vector<sym::Expr> sizes;
-      bool symbolic = false;
-      for (size_t d = 0; d < base[j].sizes.size(); ++d) {
-        sym::Expr e(base[j].sizes[d]);
-        for (size_t k = 0; k < ids.size(); ++k) {
-          int64_t c = coef[k][j][d];
-          if (c != 0) {
-            e = e + sym::Expr(c) * (sym::Expr::symbol(ids[k]) - sym::Expr(env.hint(ids[k])));
-            symbolic = true;
-          }
-        }
-        sizes.push_back(e);
+    bool set = setLeafSizes(base, outs, [&](size_t j, size_t d, sym::Expr& e) {
+      e = sym::Expr(base[j].sizes[d]);
+      for (size_t k = 0; k < ids.size(); ++k) {
+        if (int64_t c = coef[k][j][d]) e = e + sym::Expr(c) * (sym::Expr::symbol(ids[k]) - sym::Expr(env.hint(ids[k])));
       }
-      exprs.push_back(symbolic ? sizes : std::vector<sym::Expr>{});
-      ++t;
-    }
-    if (exprs.size() == outs.size()) {
-      for (size_t i = 0; i < outs.size(); ++i) {
-        outs[i]->as<TensorData>().symSizes = exprs[i];
-      }
-      return;
-    }
+      return true;
+    });
+    if (set) return;
     failure = what + "() has results the trace cannot match to its outputs";
   }
   specializeSymbols(ctx, ids, failure);

@@ -140,13 +140,20 @@ bool padSizes(const std::vector<ValueRef>& args, const std::vector<std::pair<std
   return true;
 }
 
-// view / reshape to sizes given as ints (varargs or one tuple), at most one -1. With a -1, only
-// for a tensor whose sizes are not linear forms (padded to a multiple of 8): a linear -1 is
+// view / reshape to sizes given as ints (varargs or one tuple), at most one -1. With a -1: the
+// product of the input's sizes not given, when each given size is one of the input's; otherwise
+// only for a tensor whose sizes are not linear forms (padded to a multiple of 8): a linear -1 is
 // found by probing, without a floor division in its expression.
 bool viewSizes(CompileContext& ctx, const std::vector<ValueRef>& args, std::vector<sym::Expr>& out) {
   if (args.size() < 2 || !args[0]->isTensor()) return false;
   std::vector<ValueRef> dims(args.begin() + 1, args.end());
-  if (dims.size() == 1 && (dims[0]->kind == ValueKind::kTuple || dims[0]->kind == ValueKind::kList)) dims = dims[0]->items;
+  if (dims.size() == 1 && (dims[0]->kind == ValueKind::kTuple || dims[0]->kind == ValueKind::kList)) {
+    dims = dims[0]->items;
+  } else if (dims.size() == 1 && dims[0]->isConst() && PyTuple_Check(dims[0]->py())) {  // a torch.Size constant
+    PyObject* t = dims[0]->py();  // borrowed
+    dims.clear();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) dims.push_back(makeConst(PyTuple_GET_ITEM(t, i)));
+  }
   std::vector<sym::Expr> in = sizeExprs(args[0]);
   sym::Expr numel(1), known(1);
   for (const sym::Expr& e : in) numel = numel * e;
@@ -163,19 +170,35 @@ bool viewSizes(CompileContext& ctx, const std::vector<ValueRef>& args, std::vect
     out.push_back(e);
   }
   if (infer < 0) return true;
+  // The given sizes each one of the input's (x.view(b, -1), x.reshape(*x.shape[:2], -1)): the
+  // -1 is the product of the others, exactly (b*t*c / b is t*c, a product a linear fit misses).
+  std::vector<sym::Expr> rest = in;
+  bool cancels = true;
+  for (size_t k = 0; k < out.size() && cancels; ++k) {
+    if (static_cast<int>(k) == infer) continue;
+    auto it = std::find(rest.begin(), rest.end(), out[k]);
+    cancels = it != rest.end();
+    if (cancels) rest.erase(it);
+  }
+  if (cancels) {
+    sym::Expr product(1);
+    for (const sym::Expr& e : rest) product = product * e;
+    out[static_cast<size_t>(infer)] = product;
+    return true;
+  }
   if (std::none_of(in.begin(), in.end(), isNonAffine)) return false;
   if (!holds(ctx, known, sym::RelOp::kNe, 0, "view size")) return false;
   out[static_cast<size_t>(infer)] = sym::floorDiv(numel, known, &ctx.shapes);
   return true;
 }
 
-// The dimension argument `k` (or keyword `dim`) of a call on `self`, normalised; -1 when absent
-// or not a constant.
+// The dimension argument `k` (or keyword `keyword`) of a call, normalised against `rank`;
+// `fallback` when absent; -1 when not a constant or out of range.
 int dimArg(const std::vector<ValueRef>& args, const std::vector<std::pair<std::string, ValueRef>>& kwargs, size_t k,
-           int64_t rank, int64_t fallback) {
+           int64_t rank, int64_t fallback, const char* keyword = "dim") {
   ValueRef v = args.size() > k ? args[k] : nullptr;
   for (const auto& [name, value] : kwargs) {
-    if (name == "dim") v = value;
+    if (name == keyword) v = value;
   }
   int64_t d = fallback;
   if (v) {
@@ -244,18 +267,8 @@ bool flattenSizes(const std::vector<ValueRef>& args, const std::vector<std::pair
   if (args.empty() || !args[0]->isTensor()) return false;
   std::vector<sym::Expr> in = sizeExprs(args[0]);
   if (in.empty()) return false;
-  auto dim = [&](size_t k, const char* name, int64_t fallback) {
-    ValueRef v = args.size() > k ? args[k] : nullptr;
-    for (const auto& [n, value] : kwargs) {
-      if (n == name) v = value;
-    }
-    int64_t d = fallback;
-    if (v && (!v->isConst() || !PyLong_CheckExact(v->py()))) return int64_t{-1};
-    if (v) d = PyLong_AsLongLong(v->py());
-    if (d < 0) d += static_cast<int64_t>(in.size());
-    return d >= 0 && d < static_cast<int64_t>(in.size()) ? d : int64_t{-1};
-  };
-  int64_t start = dim(1, "start_dim", 0), end = dim(2, "end_dim", -1);
+  const int64_t rank = static_cast<int64_t>(in.size());
+  int64_t start = dimArg(args, kwargs, 1, rank, 0, "start_dim"), end = dimArg(args, kwargs, 2, rank, -1, "end_dim");
   if (start < 0 || end < start) return false;
   out.assign(in.begin(), in.begin() + start);
   sym::Expr merged(1);

@@ -113,6 +113,105 @@ ValueRef symbolicNumel(CompileContext& ctx, const ValueRef& tensor) {
   return makeSymInt(ctx, n, node);
 }
 
+// ---- torch.Size values with symbolic items ---------------------------------------------------
+
+namespace {
+
+// The items of a tuple value: a kTuple's, or a constant tuple's (a torch.Size constant too) as
+// constants. False for anything else.
+bool tupleItems(const ValueRef& v, std::vector<ValueRef>& out) {
+  if (v->kind == ValueKind::kTuple) {
+    out = v->items;
+    return true;
+  }
+  if (!v->isConst() || !PyTuple_Check(v->py())) return false;
+  out.clear();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v->py()); ++i) out.push_back(makeConst(PyTuple_GET_ITEM(v->py(), i)));
+  return true;
+}
+
+bool isSizeValue(const ValueRef& v) {
+  return isSymShape(v) || (v->isConst() && Py_TYPE(v->py()) == (PyTypeObject*)torchApi().sizeType);
+}
+
+bool isIntItem(const ValueRef& v) { return v->isSymInt() || (v->isConst() && PyLong_CheckExact(v->py())); }
+
+ValueRef sizeOfItems(std::vector<ValueRef> items) {
+  ValueRef t = makeTuple(std::move(items));
+  t->obj = PyObjectRef::borrow(torchApi().sizeType);
+  return t;
+}
+
+}  // namespace
+
+ValueRef symbolicShape(CompileContext& ctx, const ValueRef& tensor) {
+  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->as<TensorData>().symSizes.empty()) return nullptr;
+  std::vector<ValueRef> items;
+  for (size_t d = 0; d < tensor->as<TensorData>().symSizes.size(); ++d) {
+    ValueRef s = symbolicSize(ctx, tensor, static_cast<int64_t>(d));
+    if (!s) return nullptr;
+    items.push_back(std::move(s));
+  }
+  return anySymInt(items) ? sizeOfItems(std::move(items)) : nullptr;
+}
+
+bool isSymShape(const ValueRef& v) {
+  return v && v->kind == ValueKind::kTuple && v->obj && v->obj.get() == torchApi().sizeType;
+}
+
+ValueRef makeSymShape(CompileContext&, const ValueRef& seq) {
+  std::vector<ValueRef> items;
+  if (seq->kind == ValueKind::kList) items = seq->items;
+  else if (!tupleItems(seq, items)) return nullptr;
+  if (!anySymInt(items) || !std::all_of(items.begin(), items.end(), isIntItem)) return nullptr;
+  return sizeOfItems(std::move(items));
+}
+
+ValueRef symShapeOperator(CompileContext& ctx, const std::string& name, const std::vector<ValueRef>& args) {
+  std::vector<ValueRef> a, b;
+  if (args.size() != 2 || !tupleItems(args[0], a) || !tupleItems(args[1], b)) return nullptr;
+  if (!anySymInt(a) && !anySymInt(b)) return nullptr;
+  if (name == "add") {  // torch.Size + tuple is a torch.Size, tuple + torch.Size a tuple
+    a.insert(a.end(), b.begin(), b.end());
+    return isSizeValue(args[0]) ? sizeOfItems(std::move(a)) : makeTuple(std::move(a));
+  }
+  if (name != "eq" && name != "ne") return nullptr;
+  // A namedtuple class may define its own __eq__: only tuples and torch.Size compare here.
+  for (const ValueRef& v : args) {
+    if (v->kind == ValueKind::kTuple && v->obj && !isSymShape(v)) return nullptr;
+  }
+  // Item by item, as tuple.__eq__: the first unequal item decides; each symbolic one guarded.
+  bool equal = a.size() == b.size();
+  for (size_t i = 0; equal && i < a.size(); ++i) {
+    if (a[i]->isSymInt() || b[i]->isSymInt()) {
+      ValueRef r = symIntOperator(ctx, "eq", {a[i], b[i]});
+      if (!r || !r->isConst()) return nullptr;
+      equal = r->py() == Py_True;
+    } else {
+      if (!a[i]->isConst() || !b[i]->isConst()) return nullptr;
+      int r = PyObject_RichCompareBool(a[i]->py(), b[i]->py(), Py_EQ);
+      if (r < 0) throw PythonError{};
+      equal = r == 1;
+    }
+  }
+  return makeConst(equal == (name == "eq") ? Py_True : Py_False);
+}
+
+ValueRef symShapeNumel(CompileContext& ctx, const ValueRef& shape) {
+  if (!isSymShape(shape)) return nullptr;
+  PyObjectRef one = PyObjectRef::steal(checkPy(PyLong_FromLong(1)));
+  ValueRef n = makeConst(one.get());
+  for (const ValueRef& item : shape->items) {
+    if (n->isConst() && item->isConst()) {
+      n = makeConst(PyObjectRef::steal(checkPy(PyNumber_Multiply(n->py(), item->py()))).get());
+    } else {
+      n = symIntOperator(ctx, "mul", {n, item});
+      if (!n) return nullptr;
+    }
+  }
+  return n;
+}
+
 bool symIntExpr(const ValueRef& v, sym::Expr& out) { return exprOf(v, out); }
 
 bool anySymInt(const std::vector<ValueRef>& args) {

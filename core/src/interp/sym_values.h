@@ -4,6 +4,8 @@
 //
 //   frame int `step` (changed since the last compile)      kSymInt: expr = s0, node = placeholder
 //   x.size(0), x.shape[0], b, t = x.shape (dynamic dims)    kSymInt: expr = s0, node = x.size(0)
+//   x.shape, x.size() read whole (dynamic dims)             kTuple of class torch.Size, its items
+//                                                           kSymInts (or constants): x.size(d)
 //   step * 2, step + n, step // 4 ...                       kSymInt: expr = 2*s0 ..., node = operator.mul
 //   x * step, torch.add(x, step)                            graph node taking the int node as argument
 //   step > 10, if step % 10: ...                            constant bool, guard `s0 > 10` with its line
@@ -48,6 +50,26 @@ ValueRef wrapSymIntInput(CompileContext& ctx, PyObject* obj, const Source& sourc
 /// int when it does not; null when symbolic ints are off or `dim` is out of range (the caller
 /// then reads the sizes as before: specialised).
 ValueRef symbolicSize(CompileContext& ctx, const ValueRef& tensor, int64_t dim);
+
+/// `x.shape` / `x.size()` of the tensor value `tensor` read as a whole, as a torch.Size whose
+/// items are symbolic where the dimension is dynamic: a kTuple whose obj is torch.Size, each item
+/// from symbolicSize. Null when symbolic ints are off or no size depends on a free symbol (the
+/// caller then reads the example's torch.Size: a constant). Its sizes become Python ints
+/// (specialised, with the line) only where the value is needed as a Python object: hashed, formatted,
+/// given to a Python function evaluated while tracing (concrete()).
+ValueRef symbolicShape(CompileContext& ctx, const ValueRef& tensor);
+
+/// A kTuple standing for a torch.Size (symbolicShape, torch.Size(...) of symbolic ints, a slice
+/// or a sum of one).
+bool isSymShape(const ValueRef& v);
+
+/// Operations on torch.Size values and tuples of symbolic ints that keep them symbolic:
+/// `a + b` (concatenation; a torch.Size on the left stays one), `a == b` / `a != b` (item by item,
+/// each symbolic comparison guarded), `s.numel()` (the product), `torch.Size(seq)`. Null when
+/// the operation does not apply (the caller then folds it: specialised).
+ValueRef symShapeOperator(CompileContext& ctx, const std::string& name, const std::vector<ValueRef>& args);
+ValueRef symShapeNumel(CompileContext& ctx, const ValueRef& shape);
+ValueRef makeSymShape(CompileContext& ctx, const ValueRef& seq);
 
 /// `x.numel()` / `x.nelement()` of the tensor value `tensor` as a kSymInt (the product of its
 /// symbolic sizes) whose run-time value is an `x.numel()` node; a constant when no free symbol is

@@ -23,6 +23,7 @@ TorchApi load() {
   api.moduleDictType = importAttr("torch.nn", "ModuleDict");
   api.dtypeType = importAttr("torch", "dtype");
   api.deviceType = importAttr("torch", "device");
+  api.sizeType = importAttr("torch", "Size");
   api.emptyStrided = importAttr("torch", "empty_strided");
   api.noGrad = importAttr("torch", "no_grad");
   api.enableGrad = importAttr("torch", "enable_grad");

@@ -22,6 +22,7 @@ struct TorchApi {
   PyObject* moduleDictType;   ///< torch.nn.ModuleDict
   PyObject* dtypeType;        ///< torch.dtype
   PyObject* deviceType;       ///< torch.device
+  PyObject* sizeType;         ///< torch.Size
   PyObject* emptyStrided;     ///< torch.empty_strided
   PyObject* noGrad;           ///< torch.no_grad (class)
   PyObject* enableGrad;       ///< torch.enable_grad (class)

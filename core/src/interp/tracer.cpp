@@ -104,26 +104,7 @@ void Tracer::initRootLocals() {
   ctx_.userStack.pop_back();
 }
 
-bool isLazySize(const ValueRef& v) { return v && v->kind == ValueKind::kLazy && v->self; }
-
-ValueRef makeLazySize(CompileContext& ctx, const ValueRef& tensor) {
-  if (!ctx.options.dynamic || !ctx.options.symbolicInts || !tensor->isTensor() || tensor->as<TensorData>().symSizes.empty())
-    return nullptr;
-  PyObjectRef size = PyObjectRef::steal(checkPy(PyObject_GetAttrString(tensor->obj.get(), "shape")));
-  auto v = std::make_shared<Value>();
-  v->kind = ValueKind::kLazy;
-  v->obj = size;
-  v->self = tensor;
-  v->name = "size()";
-  return v;
-}
-
 const ValueRef& Tracer::realize(ValueRef& v) {
-  if (isLazySize(v)) {  // a torch.Size used as a whole: its sizes become Python ints
-    specializeSizes(ctx_, v->self, "x.size() read as Python ints");
-    v = makeConst(v->obj.get());
-    return v;
-  }
   if (v && v->kind == ValueKind::kLazy) {
     auto it = realized_.find(v.get());
     if (it == realized_.end()) {
@@ -905,14 +886,6 @@ bool Tracer::stepOperators(const bc::Instruction& ins) {
       return true;
     case BINARY_SUBSCR: {
       ValueRef index = pop();
-      if (isLazySize(stack_.back()) && index->isConst() && PyLong_CheckExact(index->py())) {
-        if (ValueRef s = symbolicSize(ctx_, stack_.back()->self, PyLong_AsLongLong(index->py()))) {
-          popRaw();
-          push(s);
-          return true;
-        }
-        PyErr_Clear();
-      }
       ValueRef obj = pop();
       push(getItem(ctx_, obj, index));
       return true;
@@ -1291,19 +1264,6 @@ bool Tracer::stepControl(const bc::Instruction& ins) {
 // ---- handlers with more logic -----------------------------------------------------------------
 
 void Tracer::doCall(int nargs) {
-  // len(x.size()) of a lazy size: the number of dimensions, which the tensor's guard fixes.
-  if (nargs == 1 && !kwNames_ && stack_.size() >= 3 && isLazySize(stack_.back()) && stack_[stack_.size() - 3]->isNull()) {
-    const ValueRef& fn = stack_[stack_.size() - 2];
-    if ((fn->kind == ValueKind::kObject || fn->isConst()) && fn->obj &&
-        fn->py() == PyDict_GetItemString(PyModule_GetDict(torchApi().builtinsModule), "len")) {
-      PyObjectRef n = PyObjectRef::steal(checkPy(PyLong_FromSsize_t(static_cast<Py_ssize_t>(stack_.back()->self->as<TensorData>().symSizes.size()))));
-      popRaw();
-      popRaw();
-      popRaw();
-      push(makeConst(n.get()));
-      return;
-    }
-  }
   std::vector<ValueRef> args = popN(nargs);
   ValueRef fn = pop();
   ValueRef selfOrNull = pop();
@@ -1432,20 +1392,6 @@ void Tracer::doMakeFunction(int flags) {
 }
 
 void Tracer::doUnpack(int count) {
-  if (isLazySize(stack_.back()) && count == static_cast<int>(stack_.back()->self->as<TensorData>().symSizes.size())) {
-    std::vector<ValueRef> sizes;
-    for (int d = 0; d < count; ++d) {
-      ValueRef s = symbolicSize(ctx_, stack_.back()->self, d);
-      if (!s) break;
-      sizes.push_back(s);
-    }
-    if (static_cast<int>(sizes.size()) == count) {
-      popRaw();
-      for (int d = count; d-- > 0;) push(sizes[d]);  // the first item on top
-      return;
-    }
-    PyErr_Clear();
-  }
   ValueRef v = pop();
   std::vector<ValueRef> items;
   if (v->isTensor()) {

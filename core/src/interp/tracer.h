@@ -222,12 +222,6 @@ struct RootBreak {
   bool needsRestart = false;       ///< the graph holds nodes of a partial inline
 };
 
-/// `x.size()` in inlined code on a tensor with dynamic sizes: a kLazy torch.Size (value.h) that
-/// len(), constant indexing and unpacking read symbolically; null where sizes are static.
-ValueRef makeLazySize(CompileContext& ctx, const ValueRef& tensor);
-/// True for a Value made by makeLazySize and not used as a whole yet.
-bool isLazySize(const ValueRef& v);
-
 /// Interprets one code object.
 class Tracer {
  public:

@@ -10,6 +10,7 @@
 #include "torch_api.h"
 #include "tracer.h"
 #include "call_constructs.h"
+#include "sym_values.h"
 
 namespace dynamo::core::interp {
 
@@ -56,6 +57,7 @@ ValueRef tensorAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
   CompileContext& ctx = tr.ctx();
   PyObject* ex = v->obj.get();  // borrowed: the meta example
   if (name == "shape") {  // a torch.Size, as in eager (isinstance, .numel(), returned as is)
+    if (ValueRef s = symbolicShape(ctx, v)) return s;  // its dynamic sizes symbolic ints
     specializeSizes(ctx, v, "x.shape read as Python ints");
     PyObjectRef shape = PyObjectRef::steal(checkPy(PyObject_GetAttrString(ex, "shape")));
     return makeConst(shape.get());
@@ -332,7 +334,10 @@ ValueRef getItem(CompileContext& ctx, const ValueRef& v, const ValueRef& index) 
       if (PySlice_GetIndicesEx(key.get(), n, &start, &stop, &step, &len) < 0) throw PythonError{};
       std::vector<ValueRef> items;
       for (Py_ssize_t k = 0, i = start; k < len; ++k, i += step) items.push_back(v->items[i]);
-      return v->kind == ValueKind::kTuple ? makeTuple(std::move(items)) : makeList(std::move(items));
+      if (v->kind == ValueKind::kList) return makeList(std::move(items));
+      ValueRef t = makeTuple(std::move(items));
+      if (isSymShape(v)) t->obj = v->obj;  // a slice of a torch.Size is one
+      return t;
     }
   }
   if (v->kind == ValueKind::kDict && key) {

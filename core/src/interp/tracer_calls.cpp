@@ -490,6 +490,8 @@ ValueRef containerCall(Tracer& tr, const ValueRef& self, const std::string& name
       return d;
     }
   }
+  if (name == "numel" && args.empty() && kwargs.empty())
+    if (ValueRef n = symShapeNumel(ctx, self)) return n;  // torch.Size.numel(): the product
   if (self->kind == ValueKind::kTuple && (name == "index" || name == "count")) {
     PyObjectRef c = concrete(self);
     if (c) {
@@ -815,6 +817,8 @@ ValueRef callClass(Tracer& tr, PyObject* fn, const std::string& mod, std::vector
   PyErr_Clear();
   if (ValueRef r = callBuiltin(tr, fn, args, kwargs)) return r;
   if (fn == api.deviceType || fn == api.dtypeType) return foldOrBreak(ctx, fn, args, kwargs);
+  if (fn == api.sizeType && args.size() == 1 && kwargs.empty())
+    if (ValueRef s = makeSymShape(ctx, args[0])) return s;  // torch.Size([b, -1]) of symbolic ints
   if (mod.rfind("torch", 0) == 0) {
     if (anyTensor(args, kwargs)) unsupportedCall(ctx, fn, "constructing a torch object from tensors");
     // Only value objects (torch.device, torch.Size ...) may be made now and used as constants;
@@ -944,6 +948,8 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
       if (name == "getitem") return getItem(ctx, args[0], args[1]);
       return ctx.recordCall(fn, "", args, kwargs);
     }
+    if (kwargs.empty())
+      if (ValueRef r = symShapeOperator(ctx, name, args)) return r;  // torch.Size + tuple, shape == shape
     if (name == "add" && args.size() == 2 && args[0]->kind == args[1]->kind &&
         (args[0]->kind == ValueKind::kTuple || args[0]->kind == ValueKind::kList) &&
         !(concrete(args[0]) && concrete(args[1]))) {
@@ -1004,8 +1010,8 @@ ValueRef callValue(Tracer& tr, const ValueRef& fn, std::vector<ValueRef> args, K
         ctx.breakHere(BreakKind::kTensorToPython, "Tensor." + name + "() needs the tensor's data");
       if (nameIn(name, kDynamicShape, std::size(kDynamicShape)))
         ctx.breakHere(BreakKind::kDynamicShape, "Tensor." + name + "() has a data-dependent output shape");
-      if (name == "size" && args.empty() && kwargs.empty() && tr.depth() > 0)
-        if (ValueRef s = makeLazySize(ctx, fn->self)) return s;
+      if (name == "size" && args.empty() && kwargs.empty())
+        if (ValueRef s = symbolicShape(ctx, fn->self)) return s;
       if (name == "size" && args.size() == 1 && kwargs.empty() && args[0]->isConst() && PyLong_CheckExact(args[0]->py())) {
         if (ValueRef s = symbolicSize(ctx, fn->self, PyLong_AsLongLong(args[0]->py()))) return s;
         PyErr_Clear();

@@ -10,7 +10,8 @@
 //   kTensor     a tensor, graph node + meta example     obj (meta example), source,
 //                                                         as<TensorData>(): node, device, exact
 //                                                         type, symbolic sizes, constant value
-//   kTuple      tuple (also namedtuple: obj = class)     items, obj (namedtuple class or null)
+//   kTuple      tuple (also namedtuple, torch.Size:      items, obj (the class, or null)
+//               obj = class)
 //   kList       list                                     items, source (when from the frame)
 //   kDict       dict with constant keys                  keys, items, source
 //   kSlice      slice(start, stop, step)                 items
@@ -43,9 +44,8 @@
 // kLazy exists only in the root Tracer's locals and stack: the object is wrapped (and guarded)
 // when an instruction first consumes it, so values that only pass through the frame (arguments
 // never read, a resume function's stack values handed straight to the breaking call) add no
-// guards and cause no recompiles. In inlined code a kLazy with `self` set (no source) is
-// `x.size()` of a tensor with dynamic sizes (obj: the example torch.Size): len(), a constant
-// index and unpacking read it symbolically; any other use specialises x's sizes (Tracer::realize).
+// guards and cause no recompiles. `x.shape` / `x.size()` of a tensor with dynamic sizes is a
+// kTuple whose obj is torch.Size and whose items are symbolic ints (sym_values.h symbolicShape).
 #pragma once
 
 #include <Python.h>

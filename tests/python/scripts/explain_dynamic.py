@@ -1,6 +1,9 @@
 # dynamo-explain end-to-end input (tests/python/test_explain_cli.py): dynamic shapes. The batch
 # size changes (dynamic from the second call), an int argument changes (a symbolic int with a
-# guard on `n > 4`), and `scaled` reads its input's size as a Python int (specialised).
+# guard on `n > 4`), and `scaled` hands its input's size to math.prod, which needs a Python int
+# (specialised).
+import math
+
 import torch
 
 import dynamo
@@ -13,7 +16,7 @@ def f(x, n):
 
 
 def scaled(x):
-    return x.view(tuple(x.shape)[0], -1) * 2
+    return x.view(math.prod(x.shape[:1]), -1) * 2
 
 
 f_c = dynamo.compile(f)

@@ -155,6 +155,9 @@ struct Buffer {
   std::vector<int64_t> strides;   ///< in elements
   BufferKind kind = BufferKind::kIntermediate;  ///< where it lives
   int64_t arenaOffset = -1;       ///< kIntermediate: byte offset in the arena (memory planning)
+  /// An intermediate written over in place (inplace.h): the buffer whose memory it lives in (a
+  /// kOutput's pool block, or an intermediate's arena slot, arenaOffset then the same), else -1
+  int storage = -1;
   /// Number of elements.
   int64_t numel() const;
 };
