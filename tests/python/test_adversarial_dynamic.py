@@ -110,3 +110,41 @@ def test_backward_of_heads_averaged_attention(backend, dynamic):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_multihead_attention_training_with_batch_of_one(backend, dynamic):
     check(mha_train_batch_sizes, 4, backend, dynamic)
+
+
+# ----------------------------------------------------------------------------------------------
+# A key/value cache grown by torch.cat, dynamic=True: the feature size of the cache (8) shares its
+# symbol with the input's and must equal the Linear's. The fused backend's probe lowering (every
+# dynamic dimension one larger) runs the graph on copies; the cat rejects the probe sizes, which
+# is fine (the probe is skipped), but FX's call wrapper printed its generated code to stderr.
+
+def kv_cache_decoder():
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+            self.cache = None
+
+        def forward(self, x):
+            k, v = self.k(x), self.v(x)
+            if self.cache is not None:
+                k, v = torch.cat([self.cache[0], k], 1), torch.cat([self.cache[1], v], 1)
+            self.cache = (k, v)
+            att = (self.q(x) @ k.transpose(1, 2) / math.sqrt(8)).softmax(-1)
+            return att @ v, k.shape[1]
+    m = Decoder()
+
+    def drive(f, i):
+        if i == 3:
+            m.cache = None
+        out = f(torch.randn(2, 3 if i in (0, 3) else 1, 8))
+        return out, [c.detach().clone() for c in m.cache]
+    return m, drive
+
+
+@pytest.mark.parametrize("dynamic", DYNAMIC)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kv_cache_decoder_is_quiet(backend, dynamic, capfd):
+    check(kv_cache_decoder, 5, backend, dynamic)
+    err = capfd.readouterr().err
+    assert "FX-traced" not in err and "Traceback" not in err, err
