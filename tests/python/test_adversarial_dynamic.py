@@ -148,3 +148,29 @@ def test_kv_cache_decoder_is_quiet(backend, dynamic, capfd):
     check(kv_cache_decoder, 5, backend, dynamic)
     err = capfd.readouterr().err
     assert "FX-traced" not in err and "Traceback" not in err, err
+
+
+# ----------------------------------------------------------------------------------------------
+# Random numbers with a dynamic size under "fused": the per-size meta run (and its probe at sizes
+# one larger) ran `torch.randn(x.shape[0])`, a factory without tensor inputs, on the CPU, so the
+# first compiled call got eager's stream shifted by the probe size (five numbers for a batch of 4).
+
+def random_factories_with_dynamic_sizes():
+    def fn(x, p, training):
+        return F.dropout(x, p, training), torch.rand_like(x), torch.randn(x.shape[0]), torch.randint(0, 9, (2, x.shape[1]))
+    args = [(3, 0.1, True), (4, 0.5, True), (5, 0.0, False), (6, 1.0, True)]
+
+    def drive(f, i):
+        n, p, training = args[i]
+        x = torch.randn(n, 5 + i)
+        torch.manual_seed(i)
+        return f(x, p, training), torch.rand(3)
+    return fn, drive
+
+
+@pytest.mark.parametrize("dynamic", DYNAMIC)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_random_factories_with_dynamic_sizes_draw_eagers_numbers(backend, dynamic):
+    eager, compiled = run(random_factories_with_dynamic_sizes, 4, None), run(random_factories_with_dynamic_sizes, 4, backend, dynamic)
+    for i, (c, e) in enumerate(zip(compiled, eager)):
+        assert close(c, e, f"call {i}", exact=True) is None, close(c, e, f"call {i}", exact=True)
