@@ -18,6 +18,9 @@
 // and the process CPU time (with OMP_WAIT_POLICY=passive, no spinning) per call; then the body
 // alone over an L1-resident slice on 1 thread and on 2 threads at once (minimum over the repeats
 // in which both threads really ran together): equal figures say the two CPUs are separate cores.
+// Since the emitter's explicit SIMD (docs/codegen.md), k0 is itself a vector-builtin kernel like
+// `vec` (vmaxps/vminps, the same exp steps); BODY below still calls the scalar helpers, which the
+// kernel's source keeps for its remainder and for CPUs without AVX2.
 // Nothing is asserted: figures only.
 #include <algorithm>
 #include <cstdio>

@@ -48,6 +48,7 @@ def test_counted_pass_finds_the_one_bad_application_in_resnet18(tmp_path):
     # The search's own evidence: 53 applications fail, 52 pass.
     assert runs["applications-53"]["failure"] is not None
     assert runs["applications-52"]["failure"] is None
-    assert "DYNAMO_BISECT_PASS=test_corrupt_node:53 python3 tv.py" in next(
+    # The build's interpreter, as the tool names it: python3 on stack 1, the venv's python on stack 2.
+    assert f"DYNAMO_BISECT_PASS=test_corrupt_node:53 {os.path.basename(sys.executable)} tv.py" in next(
         s["command"] for s in result["steps"] if s["step"] == "application")
     assert len(result["runs"]) <= 13   # original, backend, 2 pass runs, a binary search over the applications

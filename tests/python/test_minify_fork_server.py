@@ -209,3 +209,77 @@ def test_crash_fingerprint_is_its_signal(server):
 
 def test_passing_query_has_no_fingerprint(server):
     assert fingerprint(server.query(f"{HERE}:add_tensors", 2)) is None
+
+
+# The run server of dynamo-bisect (script_runner.py): its queries (the node step), and the same
+# server forked from the tool (fork_server.Zygote) instead of started.
+
+def test_run_server_queries_are_isolated_and_leave_the_server_without_dynamo(tmp_path):
+    from dynamo.minifier.script_runner import ForkRunner
+    script = tmp_path / "s.py"
+    script.write_text("import torch\n")
+    log = str(tmp_path / "queries.log")
+    runner = ForkRunner(str(script), dict(os.environ)).start()
+    try:
+        assert runner.query(f"{HERE}:add_tensors", 4, log_path=log).value == 12.0
+        r = runner.query(f"{HERE}:segfault", log_path=log)
+        assert (r.kind, r.signal) == ("crash", signal.SIGSEGV)
+        assert runner.query(f"{HERE}:hang", log_path=log, timeout=1.0).kind == "timeout"
+        r = runner.query(f"{HERE}:raise_value_error", "in the log", log_path=log)
+        assert (r.kind, r.message) == ("exception", "in the log")
+        # The queries imported dynamo in their children (the test module, script_runner); the
+        # server they were forked from never did, and it still answers.
+        assert runner.server.query("sys:modules.__contains__", "dynamo").value is False
+        assert runner.server.query("sys:modules.__contains__", "torch").value is True
+        assert runner.query(f"{HERE}:add_tensors", 2, log_path=log).value == 2.0
+    finally:
+        runner.close()
+
+
+ZYGOTE_SCRIPT = r"""
+import importlib.util, os, signal, sys
+spec = importlib.util.spec_from_file_location("_dynamo_fork_server", sys.argv[1])
+fs = sys.modules["_dynamo_fork_server"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fs)
+unused = fs.Zygote.fork(["torch"])
+unused.close()                  # never adopted: ended and waited for (no zombie left)
+try:
+    os.waitpid(unused.pid, os.WNOHANG)
+    print("unused not reaped")
+except ChildProcessError:
+    print("unused reaped")
+z = fs.Zygote.fork(["torch"])   # torch imported here, before dynamo, as cli/dynamo-bisect does
+assert "dynamo" not in sys.modules
+from dynamo.minifier.fork_server import ForkServer, ForkUnsafe
+env = {k: v for k, v in os.environ.items() if k != "FORK_SERVER_TEST_VALUE"}
+env["PYTHONPATH"] = os.pathsep.join(sys.path)
+with ForkServer(preload=["torch"], optional=["no_such_module_here"], forbid=["dynamo"],
+                env=env, zygote=z) as s:
+    assert s.ready_info["unsafe"] == "" and s.ready_info["skipped"] == ["no_such_module_here"]
+    print("pid", s._proc.pid == z.pid)
+    print("ok", s.query("test_minify_fork_server:add_tensors", 4).value)
+    print("segv", s.query("test_minify_fork_server:segfault").signal == signal.SIGSEGV)
+    print("timeout", s.query("test_minify_fork_server:hang", timeout=1.0).kind)
+    print("env", s.query_with_env(dict(env, FORK_SERVER_TEST_VALUE="x"),
+                                  "fork_server_env_at_import:value").value)
+    print("dynamo in server", s.query("sys:modules.__contains__", "dynamo").value)
+z2 = fs.Zygote.fork(["torch"])
+try:
+    ForkServer(preload=["torch"], optional=["fork_server_thread_at_import"], zygote=z2).start()
+except ForkUnsafe as e:
+    print("unsafe", e)
+"""
+
+
+def test_zygote_forked_from_the_tool_serves_as_a_started_server(tmp_path):
+    import subprocess
+    from dynamo.minifier import fork_server
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, "-c", ZYGOTE_SCRIPT, fork_server.__file__], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "unused reaped", "pid True", "ok 12.0", "segv True", "timeout timeout", "env x",
+        "dynamo in server False",
+        "unsafe importing fork_server_thread_at_import started 1 thread(s); forking after that "
+        "is unsafe"]

@@ -14,11 +14,13 @@ node a failure comes from, and prints the command that reproduces each step by h
   3. graph: the first graph of the run whose compile or run fails (the capture of
      DYNAMO_REPRO_AFTER=dynamo);
   4. node (--accuracy): the first node of that graph whose value diverges from fp64 eager
-     (a binary search over the graph cut after each node, queries in the fork server).
+     (a binary search over the graph cut after each node, each cut a query in a fork of the
+     same server).
 
-Every run of the script is a fork of a server that imported torch and the script's imports once
-(script_runner.py; --no-fork-server or a server that cannot fork safely: a fresh process per run),
-with its settings in its environment, and a crash of it is a result; all state
+Every run of the script is a fork of a server that imported torch, the torch modules a compile
+imports and the script's imports once (script_runner.py; --no-fork-server or a server that
+cannot fork safely: a fresh process per run, the node queries in a server of their own), with its
+settings in its environment, and a crash of it is a result; all state
 lives in this bisection's own directory (--workdir, default ./dynamo_bisect/run-<time>-<pid>):
 the captures, result.json and trace.db (each run of the script, then the bisection itself as a
 run whose artifacts are its steps). Nothing changes what later ordinary runs do.
@@ -149,11 +151,11 @@ def _bad_application(runs, base_env, culprit, cap, fp):
     return dict(site or {"index": lo}), total, count
 
 
-def _first_diverging_node(cap, graph, tol, timeout):
+def _first_diverging_node(runner, cap, graph, tol, timeout):
     """(node name, op kind, location) of the first call node whose value diverges, found by a
-    binary search over the graph cut after each node (the value of that node its output)."""
+    binary search over the graph cut after each node (the value of that node its output), each
+    cut a query in a fork of the runner's server."""
     import torch
-    from dynamo.minifier.fork_server import ForkServer
     from dynamo.minifier.unit import Unit, target_name
     blob = torch.load(os.path.join(cap, f"graph_{graph}.pt"), weights_only=False)  # our GraphModule
     unit = Unit(blob["gm"], tuple(blob["inputs"]))
@@ -167,31 +169,41 @@ def _first_diverging_node(cap, graph, tol, timeout):
         return ed.done()
 
     queries = 0
-    with ForkServer(preload=["torch", "dynamo"], env=_minify._child_env(),
-                    stderr=open(os.path.join(cap, "node_queries.log"), "ab")) as server:
-        def diverges(k):
-            nonlocal queries
-            u = cut_after(k)
-            if u is None:
-                return False
-            queries += 1
-            r = server.query("dynamo.minifier.query:run_dynamo", u.gm, list(u.inputs),
-                             blob["backend"], blob["config"], tol, timeout=timeout)
-            return r.kind == "ok" and "accuracy" in (r.value or {})
-        lo, hi = 0, len(calls) - 1
-        if not diverges(hi):
-            return None, queries
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if diverges(mid):
-                hi = mid
-            else:
-                lo = mid + 1
+    log = os.path.join(cap, "node_queries.log")
+
+    def diverges(k):
+        nonlocal queries
+        u = cut_after(k)
+        if u is None:
+            return False
+        queries += 1
+        r = runner.query("dynamo.minifier.query:run_dynamo", u.gm, list(u.inputs),
+                         blob["backend"], blob["config"], tol, log_path=log, timeout=timeout)
+        return r.kind == "ok" and "accuracy" in (r.value or {})
+    lo, hi = 0, len(calls) - 1
+    if not diverges(hi):
+        return None, queries
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if diverges(mid):
+            hi = mid
+        else:
+            lo = mid + 1
     node = next(n for n in unit.calls() if n.name == calls[lo])
     return (calls[lo], target_name(node), blob.get("locations", {}).get(calls[lo], "")), queries
 
 
-def main(argv=None):
+def main(argv=None, zygote=None):
+    """The tool. zygote: the run server, forked by cli/dynamo-bisect before it imported dynamo
+    (fork_server.Zygote); ended here when it is not used."""
+    try:
+        return _main(argv, zygote)
+    finally:
+        if zygote is not None:
+            zygote.close()   # a no-op once a ForkServer adopted it
+
+
+def _main(argv, zygote):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if not os.path.isfile(args.script):
         _say(f"error: no such script: {args.script}\n  = hint: pass the path of the Python script that fails")
@@ -200,7 +212,8 @@ def main(argv=None):
                                            time.strftime("run-%Y%m%d-%H%M%S") + f"-{os.getpid()}")
     os.makedirs(workdir, exist_ok=True)
     from dynamo.minifier import script_runner
-    runner = script_runner.make_runner(args.script, _minify._child_env(), args.fork_server, PROG)
+    runner = script_runner.make_runner(args.script, _minify._child_env(), args.fork_server, PROG,
+                                       zygote)
     runs = Runs(args, workdir, runner)
     result = {"script": args.script, "args": args.args, "accuracy": args.accuracy,
               "runner": runner.kind, "steps": [], "runs_store": runs}
@@ -317,7 +330,7 @@ def _bisect(args, runs, result):
 
     # 4. the node
     if args.accuracy:
-        node, q = _first_diverging_node(cap, graph, args.tol, args.timeout)
+        node, q = _first_diverging_node(runs.runner, cap, graph, args.tol, args.timeout)
         if node is None:
             _step(result, "node", f"no single node's value diverges when it is the output ({q} queries)")
         else:

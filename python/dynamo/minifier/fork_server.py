@@ -14,14 +14,15 @@ package is imported in it only when the caller preloads it; a request may carry
 an environment that replaces the server's in the child before the target is
 imported (dynamo-bisect's runs: dynamo reads DYNAMO_* variables at import).
 
-Preloads: required modules (an import error stops the server), optional ones
-(the script's own imports: an import error is ignored) and forbidden ones. The
-server refuses to serve (ForkUnsafe) when the optional imports started a native
-thread (a torch op run at import starts the intra-op pool) or imported a
-forbidden module. The threads the required imports start are known to survive a
-fork: importing torch starts only OpenBLAS's pool, which shuts itself down in a
-child (pthread_atfork); torch's own intra-op pool starts at the first parallel
-op, never at import.
+Preloads: required modules (an import error stops the server), warm ones (torch
+modules the children would otherwise each import on their own: an import error is
+ignored), optional ones (the script's own imports: an import error is ignored)
+and forbidden ones. The server refuses to serve (ForkUnsafe) when the warm or
+optional imports started a native thread (a torch op run at import starts the
+intra-op pool) or imported a forbidden module. The threads the required imports
+start are known to survive a fork: importing torch starts only OpenBLAS's pool,
+which shuts itself down in a child (pthread_atfork); torch's own intra-op pool
+starts at the first parallel op, never at import.
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def _recv(stream):
 
 
 class ForkUnsafe(RuntimeError):
-    """The server's optional preloads made forking unsafe (the message says how)."""
+    """The server's warm or optional preloads made forking unsafe (the message says how)."""
 
 
 @dataclasses.dataclass
@@ -166,17 +167,17 @@ def native_threads() -> int:
 
 
 def _preload(names) -> dict:
-    """Imports the preloads (argv: `name` required, `?name` optional, `!name` forbidden);
-    the ready message: threads after the required and after all imports, and why forking is
-    unsafe ("" when it is safe)."""
-    required = [n for n in names if n[0] not in "?!"]
-    optional = [n[1:] for n in names if n[0] == "?"]
+    """Imports the preloads (argv: `name` required, `~name` warm, `?name` optional, `!name`
+    forbidden); the ready message: threads after the required and after all imports, and why
+    forking is unsafe ("" when it is safe)."""
+    required = [n for n in names if n[0] not in "?!~"]
+    checked = [n[1:] for n in names if n[0] in "~?"]   # warm, then optional (argv order)
     forbidden = [n[1:] for n in names if n[0] == "!"]
     for name in required:
         importlib.import_module(name)
     base = native_threads()
     skipped = []
-    for name in optional:
+    for name in checked:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the run itself will meet the error
@@ -184,13 +185,26 @@ def _preload(names) -> dict:
     threads = native_threads()
     unsafe = ""
     if threads > base:
-        unsafe = (f"importing {', '.join(optional)} started {threads - base} thread(s); forking "
+        unsafe = (f"importing {', '.join(checked)} started {threads - base} thread(s); forking "
                   f"after that is unsafe")
     hit = [n for n in forbidden if n in sys.modules]
     if hit:
-        unsafe = f"importing {', '.join(optional)} imported {', '.join(hit)}"
+        unsafe = f"importing {', '.join(checked)} imported {', '.join(hit)}"
     return {"ready": True, "threads_required": base, "threads": threads, "skipped": skipped,
             "unsafe": unsafe}
+
+
+def _serve(names, inp, out) -> None:
+    """Preloads names, says ready, then answers requests until inp ends."""
+    ready = _preload(names)
+    _send(out, ready)
+    if ready["unsafe"]:
+        return
+    while True:
+        request = _recv(inp)
+        if request is None:
+            return
+        _send(out, _serve_one(request))
 
 
 def _server_main() -> None:
@@ -198,15 +212,65 @@ def _server_main() -> None:
     # Queries print freely; the protocol owns the real stdout.
     proto_out = os.fdopen(os.dup(stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), stdout.fileno())
-    ready = _preload(sys.argv[1:])
-    _send(proto_out, ready)
-    if ready["unsafe"]:
-        return
-    while True:
-        request = _recv(stdin)
-        if request is None:
-            return
-        _send(proto_out, _serve_one(request))
+    _serve(sys.argv[1:], stdin, proto_out)
+
+
+class Zygote:
+    """A server forked from the calling process instead of started as a fresh interpreter: the
+    tool imports torch once and the server shares that import (cli/dynamo-bisect forks it before
+    anything imports dynamo). The fork waits for its first message, the preloads and the
+    environment of a ForkServer that adopts it (ForkServer(zygote=...)), then serves as a
+    started server does; it exits when its input ends, unused or not.
+
+        tool: import torch --fork--> zygote (torch imported; waits)
+        tool: import dynamo, parse argv, ...
+        tool: ForkServer(zygote=z).start() --{preload, env}--> zygote: warm/script imports, ready
+    """
+
+    def __init__(self, pid, stdin, stdout):
+        self.pid, self.stdin, self.stdout = pid, stdin, stdout
+        self.adopted = False   # a ForkServer owns it (and ends it)
+
+    @classmethod
+    def fork(cls, preload=("torch",)) -> "Optional[Zygote]":
+        """Imports preload here, then forks the zygote; None where os.fork is missing."""
+        for name in preload:
+            importlib.import_module(name)
+        if not hasattr(os, "fork"):
+            return None
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(req_w)
+            os.close(rep_r)
+            code = 0
+            try:
+                inp, out = os.fdopen(req_r, "rb"), os.fdopen(rep_w, "wb")
+                os.dup2(2, 1)   # queries print freely; the protocol has its own pipe
+                first = _recv(inp)
+                if first is not None:
+                    os.environ.clear()
+                    os.environ.update(first["env"])
+                    _serve(first["preload"], inp, out)
+            except BaseException:  # noqa: BLE001 - the tool sees the pipe end
+                code = 70
+            os._exit(code)
+        os.close(req_r)
+        os.close(rep_w)
+        return cls(pid, os.fdopen(req_w, "wb"), os.fdopen(rep_r, "rb"))
+
+    def wait(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status)
+
+    def close(self) -> None:
+        """Ends the zygote when no ForkServer adopted it."""
+        if not self.adopted and self.stdin is not None:
+            self.stdin.close()
+            self.stdout.close()
+            self.stdin = None
+            self.wait()
 
 
 class ForkServer:
@@ -217,12 +281,15 @@ class ForkServer:
     """
 
     def __init__(self, preload=("torch",), python: Optional[str] = None,
-                 env: Optional[dict] = None, stderr=None, optional=(), forbid=()):
-        self._preload = [*preload, *("?" + n for n in optional), *("!" + n for n in forbid)]
+                 env: Optional[dict] = None, stderr=None, optional=(), forbid=(), warm=(),
+                 zygote: Optional[Zygote] = None):
+        self._preload = [*preload, *("~" + n for n in warm), *("?" + n for n in optional),
+                         *("!" + n for n in forbid)]
         self._python = python or sys.executable
         self._env = env
         self._stderr = stderr    # where the queries' output goes (default: inherited)
-        self._proc: Optional[subprocess.Popen] = None
+        self._zygote = zygote    # a forked server to use instead of starting one (once)
+        self._proc = None        # subprocess.Popen, or the adopted Zygote
         self._ready = False
         self.queries = 0
         self.ready_info: dict = {}   # the server's ready message (threads, skipped, unsafe)
@@ -246,6 +313,11 @@ class ForkServer:
         env = dict(os.environ if self._env is None else self._env)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
+        if self._zygote is not None:
+            self._proc, self._zygote = self._zygote, None
+            self._proc.adopted = True
+            _send(self._proc.stdin, {"preload": self._preload, "env": env})
+            return
         # This file alone, under a private name: `import dynamo.minifier.fork_server` would import
         # the dynamo package into the server. The protocol is pickled dicts, no class of it.
         self._proc = subprocess.Popen(
@@ -296,6 +368,9 @@ class ForkServer:
             self._proc = None
 
     def close(self) -> None:
+        if self._zygote is not None:   # never started: the zygote ends unused
+            self._zygote.close()
+            self._zygote = None
         if self._proc is not None:
             self._proc.stdin.close()
             self._proc.wait()

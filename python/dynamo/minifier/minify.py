@@ -192,7 +192,8 @@ def launch_server(args, workdir):
     if not args.isolate:
         return None
     log = open(os.path.join(workdir, "queries.log"), "ab")
-    server = ForkServer(preload=["torch", "dynamo"], env=_child_env(), stderr=log).launch()
+    server = ForkServer(preload=["torch", "dynamo"], warm=_script_runner.WARM, env=_child_env(),
+                        stderr=log).launch()
     log.close()  # the server holds its own descriptor
     return server
 
