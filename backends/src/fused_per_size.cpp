@@ -45,13 +45,6 @@ namespace {
 
 using core::PyObjectRef;
 
-bool fusionLog() {
-  const char* v = std::getenv("DYNAMO_LOGS");
-  if (!v) return false;
-  std::string s = std::string(",") + v + ",";
-  return s.find(",fusion,") != std::string::npos || s.find(",all,") != std::string::npos;
-}
-
 PyObject* torchModule() {
   static PyObject* torch = PyImport_ImportModule("torch");  // new ref, kept for the process
   if (!torch) throw core::PythonError{};
@@ -327,14 +320,6 @@ std::string numberSignature(const core::Graph& g, const std::vector<PyObject*>& 
     }
   }
   return out;
-}
-
-// A dimension's size expression that is one symbol ("s0"), not an expression ("2*s0").
-bool plainSymbol(const std::string& e) {
-  if (e.empty()) return false;
-  for (char c : e)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  return true;
 }
 
 // Meta tensors (new refs) standing for `examples` at probe sizes: each dynamic dimension's
