@@ -203,21 +203,6 @@ const core::CompiledGraphFn& PerSizeAotFn::forInputs(PyObject* const* inputs, si
   return *bySignature_.emplace(key, std::move(fn)).first->second;
 }
 
-bool fusionLog() {
-  const char* v = std::getenv("DYNAMO_LOGS");
-  if (!v) return false;
-  std::string s = std::string(",") + v + ",";
-  return s.find(",fusion,") != std::string::npos || s.find(",all,") != std::string::npos;
-}
-
-// A dimension's size expression that is one symbol ("s0"), not an expression ("2*s0").
-bool plainSymbol(const std::string& e) {
-  if (e.empty()) return false;
-  for (char c : e)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  return true;
-}
-
 // The probe lowering of the "fused" preset: the dimensions that are a plain symbol in the
 // placeholders' symShape (duck-sized ones alike) each one larger than the first call's. Skipped
 // when an input dimension is an expression of symbols (it cannot be grown alone); a probe that
@@ -318,6 +303,20 @@ std::shared_ptr<core::Backend> makeAotEagerDefaultPartitionerBackend() {
 }
 std::shared_ptr<core::Backend> makeAotEagerDecompPartitionBackend() {
   return std::make_shared<AotBackend>("aot_eager_decomp_partition");
+}
+
+bool fusionLog() {
+  const char* v = std::getenv("DYNAMO_LOGS");
+  if (!v) return false;
+  std::string s = std::string(",") + v + ",";
+  return s.find(",fusion,") != std::string::npos || s.find(",all,") != std::string::npos;
+}
+
+bool plainSymbol(const std::string& e) {
+  if (e.empty()) return false;
+  for (char c : e)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
 }
 
 }  // namespace dynamo::backends

@@ -709,10 +709,20 @@ class FusedFn final : public core::CompiledGraphFn {
   }
 
   // t in the buffer's strides (a copy when ATen chose another layout).
+  // A buffer with a stride 0 (eager's expand: the values repeat along that dimension; a
+  // view of an expand computed by a kernel comes out dense) is filled through its first slice
+  // along such dimensions: copy_ refuses to write into overlapping memory.
   static at::Tensor inLayout(const at::Tensor& t, const codegen::Buffer& b) {
     if (matches(t, b)) return t;
     at::Tensor r = newOutput(b);
-    r.copy_(t);
+    at::Tensor dst = r, src = t;
+    for (size_t d = 0; d < b.shape.size(); ++d) {
+      if (b.strides[d] == 0 && b.shape[d] > 1) {
+        dst = dst.narrow(static_cast<int64_t>(d), 0, 1);
+        src = src.narrow(static_cast<int64_t>(d), 0, 1);
+      }
+    }
+    dst.copy_(src);
     return r;
   }
 

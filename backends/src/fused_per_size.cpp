@@ -45,13 +45,6 @@ namespace {
 
 using core::PyObjectRef;
 
-bool fusionLog() {
-  const char* v = std::getenv("DYNAMO_LOGS");
-  if (!v) return false;
-  std::string s = std::string(",") + v + ",";
-  return s.find(",fusion,") != std::string::npos || s.find(",all,") != std::string::npos;
-}
-
 PyObject* torchModule() {
   static PyObject* torch = PyImport_ImportModule("torch");  // new ref, kept for the process
   if (!torch) throw core::PythonError{};
@@ -160,11 +153,46 @@ core::NodeMeta metaAt(const core::NodeMeta& old, PyObject* value) {
   return m;
 }
 
+// Saves the random number generators' states and restores them when it goes out of scope: a
+// factory node without tensor inputs (`torch.randn(x.shape[0])`) runs on its real device in the
+// meta run and would draw numbers the compiled call then no longer gets (eager's stream shifted
+// by the probe size). CPU always; CUDA when it is initialised.
+class RngStateGuard {
+ public:
+  RngStateGuard() {
+    random_ = PyObjectRef::steal(core::checkPy(PyImport_ImportModule("torch.random")));
+    cpu_ = PyObjectRef::steal(core::checkPy(PyObject_CallMethod(random_.get(), "get_rng_state", nullptr)));
+    cuda_ = PyObjectRef::steal(core::checkPy(PyObject_GetAttrString(torchModule(), "cuda")));
+    PyObjectRef init = PyObjectRef::steal(core::checkPy(PyObject_CallMethod(cuda_.get(), "is_initialized", nullptr)));
+    if (PyObject_IsTrue(init.get()) == 1) {
+      cudaStates_ = PyObjectRef::steal(core::checkPy(PyObject_CallMethod(cuda_.get(), "get_rng_state_all", nullptr)));
+    }
+  }
+  ~RngStateGuard() {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);  // a pending error (the meta run failed) survives the restore
+    PyObject* r = PyObject_CallMethod(random_.get(), "set_rng_state", "O", cpu_.get());  // new ref
+    Py_XDECREF(r);
+    if (r && cudaStates_) {
+      r = PyObject_CallMethod(cuda_.get(), "set_rng_state_all", "O", cudaStates_.get());  // new ref
+      Py_XDECREF(r);
+    }
+    if (!r) PyErr_WriteUnraisable(nullptr);  // cannot throw from a destructor
+    PyErr_Restore(et, ev, tb);
+  }
+  RngStateGuard(const RngStateGuard&) = delete;
+  RngStateGuard& operator=(const RngStateGuard&) = delete;
+
+ private:
+  PyObjectRef random_, cpu_, cuda_, cudaStates_;
+};
+
 // The graph with every node's tensor meta at the sizes of `inputs`, found by running its nodes
 // on meta tensors. Throws Error (with the node) when a node cannot run so.
 core::Graph graphAtSizes(const core::Graph& g, PyObject* const* inputs, size_t count) {
   DYNAMO_INTERNAL_ASSERT(count == g.inputs().size(), "fused per size: ", count, " inputs for a graph of ",
                          g.inputs().size());
+  RngStateGuard rng;
   std::unordered_map<const core::Node*, PyObjectRef> values;
   std::unordered_map<const core::Node*, core::NodeRef> copies;
   core::GraphBuilder b;
@@ -292,14 +320,6 @@ std::string numberSignature(const core::Graph& g, const std::vector<PyObject*>& 
     }
   }
   return out;
-}
-
-// A dimension's size expression that is one symbol ("s0"), not an expression ("2*s0").
-bool plainSymbol(const std::string& e) {
-  if (e.empty()) return false;
-  for (char c : e)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  return true;
 }
 
 // Meta tensors (new refs) standing for `examples` at probe sizes: each dynamic dimension's

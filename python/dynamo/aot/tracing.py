@@ -142,7 +142,9 @@ def _reference_run(gm, examples, sources):
     versions = [t._version for t in ins]
     with preserve_rng_state():
         try:
-            outs = _flat_outputs(gm(*ins))
+            # gm.forward, not gm(): FX's call wrapper prints the generated code to stderr when it
+            # raises, and a raise here is an answer (fall back; a probe at sizes the graph rejects)
+            outs = _flat_outputs(gm.forward(*ins))
         except Fallback:
             raise
         except Exception as e:  # noqa: BLE001 - eager raises it too, from the eager runner
