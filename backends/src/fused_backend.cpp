@@ -175,6 +175,18 @@ at::Tensor newOutput(const codegen::Buffer& buf) {
       buf.shape, buf.strides, &allocator, c10::DispatchKeySet(c10::DispatchKey::CPU), scalarType(buf.dtype)));
 }
 
+// True when none of the n floats at p is NaN or +-inf (all exponent bits set); vectorised as a
+// max over the exponent bits.
+bool allFinite(const float* p, int64_t n) {
+  uint32_t top = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, p + i, sizeof u);
+    top = std::max(top, u & 0x7f800000u);
+  }
+  return top != 0x7f800000u;
+}
+
 bool logEnabled(const char* what) {
   const char* v = std::getenv("DYNAMO_LOGS");
   if (!v) return false;
@@ -441,6 +453,7 @@ class FusedFn final : public core::CompiledGraphFn {
                                    // their addresses while the cache compares against them
     at::Tensor weight, bias;  // folded; undefined once packed (the context / primitive has it)
     c10::IValue packed;  // torch's prepacked convolution (weight, bias, ReLU), when available
+    bool finite = true;  // weight, bias and batch_norm operands hold no NaN or inf
 #ifdef DYNAMO_HAVE_DNNL
     std::shared_ptr<const DnnlConv> dnnl;  // oneDNN's primitive and packed weight, when it took the step
 #endif
@@ -507,6 +520,12 @@ class FusedFn final : public core::CompiledGraphFn {
       if (it != convCache_.end() && it->second.sources == sources) return it->second;
     }
     at::NoGradGuard noGrad;
+    bool finite = true;
+    for (const at::Tensor& t : held) {
+      if (t.scalar_type() != at::kFloat) continue;
+      const at::Tensor d = t.contiguous();
+      finite = finite && allFinite(d.data_ptr<float>(), d.numel());
+    }
 #ifdef DYNAMO_HAVE_DNNL
     if (useDnnl_) {
       if (std::shared_ptr<const DnnlConv> d = makeDnnl(k, f)) {
@@ -514,6 +533,7 @@ class FusedFn final : public core::CompiledGraphFn {
         p.sources = std::move(sources);
         p.held = std::move(held);
         p.dnnl = std::move(d);  // the folded temporaries are freed here: the primitive has its copy
+        p.finite = finite;
         std::lock_guard<std::mutex> g(mu_);
         convCache_[k] = p;
         return p;
@@ -528,6 +548,7 @@ class FusedFn final : public core::CompiledGraphFn {
     p.held = std::move(held);
     p.weight = std::move(w);
     p.bias = std::move(bias);
+    p.finite = finite;
     if (pack) {
       // The weight goes in through a handle of its own (a detached alias: same storage, its own
       // TensorImpl), which the packed context keeps (only to unpack it; every run reads oneDNN's
@@ -608,12 +629,31 @@ class FusedFn final : public core::CompiledGraphFn {
     return at::from_blob(f.ptrs[b], buf.shape, buf.strides, at::TensorOptions().dtype(scalarType(buf.dtype)));
   }
 
+  // True when buffer b of this call holds no NaN or inf (not float32: true). Scans the span its
+  // strides cover, gaps included (a NaN in a gap only takes the exact path).
+  bool bufferFinite(const Frame& f, int b) const {
+    const codegen::Buffer& buf = program_.buffers[b];
+    if (buf.dtype != DType::kFloat32 || buf.numel() == 0) return true;
+    int64_t span = 1;
+    for (size_t d = 0; d < buf.shape.size(); ++d) {
+      if (buf.strides[d] < 0) return false;
+      span += (buf.shape[d] - 1) * buf.strides[d];
+    }
+    return allFinite(static_cast<const float*>(f.ptrs[b]), span);
+  }
+
   void runConv(int k, Frame& f) const {
     const codegen::ConvStep& c = program_.convs[k];
     const codegen::Buffer& rb = program_.buffers[c.result];
     PreparedConv p = prepared(k, f);
+    // A ReLU or clip post-op inside oneDNN (either path) maps a NaN conv output to its lower
+    // bound, where eager's relu/hardtanh keep NaN. A NaN or inf in the input or the weights is
+    // what makes one (finite operands overflow to NaN only through inf - inf in a sum), so such
+    // a call runs the conv through ATen and then the post-op as eager does.
+    const bool exact = c.post != codegen::ConvPostOp::kNone &&
+                       (!p.finite || !bufferFinite(f, c.input));
 #ifdef DYNAMO_HAVE_DNNL
-    if (p.dnnl) {
+    if (p.dnnl && !exact) {
       // Into the planned buffer: its arena slot, or a pool block when it escapes.
       if (rb.kind != BufferKind::kIntermediate) {
         f.tensors[c.result] = newOutput(rb);
@@ -644,7 +684,7 @@ class FusedFn final : public core::CompiledGraphFn {
       try {
         at::NoGradGuard noGrad;
         const at::Tensor in = bufferTensor(f, c.input);
-        if (!p.packed.isNone()) {
+        if (!p.packed.isNone() && !exact) {
           // torch's packed conv returns its output in the input's memory format and computes in
           // its blocked layout when that is NCHW: the input is made the result buffer's layout
           // here (the image of a network's first conv made channels-last copies c_in channels
@@ -666,7 +706,7 @@ class FusedFn final : public core::CompiledGraphFn {
             if (p.packed.isNone()) bias = wb.second;
           }
           out = at::convolution(in, weight, bias, c.stride, c.padding, c.dilation, false, {0, 0}, c.groups);
-          if (c.post == codegen::ConvPostOp::kRelu) out.relu_();
+          if (c.post == codegen::ConvPostOp::kRelu) out.relu_();  // (NaN stays NaN, as in eager)
         }
         if (c.post == codegen::ConvPostOp::kClip) out.clamp_(c.clipLo, c.clipHi);
         if (rb.kind == BufferKind::kIntermediate) bufferTensor(f, c.result).copy_(out);

@@ -178,6 +178,41 @@ def test_weights_changed_between_calls_are_packed_again():
         close(f(x), m(x) + 1)
 
 
+@pytest.mark.parametrize("shape", ["3x3", "stem", "depthwise"])
+@pytest.mark.parametrize("post", ["relu", "relu6", "hardtanh"])
+def test_nan_and_inf_through_a_post_op_stay_as_in_eager(shape, post):
+    # oneDNN's (and torch's prepacked) ReLU / clip post-ops map a NaN conv output to the lower
+    # bound; eager's relu and hardtanh keep NaN. A call whose input or weight holds NaN or inf
+    # runs the post-op as eager does; the next finite call takes the post-op again.
+    torch.manual_seed(0)
+    kw = dict(SHAPES[shape])
+    m = conv_bn(kw.pop("cin"), kw.pop("cout"), kw.pop("k", 3), **kw).eval()
+    act = POST[post]
+
+    def f(t):
+        return act(m(t)) * 2 - 1
+
+    x = torch.randn(2, m[0].in_channels, 13, 11)
+    bad = x.clone()
+    bad[0, 0, 5, 5] = float("nan")
+    bad[1, 0, 2, 3] = float("inf")
+    bad[1, -1, 7, 1] = -float("inf")
+    with torch.no_grad():
+        g = dynamo.optimize("fused")(f)
+        close(g(x), f(x))
+        got, want = g(bad), f(bad)
+        assert want.isnan().any()
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.isinf(), want.isinf())
+        fin = want.isfinite()
+        close(got[fin], want[fin])
+        close(g(x), f(x))
+        m[0].weight[0, 0, 0, 0] = float("nan")           # a NaN weight: every call is exact
+        got, want = g(x), f(x)
+        assert want.isnan().any()
+        assert torch.equal(got.isnan(), want.isnan())
+
+
 def test_two_threads_call_one_compiled_function():
     torch.manual_seed(0)
     m = torch.nn.Sequential(conv_bn(16, 32, 3, padding=1), torch.nn.ReLU(), conv_bn(32, 32, 3, groups=32, padding=1),
