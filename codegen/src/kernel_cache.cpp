@@ -132,15 +132,22 @@ int64_t cacheLimitBytes() {
   return (v > 0 ? v : 512) * 1024 * 1024;
 }
 
-// Removes the oldest cached files (kernel libraries, whole-graph and program entries) until the cache is
-// under 80% of its limit.
+// Whether `p` is a file the size limit counts and eviction may remove: a kernel library, a
+// whole-graph or program entry, or the precompiled prelude (prelude-<key>.h.gch; its tiny .h stays).
+bool evictable(const fs::path& p) {
+  const fs::path ext = p.extension();
+  if (ext == ".so" || ext == ".graph" || ext == ".program") return true;
+  return ext == ".gch" && p.filename().string().rfind("prelude-", 0) == 0;
+}
+
+// Removes the oldest cached files (evictable() ones; a use marks a file recently used) until the
+// cache is under 80% of its limit. `keep` is never removed.
 void evict(const fs::path& dir, const fs::path& keep) {
   std::vector<std::pair<fs::file_time_type, fs::path>> files;
   int64_t total = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const fs::path ext = e.path().extension();
-    if (ext != ".so" && ext != ".graph" && ext != ".program") continue;
+    if (!evictable(e.path())) continue;
     total += static_cast<int64_t>(e.file_size(ec));
     files.emplace_back(e.last_write_time(ec), e.path());
   }
@@ -190,7 +197,12 @@ struct FileLock {
 // and a unit whose first line of code is `#include <math.h>` is compiled with that -include: the
 // same declarations, so the same object code (the kernel's key leaves the prelude out). GCC falls
 // back to the header's text when the .gch does not fit the flags. Other compilers (clang), a
-// failed precompile and DYNAMO_KERNEL_PCH=0 compile without it. The .gch (~15 MB) is not evicted.
+// failed precompile and DYNAMO_KERNEL_PCH=0 compile without it.
+// The .gch (~15 MB) counts toward the cache's size limit like a kernel: every compile that uses it
+// marks it recently used, eviction removes it when it is the oldest (the next compile that needs
+// it builds it again; a compiler run that had already opened it is not disturbed), and a .gch
+// larger than a quarter of the limit is removed at once and the process compiles without it (a
+// cache too small to hold it would otherwise evict and rebuild it over and over).
 
 constexpr const char* kPrelude = "#include <math.h>\n";
 
@@ -212,15 +224,15 @@ bool pchWanted() {
   return v.find("Free Software Foundation") != std::string::npos && v.find("clang") == std::string::npos;
 }
 
-// The `-include <header>` flag of the precompiled prelude ("" when there is none), built on first
-// use under the prelude key's lock; the result is kept for the process.
+// The `-include <header>` flag of the precompiled prelude ("" when there is none), under the
+// prelude key's lock: the .gch built when absent (first use, or evicted since), marked recently
+// used when present. A failed or oversized precompile turns the prelude off for the process.
 std::string preludeFlag(const std::string& flagText) {
   static std::mutex mu;
-  static std::optional<std::string> flag;
+  static std::optional<bool> usable;
   std::lock_guard<std::mutex> g(mu);
-  if (flag) return *flag;
-  flag = std::string();
-  if (!pchWanted()) return *flag;
+  if (!usable) usable = pchWanted();
+  if (!*usable) return std::string();
   fs::path dir = kernelCacheDir();
   const std::string key = sha256Hex(std::string(kPrelude) + "\n--\n" + compilerVersion() + "\n--\n" + flagText +
                                     "\n--\n" + cpuFeatures());
@@ -232,17 +244,27 @@ std::string preludeFlag(const std::string& flagText) {
     std::ofstream f(header);
     f << kPrelude;
   }
-  if (!fs::exists(gch, ec)) {
+  if (fs::exists(gch, ec)) {
+    fs::last_write_time(gch, fs::file_time_type::clock::now(), ec);  // recently used
+  } else {
     fs::path tmp = dir / ("prelude-" + key + "." + std::to_string(::getpid()) + ".gch.tmp");
     auto [status, output] =
         run(quote(compilerPath()) + " " + flagText + "-x c++-header " + quote(header.string()) + " -o " + quote(tmp.string()));
     if (status != 0 || (fs::rename(tmp, gch, ec), ec)) {
       fs::remove(tmp, ec);
-      return *flag;  // compile without it
+      usable = false;  // compile without it
+      return std::string();
     }
+    const auto size = static_cast<int64_t>(fs::file_size(gch, ec));
+    if (ec || size > cacheLimitBytes() / 4) {
+      fs::remove(gch, ec);
+      usable = false;
+      return std::string();
+    }
+    evict(dir, gch);
   }
-  if (fs::exists(header, ec)) flag = "-include " + quote(header.string()) + " ";
-  return *flag;
+  if (!fs::exists(header, ec)) return std::string();
+  return "-include " + quote(header.string()) + " ";
 }
 
 // One translation unit: `job.source` defining every symbol in `symbols` (one kernel, or several

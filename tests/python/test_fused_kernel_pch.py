@@ -75,3 +75,36 @@ def test_damaged_prelude_falls_back_to_the_header(with_pch, tmp_path):
         os.remove(so)  # the kernels must be compiled again, with the damaged .gch present
     assert torch.equal(_run(cache, tmp_path / "a2.pt"), got)
     assert _kernels(cache) != []
+
+
+def test_prelude_counts_toward_the_size_limit_and_is_evicted_when_oldest(with_pch, tmp_path):
+    # A warm run (every kernel a hit, so the prelude is not touched) that stores its program
+    # entries again evicts down to 80% of a limit half the .gch's size (5-15 MB with GCC 12):
+    # the .gch, the oldest entry, goes; the kernels, used since, stay.
+    cache, got = with_pch
+    copy = tmp_path / "cache"
+    copy.mkdir()
+    for p in glob.glob(str(cache / "*.so")) + glob.glob(str(cache / "prelude-*")):
+        with open(p, "rb") as src, open(copy / os.path.basename(p), "wb") as dst:
+            dst.write(src.read())
+    (gch,) = glob.glob(str(copy / "prelude-*.h.gch"))
+    limit_mb = os.path.getsize(gch) >> 21
+    assert limit_mb >= 1 and sum(os.path.getsize(p) for p in glob.glob(str(copy / "*.so"))) < (limit_mb << 19)
+    os.utime(gch, (1_000_000_000, 1_000_000_000))
+    kernels = _kernels(copy)
+    assert torch.equal(_run(copy, tmp_path / "a.pt", DYNAMO_KERNEL_CACHE_MB=str(limit_mb)), got)
+    assert glob.glob(str(copy / "prelude-*.h.gch")) == []
+    assert _kernels(copy) == kernels != []
+    assert glob.glob(str(copy / "*.program")) != []
+
+
+def test_prelude_larger_than_a_quarter_of_the_limit_is_not_kept(with_pch, tmp_path):
+    # A limit twice the .gch's size: the .gch is over a quarter of it, so it is removed once built
+    # and the kernels are compiled without it: same results, same kernel keys, no .gch left to be
+    # evicted and rebuilt over and over.
+    cache, got = with_pch
+    (gch,) = glob.glob(str(cache / "prelude-*.h.gch"))
+    limit_mb = max(1, (2 * os.path.getsize(gch)) >> 20)
+    assert torch.equal(_run(tmp_path / "c", tmp_path / "c.pt", DYNAMO_KERNEL_CACHE_MB=str(limit_mb)), got)
+    assert glob.glob(str(tmp_path / "c" / "prelude-*.h.gch")) == []
+    assert _kernels(tmp_path / "c") == _kernels(cache)
