@@ -785,8 +785,18 @@ class FusedFn final : public core::CompiledGraphFn {
     at::Tensor& ws = *f.workspace;
     const auto need = static_cast<int64_t>(prim->workspaceBytes());
     if (need > 0 && (!ws.defined() || ws.numel() < need)) ws = at::empty({need}, at::TensorOptions().dtype(at::kByte));
-    prim->run(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), need > 0 ? ws.data_ptr() : nullptr);
-    return true;
+    try {
+      prim->run(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), need > 0 ? ws.data_ptr() : nullptr);
+      return true;
+    } catch (const std::exception& e) {
+      // (stack 2: torch 2.11 brings its own oneDNN, and Debian's 2.6 primitive may refuse to
+      // execute) The step runs through ATen from now on, this call included: bmm_out overwrites
+      // the whole result and the operands are untouched.
+      if (logEnabled("fusion")) std::fprintf(stderr, "[dynamo fusion] bmm step %d: ATen (%s)\n", k, e.what());
+      std::lock_guard<std::mutex> g(mu_);
+      bmmCache_[k] = nullptr;
+      return false;
+    }
 #else
     (void)k, (void)a, (void)b, (void)out, (void)f;
     return false;
