@@ -189,14 +189,6 @@ bool allFinite(const float* p, int64_t n) {
   return top != 0x7f800000u;
 }
 
-bool logEnabled(const char* what) {
-  const char* v = std::getenv("DYNAMO_LOGS");
-  if (!v) return false;
-  std::string s = std::string(",") + v + ",";
-  return s.find(std::string(",") + what + ",") != std::string::npos ||
-         s.find(",all,") != std::string::npos;
-}
-
 // True when t has the buffer's dtype, sizes and strides (strides of size-1 dims don't matter).
 // Whether autocast is on now (entered around the compiled function): eager's ops would cast their
 // inputs, which kernels do not do.
