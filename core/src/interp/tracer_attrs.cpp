@@ -1,9 +1,9 @@
 // Attribute access, attribute assignment and subscripts on symbolic Values (see tracer.h).
 //
 // nn.Module attributes are read through the fast path of source.h (instance dict, _parameters,
-// _buffers, _modules) when that gives what getattr gives. Configuration attributes of torch.nn's
-// own module classes (stride, eps, ...) are treated as fixed after construction and not guarded,
-// as PyTorch's dynamo does; `training` and every attribute of user classes are guarded.
+// _buffers, _modules) when that gives what getattr gives. Every attribute read is guarded, those of
+// torch.nn's own module classes (stride, eps, p, ...) included: programs change them between
+// calls (dropout schedules) and keep their own counters on built-in modules (hooks).
 #include <cstring>
 
 #include "dynamic.h"
@@ -15,11 +15,6 @@
 namespace dynamo::core::interp {
 
 namespace {
-
-bool isTorchNnClass(PyObject* obj) {
-  std::string mod = moduleOf((PyObject*)Py_TYPE(obj));
-  return mod.rfind("torch.nn.modules", 0) == 0;
-}
 
 bool isTorchishModule(PyObject* module) {
   const char* name = PyModule_GetName(module);
@@ -158,8 +153,10 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     if (plan.safe) {
       PyObjectRef r = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, name.c_str())));
       Source s = v->source ? Source::moduleAttr(v->source, name, plan.foundIn) : Source{};
-      bool guarded = !(isTorchNnClass(obj) && plan.foundIn == ModuleSlot::kInstanceDict && name != "training");
-      return ctx.wrap(r.get(), s, guarded);
+      // Every attribute is guarded, torch.nn's own classes included: programs change their
+      // configuration between calls (Dropout.p schedules, LeakyReLU.negative_slope) and keep
+      // their own state on them (a hook's `mod.calls += 1`).
+      return ctx.wrap(r.get(), s, true);
     }
   }
 
