@@ -8,6 +8,7 @@ replaced, requires_grad flipped, buffers registered at run time, attributes of t
 classes changed). Each case is compared with eager call by call under the backends eager and
 aot_eager."""
 import contextlib
+import dataclasses
 import io
 
 import pytest
@@ -15,11 +16,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from adversarial_harness import check_case_under, params, registry
+import dynamo
+from adversarial_harness import check_case_under, params, registry, run_case
 
 CASES, case = registry()
 BACKENDS = ("eager", "aot_eager")
 _SINK = io.StringIO()
+
+
+def grads(m):
+    return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
 
 
 def log(*a):
@@ -593,6 +599,370 @@ def module_forward_hooks_dict_and_always_call():
     return m, drive, lambda: list(out)
 
 
+@case
+def train_step_break_in_submodule_method_with_dropout_and_bn():
+    class Block(nn.Module):
+        def __init__(s):
+            super().__init__(); s.fc = nn.Linear(6, 6); s.bn = nn.BatchNorm1d(6); s.drop = nn.Dropout(0.3); s.n = 0
+        def gate(s, h):
+            s.n += 1
+            if h.mean() > 0:  # data-dependent break inside a method
+                return h * torch.sigmoid(h)
+            return F.relu(h)
+        def forward(s, x):
+            return s.drop(s.gate(s.bn(s.fc(x))))
+    class Net(nn.Module):
+        def __init__(s):
+            super().__init__(); s.b1 = Block(); s.b2 = Block(); s.head = nn.Linear(6, 1)
+        def forward(s, x, y):
+            h = s.b2(s.b1(x))
+            log("h", h.shape)
+            return F.mse_loss(s.head(h).squeeze(-1), y)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    def drive(f, i):
+        opt.zero_grad()
+        loss = f(torch.randn(8, 6), torch.randn(8))
+        loss.backward()
+        g = grads(net)
+        opt.step()
+        return loss.detach(), g
+    return net, drive, lambda: ([b.clone() for b in net.buffers()], net.b1.n, net.b2.n, [p.detach().clone() for p in net.parameters()])
+
+
+@case
+def requires_grad_flipped_between_training_calls():
+    net = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+    def drive(f, i):
+        for p in net[0].parameters():
+            p.requires_grad_(i != 1)
+        net.zero_grad(set_to_none=True)
+        out = f(torch.randn(4, 3)).sum()
+        out.backward()
+        return out.detach(), grads(net)
+    return net, drive
+
+
+@case
+def dropout_rng_same_across_breaks_in_training():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__(); s.fc = nn.Linear(5, 5)
+        def forward(s, x):
+            h = F.dropout(s.fc(x), 0.5, True)
+            if h.sum() > 0:
+                h = F.dropout(h, 0.2, True) + torch.rand_like(h)
+            else:
+                h = h - torch.randn_like(h)
+            return h.pow(2).mean()
+    m = M()
+    def drive(f, i):
+        m.zero_grad()
+        loss = f(torch.randn(3, 5))
+        loss.backward()
+        return loss.detach(), grads(m), torch.rand(2)
+    return m, drive
+
+
+@case
+def hook_added_between_training_calls_scales_grad_and_output():
+    m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 1))
+    hs = []
+    def drive(f, i):
+        if i == 1:
+            hs.append(m[0].register_forward_hook(lambda mod, a, o: o * 2))
+        if i == 2:
+            hs.pop().remove()
+            hs.append(m[2].register_forward_pre_hook(lambda mod, a: (a[0] + 1,)))
+        m.zero_grad()
+        out = f(torch.randn(2, 3)).sum()
+        out.backward()
+        return out.detach(), grads(m)
+    return m, drive
+
+
+@case
+def exception_mid_training_after_buffer_update_then_recover():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__(); s.bn = nn.BatchNorm1d(3); s.fc = nn.Linear(3, 2)
+        def forward(s, x, target):
+            h = s.fc(s.bn(x))
+            return F.cross_entropy(h, target)
+    m = M()
+    def drive(f, i):
+        t = torch.tensor([0, 1, 5 if i == 1 else 1, 0])
+        m.zero_grad()
+        loss = f(torch.randn(4, 3), t)
+        loss.backward()
+        return loss.detach(), grads(m)
+    return m, drive, lambda: [b.clone() for b in m.buffers()]
+
+
+@case
+def submodule_swapped_between_training_calls():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__(); s.fc = nn.Linear(3, 3); s.act = nn.ReLU()
+        def forward(s, x):
+            return s.act(s.fc(x)).sum()
+    m = M()
+    acts = [nn.ReLU(), nn.GELU(), nn.Sequential(nn.Linear(3, 3), nn.Tanh())]
+    def drive(f, i):
+        m.act = acts[i]
+        m.zero_grad()
+        out = f(torch.randn(2, 3))
+        out.backward()
+        return out.detach(), grads(m)
+    return m, drive
+
+
+@case
+def loop_with_break_else_in_train_step_lists_of_losses():
+    net = nn.Linear(3, 3)
+    hist = []
+    def fn(x):
+        losses = []
+        h = x
+        for k in range(4):
+            h = torch.tanh(net(h))
+            l = h.pow(2).mean()
+            losses.append(l)
+            if l.item() < 0.05:
+                hist.append(("break", k))
+                break
+        else:
+            hist.append(("else", len(losses)))
+        return torch.stack(losses).sum()
+    def drive(f, i):
+        net.zero_grad()
+        out = f(torch.randn(2, 3) * (0.1 if i == 1 else 2))
+        out.backward()
+        return out.detach(), grads(net)
+    return fn, drive, lambda: list(hist)
+
+
+@case(calls=4)
+def torch_nn_attr_changed_inside_forward_by_user():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__(); s.drop = nn.Dropout(0.0); s.act = nn.LeakyReLU(0.01)
+        def forward(s, x, step):
+            s.drop.p = min(0.5, step * 0.2)
+            s.act.negative_slope = 0.01 * (step + 1)
+            return s.act(s.drop(x))
+    m = M()
+    return m, lambda f, i: f(torch.randn(4, 4), i), lambda: (m.drop.p, m.act.negative_slope)
+
+
+@case(calls=3)
+def delattr_inside_forward():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__(); s.cache = None; s.k = 0
+        def forward(s, x):
+            s.k += 1
+            if s.cache is not None:
+                y = x + s.cache
+                del s.cache
+                s.cache = None
+            else:
+                y = x
+                s.cache = x * 2
+            return y
+    m = M()
+    return m, lambda f, i: f(torch.ones(2) * i), lambda: (m.k, None if m.cache is None else m.cache.clone())
+
+
+@case(calls=4)
+def training_attribute_set_directly_inside_forward():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__(); s.d = nn.Dropout(0.5)
+        def forward(s, x):
+            s.d.training = not s.d.training
+            return s.d(x), s.d.training
+    m = M()
+    return m, lambda f, i: f(torch.ones(3, 3)), lambda: m.d.training
+
+
+@case(calls=3)
+def user_cm_exit_sees_exception_type_from_failing_op():
+    seen = []
+    class CM:
+        def __enter__(s): seen.append("enter"); return s
+        def __exit__(s, et, ev, tb):
+            seen.append(("exit", None if et is None else et.__name__, None if ev is None else str(ev)[:40]))
+            return et is IndexError
+    def f(x):
+        with CM():
+            y = x * 2
+            z = y[torch.tensor([5 if x.shape[0] == 2 else 0])]
+            seen.append(("after", tuple(z.shape)))
+        return y
+    return f, lambda g, i: g(torch.ones(i + 1)), lambda: list(seen)
+
+
+@case(calls=3)
+def raise_from_preserves_cause():
+    def helper(x):
+        try:
+            return x.view(3, -1)
+        except RuntimeError as e:
+            raise ValueError(f"bad shape {tuple(x.shape)}") from e
+    def f(x):
+        y = x + 1
+        return helper(y)
+    def drive(g, i):
+        try:
+            return g(torch.ones(i + 3))
+        except ValueError as e:
+            return ("caught", str(e), type(e.__cause__).__name__, e.__suppress_context__)
+    return f, drive
+
+
+@case(calls=3)
+def hook_registered_inside_forward_on_first_call():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__(); s.fc = nn.Linear(2, 2); s.feats = []
+        def forward(s, x):
+            if not s.fc._forward_hooks:
+                s.fc.register_forward_hook(lambda mod, a, o: s.feats.append(o.detach()))
+            return s.fc(x) * 2
+    m = M()
+    return m, lambda f, i: f(torch.ones(1, 2) * i), lambda: [t.clone() for t in m.feats]
+
+
+@case(calls=3)
+def setattr_getattr_builtins_with_names_and_defaults():
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__(); s.fc = nn.Linear(2, 2)
+        def forward(s, x):
+            for name in ("a", "b"):
+                setattr(s, f"last_{name}", getattr(s, f"last_{name}", 0) + 1)
+            scale = getattr(s.fc, "scale", 1.0)
+            return s.fc(x) * scale * s.last_a
+    m = M()
+    def drive(f, i):
+        if i == 2:
+            m.fc.scale = 3.0
+        return f(torch.ones(1, 2))
+    return m, drive, lambda: (m.last_a, m.last_b)
+
+
+@case
+def inlined_comprehension_with_side_effects_and_break():
+    seen = []
+    def f(x):
+        k = 5
+        ys = [seen.append(k) or r * k for k in range(3) for r in [x]]
+        log("after", k)
+        zs = {j: x + j for j in range(2) if (x.sum() > 0) or j == 0}
+        return torch.stack(ys), k, len(zs), sorted(zs)
+    return f, lambda g, i: g(torch.randn(2)), lambda: list(seen)
+
+
+@case
+def walrus_in_comprehension_leaks_to_enclosing():
+    def f(x):
+        total = 0
+        ys = [(total := total + r.sum()) for r in x]
+        if (n := len(ys)) > 2:
+            log(n)
+        return torch.stack(ys), total, n
+    return f, lambda g, i: g(torch.randn(3, 2))
+
+
+@case
+def match_statement_on_dataclass_config_and_tensor_value():
+    @dataclasses.dataclass
+    class Cfg:
+        act: str
+        depth: int
+        scale: float = 1.0
+    cfgs = [Cfg("relu", 1), Cfg("gelu", 2, 0.5), Cfg("silu", 3)]
+    def f(x, cfg):
+        match cfg:
+            case Cfg(act="relu", depth=d):
+                y = x.relu() * d
+            case Cfg(act="gelu", scale=s) if s < 1:
+                y = F.gelu(x) * s
+            case _:
+                y = F.silu(x)
+        match int(x.argmax()):
+            case 0: y = y + 1
+            case 1 | 2: y = y - 1
+            case other: y = y * other
+        return y
+    return f, lambda g, i: g(torch.randn(4), cfgs[i])
+
+
+@case
+def fstrings_with_tensors_and_format_specs():
+    msgs = []
+    def f(x):
+        y = x * 2
+        msgs.append(f"{y.sum():.3f} {y.shape} {y.dtype} {x.shape[0]!r:>4} {y.mean().item()=:.2f}")
+        return y
+    return f, lambda g, i: g(torch.randn(3)), lambda: list(msgs)
+
+
+@case
+def star_args_kwargs_forwarding_with_super_forward():
+    class Base(nn.Module):
+        def __init__(s):
+            super().__init__(); s.lin = nn.Linear(3, 3)
+        def forward(s, x, *extra, scale=1.0, **kw):
+            y = s.lin(x) * scale
+            for e in extra:
+                y = y + e
+            if kw.get("mask") is not None:
+                y = y.masked_fill(kw["mask"], 0.0)
+            return y
+    class Child(Base):
+        def forward(s, *args, **kwargs):
+            kwargs.setdefault("scale", 2.0)
+            out = super().forward(*args, **kwargs)
+            log(out.shape)
+            return out * 3
+    m = Child()
+    masks = [None, torch.tensor([True, False, True]), None]
+    def drive(f, i):
+        args = (torch.randn(2, 3),) + tuple(torch.randn(3) for _ in range(i))
+        return f(*args, mask=masks[i], **({"scale": 0.5} if i == 2 else {}))
+    return m, drive
+
+
+@case
+def local_deleted_before_a_break():
+    def f(x):
+        tmp = x * 2
+        acc = tmp.sum()
+        del tmp
+        log("deleted")
+        try:
+            tmp
+        except (NameError, UnboundLocalError) as e:
+            kind = type(e).__name__
+        return acc, kind
+    return f, lambda g, i: g(torch.randn(3))
+
+
+@case(calls=4)
+def conv_padding_and_dilation_changed_between_calls():
+    # Tuples configuring torch.nn's classes are one EQUALS_MATCH each: a change recompiles.
+    conv = nn.Conv2d(2, 2, 3)
+
+    def drive(f, i):
+        conv.padding = [(0, 0), (1, 1), (1, 1), (2, 1)][i]
+        conv.dilation = [(1, 1), (1, 1), (2, 2), (1, 1)][i]
+        return f(torch.randn(1, 2, 6, 6))
+    return conv, drive
+
+
+
 @case(calls=4)
 def torch_nn_module_attributes_changed_between_calls():
     # A dropout schedule and a slope changed on torch.nn's own classes: read in their forward,
@@ -636,3 +1006,40 @@ def parameter_updated_in_place_under_no_grad_and_returned_inside_the_block():
 @pytest.mark.parametrize("case,backend", params(CASES, {}, BACKENDS))
 def test_adversarial_nested(case, backend, monkeypatch):
     check_case_under(case, backend, monkeypatch)
+
+
+# Training and module-mutation cases run again under the fused backend (generated kernels):
+# every tensor within rtol 1e-4 / atol 1e-5 of eager, everything else equal.
+FUSED = ("train_step_break_in_submodule_method_with_dropout_and_bn", "requires_grad_flipped_between_training_calls",
+         "hook_added_between_training_calls_scales_grad_and_output", "submodule_swapped_between_training_calls",
+         "loop_with_break_else_in_train_step_lists_of_losses", "torch_nn_module_attributes_changed_between_calls",
+         "parameter_updated_in_place_under_no_grad_and_returned_inside_the_block", "batchnorm_train_with_break_in_middle")
+
+
+def _tensors(v, out):
+    if isinstance(v, torch.Tensor):
+        out.append(v)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _tensors(x, out)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _tensors(x, out)
+    return out
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in FUSED], ids=lambda c: c.name)
+def test_adversarial_nested_fused(case, monkeypatch):
+    compile_ = dynamo.compile
+    monkeypatch.setattr(dynamo, "compile", lambda t, **k: compile_(t, backend="fused", **k))
+    eager, fused, _, _ = run_case(case)
+    for i, ((re_, oe), (rf, of)) in enumerate(zip(eager, fused)):
+        assert re_[0] == rf[0] and (re_[0] == "ok" or re_[1:] == rf[1:]), f"call {i}: eager {re_} vs fused {rf}"
+        a, b = _tensors((re_, oe), []), _tensors((rf, of), [])
+        assert len(a) == len(b), f"call {i}: {len(a)} tensors vs {len(b)}"
+        for x, y in zip(a, b):
+            assert (x.shape, x.dtype, x.requires_grad) == (y.shape, y.dtype, y.requires_grad)
+            if x.is_floating_point():
+                assert torch.allclose(x, y, rtol=1e-4, atol=1e-5), f"call {i}: {x} vs fused {y}"
+            else:
+                assert torch.equal(x, y), f"call {i}: {x} vs fused {y}"

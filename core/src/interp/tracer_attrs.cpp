@@ -16,6 +16,23 @@ namespace dynamo::core::interp {
 
 namespace {
 
+bool isTorchNnClass(PyObject* obj) {
+  std::string mod = moduleOf((PyObject*)Py_TYPE(obj));
+  return mod.rfind("torch.nn.modules", 0) == 0;
+}
+
+// A tuple of ints, floats, bools, None and strings (nested tuples of those included).
+bool isConstantTuple(PyObject* obj) {
+  if (!PyTuple_CheckExact(obj)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
+    PyObject* item = PyTuple_GET_ITEM(obj, i);  // borrowed ref
+    if (!(item == Py_None || PyBool_Check(item) || PyLong_CheckExact(item) || PyFloat_CheckExact(item) ||
+          PyUnicode_CheckExact(item) || isConstantTuple(item)))
+      return false;
+  }
+  return true;
+}
+
 bool isTorchishModule(PyObject* module) {
   const char* name = PyModule_GetName(module);
   if (name == nullptr) {
@@ -155,7 +172,13 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
       Source s = v->source ? Source::moduleAttr(v->source, name, plan.foundIn) : Source{};
       // Every attribute is guarded, torch.nn's own classes included: programs change their
       // configuration between calls (Dropout.p schedules, LeakyReLU.negative_slope) and keep
-      // their own state on them (a hook's `mod.calls += 1`).
+      // their own state on them (a hook's `mod.calls += 1`). A constant tuple configuring one of
+      // torch.nn's classes (Conv2d.stride, .padding) is one EQUALS_MATCH, not a guard per item:
+      // its items are never made symbolic.
+      if (s && isTorchNnClass(obj) && isConstantTuple(r.get())) {
+        ctx.guard(s, makeEqualsMatch(r.get()));
+        return makeConst(r.get());
+      }
       return ctx.wrap(r.get(), s, true);
     }
   }
