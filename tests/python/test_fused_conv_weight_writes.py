@@ -14,8 +14,12 @@ import torch.nn.functional as F
 import dynamo
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
+@pytest.fixture(autouse=True, params=["onednn", "aten"])
+def _fresh(request, monkeypatch):
+    # Both paths of a conv step: oneDNN's primitive, and at::convolution (DYNAMO_FUSED_NO_DNNL=1,
+    # read per compile; a build without oneDNN).
+    if request.param == "aten":
+        monkeypatch.setenv("DYNAMO_FUSED_NO_DNNL", "1")
     dynamo.reset()
     yield
     dynamo.reset()
