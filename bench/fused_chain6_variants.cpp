@@ -14,7 +14,7 @@
 // streaming stores (no read-for-ownership of the output); pf k0 with software prefetch 1 KiB
 // ahead; vec and vec_nt the same chain hand-written with vector builtins (below), ordinary and
 // streaming stores; copy_plain the kernel's loop as a copy (what torch's copy_, the bench's anchor, does);
-// copy_nt a streaming copy (what glibc's memcpy does at this size). Wall-clock medians and minima
+// copy_nt a streaming copy (not what glibc 2.36 memcpy does here: its non-temporal threshold is 192 MiB). Wall-clock medians and minima
 // and the process CPU time (with OMP_WAIT_POLICY=passive, no spinning) per call; then the body
 // alone over an L1-resident slice on 1 thread and on 2 threads at once (minimum over the repeats
 // in which both threads really ran together): equal figures say the two CPUs are separate cores.

@@ -100,6 +100,8 @@ std::string programCacheKey(const core::Graph& graph, const codegen::LoweringOpt
   text += "\n";
   const char* miscompile = std::getenv("DYNAMO_TEST_MISCOMPILE");  // read by the emitter
   text += std::string("miscompile=") + (miscompile ? miscompile : "<unset>") + "\n";
+  const char* stream = std::getenv("DYNAMO_FUSED_STREAM_STORES");  // read by the emitter too
+  text += std::string("stream=") + (stream ? stream : "<unset>") + "\n";
   text += core::serializeGraph(graph);
   return codegen::sha256Hex(text);
 }
