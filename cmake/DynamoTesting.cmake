@@ -33,6 +33,33 @@ set(DYNAMO_STACK2_SLOW
   test_minify_kernel
   test_torchvision test_aot_torchvision test_dynamic_torchvision)
 
+# Seconds each slow pytest file took in the last CI run on 2 cores (ctest's "Passed  N sec"; files
+# under 15 s are left out). They are the tests' COST: on a clean clone, with no
+# Testing/Temporary/CTestCostData.txt yet, ctest -j starts the costliest first, so that no long
+# file starts last beside an idle core (docs/testing.md, "CI time"). A build tree that has run its
+# tests once schedules by its own measured times instead. Approximate figures suffice: refresh them
+# when a file's time changes a lot.
+set(DYNAMO_PYTEST_COSTS_stack1
+  test_aot_torchvision=140 test_torchvision=106 test_minify_cli=78 test_bench_smoke=57
+  test_fused_dynamic=57 test_fused_ops=53 test_minify_kernel=50 test_dynamic_shape_reads=46
+  test_minify_bisect=42 test_minify_accuracy=41 test_minify_errors=40 test_explain_cli=39
+  test_fused_program_cache=39 test_minify_fused=33 test_adversarial_fused=32 test_crash_trace=32
+  test_logs=32 test_minify_aot=29 test_dynamic_model_code=28 test_minify_fork_server=27
+  test_fused_graph_cache=25 test_dynamic_torchvision=23 test_kernel_recording=22
+  test_fused_conv_dnnl=20 test_bytecode=16 test_fused_conv=16 test_minify_bisect_torchvision=16
+  test_recording=15)
+set(DYNAMO_PYTEST_COSTS_stack2
+  test_bench_smoke=129 test_fused_program_cache=112 test_minify_bisect=109 test_fused_dynamic=86
+  test_fused_ops=60 test_fused_graph_cache=58 test_dynamic_shape_reads=57 test_adversarial_fused=53
+  test_minify_fork_server=51 test_kernel_recording=50 test_torchvision_fused=46
+  test_dynamic_model_code=40 test_fused_conv_dnnl=39 test_passes=33 test_fused_conv=32
+  test_fused_training=32 test_minify_bisect_torchvision=32 test_bytecode=29
+  test_adversarial_dynamic=28 test_fused_backend=28 test_fused_kernel_pch=27
+  test_explain_schemas=26 test_torchvision_families=23 test_trace_store=23
+  test_explain_consistency=22 test_torch_modules=22 test_dynamic_shapes=21
+  test_fused_dynamic_scalars=20 test_aot_decomp=19 test_fused_cuda=19 test_aot_training=18
+  test_graph_ir=18 test_aot_trace_cli=17 test_aot_eager=16 test_snippet_corpus=15)
+
 # dynamo_add_catch_test(NAME name SOURCES a.cpp ... LIBS dynamo::x ...)
 # One executable, one ctest entry (label "unit").
 function(dynamo_add_catch_test)
@@ -61,4 +88,9 @@ function(dynamo_add_pytest file)
   endif()
   set_tests_properties(${_test} PROPERTIES LABELS "python;${_stack}" TIMEOUT ${T_TIMEOUT}
     ENVIRONMENT "PYTHONPATH=${DYNAMO_PY_BUILD_DIR};DYNAMO_BUILD_DIR=${CMAKE_BINARY_DIR};DYNAMO_SOURCE_DIR=${CMAKE_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1")
+  foreach(_entry IN LISTS DYNAMO_PYTEST_COSTS_${DYNAMO_STACK_LABEL})
+    if(_entry MATCHES "^${_name}=([0-9]+)$")
+      set_tests_properties(${_test} PROPERTIES COST ${CMAKE_MATCH_1})
+    endif()
+  endforeach()
 endfunction()

@@ -38,6 +38,8 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 
+from sweep_format import fmt  # noqa: E402  (beside this script)
+
 RESULT_TAG = "TORCHVISION_ALL_RESULT "
 
 
@@ -198,10 +200,6 @@ def recompiles(r):
     """Compiles made by the 2nd call (same shapes, new values) + by the 3rd (another shape)."""
     n = r.get("recompiles")
     return None if n is None else "+".join(str(k) for k in n) or "0"
-
-
-def fmt(v, spec="{}"):
-    return "-" if v is None else spec.format(v)
 
 
 def line_for(r):

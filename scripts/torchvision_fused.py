@@ -43,6 +43,8 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 
+from sweep_format import fmt  # noqa: E402  (beside this script)
+
 RESULT_TAG = "TORCHVISION_FUSED_RESULT "
 # The largest builders last, so that a run cut short still covers the rest.
 LAST = ("regnet_y_32gf", "vit_l_32", "vit_l_16", "regnet_y_128gf", "vit_h_14")
@@ -156,10 +158,6 @@ def run_children(names, timeout, on_result):
                        "traceback": "\n".join(err_tail), "total_s": round(time.perf_counter() - t, 1)})
             done.add(rest[0])
         todo = [n for n in todo if n not in done]
-
-
-def fmt(v, spec="{}"):
-    return "-" if v is None else spec.format(v)
 
 
 def line_for(r):

@@ -234,7 +234,7 @@ void PerSizeAotFn::probeFirst(const std::vector<PyObject*>& examples) const {
   } catch (const core::PythonError&) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);  // new refs (or null)
-    if (fusionLog()) {
+    if (logEnabled("fusion")) {
       PyObjectRef text = PyObjectRef::steal(ev ? PyObject_Str(ev) : nullptr);
       std::fprintf(stderr, "[dynamo fusion] %s: no probe lowering of the AOT graphs (the first size's kernels keep literal sizes): %s\n",
                    function_.c_str(), text ? PyUnicode_AsUTF8(text.get()) : "Python error");
@@ -305,11 +305,12 @@ std::shared_ptr<core::Backend> makeAotEagerDecompPartitionBackend() {
   return std::make_shared<AotBackend>("aot_eager_decomp_partition");
 }
 
-bool fusionLog() {
+bool logEnabled(const char* what) {
   const char* v = std::getenv("DYNAMO_LOGS");
   if (!v) return false;
   std::string s = std::string(",") + v + ",";
-  return s.find(",fusion,") != std::string::npos || s.find(",all,") != std::string::npos;
+  return s.find(std::string(",") + what + ",") != std::string::npos ||
+         s.find(",all,") != std::string::npos;
 }
 
 bool plainSymbol(const std::string& e) {

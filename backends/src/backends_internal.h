@@ -37,8 +37,9 @@ std::string inputSignature(PyObject* const* inputs, size_t count);
 /// (codegen/kernel_template.h), so that sizes with the same kernel text share compiled kernels.
 std::unique_ptr<core::CompiledGraphFn> makePerSizeFused(const core::BackendRequest& request);
 
-/// Whether DYNAMO_LOGS names the "fusion" log (or "all"): the fused backend's per-size decisions.
-bool fusionLog();
+/// Whether DYNAMO_LOGS (comma-separated, read at each call) names the log `what` ("fusion": the
+/// fused backend's decisions; "output_code": its generated code) or "all".
+bool logEnabled(const char* what);
 
 /// True when a dimension's size expression is one symbol ("s0"), not an expression ("2*s0").
 bool plainSymbol(const std::string& e);

@@ -23,6 +23,7 @@
 #include <ATen/ops/mm.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/version.h>
 
@@ -47,6 +48,7 @@
 #include "backends_internal.h"
 #ifdef DYNAMO_HAVE_DNNL
 #include "fused_dnnl_conv.h"
+#include "fused_dnnl_matmul.h"
 #endif
 #include "fused_program_cache.h"
 #include "dynamo/backends/fused.h"
@@ -185,14 +187,6 @@ bool allFinite(const float* p, int64_t n) {
     top = std::max(top, u & 0x7f800000u);
   }
   return top != 0x7f800000u;
-}
-
-bool logEnabled(const char* what) {
-  const char* v = std::getenv("DYNAMO_LOGS");
-  if (!v) return false;
-  std::string s = std::string(",") + v + ",";
-  return s.find(std::string(",") + what + ",") != std::string::npos ||
-         s.find(",all,") != std::string::npos;
 }
 
 // True when t has the buffer's dtype, sizes and strides (strides of size-1 dims don't matter).
@@ -436,6 +430,8 @@ class FusedFn final : public core::CompiledGraphFn {
       args.push_back(const_cast<int64_t*>(sizeParams_[k].data()));
     }
     PyThreadState* ts = PyEval_SaveThread();
+    // torch.profiler shows each kernel call under the kernel's name (a flag test when off)
+    RECORD_FUNCTION(std::string(program_.kernels[k].name), c10::ArrayRef<const c10::IValue>{});
     if (us == nullptr) {
       fns_[k](args.data());
     } else {
@@ -667,7 +663,7 @@ class FusedFn final : public core::CompiledGraphFn {
       const at::Tensor& a = f.tensors[m.a];
       const at::Tensor& b = f.tensors[m.b];
       if (m.batched) {
-        at::bmm_out(out, a, b);
+        if (!runDnnlBmm(k, a, b, out, f)) at::bmm_out(out, a, b);
       } else {
         at::Tensor a2 = a.dim() == 2 ? a : a.reshape({-1, a.size(-1)});
         at::Tensor out2 = out.dim() == 2 ? out : out.view({-1, out.size(-1)});
@@ -680,6 +676,57 @@ class FusedFn final : public core::CompiledGraphFn {
     PyEval_RestoreThread(ts);
     f.tensors[m.result] = out;
     f.ptrs[m.result] = out.data_ptr();
+  }
+
+  // bmm step k through oneDNN's batched matmul (fused_dnnl_matmul.h), made at its first call
+  // from the operands' strides; false (the caller runs at::bmm_out) without oneDNN, for strides
+  // other than the first call's, or where oneDNN has no fast implementation. GIL released.
+  bool runDnnlBmm(int k, const at::Tensor& a, const at::Tensor& b, at::Tensor& out, Frame& f) const {
+#ifdef DYNAMO_HAVE_DNNL
+    if (!useDnnlBmm_ || a.numel() == 0 || b.numel() == 0 || out.numel() == 0) return false;
+    DnnlMatmulShape want{a.sizes().vec(), a.strides().vec(), b.sizes().vec(), b.strides().vec(),
+                         out.sizes().vec(), out.strides().vec()};
+    std::shared_ptr<const DnnlMatmul> prim;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = bmmCache_.find(k);
+      if (it == bmmCache_.end()) {
+        try {
+          it = bmmCache_.emplace(k, DnnlMatmul::make(want)).first;
+          if (logEnabled("fusion"))
+            std::fprintf(stderr, "[dynamo fusion] bmm step %d: oneDNN %s\n", k, it->second->describe().c_str());
+        } catch (const std::exception& e) {
+          if (logEnabled("fusion")) std::fprintf(stderr, "[dynamo fusion] bmm step %d: ATen (%s)\n", k, e.what());
+          it = bmmCache_.emplace(k, nullptr).first;
+        }
+      }
+      prim = it->second;
+    }
+    if (!prim) return false;
+    const DnnlMatmulShape& have = prim->shape();
+    if (have.aStrides != want.aStrides || have.bStrides != want.bStrides || have.outStrides != want.outStrides ||
+        have.a != want.a || have.b != want.b) {
+      return false;
+    }
+    at::Tensor& ws = *f.workspace;
+    const auto need = static_cast<int64_t>(prim->workspaceBytes());
+    if (need > 0 && (!ws.defined() || ws.numel() < need)) ws = at::empty({need}, at::TensorOptions().dtype(at::kByte));
+    try {
+      prim->run(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), need > 0 ? ws.data_ptr() : nullptr);
+      return true;
+    } catch (const std::exception& e) {
+      // (stack 2: torch 2.11 brings its own oneDNN, and Debian's 2.6 primitive may refuse to
+      // execute) The step runs through ATen from now on, this call included: bmm_out overwrites
+      // the whole result and the operands are untouched.
+      if (logEnabled("fusion")) std::fprintf(stderr, "[dynamo fusion] bmm step %d: ATen (%s)\n", k, e.what());
+      std::lock_guard<std::mutex> g(mu_);
+      bmmCache_[k] = nullptr;
+      return false;
+    }
+#else
+    (void)k, (void)a, (void)b, (void)out, (void)f;
+    return false;
+#endif
   }
 
   // t in the buffer's strides (a copy when ATen chose another layout).
@@ -817,6 +864,10 @@ class FusedFn final : public core::CompiledGraphFn {
 #ifdef DYNAMO_HAVE_DNNL
   mutable std::unordered_map<int, std::shared_ptr<const DnnlConv>> convPrimitives_;  // per conv step (null: ATen)
   bool useDnnl_ = !std::getenv("DYNAMO_FUSED_NO_DNNL");      // oneDNN's own API first (read per compile)
+  // bmm steps through oneDNN's batched matmul (DYNAMO_FUSED_NO_DNNL_BMM=1, read per compile:
+  // at::bmm_out, to compare)
+  bool useDnnlBmm_ = !std::getenv("DYNAMO_FUSED_NO_DNNL") && !std::getenv("DYNAMO_FUSED_NO_DNNL_BMM");
+  mutable std::unordered_map<int, std::shared_ptr<const DnnlMatmul>> bmmCache_;  // per bmm step (mu_); null: ATen
 #endif
   uint64_t runToken_ = 0;                       // nonzero: time the first calls (the trace store)
   mutable std::atomic<bool> trimmed_{false};    // the heap was trimmed after the first call

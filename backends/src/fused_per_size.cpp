@@ -314,7 +314,7 @@ std::string numberSignature(const core::Graph& g, const std::vector<PyObject*>& 
     }
     if (why.empty()) {
       out[i] = kind == codegen::ScalarInput::kInt ? 'i' : 'f';
-    } else if (fusionLog()) {
+    } else if (logEnabled("fusion")) {
       std::fprintf(stderr, "[dynamo fusion] %s: %s input '%s' is lowered per value: %s\n", function.c_str(),
                    kind == codegen::ScalarInput::kInt ? "int" : "float", name.c_str(), why.c_str());
     }
@@ -376,7 +376,7 @@ size_t probeFamilies(const core::Graph& g, const std::vector<PyObject*>& example
   try {
     sized = graphAtSizes(g, raw.data(), raw.size());
   } catch (const Error& e) {
-    if (fusionLog())
+    if (logEnabled("fusion"))
       std::fprintf(stderr, "[dynamo fusion] %s: no probe lowering (the first size's kernels keep literal sizes): %s\n",
                    function.c_str(), e.what());
     return 0;
@@ -500,7 +500,7 @@ class PerSizeFusedFn final : public core::CompiledGraphFn {
       if (core::compileSink()) collect.emplace(&lowering.kernels);
       fn = compileFused(r, nullptr, options_);
     } catch (const Error& e) {
-      if (fusionLog())
+      if (logEnabled("fusion"))
         std::fprintf(stderr, "[dynamo fusion] %s: new sizes run on the eager runner: %s\n", function_.c_str(), e.what());
       fn = std::make_shared<GraphRunnerFn>(graph_);
       lowering.fallback = e.what();

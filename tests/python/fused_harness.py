@@ -5,6 +5,8 @@ until it lands, these helpers convert a make_fx GraphModule node by node with th
 GraphBuilder (tests only: this is not a second importer in the product).
 
     f = fused(fn, *example_inputs)      # FusedFunction: f(*inputs), f.report
+    text = program_text(fn, *inputs)    # the printed program of fn traced by torch.fx
+    close(got, want)                    # the conv tests' tolerance against eager
 """
 import torch
 from functorch import make_fx
@@ -62,3 +64,16 @@ def reference(fn, *inputs):
 
 def tolerance(dtype):
     return {torch.float32: (1e-5, 1e-5), torch.float64: (1e-12, 1e-12)}.get(dtype, (0, 0))
+
+
+def program_text(fn, *inputs):
+    """The fused backend's printed program of fn (traced with torch.fx.symbolic_trace, not make_fx:
+    the graph keeps the convolution and batch_norm calls the conv tests look at)."""
+    gm = torch.fx.symbolic_trace(fn)
+    return _C._codegen.compile(to_dynamo_graph(gm, inputs).serialize(), list(inputs))
+
+
+def close(got, want):
+    """The conv tests' tolerance (test_fused_conv.py, test_fused_conv_dnnl.py): within 1e-4
+    relative, atol 1e-4 of the output's largest magnitude (at least 1e-7)."""
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * max(want.abs().max().item(), 1e-3))

@@ -2,6 +2,7 @@
 every gradient equal eager bitwise (docs/aot.md). CI runs the cheapest model of each of the 18
 families (two mobilenet and two efficientnet generations); DYNAMO_ALL_TORCHVISION=1 runs all 80
 builders here, scripts/aot_torchvision_all.py runs them one process each."""
+import copy
 import os
 import sys
 
@@ -32,8 +33,8 @@ def compare_train_step(name, backend="aot_eager"):
     """Runs one train-mode step eagerly and compiled; returns a list of what differs (empty:
     bitwise equal) and the AOT records of the compile."""
     dynamo.reset()
-    eager, model = build(name), build(name)
-    model.load_state_dict(eager.state_dict())
+    eager = build(name)
+    model = copy.deepcopy(eager)  # as a second build(name), without initialising the weights again
     eager.train()
     model.train()
     x = input_for(name)
@@ -82,7 +83,6 @@ def test_detection_model_trains_and_infers_with_fallbacks_named():
     """fasterrcnn_mobilenet_v3_large_320_fpn: inference outputs, training losses and every gradient
     equal eager bitwise; the graphs the AOT layer cannot take (inputs sharing storage, aliasing
     outputs, constants, writes through views) run on the eager runner with their reason."""
-    import copy
     from torchvision_cases import build_family_model, family_inputs
     dynamo.reset()
     name = "fasterrcnn_mobilenet_v3_large_320_fpn"

@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dynamo
-from compile_fixtures import compiled, fresh_dynamo, records  # noqa: F401  (fixtures)
+from compile_fixtures import check_over_sizes, compiled, fresh_dynamo, records  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
@@ -107,18 +107,7 @@ CASES = {
 def _check(records, name, backend, dynamic):
     torch.manual_seed(0)
     cls, make = CASES[name]
-    model = cls().eval()
-    kw = {} if dynamic is None else {"dynamic": dynamic}
-    cf = dynamo.compile(model, backend=backend, **kw)
-    for t in LENGTHS:
-        args = make(t)
-        with torch.no_grad():
-            want, got = model(*args), cf(*args)
-        if backend == "fused":
-            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=f"{name} at {t}")
-        else:
-            assert torch.equal(got, want), (name, t)
-    assert [r["status"] for r in records] == ["compiled"] * (1 if dynamic else 2), [r.get("reason") for r in records]
+    check_over_sizes(records, name, cls().eval(), make, LENGTHS, backend, dynamic, automatic_compiles=(2,))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import dynamo
-from compile_fixtures import compiled, fresh_dynamo, records  # noqa: F401  (fixtures)
+from compile_fixtures import check_over_sizes, compiled, fresh_dynamo, records  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
@@ -117,22 +117,8 @@ CASES = {f.__name__: f for f in [
 
 def _check(records, name, backend, dynamic):
     torch.manual_seed(0)
-    fn = CASES[name]
-    kw = {} if dynamic is None else {"dynamic": dynamic}
-    cf = dynamo.compile(fn, backend=backend, **kw)
-    for t in SIZES:
-        x = torch.randn(3, t, 4 + t % 3)
-        want, got = fn(x), cf(x)
-        if backend == "fused":
-            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=f"{name} at {t}")
-        else:
-            assert torch.equal(got, want), (name, t)
-    got = [r["status"] for r in records]
-    reasons = [r.get("dynamic_shapes") for r in records]
-    if dynamic:
-        assert got == ["compiled"], reasons
-    else:
-        assert got in (["compiled"], ["compiled"] * 2), reasons
+    check_over_sizes(records, name, CASES[name], lambda t: (torch.randn(3, t, 4 + t % 3),), SIZES,
+                     backend, dynamic, automatic_compiles=(1, 2), no_grad=False)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

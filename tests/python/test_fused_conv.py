@@ -14,17 +14,11 @@ import torch
 import torch.nn.functional as F
 
 import dynamo
+from compile_fixtures import fresh_dynamo  # noqa: F401  (fixture)
+from fused_harness import close, program_text
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    dynamo.reset()
-    yield
-    dynamo.reset()
-
-
-def close(got, want):
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * max(want.abs().max().item(), 1e-3))
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def conv_bn(cin=6, cout=10, **kw):
@@ -53,13 +47,6 @@ def test_conv_batch_norm_relu_matches_eager(kw):
     assert got.stride() == want.stride()        # eager's layout for what the user sees
 
 
-def _program(fn, *inputs):
-    import dynamo._C as C
-    from fused_harness import to_dynamo_graph
-    gm = torch.fx.symbolic_trace(fn)
-    return C._codegen.compile(to_dynamo_graph(gm, inputs).serialize(), list(inputs))
-
-
 @pytest.mark.parametrize("dnnl", ["1", "0"])
 def test_relu_after_conv_is_its_post_op(monkeypatch, dnnl):
     # oneDNN's conv with the ReLU as post-op, or (DYNAMO_FUSED_NO_DNNL, a build without oneDNN)
@@ -83,7 +70,7 @@ def test_relu_after_conv_is_its_post_op(monkeypatch, dnnl):
     w, b = conv[0].weight.detach(), conv[0].bias.detach()
     x = torch.randn(3, 6, 11, 9)
     fn = lambda t, w, b: F.relu(F.conv2d(t, w, b, 1, 1)) + 1  # noqa: E731
-    f = _program(fn, x, w, b)
+    f = program_text(fn, x, w, b)
     assert "groups 1 relu -> b" in f.report["program"], f.report["program"]
     # 6 input channels: channels-last (convTakesNchw)
     assert ("conv2d", "conv step (channels-last, relu folded in)") in f.report["externs"]
@@ -326,7 +313,7 @@ def test_pooling_program_marks_the_extern():
     w = torch.randn(8, 3, 3, 3)
     x = torch.randn(2, 3, 12, 12)
     fn = lambda t, w: F.max_pool2d(F.relu(F.conv2d(t, w, None, 1, 1)), 2) + 1  # noqa: E731
-    f = _program(fn, x, w)
+    f = program_text(fn, x, w)
     lines = f.report["program"].splitlines()
     assert any(line.startswith("extern #") and line.endswith("(arguments in the program's layout)")
                for line in lines), f.report["program"]
@@ -340,7 +327,7 @@ def test_max_pool_with_indices_keeps_eagers_layout():
     x = torch.randn(2, 3, 12, 12)
     fn = lambda t, w: (lambda p: (p[0] + 1, p[1]))(  # noqa: E731
         F.max_pool2d(F.relu(F.conv2d(t, w, None, 1, 1)), 2, return_indices=True))
-    f = _program(fn, x, w)
+    f = program_text(fn, x, w)
     assert "(arguments in the program's layout)" not in f.report["program"], f.report["program"]
     got, want = f(x, w), fn(x, w)
     close(got[0], want[0])

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 
 import dynamo
+from compile_fixtures import fresh_dynamo  # noqa: F401  (fixture)
+from fused_harness import close, program_text
 
 
 def _has_dnnl():
@@ -29,22 +31,7 @@ def _has_dnnl():
 needs_dnnl = pytest.mark.skipif(not _has_dnnl(), reason="built without oneDNN (libdnnl-dev): conv steps call ATen")
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    dynamo.reset()
-    yield
-    dynamo.reset()
-
-
-def close(got, want):
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * max(want.abs().max().item(), 1e-3))
-
-
-def _program(fn, *inputs):
-    import dynamo._C as C
-    from fused_harness import to_dynamo_graph
-    gm = torch.fx.symbolic_trace(fn)
-    return C._codegen.compile(to_dynamo_graph(gm, inputs).serialize(), list(inputs))
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _buffer_lines(program):
@@ -106,7 +93,7 @@ def test_program_names_the_post_op_and_plans_the_conv_output():
         y = F.hardtanh(F.conv2d(t, w1, None, 1, 1), 0.0, 6.0)   # read only by the next conv
         return F.relu(F.conv2d(y, w2, None, 1, 1)) + 1            # read only by a kernel
 
-    f = _program(fn, x, w1, w2)
+    f = program_text(fn, x, w1, w2)
     prog = f.report["program"]
     convs = [line for line in prog.splitlines() if line.startswith("conv #")]
     assert len(convs) == 2, prog
@@ -125,7 +112,7 @@ def test_conv_output_that_escapes_is_a_pool_block():
     x = torch.randn(2, 16, 9, 9)
     w = torch.randn(8, 16, 3, 3) * 0.1
     fn = lambda t, w: (F.relu(F.conv2d(t, w, None, 1, 1)), F.max_pool2d(F.conv2d(t, w, None, 1, 1), 2))  # noqa: E731
-    f = _program(fn, x, w)
+    f = program_text(fn, x, w)
     prog = f.report["program"]
     bufs = _buffer_lines(prog)
     results = [re.search(r"-> (b\d+)", c).group(1) for c in prog.splitlines() if c.startswith("conv #")]

@@ -7,12 +7,16 @@ be exactly the cold compile: outputs bitwise equal, also after a weight changes 
 step's weights are read from the live module, never from the cache). A corrupt entry is ignored
 with a warning, lowered again and overwritten; a changed graph, size, dtype, strides,
 requires_grad or lowering option misses. The tests count hits and misses
-(_C._codegen.counters()), never time; each run has its own $DYNAMO_KERNEL_CACHE."""
+(_C._codegen.counters()), never time; each test has its own $DYNAMO_KERNEL_CACHE (the tests that
+start from SCRIPT's cold and warm runs copy them from one module-scoped pair of runs: each new
+process costs seconds of torch import and kernel compiles)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
+import pytest
 import torch
 
 SCRIPT = r"""
@@ -59,27 +63,46 @@ def _assert_bitwise_equal(a, b):
         assert a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]), k
 
 
-def test_a_warm_compile_in_a_new_process_reads_the_program_back_and_is_bitwise_the_cold_one(tmp_path):
-    cold, _ = _run(tmp_path, SCRIPT, "cold.pt")
+@pytest.fixture(scope="module")
+def cold_and_warm(tmp_path_factory):
+    """SCRIPT run twice on one empty cache: (directory, counters of the cold run, of the warm run).
+    The directory holds cache/ as the warm run left it, cold.pt and warm.pt."""
+    d = tmp_path_factory.mktemp("cold_and_warm")
+    cold, _ = _run(d, SCRIPT, "cold.pt")
+    entries = sorted(p.name for p in (d / "cache").iterdir())
+    warm, _ = _run(d, SCRIPT, "warm.pt")
+    return d, cold, warm, entries
+
+
+@pytest.fixture
+def after_a_cold_run(tmp_path, cold_and_warm):
+    """tmp_path with a copy of cold_and_warm's cache/ (its one program entry stored by the cold
+    run) and cold.pt: where a test that starts from a cold run begins."""
+    d, _, _, _ = cold_and_warm
+    shutil.copytree(d / "cache", tmp_path / "cache")
+    shutil.copy(d / "cold.pt", tmp_path / "cold.pt")
+    return tmp_path
+
+
+def test_a_warm_compile_in_a_new_process_reads_the_program_back_and_is_bitwise_the_cold_one(cold_and_warm):
+    d, cold, warm, entries_after_cold = cold_and_warm
     assert cold == _counts(misses=1, stores=1)
-    assert len(list((tmp_path / "cache").glob("*.program"))) == 1
-    assert list((tmp_path / "cache").glob("*.tmp")) == []
-    warm, _ = _run(tmp_path, SCRIPT, "warm.pt")
+    assert len([e for e in entries_after_cold if e.endswith(".program")]) == 1
+    assert [e for e in entries_after_cold if e.endswith(".tmp")] == []
     assert warm == _counts(hits=1)
-    _assert_bitwise_equal(tmp_path / "cold.pt", tmp_path / "warm.pt")
+    _assert_bitwise_equal(d / "cold.pt", d / "warm.pt")
 
 
-def test_a_weight_changed_after_a_warm_hit_changes_the_output_as_in_eager(tmp_path):
-    _run(tmp_path, SCRIPT, "cold.pt")
-    warm, _ = _run(tmp_path, SCRIPT, "warm.pt")
+def test_a_weight_changed_after_a_warm_hit_changes_the_output_as_in_eager(cold_and_warm):
+    d, _, warm, _ = cold_and_warm
     assert warm == _counts(hits=1)
-    out = torch.load(tmp_path / "warm.pt")
+    out = torch.load(d / "warm.pt")
     assert not torch.equal(out["before"], out["after"])  # the changed weights were read, not cached ones
     torch.testing.assert_close(out["after"], out["eager_after"], rtol=1e-5, atol=1e-6)
 
 
-def test_a_truncated_or_corrupt_entry_is_ignored_with_a_warning_and_lowered_again(tmp_path):
-    _run(tmp_path, SCRIPT, "cold.pt")
+def test_a_truncated_or_corrupt_entry_is_ignored_with_a_warning_and_lowered_again(after_a_cold_run):
+    tmp_path = after_a_cold_run
     [entry] = list((tmp_path / "cache").glob("*.program"))
     data = entry.read_bytes()
     entry.write_bytes(data[:len(data) // 2])                                      # truncated

@@ -80,21 +80,23 @@ def test_script_that_does_not_fail(tmp_path):
 def test_crash_of_a_run_is_a_result(tmp_path, fork):
     # A run of the script that aborts (in a fork of the server, or a fresh process with
     # --no-fork-server) is a failure the bisector narrows down, the same with either runner.
+    # The ladder is the failing rung alone: every run with --no-fork-server is a fresh interpreter
+    # importing torch (about 8 s of CPU on stack 2), and test_accuracy_bisect_* climbs past a
+    # passing rung.
     flags = [] if fork else ["--no-fork-server"]
-    code, _, err = run("dynamo-bisect", *flags, "--backends", "eager,aot_eager", "--workdir", "b",
+    code, _, err = run("dynamo-bisect", *flags, "--backends", "aot_eager", "--workdir", "b",
                        SMALL_MODEL, "aot_eager", cwd=tmp_path,
                        env={"MINIFY_FAULT_OVERRIDE": "aot_eager:abort_on_relu"})
     assert code == 0, err
     lines = err.splitlines()
     assert f"dynamo-bisect: {SMALL_MODEL} fails with backend aot_eager: crash (SIGABRT)" in lines
-    assert "dynamo-bisect:   backend eager: passes" in lines
     assert "dynamo-bisect:   backend aot_eager: FAILS: crash (SIGABRT)" in lines
     assert any(line.startswith("dynamo-bisect: graph: graph 0 of the run (13 nodes,")
                for line in lines), err
     result = json.loads((tmp_path / "b" / "result.json").read_text())
     assert result["runner"] == ("fork server" if fork else "subprocess")
     assert [(r["label"], r["status"]) for r in result["runs"]] == [
-        ("original", -6), ("backend-eager", 0), ("backend-aot_eager", -6), ("passes-1", -6)]
+        ("original", -6), ("backend-aot_eager", -6), ("passes-1", -6)]
 
 
 def test_counted_pass_names_the_bad_application(tmp_path):

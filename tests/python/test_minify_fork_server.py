@@ -21,6 +21,11 @@ def add_tensors(n):
     return (torch.arange(n, dtype=torch.float64) * 2).sum().item()
 
 
+def say(text):
+    print(f"out: {text}", flush=True)
+    print(f"err: {text}", file=sys.stderr, flush=True)
+
+
 def raise_value_error(msg):
     raise ValueError(msg)
 
@@ -263,6 +268,12 @@ with ForkServer(preload=["torch"], optional=["no_such_module_here"], forbid=["dy
     print("env", s.query_with_env(dict(env, FORK_SERVER_TEST_VALUE="x"),
                                   "fork_server_env_at_import:value").value)
     print("dynamo in server", s.query("sys:modules.__contains__", "dynamo").value)
+z3 = fs.Zygote.fork(["torch"])  # a log as stderr (dynamo-minify's queries.log): opened by name there
+log = open("queries.log", "ab")
+with ForkServer(preload=["torch"], env=env, stderr=log, zygote=z3) as s:
+    s.query("test_minify_fork_server:say", "to the log")
+log.close()
+print("log", repr(open("queries.log").read()))
 z2 = fs.Zygote.fork(["torch"])
 try:
     ForkServer(preload=["torch"], optional=["fork_server_thread_at_import"], zygote=z2).start()
@@ -280,6 +291,6 @@ def test_zygote_forked_from_the_tool_serves_as_a_started_server(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         "unused reaped", "pid True", "ok 12.0", "segv True", "timeout timeout", "env x",
-        "dynamo in server False",
+        "dynamo in server False", r"log 'out: to the log\nerr: to the log\n'",
         "unsafe importing fork_server_thread_at_import started 1 thread(s); forking after that "
         "is unsafe"]

@@ -1,9 +1,9 @@
 // Attribute access, attribute assignment and subscripts on symbolic Values (see tracer.h).
 //
 // nn.Module attributes are read through the fast path of source.h (instance dict, _parameters,
-// _buffers, _modules) when that gives what getattr gives. Configuration attributes of torch.nn's
-// own module classes (stride, eps, ...) are treated as fixed after construction and not guarded,
-// as PyTorch's dynamo does; `training` and every attribute of user classes are guarded.
+// _buffers, _modules) when that gives what getattr gives. Every attribute read is guarded, those of
+// torch.nn's own module classes (stride, eps, p, ...) included: programs change them between
+// calls (dropout schedules) and keep their own counters on built-in modules (hooks).
 #include <cstring>
 
 #include "dynamic.h"
@@ -19,6 +19,18 @@ namespace {
 bool isTorchNnClass(PyObject* obj) {
   std::string mod = moduleOf((PyObject*)Py_TYPE(obj));
   return mod.rfind("torch.nn.modules", 0) == 0;
+}
+
+// A tuple of ints, floats, bools, None and strings (nested tuples of those included).
+bool isConstantTuple(PyObject* obj) {
+  if (!PyTuple_CheckExact(obj)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
+    PyObject* item = PyTuple_GET_ITEM(obj, i);  // borrowed ref
+    if (!(item == Py_None || PyBool_Check(item) || PyLong_CheckExact(item) || PyFloat_CheckExact(item) ||
+          PyUnicode_CheckExact(item) || isConstantTuple(item)))
+      return false;
+  }
+  return true;
 }
 
 bool isTorchishModule(PyObject* module) {
@@ -158,8 +170,16 @@ ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
     if (plan.safe) {
       PyObjectRef r = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, name.c_str())));
       Source s = v->source ? Source::moduleAttr(v->source, name, plan.foundIn) : Source{};
-      bool guarded = !(isTorchNnClass(obj) && plan.foundIn == ModuleSlot::kInstanceDict && name != "training");
-      return ctx.wrap(r.get(), s, guarded);
+      // Every attribute is guarded, torch.nn's own classes included: programs change their
+      // configuration between calls (Dropout.p schedules, LeakyReLU.negative_slope) and keep
+      // their own state on them (a hook's `mod.calls += 1`). A constant tuple configuring one of
+      // torch.nn's classes (Conv2d.stride, .padding) is one EQUALS_MATCH, not a guard per item:
+      // its items are never made symbolic.
+      if (s && isTorchNnClass(obj) && isConstantTuple(r.get())) {
+        ctx.guard(s, makeEqualsMatch(r.get()));
+        return makeConst(r.get());
+      }
+      return ctx.wrap(r.get(), s, true);
     }
   }
 

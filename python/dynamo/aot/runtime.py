@@ -1,7 +1,8 @@
 """The runtime wrapper: compiled forward and backward graphs behind one torch.autograd.Function.
 
     outputs = fn(*graph_inputs)
-      inference: forward runner -> user outputs (in-place input updates happen inside the graph)
+      inference: forward runner -> user outputs (in-place input updates happen inside the graph;
+                 run with grad mode off when no output requires grad)
       training:  CompiledFunction.apply(*graph_inputs)
                    forward:  fw(*inputs) -> user outputs, mutation markers, saved values;
                              saves the saved values, marks outputs eager leaves without grad as
@@ -73,9 +74,28 @@ def _without_autocast(fn):
     return run
 
 
+def _without_grad(fn):
+    """fn run with grad mode off. An inference graph whose outputs need no grad (the trace found
+    none of them requires grad) can still be called with grad mode on: its ATen graph has lost
+    the torch.no_grad() block it was captured under (make_fx records no grad-mode changes), and
+    its in-place updates of parameters, legal under that block, would raise on leaves that require
+    grad ("a leaf Variable that requires grad is being used in an in-place operation")."""
+    def run(*args):
+        if not torch.is_grad_enabled():
+            return fn(*args)
+        torch._C._set_grad_enabled(False)
+        try:
+            return fn(*args)
+        finally:
+            torch._C._set_grad_enabled(True)
+    return run
+
+
 def make_inference_fn(fw, plan):
     n = plan.num_user_outputs
     fw = _without_autocast(fw)
+    if not any(plan.out_requires_grad):
+        fw = _without_grad(fw)
     if plan.num_fwd_outputs == n:
         return fw
 

@@ -113,6 +113,18 @@ def _first_disabling_that_fixes(runs, base_env, var, names, label):
     return lo[0], count
 
 
+def _first_true(lo, hi, pred):
+    """The smallest k in [lo, hi] with pred(k), pred being false then true along the range and
+    true at hi (which is never asked); a binary search."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if pred(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def _bad_application(runs, base_env, culprit, cap, fp):
     """(application, total, runs): the one application of pass `culprit` that brings the
     failure `fp`, found by a binary search over N in DYNAMO_BISECT_PASS=culprit:N (the first N
@@ -139,13 +151,8 @@ def _bad_application(runs, base_env, culprit, cap, fp):
             last[n] = c
         return found is not None
 
-    lo, hi = 1, total  # all `total` applications: the failing run itself
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fails(mid):
-            hi = mid
-        else:
-            lo = mid + 1
+    # all `total` applications: the failing run itself, so the search ends at `total` at most
+    lo = _first_true(1, total, fails)
     site_from = last.get(lo, cap)
     site = next((a for a in _capture.pass_applications(site_from, culprit) if a["index"] == lo), None)
     return dict(site or {"index": lo}), total, count
@@ -180,15 +187,9 @@ def _first_diverging_node(runner, cap, graph, tol, timeout):
         r = runner.query("dynamo.minifier.query:run_dynamo", u.gm, list(u.inputs),
                          blob["backend"], blob["config"], tol, log_path=log, timeout=timeout)
         return r.kind == "ok" and "accuracy" in (r.value or {})
-    lo, hi = 0, len(calls) - 1
-    if not diverges(hi):
+    if not diverges(len(calls) - 1):
         return None, queries
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if diverges(mid):
-            hi = mid
-        else:
-            lo = mid + 1
+    lo = _first_true(0, len(calls) - 1, diverges)
     node = next(n for n in unit.calls() if n.name == calls[lo])
     return (calls[lo], target_name(node), blob.get("locations", {}).get(calls[lo], "")), queries
 

@@ -217,14 +217,16 @@ def _server_main() -> None:
 
 class Zygote:
     """A server forked from the calling process instead of started as a fresh interpreter: the
-    tool imports torch once and the server shares that import (cli/dynamo-bisect forks it before
-    anything imports dynamo). The fork waits for its first message, the preloads and the
-    environment of a ForkServer that adopts it (ForkServer(zygote=...)), then serves as a
-    started server does; it exits when its input ends, unused or not.
+    tool imports torch once and the server shares that import (cli/dynamo-bisect and
+    cli/dynamo-minify fork it before anything imports dynamo). The fork waits for its first
+    message, the preloads, the environment and the log file (the ForkServer's stderr, where the
+    queries' output goes) of a ForkServer that adopts it (ForkServer(zygote=...)), then serves as
+    a started server does; it exits when its input ends, unused or not.
 
         tool: import torch --fork--> zygote (torch imported; waits)
         tool: import dynamo, parse argv, ...
-        tool: ForkServer(zygote=z).start() --{preload, env}--> zygote: warm/script imports, ready
+        tool: ForkServer(zygote=z).start() --{preload, env, log}--> zygote: warm/script imports,
+                                                                   ready
     """
 
     def __init__(self, pid, stdin, stdout):
@@ -249,6 +251,12 @@ class Zygote:
                 inp, out = os.fdopen(req_r, "rb"), os.fdopen(rep_w, "wb")
                 os.dup2(2, 1)   # queries print freely; the protocol has its own pipe
                 first = _recv(inp)
+                if first is not None and first.get("log"):
+                    # The queries' output, as a started server's stderr (ForkServer(stderr=)).
+                    log = os.open(first["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                    os.dup2(log, 1)
+                    os.dup2(log, 2)
+                    os.close(log)
                 if first is not None:
                     os.environ.clear()
                     os.environ.update(first["env"])
@@ -316,7 +324,10 @@ class ForkServer:
         if self._zygote is not None:
             self._proc, self._zygote = self._zygote, None
             self._proc.adopted = True
-            _send(self._proc.stdin, {"preload": self._preload, "env": env})
+            # A file given as stderr (the queries' output) is opened again by name there.
+            log = getattr(self._stderr, "name", None)
+            _send(self._proc.stdin, {"preload": self._preload, "env": env,
+                                     "log": os.path.abspath(log) if isinstance(log, str) else None})
             return
         # This file alone, under a private name: `import dynamo.minifier.fork_server` would import
         # the dynamo package into the server. The protocol is pickled dicts, no class of it.

@@ -185,15 +185,16 @@ def result_fingerprint(result: QueryResult):
     return _fingerprint(result)
 
 
-def launch_server(args, workdir):
+def launch_server(args, workdir, zygote=None):
     """The fork server, started at once (it imports torch while the script runs), or None for
     --no-isolate. The queries' own output (FX prints the traceback of a failing graph) goes to
-    WORKDIR/queries.log."""
+    WORKDIR/queries.log. zygote: the server forked by cli/dynamo-minify after it imported torch
+    (fork_server.Zygote), used instead of starting a fresh interpreter."""
     if not args.isolate:
         return None
     log = open(os.path.join(workdir, "queries.log"), "ab")
     server = ForkServer(preload=["torch", "dynamo"], warm=_script_runner.WARM, env=_child_env(),
-                        stderr=log).launch()
+                        stderr=log, zygote=zygote).launch()
     log.close()  # the server holds its own descriptor
     return server
 
@@ -394,16 +395,21 @@ def _start(args, workdir, trace_crash=None):
     return (state, unit), 0
 
 
-def main(argv=None):
+def main(argv=None, zygote=None):
+    """The tool. zygote: the query server, forked by cli/dynamo-minify before it imported dynamo
+    (fork_server.Zygote); ended here when it is not used (--no-isolate, an error)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return _main(args)
+        return _main(args, zygote)
     except UsageError as e:
         _say(f"error: {e}")
         return 2
+    finally:
+        if zygote is not None:
+            zygote.close()   # a no-op once a ForkServer adopted it
 
 
-def _main(args):
+def _main(args, zygote=None):
     if args.print_passes:
         for p in defs.reduction_passes():
             print(f"{p.name:22} {'(--after=kernel only) ' if p.kernel_only else ''}{p.description}")
@@ -437,7 +443,7 @@ def _main(args):
     if args.trace is None:
         args.trace = os.path.join(workdir, "trace.db")
     start = time.monotonic()
-    server = launch_server(args, workdir)
+    server = launch_server(args, workdir, zygote)
     try:
         return _minify(args, workdir, resume_work, start, passes, server, trace_crash)
     finally:

@@ -149,19 +149,28 @@ def script_imports(script) -> list:
     return out
 
 
+def _redirect(log_path, append, stdout_to_log):
+    """In a forked child: stdin from /dev/null, stderr (and stdout when stdout_to_log, else
+    /dev/null) to log_path, truncated or appended to."""
+    null = os.open(os.devnull, os.O_RDWR)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC),
+                  0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(null, 0)
+    os.dup2(log if stdout_to_log else null, 1)
+    os.dup2(log, 2)
+    for fd in {null, log} - {0, 1, 2}:
+        os.close(fd)
+
+
 def run_in_child(script, script_args, log_path):
     """The body of one forked run (called by the fork server in the child, whose environment is
     already the run's, before this module imported dynamo): stdin/stdout go to /dev/null and
     stderr to log_path, then the script runs as `python -m dynamo._run_script` would run it,
     atexit hooks included (the fork ends with os._exit, which skips them; the trace store's run
     ends in one)."""
-    null = os.open(os.devnull, os.O_RDWR)
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.dup2(log, 2)
+    _redirect(log_path, append=False, stdout_to_log=False)
     from dynamo import _run_script
     rc = _run_script.main(["--", script, *script_args])
     atexit._run_exitfuncs()
@@ -174,13 +183,7 @@ def query_in_child(log_path, target, payload):
     """The body of one query (called in a child of the server, its environment the base one):
     stdout and stderr appended to log_path, then target(*args, **kwargs), the arguments unpickled
     from payload here."""
-    null = os.open(os.devnull, os.O_RDWR)
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(null, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
+    _redirect(log_path, append=True, stdout_to_log=True)
     from dynamo.minifier.fork_server import _resolve
     args, kwargs = pickle.loads(payload)
     try:

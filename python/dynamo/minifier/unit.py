@@ -58,6 +58,19 @@ class Unit:
     def edit(self) -> "Editor":
         return Editor(self)
 
+    def with_recorded_values(self, names) -> Optional["Unit"]:
+        """The unit with each named call node replaced by a new input holding its recorded value
+        (recorded_values()), and what only those nodes used removed; None as for Editor.done()."""
+        values = self.recorded_values()
+        ed = self.edit()
+        for name in names:
+            node = ed.node(name)
+            ph = ed.add_input(f"{name}_value", values[name])
+            node.replace_all_uses_with(ph)
+            ed.graph.erase_node(node)
+        ed.remove_dead()
+        return ed.done()
+
 
 class Editor:
     """A private copy of a unit's graph and inputs to change; done() makes the new Unit."""

@@ -12,11 +12,4 @@ def reduce(unit, oracle):
     drop = [name for name in cands if not oracle.should_keep()]
     if not drop:
         return None
-    ed = unit.edit()
-    for name in drop:
-        node = ed.node(name)
-        ph = ed.add_input(f"{name}_value", values[name])
-        node.replace_all_uses_with(ph)
-        ed.graph.erase_node(node)
-    ed.remove_dead()
-    return ed.done()
+    return unit.with_recorded_values(drop)
