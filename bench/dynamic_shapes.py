@@ -16,6 +16,11 @@
    marked dynamic; and `x * n` with a branch on `n > 4` (a relation guard on a symbolic int)
    against the same code with n constant; each call's cost above eager (thread CPU time, medians
    of interleaved repeats). The goal: the dynamic entry's added cost at most 1.2x the static one's.
+   Beside it, the guard evaluation alone (bench/guard_eval.py): the entry's GuardCheck::check in a
+   C++ loop, min and median ns per check, and with --callgrind the instructions per check (a
+   figure the machine's load does not move); the ratios dynamic / static of each.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/dynamic_shapes.py --guards-only --callgrind
 
 Output: one JSON line per measurement, then a table. Timings are never asserted.
 """
@@ -30,6 +35,7 @@ import torch
 
 import dynamo
 import dynamo.aot
+import guard_eval
 
 
 class Attention(torch.nn.Module):
@@ -124,8 +130,9 @@ def int_branch(x, n):
     return x - n
 
 
-def guard_cost(quick, case="x_times_2"):
-    calls, repeats = (5_000, 3) if quick else (40_000, 15)
+def guard_setup(case):
+    """{variant: (callable, args)} for eager, static and dynamic, each code with its one entry
+    (int_branch's dynamic code: the symbolic entry first), and the compiled entries' functions."""
     dynamo.reset()
     if case == "x_times_2":
         f = times_two
@@ -147,6 +154,12 @@ def guard_cost(quick, case="x_times_2"):
     for args in warm_d:
         dyn_f(*args)
     variants = {"eager": (f, xs), "static": (static_f, xs), "dynamic": (dyn_f, xd)}
+    return variants, {"static": (f, xs), "dynamic": (g, xd)}
+
+
+def guard_cost(quick, case="x_times_2", counts=None):
+    calls, repeats = (5_000, 3) if quick else (40_000, 15)
+    variants, entries = guard_setup(case)
 
     def loop(fn, x):
         t0 = time.thread_time_ns()
@@ -161,25 +174,60 @@ def guard_cost(quick, case="x_times_2"):
             samples[k].append(loop(fn, x))
     added_s = statistics.median(s - e for s, e in zip(samples["static"], samples["eager"]))
     added_d = statistics.median(d - e for d, e in zip(samples["dynamic"], samples["eager"]))
+    # The guard evaluation alone (C++ loop over the entry's check), interleaved the same way.
+    n = 5_000 if quick else 20_000
+    ns = {"static": [], "dynamic": []}
+    for _ in range(3 if quick else 5):
+        for k, (fn, x) in entries.items():
+            t = guard_eval.time_guards(fn, x, n=n, repeats=3)
+            ns[k] += [t["min_ns"], t["median_ns"]]
+    mins = {k: min(v) for k, v in ns.items()}
+    meds = {k: statistics.median(v) for k, v in ns.items()}
+    instr = {k: (counts or {}).get(f"{case}/{k}") for k in ("static", "dynamic")}
     return {
         "bench": "dynamic_shapes", "case": "guard_cost_" + case, "calls": calls, "repeats": repeats,
         "eager_us": round(statistics.median(samples["eager"]), 3),
         "static_added_us": round(added_s, 3), "dynamic_added_us": round(added_d, 3),
-        "dynamic_over_static": round(added_d / added_s, 3) if added_s > 0 else None, "goal": 1.2,
+        "dynamic_over_static": round(added_d / added_s, 3) if added_s > 0 else None,
+        "guard_ns_static_min": round(mins["static"], 1), "guard_ns_dynamic_min": round(mins["dynamic"], 1),
+        "guard_ns_ratio_min": guard_eval.ratio(mins["dynamic"], mins["static"]),
+        "guard_ns_static_median": round(meds["static"], 1), "guard_ns_dynamic_median": round(meds["dynamic"], 1),
+        "guard_ns_ratio_median": guard_eval.ratio(meds["dynamic"], meds["static"]),
+        "guard_instr_static": instr["static"], "guard_instr_dynamic": instr["dynamic"],
+        "guard_instr_ratio": guard_eval.ratio(instr["dynamic"], instr["static"]), "goal": 1.2,
     }
+
+
+GUARD_CASES = ("x_times_2", "int_branch")
+
+
+def guard_count_child():
+    """Under callgrind (guard_eval.callgrind_counts): count each case's static and dynamic guards."""
+    for case in GUARD_CASES:
+        _, entries = guard_setup(case)
+        for k, (fn, x) in entries.items():
+            if not guard_eval.count_guards(fn, x, f"{case}/{k}"):
+                raise SystemExit("--guard-count-child: not running under callgrind")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer sizes and calls (smoke run)")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="also count instructions per guard check under callgrind (a few minutes)")
+    ap.add_argument("--guards-only", action="store_true", help="only the per-call guard cost cases")
+    ap.add_argument("--guard-count-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if args.guard_count_child:
+        return guard_count_child()
+    counts = guard_eval.callgrind_counts(__file__, []) if args.callgrind else None
     rows = []
-    for kind in ("mlp", "mlp-aot", "transformer", "attention", "step-int", "lr-float"):
+    for kind in () if args.guards_only else ("mlp", "mlp-aot", "transformer", "attention", "step-int", "lr-float"):
         for dynamic in (False, None):
             rows.append(workload(kind, dynamic, args.quick))
             print(json.dumps(rows[-1]), flush=True)
-    costs = [guard_cost(args.quick, case) for case in ("x_times_2", "int_branch")]
+    costs = [guard_cost(args.quick, case, counts) for case in GUARD_CASES]
     for cost in costs:
         print(json.dumps(cost), flush=True)
     print(f"{'workload':12} {'mode':10} {'sizes':>5} {'compiles':>8} {'limit':>5} {'compile_ms':>10} {'run_s':>7} "
@@ -190,6 +238,11 @@ def main(argv=None):
     for cost in costs:
         print(f"guard cost per call above eager ({cost['case']}): static {cost['static_added_us']} us, dynamic "
               f"{cost['dynamic_added_us']} us, ratio {cost['dynamic_over_static']} (goal <= 1.2)")
+        print(f"guard evaluation alone ({cost['case']}): static {cost['guard_ns_static_min']} / "
+              f"{cost['guard_ns_static_median']} ns, dynamic {cost['guard_ns_dynamic_min']} / "
+              f"{cost['guard_ns_dynamic_median']} ns (min / median), ratio {cost['guard_ns_ratio_min']} / "
+              f"{cost['guard_ns_ratio_median']}; instructions per check: static {cost['guard_instr_static']}, "
+              f"dynamic {cost['guard_instr_dynamic']}, ratio {cost['guard_instr_ratio']} (goal <= 1.2)")
 
 
 if __name__ == "__main__":

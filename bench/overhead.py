@@ -25,6 +25,11 @@ so that  wrapper = compiled - hooked,  hook + guards + transformed frame = hooke
 graph machinery (fetch, runner, rebuild) = graph - op,  nn.Module.__call__ = eager - eager_forward
 (the breakdown is taken from the minima over repeats; the headline figures are medians).
 
+The mlp3_bt rows also carry the guard evaluation alone (bench/guard_eval.py): both entries'
+GuardCheck::check in a C++ loop, interleaved (guard_ns_min / guard_ns_median), and with --callgrind
+the instructions per check (guard_instr, independent of the machine's load); the dynamic row has
+the ratios dynamic / static (guard_ratio_*; goal <= 1.2).
+
 Output: one JSON line per case (prefix-free, one object per line), then a human table.
 The goal (issue): compiled - eager <= 1 us per call. Timings are never asserted.
 """
@@ -41,6 +46,7 @@ import time
 import torch
 
 import dynamo
+import guard_eval
 from dynamo import _C
 
 
@@ -217,6 +223,53 @@ def run_case(case, repeats):
     return row
 
 
+# --- the guard evaluation alone (bench/guard_eval.py) ---------------------------------------------
+
+def guard_pair_setup():
+    """The MLP's forward compiled twice on the same code: static (dynamic=False) and with batch and
+    sequence marked dynamic. Returns {variant: (bound forward, args, entry index)}."""
+    torch.manual_seed(0)
+    dynamo.reset()
+    mlp = MLP().eval()
+    inp3, inp3d = torch.randn(4, 8, 16), torch.randn(4, 8, 16)
+    dynamo.mark_dynamic(inp3d, 0)
+    dynamo.mark_dynamic(inp3d, 1)
+    with torch.no_grad():
+        dynamo.compile(mlp, dynamic=False)(inp3)
+        dynamo.compile(mlp)(inp3d)  # another compiler: its own entry on the same code
+    ids = [e["id"] for e in _C._compiler.cache_entries(MLP.forward.__code__)]
+    if len(ids) != 2:
+        raise SystemExit(f"guard pair: expected two cache entries, got {len(ids)}")
+    dyn = ids.index(max(ids))  # the later compile
+    return {"static": (mlp.forward, (inp3,), 1 - dyn), "dynamic": (mlp.forward, (inp3d,), dyn)}
+
+
+def guard_pair(quick, counts):
+    """min / median ns per guard evaluation of each entry (interleaved), and the callgrind counts."""
+    entries = guard_pair_setup()
+    ns = {k: [] for k in entries}
+    with torch.no_grad():
+        for _ in range(3 if quick else 5):
+            for k, (fn, args, entry) in entries.items():
+                t = guard_eval.time_guards(fn, args, n=2_000 if quick else 10_000, repeats=3, entry=entry)
+                ns[k] += [t["min_ns"], t["median_ns"]]
+    out = {}
+    for k in entries:
+        out[k] = {"guard_ns_min": round(min(ns[k]), 1), "guard_ns_median": round(statistics.median(ns[k]), 1),
+                  "guard_instr": (counts or {}).get(f"mlp3_bt/{k}")}
+    for key in ("guard_ns_min", "guard_ns_median", "guard_instr"):
+        out["dynamic"][key.replace("guard_", "guard_ratio_")] = guard_eval.ratio(out["dynamic"][key], out["static"][key])
+    return out
+
+
+def guard_count_child():
+    """Under callgrind (guard_eval.callgrind_counts): count the MLP's static and dynamic guards."""
+    with torch.no_grad():
+        for k, (fn, args, entry) in guard_pair_setup().items():
+            if not guard_eval.count_guards(fn, args, f"mlp3_bt/{k}", entry):
+                raise SystemExit("--guard-count-child: not running under callgrind")
+
+
 def environment():
     return {
         "bench": "environment", "python": platform.python_version(), "torch": torch.__version__,
@@ -255,20 +308,34 @@ def main(argv=None):
                    help="time with the wall clock instead of the thread's CPU time")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     p.add_argument("--case", action="append", help="run only this case (repeatable)")
+    p.add_argument("--callgrind", action="store_true",
+                   help="also count instructions per guard check (mlp3_bt cases) under callgrind (minutes)")
+    p.add_argument("--guard-count-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.guard_count_child:
+        return guard_count_child()
+    counts = guard_eval.callgrind_counts(__file__, []) if args.callgrind else None
     repeats = args.repeats or (2 if args.quick else 15)
     global _clock
     if args.wall:
         _clock = time.perf_counter_ns
     print(json.dumps(environment()), flush=True)
     rows = []
-    for case in _cases(args.quick):
-        if args.case and case.name not in args.case:
-            continue
+    cases = [c for c in _cases(args.quick) if not args.case or c.name in args.case]
+    pair = guard_pair(args.quick, counts) if any(c.name.startswith("mlp3_bt") for c in cases) else None
+    for case in cases:
         rows.append(run_case(case, repeats))
+        if pair and case.name.startswith("mlp3_bt"):
+            rows[-1].update(pair["dynamic" if case.name.endswith("dynamic") else "static"])
         print(json.dumps(rows[-1]), flush=True)
     print(table(rows))
+    if pair:
+        s, d = pair["static"], pair["dynamic"]
+        print(f"guard evaluation alone (mlp3_bt, C++ loop over the entry's check): static {s['guard_ns_min']} / "
+              f"{s['guard_ns_median']} ns, dynamic {d['guard_ns_min']} / {d['guard_ns_median']} ns (min / median), "
+              f"ratio {d['guard_ratio_ns_min']} / {d['guard_ratio_ns_median']}; instructions per check: static "
+              f"{s['guard_instr']}, dynamic {d['guard_instr']}, ratio {d['guard_ratio_instr']} (goal <= 1.2)")
     return 0
 
 

@@ -22,7 +22,6 @@
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/mm.h>
 #include <ATen/EmptyTensor.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
@@ -37,6 +36,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -442,43 +442,10 @@ class FusedFn final : public core::CompiledGraphFn {
     PyEval_RestoreThread(ts);
   }
 
-  // A prepared conv weight and bias, and the versions of the tensors it was made from.
-  struct PreparedConv {
-    std::vector<std::pair<const void*, uint32_t>> sources;  // (data, version) per operand
-    std::vector<at::Tensor> held;  // the source tensors, kept alive so no new tensor can take
-                                   // their addresses while the cache compares against them
-    at::Tensor weight, bias;  // folded; undefined once packed (the context / primitive has it)
-    c10::IValue packed;  // torch's prepacked convolution (weight, bias, ReLU), when available
-    bool finite = true;  // weight, bias and batch_norm operands hold no NaN or inf
-#ifdef DYNAMO_HAVE_DNNL
-    std::shared_ptr<const DnnlConv> dnnl;  // oneDNN's primitive and packed weight, when it took the step
-#endif
-  };
-
-  // oneDNN's prepacked convolution, registered by libtorch as mkldnn_prepacked::conv2d_prepack /
-  // conv2d_run (torch 1.13; looked up by name, so a build without it, or a torch that drops it,
-  // takes at::convolution): the weight is reordered once into oneDNN's blocked layout instead of
-  // on every call (measured ~2x on resnet18's 3x3 convs at batch 8), and a ReLU is its post-op.
-  // (DYNAMO_FUSED_NO_PREPACK=1, read per compile, takes at::convolution: to compare.)
-  static c10::optional<c10::OperatorHandle> packedConvOp(const char* name) {
-    return c10::Dispatcher::singleton().findSchema({name, ""});
-  }
-  static const c10::optional<c10::OperatorHandle>& prepackOp() {
-    static const c10::optional<c10::OperatorHandle> op = packedConvOp("mkldnn_prepacked::conv2d_prepack");
-    return op;
-  }
-  static const c10::optional<c10::OperatorHandle>& runPackedOp() {
-    static const c10::optional<c10::OperatorHandle> op = packedConvOp("mkldnn_prepacked::conv2d_run");
-    return op;
-  }
-
   // The conv step's weight (in the layout the conv runs in: at::convolution's layout follows it)
-  // and bias (contiguous), with batch_norm folded in.
-  // For oneDNN's packing (forPacking) the weight stays in its strides: oneDNN reorders it into its
-  // blocked layout from any strides (no copy when no batch_norm is folded in); a channels-last
-  // copy first would be one more pass over every weight, into fresh pages, in a warm compile's
-  // first call.
-  std::pair<at::Tensor, at::Tensor> folded(const codegen::ConvStep& c, const Frame& f, bool forPacking) const {
+  // and bias (contiguous), with batch_norm folded in, from the tensors as they are in this call:
+  // the ATen path's operands.
+  std::pair<at::Tensor, at::Tensor> folded(const codegen::ConvStep& c, const Frame& f) const {
     auto opt = [&](int b) { return b >= 0 ? f.tensors[b].detach() : at::Tensor(); };
     at::Tensor w = opt(c.weight), bias = opt(c.bias);
     if (c.bnMean >= 0) {
@@ -491,80 +458,7 @@ class FusedFn final : public core::CompiledGraphFn {
       w = w * scale.reshape({-1, 1, 1, 1});
     }
     const at::MemoryFormat wf = resultFormat(program_.buffers[c.result]).value_or(at::MemoryFormat::ChannelsLast);
-    return {forPacking ? w.contiguous() : w.contiguous(wf), bias.defined() ? bias.contiguous() : bias};
-  }
-
-  // The conv step's weight and bias: batch_norm folded in, in the step's layout; made again only when a
-  // source tensor's data or version changed (an optimizer step, load_state_dict, ...).
-  PreparedConv prepared(int k, const Frame& f) const {
-    const codegen::ConvStep& c = program_.convs[k];
-    const int ids[] = {c.weight, c.bias, c.bnMean, c.bnVar, c.bnWeight, c.bnBias};
-    std::vector<std::pair<const void*, uint32_t>> sources;
-    std::vector<at::Tensor> held;
-    for (int b : ids) {
-      if (b < 0) {
-        sources.emplace_back(nullptr, 0);
-        continue;
-      }
-      const at::Tensor& t = f.tensors[b];
-      sources.emplace_back(t.data_ptr(), t._version());
-      held.push_back(t);
-    }
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      auto it = convCache_.find(k);
-      if (it != convCache_.end() && it->second.sources == sources) return it->second;
-    }
-    at::NoGradGuard noGrad;
-    bool finite = true;
-    for (const at::Tensor& t : held) {
-      if (t.scalar_type() != at::kFloat) continue;
-      const at::Tensor d = t.contiguous();
-      finite = finite && allFinite(d.data_ptr<float>(), d.numel());
-    }
-#ifdef DYNAMO_HAVE_DNNL
-    if (useDnnl_) {
-      if (std::shared_ptr<const DnnlConv> d = makeDnnl(k, f)) {
-        PreparedConv p;
-        p.sources = std::move(sources);
-        p.held = std::move(held);
-        p.dnnl = std::move(d);  // the folded temporaries are freed here: the primitive has its copy
-        p.finite = finite;
-        std::lock_guard<std::mutex> g(mu_);
-        convCache_[k] = p;
-        return p;
-      }
-    }
-#endif
-    const std::vector<int64_t>& inShape = program_.buffers[c.input].shape;
-    const bool pack = prepack_ && prepackOp() && runPackedOp() && inShape.size() == 4;
-    auto [w, bias] = folded(c, f, pack);
-    PreparedConv p;
-    p.sources = std::move(sources);
-    p.held = std::move(held);
-    p.weight = std::move(w);
-    p.bias = std::move(bias);
-    p.finite = finite;
-    if (pack) {
-      // The weight goes in through a handle of its own (a detached alias: same storage, its own
-      // TensorImpl), which the packed context keeps (only to unpack it; every run reads oneDNN's
-      // blocked copy, made by a fresh allocation and a reorder). Emptying that handle afterwards
-      // frees the folded copy (when folding made one): it would otherwise stay resident beside
-      // the packed copy for nothing (~43 MiB on resnet18). The module's own weight is untouched
-      // (another TensorImpl that keeps its storage); the fallback of runConv folds the weight
-      // again when it needs it.
-      at::Tensor handed = p.weight.detach();
-      torch::jit::Stack stack{handed, p.bias.defined() ? c10::IValue(p.bias) : c10::IValue(), c.stride, c.padding,
-                              c.dilation, c.groups, inShape,
-                              std::string(c.post == codegen::ConvPostOp::kRelu ? "relu" : "none")};
-      prepackOp()->callBoxed(&stack);
-      p.packed = std::move(stack.at(0));
-      handed.set_();
-      p.weight = at::Tensor();
-    }
-    std::lock_guard<std::mutex> g(mu_);
-    convCache_[k] = p;
-    return p;
+    return {w.contiguous(wf), bias.defined() ? bias.contiguous() : bias};
   }
 
   // The memory format of a conv step's 4-d result buffer: channels-last or contiguous (NCHW),
@@ -579,28 +473,44 @@ class FusedFn final : public core::CompiledGraphFn {
   }
 
 #ifdef DYNAMO_HAVE_DNNL
-  // Conv step k as a oneDNN primitive with its weight packed once (fused_dnnl_conv.h), or null
-  // when oneDNN cannot take it (the step then runs through ATen). The primitive reads the input
-  // buffer and writes the result buffer in their planned strides: NCHW results are computed in
-  // oneDNN's blocked layout (reordered in and out through the workspace), the others in
-  // channels-last.
-  std::shared_ptr<const DnnlConv> makeDnnl(int k, const Frame& f) const {
+  // Conv step k's oneDNN primitive, made at its first call from the step's shapes alone (never
+  // from the weights' values, which every call reads, folds and packs afresh: fused_dnnl_conv.h),
+  // or null when oneDNN cannot take it (the step then runs through ATen).
+  std::shared_ptr<const DnnlConv> primitive(int k) const {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = convPrimitives_.find(k);
+      if (it != convPrimitives_.end()) return it->second;
+    }
+    std::shared_ptr<const DnnlConv> d = useDnnl_ ? makeDnnl(k) : nullptr;
+    std::lock_guard<std::mutex> g(mu_);
+    return convPrimitives_.emplace(k, std::move(d)).first->second;  // (a racing call's, if first)
+  }
+
+  // Conv step k as a oneDNN primitive, or null. The primitive reads the input buffer and writes
+  // the result buffer in their planned strides: NCHW results are computed in oneDNN's blocked
+  // layout (reordered in and out through the workspace), the others in channels-last.
+  std::shared_ptr<const DnnlConv> makeDnnl(int k) const {
     const codegen::ConvStep& c = program_.convs[k];
     const codegen::Buffer& in = program_.buffers[c.input];
     const codegen::Buffer& out = program_.buffers[c.result];
+    const codegen::Buffer& wb = program_.buffers[c.weight];
     if (in.shape.size() != 4 || in.dtype != DType::kFloat32 || in.numel() == 0 || out.numel() == 0) return nullptr;
-    auto [w, bias] = folded(c, f, true);
+    if (wb.shape.size() != 4 || wb.dtype != DType::kFloat32) return nullptr;
+    for (int b : {c.bias, c.bnMean, c.bnVar, c.bnWeight, c.bnBias}) {
+      if (b >= 0 && program_.buffers[b].dtype != DType::kFloat32) return nullptr;
+    }
     DnnlConvShape s;
     s.input = in.shape;
     s.inputStrides = in.strides;
-    s.weight = w.sizes().vec();
+    s.weight = wb.shape;
     s.output = out.shape;
     s.outputStrides = out.strides;
     s.stride = c.stride;
     s.padding = c.padding;
     s.dilation = c.dilation;
     s.groups = c.groups;
-    s.bias = bias.defined();
+    s.bias = c.bias >= 0 || c.bnMean >= 0;
     s.blocked = resultFormat(out) == c10::optional<at::MemoryFormat>(at::MemoryFormat::Contiguous);
     s.post = c.post == codegen::ConvPostOp::kRelu ? DnnlPostOp::kRelu
              : c.post == codegen::ConvPostOp::kClip ? DnnlPostOp::kClip
@@ -608,12 +518,88 @@ class FusedFn final : public core::CompiledGraphFn {
     s.clipLo = static_cast<float>(c.clipLo);
     s.clipHi = static_cast<float>(c.clipHi);
     try {
-      std::shared_ptr<const DnnlConv> d = DnnlConv::make(s, w.data_ptr<float>(), s.bias ? bias.data_ptr<float>() : nullptr);
+      std::shared_ptr<const DnnlConv> d = DnnlConv::make(s);
       if (logEnabled("fusion")) std::fprintf(stderr, "[dynamo fusion] conv step %d: oneDNN %s\n", k, d->describe().c_str());
       return d;
     } catch (const std::exception& e) {
       if (logEnabled("fusion")) std::fprintf(stderr, "[dynamo fusion] conv step %d: ATen (%s)\n", k, e.what());
       return nullptr;
+    }
+  }
+
+  // The operands of conv step k as they are in this call, for DnnlConv::run: the weight
+  // (contiguous: a copy only when the module keeps another layout) and, with batch_norm folded,
+  // s = gamma / sqrt(var + eps) and b' = (b - mean) * s + beta per output channel (float32, as
+  // makeDnnl() checked). The tensors hold what the pointers point into.
+  struct LiveWeights {
+    at::Tensor weight;
+    std::vector<float> scale, bias;
+    std::vector<at::Tensor> held;
+    DnnlConvWeights pointers() const {
+      return {weight.data_ptr<float>(), scale.empty() ? nullptr : scale.data(), bias.empty() ? nullptr : bias.data()};
+    }
+  };
+  LiveWeights liveWeights(const codegen::ConvStep& c, const Frame& f) const {
+    LiveWeights lw;
+    lw.weight = f.tensors[c.weight].is_contiguous() ? f.tensors[c.weight] : f.tensors[c.weight].contiguous();
+    const auto o = static_cast<size_t>(lw.weight.size(0));
+    auto vec = [&](int b) -> const float* {
+      if (b < 0) return nullptr;
+      const at::Tensor& t = f.tensors[b];
+      lw.held.push_back(t.is_contiguous() ? t : t.contiguous());
+      return lw.held.back().data_ptr<float>();
+    };
+    const float* bias = vec(c.bias);
+    if (c.bnMean < 0) {
+      if (bias) lw.bias.assign(bias, bias + o);
+      return lw;
+    }
+    const float *mean = vec(c.bnMean), *var = vec(c.bnVar), *gamma = vec(c.bnWeight), *beta = vec(c.bnBias);
+    const auto eps = static_cast<float>(c.bnEps);
+    lw.scale.resize(o);
+    lw.bias.resize(o);
+    for (size_t i = 0; i < o; ++i) {
+      const float s = (1.0f / std::sqrt(var[i] + eps)) * (gamma ? gamma[i] : 1.0f);
+      lw.scale[i] = s;
+      lw.bias[i] = ((bias ? bias[i] : 0.0f) - mean[i]) * s + (beta ? beta[i] : 0.0f);
+    }
+    return lw;
+  }
+
+  // Conv step k through its oneDNN primitive, into the planned result buffer; false when the
+  // step runs through ATen instead (no primitive; a NaN or inf among the operands of a step with
+  // a post-op; oneDNN failed to execute).
+  bool runDnnlConv(int k, Frame& f) const {
+    const codegen::ConvStep& c = program_.convs[k];
+    const codegen::Buffer& rb = program_.buffers[c.result];
+    std::shared_ptr<const DnnlConv> d = primitive(k);
+    if (!d) return false;
+    // A ReLU or clip post-op inside oneDNN maps a NaN conv output to its lower bound, where
+    // eager's relu/hardtanh keep NaN. A NaN or inf in the input or the weights is what makes one
+    // (finite operands overflow to NaN only through inf - inf in a sum): such a call runs ATen.
+    const bool post = c.post != codegen::ConvPostOp::kNone;
+    if (post && !bufferFinite(f, c.input)) return false;
+    const LiveWeights lw = liveWeights(c, f);
+    // Into the planned buffer: its arena slot, or a pool block when it escapes.
+    if (rb.kind != BufferKind::kIntermediate) {
+      f.tensors[c.result] = newOutput(rb);
+      f.ptrs[c.result] = f.tensors[c.result].data_ptr();
+    }
+    at::Tensor& ws = *f.workspace;
+    const auto need = static_cast<int64_t>(d->workspaceBytes());
+    if (!ws.defined() || ws.numel() < need) ws = at::empty({need}, at::TensorOptions().dtype(at::kByte));
+    try {
+      NoGil nogil;
+      return d->run(static_cast<const float*>(f.ptrs[c.input]), static_cast<float*>(f.ptrs[c.result]), lw.pointers(),
+                    post, ws.data_ptr());
+    } catch (const std::exception& e) {
+      // (seen on stack 2: oneDNN's gemm-based grouped conv could not execute) The step runs
+      // through ATen from now on, this call included: the input is untouched and ATen
+      // overwrites the whole result.
+      if (logEnabled("fusion")) std::fprintf(stderr, "[dynamo fusion] conv step %d: ATen (%s)\n", k, e.what());
+      std::lock_guard<std::mutex> g(mu_);
+      convPrimitives_[k] = nullptr;
+      return false;
     }
   }
 #endif
@@ -638,81 +624,29 @@ class FusedFn final : public core::CompiledGraphFn {
     return allFinite(static_cast<const float*>(f.ptrs[b]), span);
   }
 
+  // A conv step: oneDNN's primitive when it takes the step, else at::convolution with the
+  // weights folded for this call and the post-op as eager runs it (NaN stays NaN). Nothing about
+  // the weights is kept between calls, so every way of writing them is seen.
   void runConv(int k, Frame& f) const {
+#ifdef DYNAMO_HAVE_DNNL
+    if (runDnnlConv(k, f)) return;
+#endif
     const codegen::ConvStep& c = program_.convs[k];
     const codegen::Buffer& rb = program_.buffers[c.result];
-    PreparedConv p = prepared(k, f);
-    // A ReLU or clip post-op inside oneDNN (either path) maps a NaN conv output to its lower
-    // bound, where eager's relu/hardtanh keep NaN. A NaN or inf in the input or the weights is
-    // what makes one (finite operands overflow to NaN only through inf - inf in a sum), so such
-    // a call runs the conv through ATen and then the post-op as eager does.
-    const bool exact = c.post != codegen::ConvPostOp::kNone &&
-                       (!p.finite || !bufferFinite(f, c.input));
-#ifdef DYNAMO_HAVE_DNNL
-    if (p.dnnl && !exact) {
-      // Into the planned buffer: its arena slot, or a pool block when it escapes.
-      if (rb.kind != BufferKind::kIntermediate) {
-        f.tensors[c.result] = newOutput(rb);
-        f.ptrs[c.result] = f.tensors[c.result].data_ptr();
-      }
-      at::Tensor& ws = *f.workspace;
-      const auto need = static_cast<int64_t>(p.dnnl->workspaceBytes());
-      if (!ws.defined() || ws.numel() < need) ws = at::empty({need}, at::TensorOptions().dtype(at::kByte));
-      try {
-        NoGil nogil;
-        p.dnnl->run(static_cast<const float*>(f.ptrs[c.input]), static_cast<float*>(f.ptrs[c.result]), ws.data_ptr());
-        return;
-      } catch (const std::exception& e) {
-        // (seen on stack 2: oneDNN's gemm-based grouped conv could not execute) The step runs
-        // through ATen from now on, this call included: the input is untouched and ATen
-        // overwrites the whole result.
-        if (logEnabled("fusion")) std::fprintf(stderr, "[dynamo fusion] conv step %d: ATen (%s)\n", k, e.what());
-        std::lock_guard<std::mutex> g(mu_);
-        auto it = convCache_.find(k);
-        if (it != convCache_.end() && it->second.dnnl == p.dnnl) it->second.dnnl.reset();
-        p.dnnl.reset();
-      }
-    }
-#endif
     at::Tensor out;
     {
-      PyThreadState* ts = PyEval_SaveThread();
-      try {
-        at::NoGradGuard noGrad;
-        const at::Tensor in = bufferTensor(f, c.input);
-        if (!p.packed.isNone() && !exact) {
-          // torch's packed conv returns its output in the input's memory format and computes in
-          // its blocked layout when that is NCHW: the input is made the result buffer's layout
-          // here (the image of a network's first conv made channels-last copies c_in channels
-          // instead of the c_out of the result; a channels-last pooled value before an NCHW conv).
-          at::Tensor input = in;
-          if (c10::optional<at::MemoryFormat> mf = resultFormat(rb)) {
-            if (!in.is_contiguous(*mf)) input = in.contiguous(*mf);
-          }
-          torch::jit::Stack stack{input, p.packed};
-          runPackedOp()->callBoxed(&stack);
-          out = stack.at(0).toTensor();
-        } else {
-          // (a packed step let its folded weight go, a oneDNN one both: fold them again, for
-          // this call only)
-          at::Tensor weight = p.weight, bias = p.bias;
-          if (!weight.defined()) {
-            auto wb = folded(c, f, false);
-            weight = wb.first;
-            if (p.packed.isNone()) bias = wb.second;
-          }
-          out = at::convolution(in, weight, bias, c.stride, c.padding, c.dilation, false, {0, 0}, c.groups);
-          if (c.post == codegen::ConvPostOp::kRelu) out.relu_();  // (NaN stays NaN, as in eager)
-        }
-        if (c.post == codegen::ConvPostOp::kClip) out.clamp_(c.clipLo, c.clipHi);
-        if (rb.kind == BufferKind::kIntermediate) bufferTensor(f, c.result).copy_(out);
-      } catch (...) {
-        PyEval_RestoreThread(ts);
-        throw;
+      NoGil nogil;
+      at::NoGradGuard noGrad;
+      const at::Tensor in = bufferTensor(f, c.input);
+      auto [weight, bias] = folded(c, f);
+      out = at::convolution(in, weight, bias, c.stride, c.padding, c.dilation, false, {0, 0}, c.groups);
+      if (c.post == codegen::ConvPostOp::kRelu) out.relu_();
+      if (c.post == codegen::ConvPostOp::kClip) out.clamp_(c.clipLo, c.clipHi);
+      if (rb.kind == BufferKind::kIntermediate) {
+        bufferTensor(f, c.result).copy_(out);
+        return;
       }
-      PyEval_RestoreThread(ts);
     }
-    if (rb.kind == BufferKind::kIntermediate) return;
     f.tensors[c.result] = inLayout(out, rb);
     f.ptrs[c.result] = f.tensors[c.result].data_ptr();
   }
@@ -927,9 +861,8 @@ class FusedFn final : public core::CompiledGraphFn {
   core::GraphRunner eager_;
   mutable std::mutex mu_;
   mutable std::vector<Scratch> arenas_;
-  mutable std::unordered_map<int, PreparedConv> convCache_;  // per conv step
-  bool prepack_ = !std::getenv("DYNAMO_FUSED_NO_PREPACK");   // torch's prepacked conv when present
 #ifdef DYNAMO_HAVE_DNNL
+  mutable std::unordered_map<int, std::shared_ptr<const DnnlConv>> convPrimitives_;  // per conv step (null: ATen)
   bool useDnnl_ = !std::getenv("DYNAMO_FUSED_NO_DNNL");      // oneDNN's own API first (read per compile)
   // bmm steps through oneDNN's batched matmul (DYNAMO_FUSED_NO_DNNL_BMM=1, read per compile:
   // at::bmm_out, to compare)

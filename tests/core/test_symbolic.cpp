@@ -161,3 +161,28 @@ TEST_CASE("overflow is an error, not a wrong value") {
   CHECK_THROWS_AS(big * 2, SymbolicError);
   CHECK_THROWS_AS((s(0) * 2).eval({INT64_MAX}), SymbolicError);
 }
+
+TEST_CASE("the flat check gives ShapeEnv::check's answer") {
+  ShapeEnv env;
+  Expr a = env.sizeSymbol(8, {0, 0, "x.size()[0]"});
+  Expr b = env.sizeSymbol(4, {1, 0, "y.size()[0]"});
+  Expr c = env.sizeSymbol(6, {2, 0, "z.size()[0]"}, true, Range{2, 64});
+  Expr n = env.intSymbol(7, {3, -1, "n"});
+  CHECK(env.evaluate(rel(a, RelOp::kEq, 2 * b), "m.py:1"));      // linear, two symbols
+  CHECK(env.evaluate(rel(n, RelOp::kGt, 4), "m.py:2"));          // linear, one symbol
+  CHECK(env.evaluate(rel(c, RelOp::kNe, b), "m.py:3"));          // linear !=
+  CHECK(env.evaluate(rel(floorDiv(c, 4), RelOp::kLt, b), "m.py:4"));  // FloorDiv: stays an expression
+  CHECK(env.evaluate(rel(a * b, RelOp::kGe, 32), "m.py:5"));     // a product: stays an expression
+  FlatShapeCheck flat(env);
+  CHECK(flat.generalCount() == 2);
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  std::vector<std::vector<int64_t>> cases = {
+      {8, 4, 6, 7},    {20, 10, 12, 5},  {8, 5, 6, 7},   {8, 4, 4, 7},  {8, 4, 6, 4},  {1, 4, 6, 7},
+      {8, 4, 65, 7},   {8, 4, 63, 7},    {4, 2, 6, 9},   {8, 4, 6, big}, {big - 1, big / 2, 6, 7},
+      {8, 4, 6, -3},   {2, 1, 2, 5}};
+  for (const auto& v : cases) {
+    INFO("values " << v[0] << ", " << v[1] << ", " << v[2] << ", " << v[3]);
+    CHECK(flat.check(v.data(), v.size()) == env.check(v));
+  }
+  CHECK_FALSE(flat.check(cases[0].data(), 3));  // a value missing fails, as in ShapeEnv::check
+}

@@ -47,12 +47,12 @@ def test_conv_batch_norm_relu_matches_eager(kw):
     assert got.stride() == want.stride()        # eager's layout for what the user sees
 
 
-@pytest.mark.parametrize("prepack", ["1", "0"])
-def test_relu_after_conv_is_its_post_op(monkeypatch, prepack):
-    # oneDNN's prepacked conv with the ReLU as post-op, or (DYNAMO_FUSED_NO_PREPACK, a torch
-    # without mkldnn_prepacked) at::convolution and an in-place ReLU: the same program either way
-    if prepack == "0":
-        monkeypatch.setenv("DYNAMO_FUSED_NO_PREPACK", "1")
+@pytest.mark.parametrize("dnnl", ["1", "0"])
+def test_relu_after_conv_is_its_post_op(monkeypatch, dnnl):
+    # oneDNN's conv with the ReLU as post-op, or (DYNAMO_FUSED_NO_DNNL, a build without oneDNN)
+    # at::convolution and an in-place ReLU: the same program either way
+    if dnnl == "0":
+        monkeypatch.setenv("DYNAMO_FUSED_NO_DNNL", "1")
         code = ("import torch, dynamo, torch.nn.functional as F\n"
                 "torch.manual_seed(0)\n"
                 "m = torch.nn.Sequential(torch.nn.Conv2d(6, 10, 3, padding=1), torch.nn.ReLU()).eval()\n"

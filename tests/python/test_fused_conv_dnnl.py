@@ -251,7 +251,7 @@ def test_conv_steps_run_as_onednn_primitives():
 
 
 def test_without_onednn_the_same_program_runs_through_aten():
-    # DYNAMO_FUSED_NO_DNNL=1 (read per compile): torch's prepacked conv / at::convolution, the
+    # DYNAMO_FUSED_NO_DNNL=1 (read per compile): at::convolution with the weights folded per call, the
     # ReLU6 post-op applied by a clamp, and the planned buffers filled by a copy
     r = subprocess.run([sys.executable, "-c", CODE],
                        env=dict(os.environ, DYNAMO_LOGS="fusion", DYNAMO_FUSED_NO_DNNL="1"),

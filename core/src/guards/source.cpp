@@ -200,6 +200,7 @@ bool Source::isRoot() const { return !nodeOf(*this).base; }
 int Source::depth() const { return nodeOf(*this).depth; }
 std::size_t Source::hash() const { return node_ ? node_->hash : 0; }
 ModuleSlot Source::moduleSlot() const { return nodeOf(*this).moduleSlot; }
+int Source::localSlot() const { return nodeOf(*this).kind == SourceKind::kLocal ? nodeOf(*this).slot : -1; }
 
 bool operator==(const Source& a, const Source& b) {
   if (a.node_ == b.node_) return true;

@@ -372,7 +372,24 @@ LeafGuardPtr makeDefaultDtypeFromCurrent() {
 // --- ShapeGuards ---------------------------------------------------------------------------------
 
 ShapeGuards::ShapeGuards(sym::ShapeEnv env, std::vector<std::vector<DimSource>> sources)
-    : env_(std::move(env)), sources_(std::move(sources)) {}
+    : env_(std::move(env)), sources_(std::move(sources)), flat_(env_) {
+  // Group the reads by input: each input is fetched once per check, all its dimensions read from
+  // that one fetch. A duck-sized symbol's other sources read into slots after the symbols'.
+  int nextSlot = static_cast<int>(sources_.size());
+  for (std::size_t id = 0; id < sources_.size(); ++id) {
+    for (std::size_t k = 0; k < sources_[id].size(); ++k) {
+      const DimSource& ds = sources_[id][k];
+      auto it = std::find_if(reads_.begin(), reads_.end(), [&](const InputRead& r) { return r.source == ds.tensor; });
+      if (it == reads_.end()) {
+        reads_.push_back(InputRead{ds.tensor, ds.tensor.localSlot(), {}});
+        it = std::prev(reads_.end());
+      }
+      int target = k == 0 ? static_cast<int>(id) : nextSlot++;
+      if (k > 0) duck_.emplace_back(target, static_cast<int>(id));
+      it->dims.push_back(InputRead::Dim{ds.dim, target});
+    }
+  }
+}
 
 namespace {
 // "x.size()[0]", or "step" for an int input.
@@ -461,14 +478,98 @@ bool ShapeGuards::read(const FrameValues& frame, std::vector<int64_t>& values, G
   return true;
 }
 
-bool ShapeGuards::check(const FrameValues& frame) const {
-  std::vector<int64_t> values;
-  if (!read(frame, values, nullptr)) return false;
-  try {
-    return env_.check(values);
-  } catch (const sym::SymbolicError&) {
+namespace {
+// An exact int that fits in 64 bits, read without creating an object: a compact (one-digit) int
+// directly, a larger one through PyLong_AsLongLongAndOverflow. False for anything else.
+bool readInt(PyObject* v, int64_t* out) {
+  if (!PyLong_CheckExact(v)) return false;
+#if PY_VERSION_HEX >= 0x030C0000
+  if (PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject*>(v))) {
+    *out = PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject*>(v));
+    return true;
+  }
+#else
+  Py_ssize_t size = Py_SIZE(v);
+  if (size >= -1 && size <= 1) {
+    *out = size == 0 ? 0 : size * static_cast<int64_t>(reinterpret_cast<PyLongObject*>(v)->ob_digit[0]);
+    return true;
+  }
+#endif
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
     return false;
   }
+  *out = x;
+  return true;
+}
+
+// The sizes `dims` asks for, from one input (borrowed ref), into values[dim.target].
+inline bool readDims(PyObject* v, const std::vector<ShapeGuards::InputRead::Dim>& dims, int64_t* values) noexcept {
+  try {  // sizes() of a tensor subclass with custom sizes may throw c10::Error
+    c10::IntArrayRef sizes;
+    bool tensor = false;
+    for (const auto& d : dims) {
+      if (d.dim < 0) {
+        if (!readInt(v, &values[d.target])) return false;
+        continue;
+      }
+      if (!tensor) {
+        // The exact class first: THPVariable_Check is a PyObject_IsInstance call.
+        if (Py_TYPE(v) != reinterpret_cast<PyTypeObject*>(THPVariableClass) && !THPVariable_Check(v)) return false;
+        sizes = THPVariable_Unpack(v).sizes();
+        tensor = true;
+      }
+      if (d.dim >= static_cast<int>(sizes.size())) return false;
+      values[d.target] = sizes[d.dim];
+    }
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+}  // namespace
+
+bool ShapeGuards::readFast(const FrameValues& frame, int64_t* values) const {
+  for (const InputRead& r : reads_) {
+    if (r.slot >= 0) {
+      PyObject* v = nullptr;  // borrowed ref, owned by the frame
+      if (r.slot < frame.nlocals) v = frame.localAt != nullptr ? frame.localAt(frame.context, r.slot) : frame.locals[r.slot];
+      if (v == nullptr || !readDims(v, r.dims, values)) return false;
+      continue;
+    }
+    PyObject* v = r.source.fetch(frame);  // new ref or null
+    if (v == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    bool ok = readDims(v, r.dims, values);
+    Py_DECREF(v);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The hot path: one pass over the inputs' sizes into a stack buffer, the duck-sizing equalities,
+// then the compiled ranges and relations. Same answer as failure() == nullopt, without its text.
+bool ShapeGuards::check(const FrameValues& frame) const {
+  constexpr std::size_t kStack = 32;
+  const std::size_t n = sources_.size() + duck_.size();
+  int64_t stack[kStack];
+  std::vector<int64_t> heap;  // only for entries with more than kStack sizes
+  int64_t* values = stack;
+  if (n > kStack) {
+    heap.assign(n, 0);
+    values = heap.data();
+  } else {
+    std::fill(stack, stack + n, 0);
+  }
+  if (!readFast(frame, values)) return false;
+  for (const auto& [slot, symbol] : duck_) {
+    if (values[slot] != values[symbol]) return false;
+  }
+  return flat_.check(values, sources_.size());
 }
 
 std::string ShapeGuards::failureReason(const FrameValues& frame) const {

@@ -4,4 +4,5 @@ target_sources(dynamo_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/expr.cpp
   ${CMAKE_CURRENT_LIST_DIR}/arith.cpp
   ${CMAKE_CURRENT_LIST_DIR}/range.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/shape_env.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/shape_env.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/flat_check.cpp)

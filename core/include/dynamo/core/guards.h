@@ -249,13 +249,31 @@ class ShapeGuards {
   /// Every shape guard, one per line (ShapeEnv::describe).
   std::string describe() const { return env_.describe(); }
   bool empty() const { return sources_.empty() && env_.guards().empty(); }
+  /// One input read by the hot path, and where its sizes go (internal: the reader in
+  /// tensor_guards.cpp uses it).
+  struct InputRead {
+    Source source;  ///< the tensor (or int) input
+    int slot = -1;  ///< its frame slot when it is a plain local (read without a fetch), else -1
+    struct Dim {
+      int dim;     ///< the dimension (-1: the input is an int, its value is the symbol)
+      int target;  ///< where the size goes: its symbol's slot for a defining source, else a
+                   ///< slot after the symbols' that is compared with the symbol's (duck sizing)
+    };
+    std::vector<Dim> dims;
+  };
 
  private:
   /// Reads every symbol's value (false when a source cannot be read or sources disagree; then
-  /// `why` says which).
+  /// `why` says which). The slow path's reader.
   bool read(const FrameValues& frame, std::vector<int64_t>& values, GuardFailure* why) const;
+  /// The hot path's reader: one fetch per input, every dimension read from it in one go.
+  bool readFast(const FrameValues& frame, int64_t* values) const;
+
   sym::ShapeEnv env_;
   std::vector<std::vector<DimSource>> sources_;
+  std::vector<InputRead> reads_;  // sources_ grouped by input, in order of first use
+  std::vector<std::pair<int, int>> duck_;  // (slot, symbol): the other sources of duck-sized symbols
+  sym::FlatShapeCheck flat_;      // env_'s guards, compiled
 };
 
 }  // namespace dynamo::core

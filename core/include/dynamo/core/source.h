@@ -106,6 +106,8 @@ class Source {
   std::size_t hash() const;
   /// Where the nn.Module attribute was found (kModuleAttr only; else kNone).
   ModuleSlot moduleSlot() const;
+  /// kLocal: the frame slot it reads; -1 for every other kind.
+  int localSlot() const;
 
   /// The value, read from the frame: a new ref, or NULL with a Python error set (NameError,
   /// AttributeError, KeyError, IndexError, UnboundLocalError ...).

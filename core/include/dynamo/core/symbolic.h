@@ -222,4 +222,30 @@ class ShapeEnv {
   std::vector<ShapeGuard> guards_;
 };
 
+/// The guards of a ShapeEnv compiled for the hot path (flat_check.cpp): per-symbol bounds, the
+/// linear relations (sum of coefficient * symbol + constant OP 0, the common case) as flat
+/// coefficient lists, and any other relation kept as an expression. check() allocates nothing,
+/// builds no text and throws nothing: it gives ShapeEnv::check's answer (an overflow fails).
+class FlatShapeCheck {
+ public:
+  FlatShapeCheck() = default;
+  explicit FlatShapeCheck(const ShapeEnv& env);
+  /// values[id] for every symbol (n == number of symbols).
+  bool check(const int64_t* values, std::size_t n) const noexcept;
+  /// Number of relations left as expressions (not linear), for tests.
+  std::size_t generalCount() const { return general_.size(); }
+
+ private:
+  struct Linear {
+    int64_t constant = 0;  ///< the diff's constant
+    RelOp op = RelOp::kEq;
+    uint32_t begin = 0;    ///< its terms: terms_[begin, end)
+    uint32_t end = 0;
+  };
+  std::vector<int64_t> lo_, hi_;                 // each symbol's range
+  std::vector<std::pair<int64_t, int>> terms_;   // (coefficient, symbol) of the linear relations
+  std::vector<Linear> linear_;
+  std::vector<Relation> general_;                // non-linear relations
+};
+
 }  // namespace dynamo::core::sym
