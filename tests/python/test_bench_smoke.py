@@ -38,7 +38,12 @@ def test_overhead_quick_prints_json_rows():
             assert key in r, key
         assert r["compiles"] == 1  # the timed calls were cache hits, not recompiles
         assert r["graph_us"] is not None  # the CompiledGraph was found in the transformed code
-    assert "added" in out and "add_1elem" in out.splitlines()[-5]
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("case") and "added" in line)
+    assert [line.split()[0] for line in lines[header + 1:header + 6]] == [r["case"] for r in rows]
+    # the mlp3_bt pair also times its guard check alone, as a dynamic / static ratio
+    assert any(line.startswith("guard evaluation alone (mlp3_bt") and "ratio" in line
+               for line in lines[header + 6:])
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torchvision") is None, reason="needs torchvision")
