@@ -782,6 +782,36 @@ class FusedFn final : public core::CompiledGraphFn {
     return true;
   }
 
+  // Node n's value as a tensor over its arena slot, when a pooling extern reads it there (not kept
+  // in f.values: the slot holds other buffers after the extern's step), else nullptr. The
+  // tensor and its Python wrapper are kept in lent / lentValues for the call.
+  PyObject* lentSlot(const core::NodeRef& n, Frame& f, std::vector<at::Tensor>& lent,
+                     std::vector<core::PyObjectRef>& lentValues) const {
+    auto slotIt = slot_.find(n.get());
+    if (slotIt == slot_.end() || slotIt->second < 0 || f.values[slotIt->second]) return nullptr;
+    const int b = program_.nodeBuffer[slotIt->second];
+    if (b < 0 || f.tensors[b].defined() || program_.buffers[b].kind != BufferKind::kIntermediate) return nullptr;
+    DYNAMO_INTERNAL_ASSERT(f.ptrs[b] != nullptr, "fused backend: node ", n->name(), " has no arena slot when it is needed");
+    lent.push_back(bufferTensor(f, b));
+    lentValues.push_back(core::PyObjectRef::steal(core::checkPy(THPVariable_Wrap(lent.back()))));
+    return lentValues.back().get();
+  }
+
+  // The result of an extern call that read arena slots (lent), made to own its memory: pooling
+  // returns a fresh tensor, but a result that shares a slot's storage (a view, or the argument
+  // itself) would see the slot's next buffers, so it is copied. Returns the value (borrowed).
+  PyObject* ownResult(const core::NodeRef& n, const std::vector<at::Tensor>& lent, core::PyObjectRef& value) const {
+    DYNAMO_INTERNAL_ASSERT(THPVariable_Check(value.get()), "fused backend: the pooling call ", n->name(),
+                           " returned no tensor");
+    const at::Tensor& t = THPVariable_Unpack(value.get());
+    for (const at::Tensor& slot : lent) {
+      if (!t.is_alias_of(slot)) continue;
+      value = core::PyObjectRef::steal(core::checkPy(THPVariable_Wrap(t.clone(at::MemoryFormat::Preserve))));
+      break;
+    }
+    return value.get();
+  }
+
   // The Python value of node n (borrowed from the frame or the caller).
   PyObject* valueOf(const core::NodeRef& n, Frame& f) const {
     int slot = slot_.at(n.get());
@@ -801,7 +831,14 @@ class FusedFn final : public core::CompiledGraphFn {
     // the program laid out otherwise would fail, or see other elements. A pooling op, whose
     // values do not depend on strides (Step::programLayout), takes the program's buffer as it
     // is: resnet18's stem conv result (8x64x112x112 channels-last) is not copied to NCHW first.
-    auto value = [&](const core::NodeRef& a) { return s.programLayout ? valueOf(a, f) : outputOf(a, f); };
+    // Its planned arguments may be arena slots, lent by pointer for this call only (Step::reads).
+    std::vector<at::Tensor> lent;
+    std::vector<core::PyObjectRef> lentValues;
+    auto value = [&](const core::NodeRef& a) -> PyObject* {
+      if (!s.programLayout) return outputOf(a, f);
+      if (PyObject* v = lentSlot(a, f, lent, lentValues)) return v;
+      return valueOf(a, f);
+    };
     std::vector<core::PyObjectRef> args;
     for (const core::Arg& a : n->args()) args.push_back(core::argToPython(a, value));
     core::PyObjectRef kwargs = core::PyObjectRef::steal(core::checkPy(PyDict_New()));
@@ -826,6 +863,7 @@ class FusedFn final : public core::CompiledGraphFn {
     PyObject* r = PyObject_Call(callable.get(), tuple.get(), PyDict_GET_SIZE(kwargs.get()) ? kwargs.get() : nullptr);  // new ref
     if (!r) return false;
     f.values[s.node] = core::PyObjectRef::steal(r);
+    if (!lent.empty()) r = ownResult(n, lent, f.values[s.node]);
     if (s.result >= 0) {
       const codegen::Buffer& b = program_.buffers[s.result];
       if (THPVariable_Check(r) && !matches(THPVariable_Unpack(r), b)) {

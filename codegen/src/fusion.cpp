@@ -181,6 +181,7 @@ class Fuser {
         st.conv = it.conv;
         st.matmul = it.matmul;
         st.programLayout = it.programLayout;
+        st.reads = it.reads;
       }
       p.steps.push_back(st);
     }
@@ -520,8 +521,11 @@ class Fuser {
     k.innerSizes = newSizes;
   }
 
-  // Memory planning: intermediates (written and read by kernels and conv steps only) share one arena, reused
-  // by liveness (first fit by offset, 64-byte aligned). First the in-place pass (inplace.h): an
+  // Memory planning: intermediates (written by kernels and conv steps, read by those and by the
+  // pooling externs, Step::programLayout) share one arena, reused by liveness (first fit by
+  // offset, 64-byte aligned): an extern's read of a slot ends the slot's life no earlier than the
+  // extern's step (its result is a fresh tensor; the runtime copies one that aliases the slot,
+  // fused_backend.cpp). First the in-place pass (inplace.h): an
   // intermediate written over in place lives in its chain's last buffer: in that output's pool
   // block (no arena slot), or in one arena slot with the chain's whole live range.
   static void plan(Program& p) {
@@ -535,7 +539,10 @@ class Fuser {
         last[c.input] = std::max(last[c.input], static_cast<int>(s));
         continue;
       }
-      if (!p.steps[s].isKernel) continue;
+      if (!p.steps[s].isKernel) {  // an extern call reads its arguments (the plan: pooling's slots)
+        for (int b : p.steps[s].reads) last[b] = std::max(last[b], static_cast<int>(s));
+        continue;
+      }
       const Kernel& k = p.kernels[p.steps[s].kernel];
       for (int b : k.writes) {
         if (first[b] < 0) first[b] = static_cast<int>(s);
