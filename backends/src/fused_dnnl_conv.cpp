@@ -2,6 +2,7 @@
 // weight on every call. Built only when CMake found oneDNN's headers and library
 // (DYNAMO_HAVE_DNNL); the runtime falls back to ATen's convolution whenever make() throws.
 #include "fused_dnnl_conv.h"
+#include "fused_dnnl_common.h"
 #include "float_scan.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -15,11 +16,6 @@ namespace dynamo::backends {
 namespace {
 
 using dnnl::memory;
-
-const dnnl::engine& cpuEngine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
