@@ -11,6 +11,8 @@ rounds, so that each prelude's effect on the next timed call shows on its own:
     after_sleep  after 150 ms asleep (the OpenMP workers have gone to sleep; no cache traffic)
     after_dirty  right after writing 6 x 32 MiB of fresh eager-sized tensors, freed before the call
                  (the cache full of dirty lines and glibc's returned memory, no torch op of chain6)
+    after_clean  right after reading a 64 MiB scratch tensor (the cache full of clean lines that
+                 hold neither operand: what bench/fused.py --clean-cache puts before every call)
 
 For each (prelude, timed function): wall median and minimum, and the process CPU time median
 (user + system, all threads). Nothing is asserted: figures only (one JSON line).
@@ -55,11 +57,13 @@ def main():
         ts = [torch.empty(8 << 20).fill_(1.0) for _ in range(6)]
         del ts
 
+    scratch = torch.ones(16 << 20)
     preludes = {
         "after_self": None,  # the timed function itself
         "after_eager": lambda: chain6(x),
         "after_sleep": lambda: time.sleep(0.15),
         "after_dirty": dirty,
+        "after_clean": lambda: scratch.sum(),
     }
     for fn in list(timed_fns.values()) + [p for p in preludes.values() if p]:
         fn(), fn()
