@@ -42,12 +42,12 @@ def main():
     out = {"threads": args.threads, "rounds": args.rounds, "load_avg_1m": os.getloadavg()[0]}
     for name, rs in runs.items():
         out[name] = {
-            "fused_wall_ms": statistics.median(x["plain"]["wall_ms"] for x in rs),
-            "of_copy": statistics.median(x["plain"]["of_copy"] for x in rs),
-            "of_copy_minima": statistics.median(x["plain"]["of_copy_minima"] for x in rs),
-            "copy_wall_ms": statistics.median(x["copy"]["wall_ms"] for x in rs),
-            "fused_cpu_ms": statistics.median(x["plain"]["cpu_ms"] for x in rs),
-            "copy_over_cpu": statistics.median(x["plain"]["copy_over_cpu"] for x in rs),
+            "fused_wall_ms": round(statistics.median(x["plain"]["wall_ms"] for x in rs), 3),
+            "of_copy": round(statistics.median(x["plain"]["of_copy"] for x in rs), 3),
+            "of_copy_minima": round(statistics.median(x["plain"]["of_copy_minima"] for x in rs), 3),
+            "copy_wall_ms": round(statistics.median(x["copy"]["wall_ms"] for x in rs), 3),
+            "fused_cpu_ms": round(statistics.median(x["plain"]["cpu_ms"] for x in rs), 3),
+            "copy_over_cpu": round(statistics.median(x["plain"]["copy_over_cpu"] for x in rs), 3),
         }
     out["new_over_old_of_copy"] = round(out["new"]["of_copy"] / out["old"]["of_copy"], 3)
     out["new_over_old_cpu"] = round(out["new"]["fused_cpu_ms"] / out["old"]["fused_cpu_ms"], 3)
