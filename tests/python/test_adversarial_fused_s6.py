@@ -1021,6 +1021,145 @@ def normalize_zero_vectors_and_std_of_one_element():
     return fn, lambda f, i, c: f(c(torch.cat([torch.zeros(1, 4), randn(2, 4)])))
 
 
+# ----------------------------------------------------------------------------------------------
+# Batch 4: what users do with the outputs of a compiled training graph
+
+@case()
+def in_place_on_a_returned_view_of_an_intermediate_then_backward():
+    lin = nn.Linear(4, 3)
+
+    def fn(x):
+        h = lin(x)
+        return h.t(), h[0]
+
+    def drive(f, i, c):
+        x = c(randn(2, 4)).requires_grad_()
+        ht, h0 = f(x)
+        ht.mul_(2)
+        (ht.sum() + h0.sum()).backward()
+        g = lin.weight.grad.clone()
+        lin.zero_grad()
+        return ht.detach(), h0.detach(), g, x.grad
+    return fn, drive, None, (lin,)
+
+
+@case()
+def in_place_on_a_returned_view_of_an_input_that_requires_grad():
+    def fn(x):
+        return x.view(-1), (x * 3).sum()
+
+    def drive(f, i, c):
+        base = c(randn(2, 3)).requires_grad_()
+        x = base * 1
+        v, s = f(x)
+        v.add_(1)
+        (v.square().sum() + s).backward()
+        return v.detach(), x.detach(), base.grad
+    return fn, drive
+
+
+@case()
+def same_output_twice_input_returned_and_unused_outputs_in_training():
+    lin = nn.Linear(3, 3)
+
+    def fn(x, y):
+        h = lin(x).sigmoid()
+        return h, h, x, (y * 2).exp(), y.shape[0]
+
+    def drive(f, i, c):
+        x, y = c(randn(4, 3)).requires_grad_(), c(randn(2)).requires_grad_()
+        a, b, xx, unused, n = f(x, y)
+        (a.sum() + 2 * b.sum() + xx.sum()).backward()
+        g = lin.weight.grad.clone()
+        lin.zero_grad()
+        return a.detach(), g, x.grad, y.grad, xx is x, a is b, n, unused.requires_grad
+    return fn, drive, None, (lin,)
+
+
+@case()
+def retain_grad_on_an_output_and_hooks_on_inputs():
+    lin = nn.Linear(3, 2)
+
+    def fn(x):
+        return lin(x).tanh()
+
+    def drive(f, i, c):
+        x = c(randn(4, 3)).requires_grad_()
+        seen = []
+        x.register_hook(lambda g: seen.append(g.clone()) or g * 2)
+        y = f(x)
+        y.retain_grad()
+        y.pow(3).sum().backward()
+        g = lin.weight.grad.clone()
+        lin.zero_grad()
+        return y.detach(), y.grad, x.grad, seen, y.is_leaf, y.grad_fn is not None
+    return fn, drive, None, (lin,)
+
+
+@case()
+def autograd_grad_allow_unused_and_a_shape_only_input():
+    def fn(a, b, c_):
+        return (a.exp() * c_.shape[0]).sum() + b.sum() * 0
+
+    def drive(f, i, c):
+        a, b, c_ = (c(randn(3)).requires_grad_() for _ in range(3))
+        out = f(a, b, c_)
+        return torch.autograd.grad(out, (a, b, c_), allow_unused=True)
+    return fn, drive
+
+
+@case()
+def non_leaf_inputs_and_detached_outputs_share_memory():
+    def fn(x):
+        d = x.detach()
+        return d, (x * x).sum()
+
+    def drive(f, i, c):
+        p = c(randn(4)).requires_grad_()
+        x = p * 2
+        d, s = f(x)
+        d[0] = 100.0
+        s.backward()
+        return d, x.detach(), p.grad
+    return fn, drive
+
+
+@case()
+def input_mutated_in_a_training_graph():
+    lin = nn.Linear(4, 2)
+
+    def fn(x, stats):
+        stats.mul_(0.5).add_(x.detach().mean(0))
+        x.mul_(2)
+        return lin(x).square().mean()
+
+    state = {}
+
+    def drive(f, i, c):
+        state["x"], state["s"] = x, st = c(randn(3, 4)), c(torch.zeros(4))
+        loss = f(x, st)
+        loss.backward()
+        g = lin.weight.grad.clone()
+        lin.zero_grad()
+        return loss.detach(), g
+    return fn, drive, lambda: (state["x"].clone(), state["s"].clone()), (lin,)
+
+
+@case()
+def grad_of_an_input_only_an_unused_output_reads_stays_none():
+    # Found here: the compiled backward was called with zeros for the unused output and returned
+    # a zero gradient for `b`, so b.grad became zeros where eager leaves it None.
+    def fn(a, b):
+        return a.exp(), b * 2
+
+    def drive(f, i, c):
+        a, b = c(randn(3)).requires_grad_(), c(randn(3)).requires_grad_()
+        x, y = f(a, b)
+        (x.sum() if i == 0 else x.sum() + y.sum()).backward()
+        return a.grad, b.grad
+    return fn, drive
+
+
 XFAIL = {}
 
 
