@@ -297,7 +297,7 @@ class MoE(nn.Module):
         return out.view(B, T, D), aux, sel
 
 
-@case(calls=3)
+@case()
 def moe_topk_routing_inference_updates_load_buffer():
     m = MoE().eval()
 
@@ -1158,6 +1158,66 @@ def grad_of_an_input_only_an_unused_output_reads_stays_none():
         (x.sum() if i == 0 else x.sum() + y.sum()).backward()
         return a.grad, b.grad
     return fn, drive
+
+
+# ----------------------------------------------------------------------------------------------
+# Batch 5: reductions over empty dim lists, bool arithmetic errors, 0-dim integer division
+
+@case()
+def reductions_over_an_empty_dim_list_and_duplicate_dims():
+    def fn(x, n):
+        return x.sum(dim=[]), x.mean(dim=[]), n.sum(dim=[]), x.amax(dim=[1, -1]) if i_[0] else x.sum((0, 1), keepdim=True)
+    i_ = [0]
+
+    def drive(f, i, c):
+        i_[0] = i
+        return f(c(randn(3, 4)), torch.arange(12).view(3, 4))
+    return fn, drive
+
+
+@case()
+def bool_subtraction_and_negation_raise_as_eager():
+    def fn(m, x):
+        y = x * 2
+        return (m - m if y.shape[0] == 3 else -m), y
+    return fn, lambda f, i, c: f(torch.rand(3 - i, 2) > 0.5, c(randn(3 - i, 2)))
+
+
+@case()
+def zero_dim_integer_division_by_zero_and_float_division_by_zero():
+    def fn(a, b, x):
+        return x // 0, x % 0, torch.fmod(x, 0.0), a // b
+    return fn, lambda f, i, c: f(torch.tensor(7), torch.tensor(i), c(randn(4)))
+
+
+@case()
+def clamp_with_broadcast_tensor_bounds_and_integer_true_division():
+    def fn(x, lo, hi, a, b):
+        return x.clamp(min=lo, max=hi), torch.clamp(x, max=hi), a / b, (a / b).dtype, torch.true_divide(a, 2)
+    return fn, lambda f, i, c: f(c(randn(3, 4) * 3), c(randn(4) - 1), c(randn(3, 1) + 1),
+                                 torch.arange(1, 13).view(3, 4), torch.tensor([2, -3, 5, 7]))
+
+
+
+@case()
+def two_backwards_through_different_outputs_of_one_call():
+    lin = nn.Linear(3, 3)
+
+    def fn(a, b):
+        h = lin(a)
+        return h.sigmoid(), (h * b).sum(-1), b.exp()
+
+    def drive(f, i, c):
+        a, b = c(randn(2, 3)).requires_grad_(), c(randn(2, 3)).requires_grad_()
+        x, y, z = f(a, b)
+        x.sum().backward(retain_graph=True)
+        ga, gb = a.grad.clone(), b.grad
+        (y.sum() + z.sum()).backward(retain_graph=True)
+        z.sum().backward()
+        g = lin.weight.grad.clone()
+        lin.zero_grad()
+        return ga, gb, a.grad, b.grad, g
+    return fn, drive, None, (lin,)
 
 
 XFAIL = {}
