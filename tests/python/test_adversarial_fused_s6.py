@@ -612,13 +612,13 @@ def graph_breaks_in_the_middle_of_a_training_step():
     return m, drive
 
 
-@case(calls=4)
+@case(calls=3)
 def changing_shapes_without_mark_dynamic():
     m = nn.Sequential(RMSNorm(8), SwiGLU(8, 12)).eval()
 
     def drive(f, i, c):
         with torch.no_grad():
-            return f(c(randn([2, 5, 9, 1][i], [3, 3, 4, 7][i], 8)))
+            return f(c(randn([2, 5, 1][i], [3, 3, 7][i], 8)))
     return m, drive
 
 
@@ -868,10 +868,10 @@ class KVCacheAttention(nn.Module):
         return self.o((s.softmax(-1) @ vals).transpose(1, 2).reshape(B, T, C))
 
 
-@case(calls=4)
+@case(calls=3)
 def kv_cache_prefill_then_decode_steps():
     m = KVCacheAttention().eval()
-    steps = [(0, 4), (4, 1), (5, 1), (6, 2)]
+    steps = [(0, 4), (4, 1), (5, 2)]
 
     def drive(f, i, c):
         pos, T = steps[i]
