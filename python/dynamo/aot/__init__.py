@@ -245,7 +245,7 @@ def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compil
 #: The trace's fields an entry keeps (everything runtime.py and the record read, no graph).
 _PLAN_FIELDS = ("training", "num_primals", "num_user_outputs", "num_fwd_outputs", "diff_inputs",
                 "diff_outputs", "out_requires_grad", "mutated_inputs", "mutated_placeholders", "rewritten",
-                "functionalized", "placeholders")
+                "functionalized", "placeholders", "grad_tangents")
 #: The compile record's fields an entry keeps.
 _REC_FIELDS = ("training", "mutated_inputs", "inplace_rewritten", "decompositions", "saved", "recomputed",
                "bytes_saved", "summary")

@@ -9,7 +9,9 @@
                              non-differentiable
                    backward: compiles the backward graph on first use (bw_compiler), then
                              bw(*saved, *contiguous grads of differentiable outputs) -> one grad
-                             per input (None where none); on the graph runner the arguments are
+                             per input (None where none, and None where every grad it reads came
+                             as None: the loss does not reach the input through this graph, and
+                             eager leaves its .grad None; those outputs get zeros); on the graph runner the arguments are
                              handed over (run_owned) after autograd drops its saved references
                              (maybe_clear_saved_tensors; kept under retain_graph=True), and each
                              is freed right after its last use in the backward graph
@@ -142,6 +144,9 @@ def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
             # save_for_backward's version check, for what is kept on ctx.
             ctx.versions = [s._version if isinstance(s, torch.Tensor) else None for s in ctx.others]
             user = tuple(outs[:n_user])
+            # Outputs the loss does not reach get None, not zeros (see _tangents).
+            ctx.set_materialize_grads(False)
+            ctx.diff_meta = [(user[k].shape, user[k].dtype, user[k].device) for k in diff_out]
             if nondiff:
                 ctx.mark_non_differentiable(*[user[k] for k in nondiff])
             return user
@@ -164,15 +169,42 @@ def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
                         f"expected version {v} instead (a parameter saved for the backward of the "
                         f"compiled graph of '{plan.function}', {plan.where})")
             args = _unpack_saved(ctx)
-            args += [grads[k].contiguous() for k in diff_out]
+            tangents, unreached = _tangents(ctx, grads)
+            args += tangents
             run_owned = getattr(bw, "run_owned", None)
             if run_owned is None:  # another backward compiler: it borrows its inputs
-                return tuple(bw(*args))
+                return _drop_unreached(tuple(bw(*args)), unreached)
             # Hand the saved values over: autograd drops its references now (unless the graph is
             # retained: retain_graph=True), the runner frees each one after its last use, as
             # eager autograd frees a saved tensor once its backward node has run.
             ctx.maybe_clear_saved_tensors()
-            return tuple(run_owned(args))
+            return _drop_unreached(tuple(run_owned(args)), unreached)
+
+    def _tangents(ctx, grads):
+        """The backward graph's tangents (zeros for the outputs autograd passed None: the loss does
+        not reach them) and the inputs whose gradients read only such tangents: eager autograd
+        leaves their .grad None (the loss does not reach them either), where zeros would be
+        accumulated into it."""
+        tangents, missing = [], set()
+        for pos, (k, (shape, dtype, device)) in enumerate(zip(diff_out, ctx.diff_meta)):
+            if grads[k] is None:
+                missing.add(pos)
+                tangents.append(torch.zeros(shape, dtype=dtype, device=device))
+            else:
+                tangents.append(grads[k].contiguous())
+        reads = getattr(plan, "grad_tangents", None)
+        if not missing or not reads:
+            return tangents, ()
+        unreached = [i for i, r in enumerate(reads) if r and missing.issuperset(r)]
+        return tangents, unreached
+
+    def _drop_unreached(grads, unreached):
+        if not unreached:
+            return grads
+        grads = list(grads)
+        for i in unreached:
+            grads[i] = None
+        return tuple(grads)
 
     CompiledFunction.__name__ = f"CompiledFunction_{plan.function.replace('.', '_')}"
 

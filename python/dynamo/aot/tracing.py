@@ -190,6 +190,28 @@ def _functionalize(traced, examples, training, tangents, device_type):
                        f"{type(e).__name__}: {e}") from e
 
 
+def _grad_tangents(graph, tangents, grads):
+    """For each input's gradient in `grads` (a node, or None), the positions of the tangents it
+    reads, as a sorted list (None where there is no gradient). The runtime returns no gradient
+    for an input whose tangents all came as None (no path from the loss to those outputs), as
+    eager autograd leaves .grad None for a tensor the loss does not reach."""
+    bit = {t: 1 << k for k, t in enumerate(tangents)}
+    deps = {}
+    for n in graph.nodes:
+        mask = bit.get(n, 0)
+        for a in n.all_input_nodes:
+            mask |= deps.get(a, 0)
+        deps[n] = mask
+    out = []
+    for g in grads:
+        if not isinstance(g, torch.fx.Node):
+            out.append(None)
+            continue
+        mask = deps.get(g, 0)
+        out.append([k for k in range(len(tangents)) if mask >> k & 1])
+    return out
+
+
 def trace(gm, examples, sources, training, decompositions=None):
     """Traces gm at the ATen level. Returns a Traced with: graph (torch.fx.Graph), training,
     num_primals, num_user_outputs, num_fwd_outputs, diff_inputs, diff_outputs (indices),
@@ -269,9 +291,11 @@ def trace(gm, examples, sources, training, decompositions=None):
     new_out = flat[:n_user] + markers + grads
     out_node.args = (new_out,)
     graph.lint()
+    grad_tangents = _grad_tangents(graph, placeholders[n_in + len(constants):], flat[n_user:]) if training else []
     return Traced(graph=graph, training=training, num_primals=n_in + len(constants), constants=constants,
                   num_user_outputs=n_user,
                   num_fwd_outputs=n_user + len(markers), diff_inputs=diff_in, diff_outputs=diff_out,
                   out_requires_grad=out_rg, mutated_inputs=sorted(set(mutated)),
                   mutated_placeholders=[p.name for p in placeholders if p in mutated_nodes],
-                  rewritten=rewritten, functionalized=functionalized, placeholders=[p.name for p in placeholders])
+                  rewritten=rewritten, functionalized=functionalized, placeholders=[p.name for p in placeholders],
+                  grad_tangents=grad_tangents)
