@@ -63,8 +63,11 @@ class SerialOpenBlas {
   static int& saved() { static int n = 1; return n; }
 };
 
+constexpr int64_t kMaxInt = 0x7fffffff;  // BLAS sizes and leading dimensions are int
+
 // (transpose flag, leading dimension) of a row-major operand, or false without a unit stride.
 bool layoutOf(const BlasMatrix& x, int& trans, int& ld) {
+  if (x.rowStride > kMaxInt || x.colStride > kMaxInt) return false;
   if (x.colStride == 1 && x.rowStride >= std::max<int64_t>(1, x.cols)) {
     trans = kNoTrans, ld = static_cast<int>(x.rowStride);
     return true;
@@ -83,7 +86,6 @@ bool blasSplitAvailable() { return openBlas().sgemm != nullptr; }
 bool blasSplitMm(const BlasMatrix& a, const BlasMatrix& b, float* out, int64_t outRowStride, int threads) {
   if (!blasSplitAvailable() || threads < 1) return false;
   const int64_t m = a.rows, k = a.cols, n = b.cols;
-  constexpr int64_t kMaxInt = 0x7fffffff;
   if (b.rows != k || m <= 0 || n <= 0 || k <= 0 || m > kMaxInt || n > kMaxInt || k > kMaxInt ||
       outRowStride < n || outRowStride > kMaxInt) {
     return false;
