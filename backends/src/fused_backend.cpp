@@ -22,6 +22,7 @@
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/mm.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
@@ -51,6 +52,7 @@
 #include "fused_dnnl_matmul.h"
 #endif
 #include "float_scan.h"
+#include "fused_blas_split.h"
 #include "fused_program_cache.h"
 #include "dynamo/backends/fused.h"
 #include "dynamo/codegen/emit.h"
@@ -704,7 +706,8 @@ class FusedFn final : public core::CompiledGraphFn {
       } else {
         at::Tensor a2 = a.dim() == 2 ? a : a.reshape({-1, a.size(-1)});
         at::Tensor out2 = out.dim() == 2 ? out : out.view({-1, out.size(-1)});
-        at::mm_out(out2, a2, m.transposeB ? b.t() : b);
+        at::Tensor b2 = m.transposeB ? b.t() : b;
+        if (!runSplitMm(k, a2, b2, out2)) at::mm_out(out2, a2, b2);
       }
     } catch (...) {
       PyEval_RestoreThread(ts);
@@ -713,6 +716,29 @@ class FusedFn final : public core::CompiledGraphFn {
     PyEval_RestoreThread(ts);
     f.tensors[m.result] = out;
     f.ptrs[m.result] = out.data_ptr();
+  }
+
+  // An mm step's product on the OpenMP pool (fused_blas_split.h: OpenBLAS's own threads would
+  // fight libgomp's spinning workers for the cores), float32 with 2+ torch threads; false (the
+  // caller runs at::mm_out) otherwise, without OpenBLAS, or with DYNAMO_FUSED_BLAS_POOL=0.
+  bool runSplitMm(int k, const at::Tensor& a, const at::Tensor& b, at::Tensor& out) const {
+    if (!splitMm_ || a.scalar_type() != at::kFloat || b.scalar_type() != at::kFloat ||
+        out.scalar_type() != at::kFloat || out.stride(1) != 1) {
+      return false;
+    }
+    const int threads = at::get_num_threads();
+    if (threads < 2 || a.numel() == 0 || b.numel() == 0) return false;
+    BlasMatrix am{a.data_ptr<float>(), a.size(0), a.size(1), a.stride(0), a.stride(1)};
+    BlasMatrix bm{b.data_ptr<float>(), b.size(0), b.size(1), b.stride(0), b.stride(1)};
+    const bool done = blasSplitMm(am, bm, out.data_ptr<float>(), out.stride(0), threads);
+    if (logEnabled("fusion")) {
+      std::lock_guard<std::mutex> g(mu_);
+      if (splitLogged_.insert(k).second) {
+        std::fprintf(stderr, "[dynamo fusion] mm step %d: %s\n", k,
+                     done ? "OpenBLAS on the OpenMP pool" : "ATen (operand strides)");
+      }
+    }
+    return done;
   }
 
   // bmm step k through oneDNN's batched matmul (fused_dnnl_matmul.h), made at its first call
@@ -944,6 +970,10 @@ class FusedFn final : public core::CompiledGraphFn {
   bool useDnnlBmm_ = !std::getenv("DYNAMO_FUSED_NO_DNNL") && !std::getenv("DYNAMO_FUSED_NO_DNNL_BMM");
   mutable std::unordered_map<int, std::shared_ptr<const DnnlMatmul>> bmmCache_;  // per bmm step (mu_); null: ATen
 #endif
+  // mm steps on the OpenMP pool (runSplitMm; DYNAMO_FUSED_BLAS_POOL=0, read per compile: at::mm_out)
+  bool splitMm_ = blasSplitAvailable() && !(std::getenv("DYNAMO_FUSED_BLAS_POOL") &&
+                                            std::string(std::getenv("DYNAMO_FUSED_BLAS_POOL")) == "0");
+  mutable std::unordered_set<int> splitLogged_;  // mm steps whose path was logged (mu_)
   uint64_t runToken_ = 0;                       // nonzero: time the first calls (the trace store)
   mutable std::atomic<bool> trimmed_{false};    // the heap was trimmed after the first call
   mutable std::once_flag scratchOnce_;          // placeConvScratch() ran

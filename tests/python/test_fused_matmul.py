@@ -143,3 +143,58 @@ def test_bmm_steps_match_eager_for_strided_operands(monkeypatch, capfd):
     f = fused(fn, a, b)
     close_to_reference(f(a, b), fn, a, b)
     assert "bmm step" not in capfd.readouterr().err
+
+
+def _openblas_loaded():
+    import ctypes
+    try:
+        ctypes.CDLL("libopenblas.so.0", mode=getattr(__import__("os"), "RTLD_NOLOAD", 4))
+        return True
+    except OSError:
+        return False
+
+
+def test_mm_steps_on_the_openmp_pool_match_eager(monkeypatch, capfd):
+    # With 2+ torch threads and OpenBLAS as torch's BLAS, an mm step runs one single-threaded
+    # OpenBLAS GEMM per OpenMP thread over its rows (result taller than wide) or its columns
+    # (backends/src/fused_blas_split.cpp); operands without a unit stride take at::mm_out.
+    monkeypatch.setenv("DYNAMO_LOGS", "fusion")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        fn = lambda p, q: torch.ops.aten.mm(p, q) * 2  # noqa: E731
+        operands = [
+            (torch.randn(37, 16), torch.randn(16, 5)),                   # split by rows, odd
+            (torch.randn(3, 16), torch.randn(16, 41)),                   # split by columns
+            (torch.randn(16, 37).t(), torch.randn(41, 16).t()),          # both transposed
+            (torch.randn(1, 16), torch.randn(16, 1)),                    # one element: one part
+            (torch.randn(24, 32)[:, ::2], torch.randn(16, 8)),           # no unit stride: ATen
+            (torch.randn(64, 48)[8:40, 4:20], torch.randn(20, 30)[2:18, 1:26]),  # row strides > cols
+        ]
+        for a, b in operands:
+            f = fused(fn, a, b)
+            assert "matmul #" in f.report["program"], f.report["program"]
+            close_to_reference(f(a, b), fn, a, b)
+            a2, b2 = a * -1.5, b + 1        # new values between calls: read again
+            close_to_reference(f(a2, b2), fn, a2, b2)
+        # a linear of a 3-d input with its bias and gelu fused after the product (the weight read
+        # transposed in place)
+        x, w, bias = torch.randn(4, 10, 32), torch.randn(24, 32), torch.randn(24)
+        lin = lambda t, ww, bb: F.gelu(F.linear(t, ww, bb))  # noqa: E731
+        close_to_reference(fused(lin, x, w, bias)(x, w, bias), lin, x, w, bias)
+        err = capfd.readouterr().err
+        if _openblas_loaded():
+            assert err.count("mm step 0: OpenBLAS on the OpenMP pool") == 6, err
+            assert err.count("mm step 0: ATen (operand strides)") == 1, err
+        # DYNAMO_FUSED_BLAS_POOL=0 (read per compile): at::mm_out, same values within tolerance
+        monkeypatch.setenv("DYNAMO_FUSED_BLAS_POOL", "0")
+        a, b = operands[0]
+        close_to_reference(fused(fn, a, b)(a, b), fn, a, b)
+        assert "mm step" not in capfd.readouterr().err
+        # one torch thread: at::mm_out as well
+        monkeypatch.delenv("DYNAMO_FUSED_BLAS_POOL")
+        torch.set_num_threads(1)
+        close_to_reference(fused(fn, a, b)(a, b), fn, a, b)
+        assert "mm step" not in capfd.readouterr().err
+    finally:
+        torch.set_num_threads(threads)
