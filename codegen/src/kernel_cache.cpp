@@ -217,11 +217,34 @@ bool startsWithPrelude(const std::string& source) {
   return false;
 }
 
+bool compilerIsGcc() {
+  const std::string& v = compilerVersion();
+  return v.find("Free Software Foundation") != std::string::npos && v.find("clang") == std::string::npos;
+}
+
 bool pchWanted() {
   const char* on = std::getenv("DYNAMO_KERNEL_PCH");
   if (on && std::string(on) == "0") return false;
-  const std::string& v = compilerVersion();
-  return v.find("Free Software Foundation") != std::string::npos && v.find("clang") == std::string::npos;
+  return compilerIsGcc();
+}
+
+// ---- the lean link ----------------------------------------------------------------------------
+// The compiler driver of C++ links every shared object against libstdc++ and libm (and libgcc_s);
+// GNU ld reading libstdc++'s symbol table was ~0.08 s of the ~0.2 s CPU of a one-kernel compile
+// (docs/performance.md, "Cutting the compiler's fixed cost"). A generated kernel needs none of
+// libstdc++ (no exceptions: -fno-exceptions, no new, no iostreams), so with GCC the link names
+// its libraries itself, after the sources: libgomp (OpenMP), libm (expf, tanhf... when not
+// inlined), libgcc (static helpers), libc. `-z defs` makes a symbol none of them defines a link
+// error, and compileUnit then compiles the unit again with the driver's default link: a kernel
+// that does need libstdc++ costs a second compiler run, never an unresolved symbol at dlopen.
+// DYNAMO_KERNEL_LEAN_LINK=0 turns it off.
+std::string leanLinkFlags() {
+  static const std::string flags = [] {
+    const char* on = std::getenv("DYNAMO_KERNEL_LEAN_LINK");
+    if ((on && std::string(on) == "0") || !compilerIsGcc()) return std::string();
+    return std::string(" -nodefaultlibs -Wl,-z,defs -lgomp -lm -lgcc -lc");
+  }();
+  return flags;
 }
 
 // The `-include <header>` flag of the precompiled prelude ("" when there is none), under the
@@ -316,9 +339,12 @@ std::vector<LoadedKernel> compileUnit(const CompileJob& job, const std::vector<s
       const std::string prelude =
           job.extraFlags.empty() && startsWithPrelude(job.source) ? preludeFlag(flagText) : std::string();
       const std::string files = quote(src.string()) + " -o " + quote(tmp.string());
-      std::string cmd = quote(compilerPath()) + " " + flagText + prelude + files;
+      const std::string lean = job.extraFlags.empty() ? leanLinkFlags() : std::string();
+      std::string cmd = quote(compilerPath()) + " " + flagText + prelude + files + lean;
       auto [status, output] = run(cmd);
-      if (status != 0 && !prelude.empty()) {  // a damaged .gch is an error to GCC: compile without it
+      // A damaged .gch is an error to GCC, and so is a symbol the lean link does not resolve:
+      // compile again without either (the same object code, the driver's default link).
+      if (status != 0 && !(prelude.empty() && lean.empty())) {
         cmd = quote(compilerPath()) + " " + flagText + files;
         std::tie(status, output) = run(cmd);
       }
@@ -449,7 +475,7 @@ std::string kernelCacheDir() {
 const std::vector<std::string>& kernelCompileFlags() {
   static const std::vector<std::string> kFlags = {
       "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno",
-      "-fno-trapping-math", "-fwrapv", "-std=c++17", "-w"};
+      "-fno-trapping-math", "-fwrapv", "-fno-exceptions", "-std=c++17", "-w"};
   return kFlags;
 }
 
