@@ -396,12 +396,19 @@ std::string combineSources(const std::vector<const CompileJob*>& jobs) {
 }
 
 // How many translation units the kernels of one compileKernels call are split into: one per
-// core (each compiler run costs ~0.1 s of CPU before it sees a kernel: process start, headers,
-// assembler, linker); $DYNAMO_KERNEL_UNITS overrides (a large number: one unit per kernel).
+// kKernelsPerUnit kernels, at most one per core. Each compiler run costs ~0.1 s of CPU before it
+// sees a kernel (process start, the prelude, assembler, linker), so a small graph is one run (its
+// fixed cost paid once; in wall time a unit of 2-4 kernels waits longer than 2 parallel runs
+// would) and a large one is split across the cores; $DYNAMO_KERNEL_UNITS overrides (a large
+// number: one unit per kernel).
+constexpr size_t kKernelsPerUnit = 5;
+
 size_t unitCount(size_t jobs) {
+  if (jobs == 0) return 0;
   size_t n = std::max(1u, std::thread::hardware_concurrency());
+  n = std::min(n, (jobs + kKernelsPerUnit - 1) / kKernelsPerUnit);
   if (const char* u = std::getenv("DYNAMO_KERNEL_UNITS"); u && std::atoll(u) > 0) n = static_cast<size_t>(std::atoll(u));
-  return std::min(n, jobs);
+  return std::max<size_t>(1, std::min(n, jobs));
 }
 
 // A file name of the cache for readCacheFile / writeCacheFile: a hex key and one extension.

@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dynamo/codegen/emit.h"
@@ -102,6 +104,31 @@ TEST_CASE("kernels of one call share translation units: one compiler run per uni
   CHECK(again[0].cacheHit);
   CHECK(again[1].cacheHit);
   CHECK(again[2].symbol == loaded[2].symbol);
+}
+
+TEST_CASE("a small graph's kernels are one unit; units of 5 kernels, at most one per core, above that") {
+  Program p = lowerGraph(chainGraph());
+  std::string src = emitCpp(p.kernels[0], p);
+  auto variants = [&](int n, const std::string& tag) {
+    std::vector<CompileJob> jobs;
+    for (int i = 0; i < n; ++i) {
+      std::string s = src, from = "void " + p.kernels[0].name + "(", to = "void units_" + tag + std::to_string(i) + "(";
+      s.replace(s.find(from), from.size(), to);
+      jobs.push_back({s, "units_" + tag + std::to_string(i), {}});
+    }
+    return jobs;
+  };
+  unsetenv("DYNAMO_KERNEL_UNITS");
+  auto four = compileKernels(variants(4, "four"));
+  std::set<std::string> keys;
+  for (const auto& k : four) keys.insert(k.key);
+  CHECK(keys.size() == 1);
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  auto eleven = compileKernels(variants(11, "eleven"));
+  keys.clear();
+  for (const auto& k : eleven) keys.insert(k.key);
+  CHECK(keys.size() == std::min<size_t>(cores, 3));
+  for (const auto& k : eleven) CHECK(k.symbol);
 }
 
 namespace {
