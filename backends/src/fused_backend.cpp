@@ -50,6 +50,7 @@
 #include "fused_dnnl_conv.h"
 #include "fused_dnnl_matmul.h"
 #endif
+#include "float_scan.h"
 #include "fused_program_cache.h"
 #include "dynamo/backends/fused.h"
 #include "dynamo/codegen/emit.h"
@@ -175,18 +176,6 @@ at::Tensor newOutput(const codegen::Buffer& buf) {
   static PoolAllocator allocator;
   return at::Tensor(at::detail::empty_strided_generic(
       buf.shape, buf.strides, &allocator, c10::DispatchKeySet(c10::DispatchKey::CPU), scalarType(buf.dtype)));
-}
-
-// True when none of the n floats at p is NaN or +-inf (all exponent bits set); vectorised as a
-// max over the exponent bits.
-bool allFinite(const float* p, int64_t n) {
-  uint32_t top = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, p + i, sizeof u);
-    top = std::max(top, u & 0x7f800000u);
-  }
-  return top != 0x7f800000u;
 }
 
 // True when t has the buffer's dtype, sizes and strides (strides of size-1 dims don't matter).
@@ -621,7 +610,7 @@ class FusedFn final : public core::CompiledGraphFn {
       if (buf.strides[d] < 0) return false;
       span += (buf.shape[d] - 1) * buf.strides[d];
     }
-    return allFinite(static_cast<const float*>(f.ptrs[b]), span);
+    return allFinite(static_cast<const float*>(f.ptrs[b]), static_cast<size_t>(span));
   }
 
   // A conv step: oneDNN's primitive when it takes the step, else at::convolution with the
