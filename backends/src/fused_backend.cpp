@@ -178,7 +178,6 @@ at::Tensor newOutput(const codegen::Buffer& buf) {
       buf.shape, buf.strides, &allocator, c10::DispatchKeySet(c10::DispatchKey::CPU), scalarType(buf.dtype)));
 }
 
-// True when t has the buffer's dtype, sizes and strides (strides of size-1 dims don't matter).
 // Whether autocast is on now (entered around the compiled function): eager's ops would cast their
 // inputs, which kernels do not do.
 bool autocastOn() {
