@@ -56,6 +56,7 @@
 #include "dynamo/codegen/emit.h"
 #include "dynamo/codegen/kernel_cache.h"
 #include "dynamo/codegen/kernel_template.h"
+#include "dynamo/codegen/inplace.h"
 #include "dynamo/codegen/lowering.h"
 #include "dynamo/core/graph_python.h"
 #include "dynamo/core/graph_runner.h"
@@ -257,7 +258,8 @@ class FusedFn final : public core::CompiledGraphFn {
   struct Frame {
     std::vector<at::Tensor> tensors;
     std::vector<void*> ptrs;
-    at::Tensor* workspace = nullptr;  // the conv steps' workspace (oneDNN's scratchpad, reorders)
+    at::Tensor* workspace = nullptr;  // the workspace of steps with none in the arena (bmm, convs)
+    char* arena = nullptr;            // this call's arena (intermediates, conv workspaces)
     std::vector<core::PyObjectRef> values;  // body node values (extern results, wrapped outputs)
     PyObject* const* inputs = nullptr;
     std::vector<int64_t> scalars;  // Program::scalars' values: an int64, or a double's bits
@@ -333,10 +335,16 @@ class FusedFn final : public core::CompiledGraphFn {
       }
     }
     f.workspace = &lease.scratch.workspace;
-    if (program_.arenaBytes > 0) {
+#ifdef DYNAMO_HAVE_DNNL
+    std::call_once(scratchOnce_, [this] { placeConvScratch(); });
+#else
+    std::call_once(scratchOnce_, [this] { arenaTotal_ = program_.arenaBytes; });
+#endif
+    if (arenaTotal_ > 0) {
       at::Tensor& arena = lease.scratch.arena;
-      if (!arena.defined()) arena = at::empty({program_.arenaBytes}, at::TensorOptions().dtype(at::kByte));
+      if (!arena.defined()) arena = at::empty({arenaTotal_}, at::TensorOptions().dtype(at::kByte));
       auto* base = static_cast<char*>(arena.data_ptr());
+      f.arena = base;
       for (const codegen::Buffer& b : bufs) {
         if (b.kind == BufferKind::kIntermediate && b.arenaOffset >= 0) f.ptrs[b.id] = base + b.arenaOffset;
       }
@@ -554,6 +562,41 @@ class FusedFn final : public core::CompiledGraphFn {
     return lw;
   }
 
+  // Places each conv step's oneDNN workspace in the arena bytes that no buffer holds during its
+  // step (first fit; the arena grows only when no gap is large enough), once, before the first
+  // arena is made: resnet18's layer4 convs pack a 9 MiB weight while nearly all of the arena
+  // (24.5 MiB, sized by the stem's result) is free, so the workspace costs no memory of its own.
+  // The primitives are made here (from the shapes) instead of at their first call.
+  void placeConvScratch() const {
+    arenaTotal_ = program_.arenaBytes;
+    convScratch_.assign(program_.convs.size(), -1);
+    if (program_.convs.empty()) return;
+    const std::vector<std::pair<int, int>> range = codegen::arenaLiveRanges(program_);
+    const int steps = static_cast<int>(program_.steps.size());
+    for (int s = 0; s < steps; ++s) {
+      const codegen::Step& st = program_.steps[s];
+      if (st.isKernel || st.conv < 0) continue;
+      std::shared_ptr<const DnnlConv> d = primitive(st.conv);
+      if (!d) continue;
+      std::vector<std::pair<int64_t, int64_t>> live;  // [begin, end) of the arena bytes held at s
+      for (const codegen::Buffer& b : program_.buffers) {
+        const int root = b.storage >= 0 ? b.storage : b.id;
+        if (b.arenaOffset < 0 || range[root].first < 0 || range[root].first > s || range[root].second < s) continue;
+        const int64_t bytes = std::max(b.numel() * codegen::dtypeSize(b.dtype), codegen::spanBytes(b));
+        live.emplace_back(b.arenaOffset, b.arenaOffset + (bytes + 63) / 64 * 64);
+      }
+      std::sort(live.begin(), live.end());
+      const auto need = static_cast<int64_t>((d->workspaceBytes() + 63) / 64 * 64);
+      int64_t at = 0;
+      for (const auto& [begin, end] : live) {
+        if (at + need <= begin) break;
+        at = std::max(at, end);
+      }
+      convScratch_[st.conv] = at;
+      arenaTotal_ = std::max(arenaTotal_, at + need);
+    }
+  }
+
   // Conv step k through its oneDNN primitive, into the planned result buffer; false when the
   // step runs through ATen instead (no primitive; a NaN or inf among the operands of a step with
   // a post-op; oneDNN failed to execute).
@@ -573,13 +616,19 @@ class FusedFn final : public core::CompiledGraphFn {
       f.tensors[c.result] = newOutput(rb);
       f.ptrs[c.result] = f.tensors[c.result].data_ptr();
     }
-    at::Tensor& ws = *f.workspace;
-    const auto need = static_cast<int64_t>(d->workspaceBytes());
-    if (!ws.defined() || ws.numel() < need) ws = at::empty({need}, at::TensorOptions().dtype(at::kByte));
+    void* ws = nullptr;
+    if (convScratch_[k] >= 0 && f.arena) {
+      ws = f.arena + convScratch_[k];  // arena bytes no buffer holds during this step
+    } else {
+      at::Tensor& t = *f.workspace;
+      const auto need = static_cast<int64_t>(d->workspaceBytes());
+      if (!t.defined() || t.numel() < need) t = at::empty({need}, at::TensorOptions().dtype(at::kByte));
+      ws = t.data_ptr();
+    }
     try {
       NoGil nogil;
       return d->run(static_cast<const float*>(f.ptrs[c.input]), static_cast<float*>(f.ptrs[c.result]), lw.pointers(),
-                    post, ws.data_ptr());
+                    post, ws);
     } catch (const std::exception& e) {
       // (seen on stack 2: oneDNN's gemm-based grouped conv could not execute) The step runs
       // through ATen from now on, this call included: the input is untouched and ATen
@@ -770,6 +819,36 @@ class FusedFn final : public core::CompiledGraphFn {
     return true;
   }
 
+  // Node n's value as a tensor over its arena slot, when a pooling extern reads it there (not kept
+  // in f.values: the slot holds other buffers after the extern's step), else nullptr. The
+  // tensor and its Python wrapper are kept in lent / lentValues for the call.
+  PyObject* lentSlot(const core::NodeRef& n, Frame& f, std::vector<at::Tensor>& lent,
+                     std::vector<core::PyObjectRef>& lentValues) const {
+    auto slotIt = slot_.find(n.get());
+    if (slotIt == slot_.end() || slotIt->second < 0 || f.values[slotIt->second]) return nullptr;
+    const int b = program_.nodeBuffer[slotIt->second];
+    if (b < 0 || f.tensors[b].defined() || program_.buffers[b].kind != BufferKind::kIntermediate) return nullptr;
+    DYNAMO_INTERNAL_ASSERT(f.ptrs[b] != nullptr, "fused backend: node ", n->name(), " has no arena slot when it is needed");
+    lent.push_back(bufferTensor(f, b));
+    lentValues.push_back(core::PyObjectRef::steal(core::checkPy(THPVariable_Wrap(lent.back()))));
+    return lentValues.back().get();
+  }
+
+  // The result of an extern call that read arena slots (lent), made to own its memory: pooling
+  // returns a fresh tensor, but a result that shares a slot's storage (a view, or the argument
+  // itself) would see the slot's next buffers, so it is copied. Returns the value (borrowed).
+  PyObject* ownResult(const core::NodeRef& n, const std::vector<at::Tensor>& lent, core::PyObjectRef& value) const {
+    DYNAMO_INTERNAL_ASSERT(THPVariable_Check(value.get()), "fused backend: the pooling call ", n->name(),
+                           " returned no tensor");
+    const at::Tensor& t = THPVariable_Unpack(value.get());
+    for (const at::Tensor& slot : lent) {
+      if (!t.is_alias_of(slot)) continue;
+      value = core::PyObjectRef::steal(core::checkPy(THPVariable_Wrap(t.clone(at::MemoryFormat::Preserve))));
+      break;
+    }
+    return value.get();
+  }
+
   // The Python value of node n (borrowed from the frame or the caller).
   PyObject* valueOf(const core::NodeRef& n, Frame& f) const {
     int slot = slot_.at(n.get());
@@ -789,7 +868,14 @@ class FusedFn final : public core::CompiledGraphFn {
     // the program laid out otherwise would fail, or see other elements. A pooling op, whose
     // values do not depend on strides (Step::programLayout), takes the program's buffer as it
     // is: resnet18's stem conv result (8x64x112x112 channels-last) is not copied to NCHW first.
-    auto value = [&](const core::NodeRef& a) { return s.programLayout ? valueOf(a, f) : outputOf(a, f); };
+    // Its planned arguments may be arena slots, lent by pointer for this call only (Step::reads).
+    std::vector<at::Tensor> lent;
+    std::vector<core::PyObjectRef> lentValues;
+    auto value = [&](const core::NodeRef& a) -> PyObject* {
+      if (!s.programLayout) return outputOf(a, f);
+      if (PyObject* v = lentSlot(a, f, lent, lentValues)) return v;
+      return valueOf(a, f);
+    };
     std::vector<core::PyObjectRef> args;
     for (const core::Arg& a : n->args()) args.push_back(core::argToPython(a, value));
     core::PyObjectRef kwargs = core::PyObjectRef::steal(core::checkPy(PyDict_New()));
@@ -814,6 +900,7 @@ class FusedFn final : public core::CompiledGraphFn {
     PyObject* r = PyObject_Call(callable.get(), tuple.get(), PyDict_GET_SIZE(kwargs.get()) ? kwargs.get() : nullptr);  // new ref
     if (!r) return false;
     f.values[s.node] = core::PyObjectRef::steal(r);
+    if (!lent.empty()) r = ownResult(n, lent, f.values[s.node]);
     if (s.result >= 0) {
       const codegen::Buffer& b = program_.buffers[s.result];
       if (THPVariable_Check(r) && !matches(THPVariable_Unpack(r), b)) {
@@ -859,6 +946,9 @@ class FusedFn final : public core::CompiledGraphFn {
 #endif
   uint64_t runToken_ = 0;                       // nonzero: time the first calls (the trace store)
   mutable std::atomic<bool> trimmed_{false};    // the heap was trimmed after the first call
+  mutable std::once_flag scratchOnce_;          // placeConvScratch() ran
+  mutable int64_t arenaTotal_ = 0;              // the arena's bytes: the plan's and conv workspaces
+  mutable std::vector<int64_t> convScratch_;    // per conv step: its workspace's arena offset, or -1
   mutable std::atomic<int> timedCalls_{0};      // timed calls so far (stops at kTimedKernelCalls)
   mutable std::vector<double> timedUs_;         // per kernel, summed over the timed calls (mu_)
 };

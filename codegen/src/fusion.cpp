@@ -21,6 +21,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 #include "dynamo/codegen/inplace.h"
 #include "dynamo/common/error.h"
@@ -181,6 +182,7 @@ class Fuser {
         st.conv = it.conv;
         st.matmul = it.matmul;
         st.programLayout = it.programLayout;
+        st.reads = it.reads;
       }
       p.steps.push_back(st);
     }
@@ -520,44 +522,29 @@ class Fuser {
     k.innerSizes = newSizes;
   }
 
-  // Memory planning: intermediates (written and read by kernels and conv steps only) share one arena, reused
-  // by liveness (first fit by offset, 64-byte aligned). First the in-place pass (inplace.h): an
+  // Memory planning: intermediates (written by kernels and conv steps, read by those and by the
+  // pooling externs, Step::programLayout) share one arena, reused by liveness (first fit by
+  // offset, 64-byte aligned): an extern's read of a slot ends the slot's life no earlier than the
+  // extern's step (its result is a fresh tensor; the runtime copies one that aliases the slot,
+  // fused_backend.cpp). First the in-place pass (inplace.h): an
   // intermediate written over in place lives in its chain's last buffer: in that output's pool
   // block (no arena slot), or in one arena slot with the chain's whole live range.
   static void plan(Program& p) {
     planInPlace(p);
-    std::vector<int> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
-    for (size_t s = 0; s < p.steps.size(); ++s) {
-      if (!p.steps[s].isKernel && p.steps[s].conv >= 0) {  // a conv step writes and reads planned buffers
-        const ConvStep& c = p.convs[p.steps[s].conv];
-        if (first[c.result] < 0) first[c.result] = static_cast<int>(s);
-        last[c.result] = std::max(last[c.result], static_cast<int>(s));
-        last[c.input] = std::max(last[c.input], static_cast<int>(s));
-        continue;
-      }
-      if (!p.steps[s].isKernel) continue;
-      const Kernel& k = p.kernels[p.steps[s].kernel];
-      for (int b : k.writes) {
-        if (first[b] < 0) first[b] = static_cast<int>(s);
-        last[b] = std::max(last[b], static_cast<int>(s));
-      }
-      for (int b : k.reads) last[b] = std::max(last[b], static_cast<int>(s));
-    }
-    struct Live { int64_t offset, size; int end; };
-    std::vector<Live> live;
-    std::vector<int> order;
+    std::vector<int> first, last, order;
+    stepRanges(p, &first, &last);
     std::vector<int64_t> need(p.buffers.size(), 1);
     for (size_t b = 0; b < p.buffers.size(); ++b) {
       if (first[b] < 0) continue;
       const int root = p.buffers[b].storage >= 0 ? p.buffers[b].storage : static_cast<int>(b);
       if (p.buffers[root].kind != BufferKind::kIntermediate) continue;  // in an output's block
-      if (root != static_cast<int>(b)) {  // a chain member: its slot is the root's
-        first[root] = std::min(first[root], first[b]);
-        last[root] = std::max(last[root], last[b]);
-      }
       need[root] = std::max({need[root], p.buffers[b].numel() * dtypeSize(p.buffers[b].dtype), spanBytes(p.buffers[b])});
       if (root == static_cast<int>(b)) order.push_back(root);
     }
+    const std::vector<std::pair<int, int>> range = arenaLiveRanges(p);
+    for (size_t b = 0; b < p.buffers.size(); ++b) std::tie(first[b], last[b]) = range[b];
+    struct Live { int64_t offset, size; int end; };
+    std::vector<Live> live;
     std::sort(order.begin(), order.end(), [&](int a, int b) { return first[a] < first[b]; });
     int64_t total = 0;
     for (int b : order) {
@@ -591,4 +578,45 @@ Program fuseProgram(Lowered lowered, const LoweringOptions& options) {
   return Fuser(lowered, options).run();
 }
 
+void stepRanges(const Program& p, std::vector<int>* first, std::vector<int>* last) {
+  first->assign(p.buffers.size(), -1);
+  last->assign(p.buffers.size(), -1);
+  auto touch = [&](int b, size_t s, bool writes) {
+    if (writes && (*first)[b] < 0) (*first)[b] = static_cast<int>(s);
+    (*last)[b] = std::max((*last)[b], static_cast<int>(s));
+  };
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    const Step& st = p.steps[s];
+    if (!st.isKernel && st.conv >= 0) {  // a conv step writes and reads planned buffers
+      touch(p.convs[st.conv].result, s, true);
+      touch(p.convs[st.conv].input, s, false);
+    } else if (!st.isKernel) {  // an extern call reads its arguments (the plan: pooling's slots)
+      for (int b : st.reads) touch(b, s, false);
+    } else {
+      const Kernel& k = p.kernels[st.kernel];
+      for (int b : k.writes) touch(b, s, true);
+      for (int b : k.reads) touch(b, s, false);
+    }
+  }
+}
+
 }  // namespace dynamo::codegen::detail
+
+namespace dynamo::codegen {
+
+std::vector<std::pair<int, int>> arenaLiveRanges(const Program& p) {
+  std::vector<int> first, last;
+  detail::stepRanges(p, &first, &last);
+  std::vector<std::pair<int, int>> range(p.buffers.size(), {-1, -1});
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    if (first[b] < 0) continue;
+    const int root = p.buffers[b].storage >= 0 ? p.buffers[b].storage : static_cast<int>(b);
+    if (p.buffers[root].kind != BufferKind::kIntermediate) continue;  // in an output's block
+    auto& r = range[root];
+    r.first = r.first < 0 ? first[b] : std::min(r.first, first[b]);
+    r.second = std::max(r.second, last[b]);
+  }
+  return range;
+}
+
+}  // namespace dynamo::codegen

@@ -109,7 +109,12 @@ void planInPlace(Program& p) {
   const size_t n = p.buffers.size();
   std::vector<int> first(n, -1), last(n, -1);  // kernel steps that access each buffer
   for (size_t s = 0; s < p.steps.size(); ++s) {
-    if (!p.steps[s].isKernel) continue;
+    if (!p.steps[s].isKernel) {
+      // An extern call that reads a buffer after a kernel (a pooling op on an arena slot): no
+      // kernel before it may write over that buffer.
+      for (int b : p.steps[s].reads) last[b] = static_cast<int>(s);
+      continue;
+    }
     const Kernel& k = p.kernels[p.steps[s].kernel];
     for (const std::vector<int>* list : {&k.reads, &k.writes}) {
       for (int b : *list) {

@@ -303,6 +303,9 @@ std::string printProgram(const Program& p) {
     }
     if (!s.isKernel) {
       o << "extern #" << s.node;
+      if (s.programLayout) {  // the buffers it reads, which may be arena slots
+        for (size_t i = 0; i < s.reads.size(); ++i) o << (i ? ", b" : " reads b") << s.reads[i];
+      }
       if (s.result >= 0) o << " -> b" << s.result;
       if (s.programLayout) o << "   (arguments in the program's layout)";
       o << "\n";

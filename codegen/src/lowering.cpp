@@ -2,7 +2,8 @@
 // into a value that users inline, and decides which values must exist in memory:
 //
 //   - reductions (always: a kernel stage stores them, fusion may keep them in a register);
-//   - values a graph output or an extern step needs (they escape: kOutput buffers);
+//   - values a graph output or an extern step needs (they escape: kOutput buffers; a pooling
+//     extern's argument may stay in the arena: it returns a fresh tensor);
 //   - values with several users whose expression is not cheap (kIntermediate: arena memory).
 //
 // Unsupported nodes become extern steps. When the graph holds an extern that may mutate memory
@@ -568,7 +569,9 @@ class Lowerer final : public LoweringContext {
         }
         return;
       }
-      realize(a0, true);
+      // A pooling op (programLayout) returns a fresh tensor: it may read an arena slot, which
+      // the plan keeps alive until its step; any other extern's argument escapes (a pool block).
+      realize(a0, !it.programLayout);
       if (v->second.buffer >= 0) it.reads.push_back(v->second.buffer);
     });
     externItem_[n.get()] = static_cast<int>(out_.items.size());
@@ -674,8 +677,8 @@ class Lowerer final : public LoweringContext {
     std::vector<int64_t> strides = (mutating_ || outputs_.count(result.get())) && meta->strides ? *meta->strides
                                    : nchw ? contiguousStrides(meta->shape)
                                           : channelsLastStrides(meta->shape);
-    // A planned buffer: the arena while only kernels and conv steps read it; realize() makes it
-    // a pool block (kOutput) when an extern step or the graph's output needs it.
+    // A planned buffer: the arena while only kernels, conv steps and pooling externs read it;
+    // realize() makes it a pool block (kOutput) when another extern or the graph's output needs it.
     c.result = newBuffer(result->name(), DType::kFloat32, meta->shape, strides,
                          outputs_.count(result.get()) ? BufferKind::kOutput : BufferKind::kIntermediate);
     out_.program.convs.push_back(c);

@@ -181,5 +181,8 @@ std::optional<MatmulMatch> matchMatmul(const core::Node& n);
 
 /// Groups scheduler nodes into kernels, plans the arena; fills program.kernels/steps.
 Program fuseProgram(Lowered lowered, const LoweringOptions& options);
+/// Per buffer: the first step that writes it and the last that touches it (-1: none), from
+/// kernels, conv steps and extern calls' reads (the memory plan's liveness).
+void stepRanges(const Program& p, std::vector<int>* first, std::vector<int>* last);
 
 }  // namespace dynamo::codegen::detail

@@ -276,6 +276,7 @@ std::string writeProgram(const Program& p) {
     w.num(s.conv);
     w.num(s.matmul);
     w.flag(s.programLayout);
+    w.nums(s.reads);
   });
   w.vec(p.convs, [&](const ConvStep& c) {
     for (int b : {c.input, c.weight, c.bias, c.bnMean, c.bnVar, c.bnWeight, c.bnBias}) w.num(b);
@@ -340,6 +341,7 @@ Program readProgram(const std::string& bytes) {
     s.conv = r.num();
     s.matmul = r.num();
     s.programLayout = r.flag();
+    s.reads = r.nums();
     return s;
   });
   p.convs = r.vec<ConvStep>([&] {
@@ -402,6 +404,7 @@ Program readProgram(const std::string& bytes) {
     if (s.conv >= static_cast<int>(p.convs.size()) || s.matmul >= static_cast<int>(p.matmuls.size()))
       r.fail("a conv or matmul step out of range");
     buffer(s.result, true);
+    for (int b : s.reads) buffer(b, false);
   }
   for (const ConvStep& c : p.convs) {
     for (int b : {c.weight, c.bias, c.bnMean, c.bnVar, c.bnWeight, c.bnBias}) buffer(b, true);

@@ -142,8 +142,9 @@ struct Kernel {
 enum class BufferKind {
   kInput,         ///< a graph input tensor (the caller's)
   kExtern,        ///< the tensor result of an extern (ATen) step
-  kOutput,        ///< written by a kernel and escapes (graph output or read by an extern step)
-  kIntermediate,  ///< written and read by kernels only: planned into the reused arena
+  kOutput,        ///< written by a kernel and escapes (graph output or an extern step's argument,
+                  ///< pooling externs' aside)
+  kIntermediate,  ///< read by kernels, conv steps and pooling externs only: planned into the arena
 };
 
 /// A tensor the program reads or writes.
@@ -172,7 +173,8 @@ enum class ConvPostOp {
 /// A 2-d convolution the runtime computes with a prepared weight (oneDNN's primitive with the
 /// weight packed once, else ATen's convolution): an eval-mode batch_norm that only it feeds is
 /// folded into the weight and bias, a ReLU / hardtanh after it is the post-op, and its result
-/// is a planned buffer (the arena when only kernels and conv steps read it, else a pool block).
+/// is a planned buffer (the arena when only kernels, conv steps and pooling externs read it, else
+/// a pool block).
 /// The prepared weight is cached until a source tensor changes (data or version).
 struct ConvStep {
   int input = -1;                  ///< activation buffer
@@ -216,6 +218,10 @@ struct Step {
   /// tensor arguments in the program's layout (a channels-last conv result as it is), not in
   /// eager's recorded one, so no copy is made before the call
   bool programLayout = false;
+  /// extern call: the program's buffers it takes as arguments. A programLayout step's may be
+  /// arena slots (lent to the call by pointer, its result is a fresh tensor): the memory plan
+  /// counts these reads in the slots' live ranges.
+  std::vector<int> reads;
 };
 
 /// A Python number graph input that kernels read at call time (docs/dynamic-shapes.md, "Python

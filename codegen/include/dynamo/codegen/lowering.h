@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dynamo/codegen/loop_ir.h"
@@ -41,6 +42,12 @@ struct LoweringOptions {
 /// Lowers `graph`. Never fails on an unsupported op (it becomes an extern step); internal errors
 /// only for bugs.
 Program lowerGraph(const core::Graph& graph, const LoweringOptions& options = {});
+
+/// The memory plan's live ranges (Program::steps indices, inclusive): per buffer that owns an
+/// arena slot (a kIntermediate that is no in-place chain member), the first step that writes it
+/// and the last that reads it (a chain's members' accesses included); {-1, -1} for the others.
+/// The runtime places each conv step's oneDNN workspace in the arena bytes free at its step.
+std::vector<std::pair<int, int>> arenaLiveRanges(const Program& p);
 
 /// One entry of lowered_ops.def: the op name and the forms it is lowered from.
 struct LoweredOpInfo {

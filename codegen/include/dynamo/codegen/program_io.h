@@ -18,7 +18,8 @@
 namespace dynamo::codegen {
 
 /// Version of the byte format written by writeProgram.
-constexpr unsigned kProgramFormatVersion = 4;  // 2: Python numbers read at call time; 3: Buffer::storage; 4: conv post-ops
+constexpr unsigned kProgramFormatVersion = 5;  // 2: Python numbers read at call time; 3: Buffer::storage; 4: conv post-ops;
+                                               // 5: Step::reads (pooling externs read arena slots)
 
 /// Bytes that readProgram cannot read as a Program (truncated, another version, an enum or
 /// index out of range): the message says what and where.
