@@ -217,11 +217,34 @@ bool startsWithPrelude(const std::string& source) {
   return false;
 }
 
+bool compilerIsGcc() {
+  const std::string& v = compilerVersion();
+  return v.find("Free Software Foundation") != std::string::npos && v.find("clang") == std::string::npos;
+}
+
 bool pchWanted() {
   const char* on = std::getenv("DYNAMO_KERNEL_PCH");
   if (on && std::string(on) == "0") return false;
-  const std::string& v = compilerVersion();
-  return v.find("Free Software Foundation") != std::string::npos && v.find("clang") == std::string::npos;
+  return compilerIsGcc();
+}
+
+// ---- the lean link ----------------------------------------------------------------------------
+// The compiler driver of C++ links every shared object against libstdc++ and libm (and libgcc_s);
+// GNU ld reading libstdc++'s symbol table was ~0.08 s of the ~0.2 s CPU of a one-kernel compile
+// (docs/performance.md, "Cutting the compiler's fixed cost"). A generated kernel needs none of
+// libstdc++ (no exceptions: -fno-exceptions, no new, no iostreams), so with GCC the link names
+// its libraries itself, after the sources: libgomp (OpenMP), libm (expf, tanhf... when not
+// inlined), libgcc (static helpers), libc. `-z defs` makes a symbol none of them defines a link
+// error, and compileUnit then compiles the unit again with the driver's default link: a kernel
+// that does need libstdc++ costs a second compiler run, never an unresolved symbol at dlopen.
+// DYNAMO_KERNEL_LEAN_LINK=0 turns it off.
+std::string leanLinkFlags() {
+  static const std::string flags = [] {
+    const char* on = std::getenv("DYNAMO_KERNEL_LEAN_LINK");
+    if ((on && std::string(on) == "0") || !compilerIsGcc()) return std::string();
+    return std::string(" -nodefaultlibs -Wl,-z,defs -lgomp -lm -lgcc -lc");
+  }();
+  return flags;
 }
 
 // The `-include <header>` flag of the precompiled prelude ("" when there is none), under the
@@ -316,9 +339,12 @@ std::vector<LoadedKernel> compileUnit(const CompileJob& job, const std::vector<s
       const std::string prelude =
           job.extraFlags.empty() && startsWithPrelude(job.source) ? preludeFlag(flagText) : std::string();
       const std::string files = quote(src.string()) + " -o " + quote(tmp.string());
-      std::string cmd = quote(compilerPath()) + " " + flagText + prelude + files;
+      const std::string lean = job.extraFlags.empty() ? leanLinkFlags() : std::string();
+      std::string cmd = quote(compilerPath()) + " " + flagText + prelude + files + lean;
       auto [status, output] = run(cmd);
-      if (status != 0 && !prelude.empty()) {  // a damaged .gch is an error to GCC: compile without it
+      // A damaged .gch is an error to GCC, and so is a symbol the lean link does not resolve:
+      // compile again without either (the same object code, the driver's default link).
+      if (status != 0 && !(prelude.empty() && lean.empty())) {
         cmd = quote(compilerPath()) + " " + flagText + files;
         std::tie(status, output) = run(cmd);
       }
@@ -370,12 +396,19 @@ std::string combineSources(const std::vector<const CompileJob*>& jobs) {
 }
 
 // How many translation units the kernels of one compileKernels call are split into: one per
-// core (each compiler run costs ~0.1 s of CPU before it sees a kernel: process start, headers,
-// assembler, linker); $DYNAMO_KERNEL_UNITS overrides (a large number: one unit per kernel).
+// kKernelsPerUnit kernels, at most one per core. Each compiler run costs ~0.1 s of CPU before it
+// sees a kernel (process start, the prelude, assembler, linker), so a small graph is one run (its
+// fixed cost paid once; in wall time a unit of 2-4 kernels waits longer than 2 parallel runs
+// would) and a large one is split across the cores; $DYNAMO_KERNEL_UNITS overrides (a large
+// number: one unit per kernel).
+constexpr size_t kKernelsPerUnit = 5;
+
 size_t unitCount(size_t jobs) {
+  if (jobs == 0) return 0;
   size_t n = std::max(1u, std::thread::hardware_concurrency());
+  n = std::min(n, (jobs + kKernelsPerUnit - 1) / kKernelsPerUnit);
   if (const char* u = std::getenv("DYNAMO_KERNEL_UNITS"); u && std::atoll(u) > 0) n = static_cast<size_t>(std::atoll(u));
-  return std::min(n, jobs);
+  return std::max<size_t>(1, std::min(n, jobs));
 }
 
 // A file name of the cache for readCacheFile / writeCacheFile: a hex key and one extension.
@@ -449,7 +482,7 @@ std::string kernelCacheDir() {
 const std::vector<std::string>& kernelCompileFlags() {
   static const std::vector<std::string> kFlags = {
       "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno",
-      "-fno-trapping-math", "-fwrapv", "-std=c++17", "-w"};
+      "-fno-trapping-math", "-fwrapv", "-fno-exceptions", "-std=c++17", "-w"};
   return kFlags;
 }
 

@@ -2,7 +2,17 @@
 // pointwise chain, one for softmax, externs for unsupported ops), the C++ emitter's output
 // compiled and run on arrays, the disk cache (a second compile is a hit), SHA-256 vectors, and the
 // CUBIN reader on non-ELF input. No Python interpreter is started.
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "dynamo/codegen/emit.h"
@@ -94,6 +104,76 @@ TEST_CASE("kernels of one call share translation units: one compiler run per uni
   CHECK(again[0].cacheHit);
   CHECK(again[1].cacheHit);
   CHECK(again[2].symbol == loaded[2].symbol);
+}
+
+TEST_CASE("a small graph's kernels are one unit; units of 5 kernels, at most one per core, above that") {
+  Program p = lowerGraph(chainGraph());
+  std::string src = emitCpp(p.kernels[0], p);
+  auto variants = [&](int n, const std::string& tag) {
+    std::vector<CompileJob> jobs;
+    for (int i = 0; i < n; ++i) {
+      std::string s = src, from = "void " + p.kernels[0].name + "(", to = "void units_" + tag + std::to_string(i) + "(";
+      s.replace(s.find(from), from.size(), to);
+      jobs.push_back({s, "units_" + tag + std::to_string(i), {}});
+    }
+    return jobs;
+  };
+  unsetenv("DYNAMO_KERNEL_UNITS");
+  auto four = compileKernels(variants(4, "four"));
+  std::set<std::string> keys;
+  for (const auto& k : four) keys.insert(k.key);
+  CHECK(keys.size() == 1);
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  auto eleven = compileKernels(variants(11, "eleven"));
+  keys.clear();
+  for (const auto& k : eleven) keys.insert(k.key);
+  CHECK(keys.size() == std::min<size_t>(cores, 3));
+  for (const auto& k : eleven) CHECK(k.symbol);
+}
+
+namespace {
+std::string fileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+bool compilerIsGcc() {
+  const char* cxx = std::getenv("DYNAMO_CXX");
+  std::string cmd = std::string(cxx && *cxx ? cxx : "c++") + " --version 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return false;
+  std::string v;
+  char buf[256];
+  while (fgets(buf, sizeof buf, f)) v += buf;
+  pclose(f);
+  return v.find("Free Software Foundation") != std::string::npos && v.find("clang") == std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("the lean link: a kernel library needs no libstdc++, and a unit that does still compiles") {
+  const char* lean = std::getenv("DYNAMO_KERNEL_LEAN_LINK");
+  const bool leanOn = compilerIsGcc() && !(lean && std::string(lean) == "0");
+  Program p = lowerGraph(chainGraph());
+  auto plain = compileKernels({{emitCpp(p.kernels[0], p), p.kernels[0].name, {}}});
+  REQUIRE(plain[0].symbol);
+  if (leanOn) CHECK(fileBytes(plain[0].path).find("libstdc++.so") == std::string::npos);
+  // operator new is libstdc++'s: the lean link's `-z defs` rejects the unit, which is compiled
+  // again with the driver's default link (a new source each run, so the compiler really runs)
+  std::string src = "#include <math.h>\n#include <new>\n// run " + std::to_string(::getpid()) + "." +
+                    std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) +
+                    "\nint* lean_link_kept;  // escapes: GCC may not elide the allocation\n"
+                    "extern \"C\" void lean_link_needs_new(void* const* args) {\n"
+                    "  lean_link_kept = new int(41);\n  *static_cast<int*>(args[0]) = *lean_link_kept + 1;\n}\n";
+  auto needsNew = compileKernels({{src, "lean_link_needs_new", {}}});
+  REQUIRE(needsNew[0].symbol);
+  CHECK_FALSE(needsNew[0].cacheHit);
+  int out = 0;
+  void* args[] = {&out};
+  reinterpret_cast<void (*)(void* const*)>(needsNew[0].symbol)(args);
+  CHECK(out == 42);
+  if (leanOn) CHECK(fileBytes(needsNew[0].path).find("libstdc++.so") != std::string::npos);
 }
 
 TEST_CASE("softmax is one kernel with its reductions in registers") {

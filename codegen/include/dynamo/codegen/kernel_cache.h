@@ -37,10 +37,10 @@ struct CompileJob {
 };
 
 /// Compiles (or loads from the cache) every job, in parallel on up to hardware_concurrency
-/// threads. Jobs without extra flags are dealt round-robin into one translation unit per core
-/// ($DYNAMO_KERNEL_UNITS overrides), each compiled by one compiler run and cached under one key
-/// (a compiler run costs ~0.1 s of CPU before it reaches a kernel). Thread-safe. A compiler
-/// failure throws InternalError with the compiler's output.
+/// threads. Jobs without extra flags are dealt round-robin into translation units, one per 5
+/// kernels and at most one per core ($DYNAMO_KERNEL_UNITS overrides), each compiled by one
+/// compiler run and cached under one key (a compiler run costs ~0.1 s of CPU before it reaches a
+/// kernel). Thread-safe. A compiler failure throws InternalError with the compiler's output.
 std::vector<LoadedKernel> compileKernels(const std::vector<CompileJob>& jobs);
 
 /// The bytes of the cache file `name` ("<hex key>.<extension>", not .so or .lock) in the cache
