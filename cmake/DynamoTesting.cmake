@@ -62,8 +62,8 @@ set(DYNAMO_PYTEST_COSTS_stack2
 
 # OpenMP threads (torch's intra-op pool, the fused backend's `#pragma omp parallel` kernels) wait
 # by sleeping, not spinning: ctest -j2 runs two torch processes of 2 threads each on CI's 2 cores,
-# and libgomp's default spin-wait burned the other test's core (test_fused_dynamic on stack 2: 114 s
-# of CPU with the default, 25 s with PASSIVE; docs/stacks.md, "CI time"). The kernels still run
+# and libgomp's default spin-wait burned the other test's core (test_fused_dynamic on stack 2: 117 s
+# of CPU with the default, 27 s with PASSIVE; docs/stacks.md, "CI time"). The kernels still run
 # their parallel regions on every thread: only the idle wait changes.
 set(DYNAMO_TEST_OMP_ENV "OMP_WAIT_POLICY=PASSIVE")
 
