@@ -30,6 +30,11 @@ the repeats reported with the spread (min-max), and the ratio of the minima (`x 
 steadier figure when other jobs share the machine; `x CPU` is the ratio of the medians of process
 CPU time (with --threads 1, the compute alone: OpenMP threads preempted by other jobs neither spin
 nor wait there). Nothing is asserted: figures only.
+--clean-cache reads a 64 MiB scratch tensor before every timed call (eager, fused and copy alike),
+so that each starts with caches full of clean lines that hold none of its operands; without it a
+call starts with whatever the previous one left: after eager's six fresh 32 MiB tensors (freed,
+their lines still dirty) the fused call writes those back, a copy after the fused call half as
+many (docs/performance.md, "chain6: the harnesses and the sigmoid", bench/fused_chain6_harness.py).
 Training steps with paired rounds and confidence intervals: bench/fused_train.py; conv steps with
 and without oneDNN's prepacked convolution: bench/fused_prepack.py; compile time:
 bench/fused_compile.py; peak memory per case: bench/fused_peak.py; chain6 against kernel variants
@@ -143,7 +148,9 @@ def _bytes(inputs, outputs):
     return sum(t.numel() * t.element_size() for t in list(inputs) + list(outs))
 
 
-def _time(fn, *args, cpu=None):
+def _time(fn, *args, cpu=None, before=None):
+    if before is not None:
+        before()
     t0, c0 = time.perf_counter(), time.process_time()
     fn(*args)
     if cpu is not None:
@@ -158,6 +165,8 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count(),
                     help="torch threads (default: the CPU cores); 1 with the cpu_ratio column is the "
                          "steadier figure when other jobs load the machine")
+    ap.add_argument("--clean-cache", action="store_true",
+                    help="read a 64 MiB scratch tensor before every timed call (eager, fused and copy alike)")
     args = ap.parse_args()
     threads = args.threads
     torch.set_num_threads(threads)
@@ -166,6 +175,8 @@ def main():
     dst = torch.empty_like(src)
     copy = lambda: dst.copy_(src)  # noqa: E731
     copy_bytes = 2 * src.numel() * src.element_size()
+    scratch = torch.ones(16 << 20) if args.clean_cache else None
+    clean = (lambda: scratch.sum()) if args.clean_cache else None  # noqa: E731
     rows = []
     for name in args.cases.split(","):
         fn, make, *train = CASES[name]
@@ -182,13 +193,13 @@ def main():
             fn(*inputs), compiled(*inputs), copy()
         te, tf, tc, ce, cf = [], [], [], [], []
         for _ in range(args.repeats):
-            te.append(_time(fn, *inputs, cpu=ce))
-            tf.append(_time(compiled, *inputs, cpu=cf))
-            tc.append(_time(copy))
+            te.append(_time(fn, *inputs, cpu=ce, before=clean))
+            tf.append(_time(compiled, *inputs, cpu=cf, before=clean))
+            tc.append(_time(copy, before=clean))
         nbytes = _bytes(inputs, want)
         e, f, c = (statistics.median(v) for v in (te, tf, tc))
         row = {
-            "case": name, "threads": threads, "repeats": args.repeats,
+            "case": name, "threads": threads, "repeats": args.repeats, "clean_cache": args.clean_cache,
             "eager_ms": round(e * 1e3, 2), "fused_ms": round(f * 1e3, 2), "copy_ms": round(c * 1e3, 2),
             "speedup_vs_eager": round(e / f, 2),
             "fused_GBps": round(nbytes / f / 1e9, 2), "copy_GBps": round(copy_bytes / c / 1e9, 2),

@@ -15,24 +15,16 @@ Nothing is asserted: figures only (one JSON line).
 import argparse
 import json
 import os
-import resource
 import statistics
 
 import torch
 
 import dynamo
+from _timing import interleaved_blocks
 
 
 def chain6(x):
     return ((x * 2 + 1).relu() * 0.5 - 0.25).sigmoid()
-
-
-def cpu_per_call(fn, calls):
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
-    for _ in range(calls):
-        fn()
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / calls
 
 
 def main():
@@ -47,12 +39,9 @@ def main():
     dst = torch.empty_like(src)
     compiled = dynamo.optimize("fused")(chain6)
     torch.testing.assert_close(compiled(x), chain6(x), rtol=1e-4, atol=1e-5)
-    for _ in range(2):
-        compiled(x), dst.copy_(src)
-    fused, copy = [], []
-    for _ in range(args.blocks):
-        fused.append(cpu_per_call(lambda: compiled(x), args.calls))
-        copy.append(cpu_per_call(lambda: dst.copy_(src), args.calls))
+    timed = interleaved_blocks({"fused": lambda: compiled(x), "copy": lambda: dst.copy_(src)},
+                               args.blocks, args.calls)
+    fused, copy = timed["fused"][1], timed["copy"][1]
     f, c = statistics.median(fused), statistics.median(copy)
     print(json.dumps({
         "threads": args.threads, "blocks": args.blocks, "calls": args.calls,

@@ -18,13 +18,12 @@ Nothing is asserted: figures only (one JSON line).
 import argparse
 import json
 import os
-import resource
 import statistics
-import time
 
 import torch
 
 import dynamo
+from _timing import interleaved_blocks
 
 
 def chain6(x):
@@ -42,17 +41,6 @@ def compiled_with(stream, x):
     return fn, fn(x)
 
 
-def block(fn, calls):
-    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    walls = []
-    for _ in range(calls):
-        s = time.perf_counter()
-        fn()
-        walls.append(time.perf_counter() - s)
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    return walls, (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / calls
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -67,18 +55,10 @@ def main():
     os.environ.pop("DYNAMO_FUSED_STREAM_STORES")
     assert torch.equal(a.view(torch.int32), b.view(torch.int32)), "streaming stores changed the result"
     variants = {"plain": lambda: plain(x), "stream": lambda: stream(x), "copy": lambda: dst.copy_(src)}
-    for fn in variants.values():
-        fn(), fn()
-    walls = {k: [] for k in variants}
-    cpus = {k: [] for k in variants}
-    for _ in range(args.blocks):
-        for k, fn in variants.items():
-            w, c = block(fn, args.calls)
-            walls[k] += w
-            cpus[k].append(c)
-    med = {k: statistics.median(v) for k, v in walls.items()}
-    mn = {k: min(v) for k, v in walls.items()}
-    cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    timed = interleaved_blocks(variants, args.blocks, args.calls)
+    med = {k: statistics.median(walls) for k, (walls, _) in timed.items()}
+    mn = {k: min(walls) for k, (walls, _) in timed.items()}
+    cpu = {k: statistics.median(cpus) for k, (_, cpus) in timed.items()}
     out = {"threads": args.threads, "blocks": args.blocks, "calls": args.calls, "load_avg_1m": os.getloadavg()[0]}
     for k in ("plain", "stream", "copy"):
         out[k] = {"wall_ms": round(med[k] * 1e3, 3), "min_ms": round(mn[k] * 1e3, 3), "cpu_ms": round(cpu[k] * 1e3, 3)}

@@ -13,8 +13,18 @@ bench/dynamic_shapes.py).
 
 A callgrind run takes a few minutes (importing torch under valgrind), so the benches do it only
 with --callgrind.
+
+Run as a script, it lists the guards of the cache entries of a few modules compiled alone (the
+MLP of bench/overhead.py on (4, 8, 16), torch.nn.Conv2d, torch.nn.BatchNorm2d) by kind, and times
+each entry's check; with --callgrind also instructions per check (docs/performance.md, "Which
+guards the MLP's 860 ns are"):
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/guard_eval.py [--callgrind]
 """
+import argparse
+import collections
 import glob
+import json
 import os
 import re
 import statistics
@@ -61,3 +71,60 @@ def callgrind_counts(script, args):
 
 def ratio(a, b):
     return round(a / b, 3) if a and b else None
+
+
+def module_cases():
+    """(label, module, input): modules whose entries the script lists, each compiled alone."""
+    import torch
+    from overhead import MLP
+    torch.manual_seed(0)
+    return [("mlp3_bt_static", MLP().eval(), torch.randn(4, 8, 16)),
+            ("conv2d", torch.nn.Conv2d(3, 4, 3).eval(), torch.randn(1, 3, 8, 8)),
+            ("batchnorm2d", torch.nn.BatchNorm2d(4).eval(), torch.randn(1, 4, 8, 8))]
+
+
+def compile_alone(module, x):
+    """The guards (listener records) of `module`'s one cache entry after two calls on x."""
+    import torch
+    import dynamo
+    dynamo.reset()
+    records = []
+    listener = dynamo.add_compile_listener(records.append)
+    try:
+        with torch.no_grad():
+            fn = dynamo.optimize("eager")(module)
+            fn(x), fn(x)
+    finally:
+        dynamo.remove_compile_listener(listener)
+    return records[-1]["guards"]
+
+
+def main():
+    import torch
+    ap = argparse.ArgumentParser(description="guards of a few modules' cache entries: kinds, ns, instructions")
+    ap.add_argument("--callgrind", action="store_true", help="also instructions per check (minutes)")
+    ap.add_argument("--guard-count-child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    if args.guard_count_child:
+        for label, module, x in module_cases():
+            compile_alone(module, x)
+            with torch.no_grad():
+                if not count_guards(module.forward, (x,), label):
+                    raise SystemExit("--guard-count-child: not running under callgrind")
+        return
+    counts = callgrind_counts(__file__, []) if args.callgrind else {}
+    for label, module, x in module_cases():
+        guards = compile_alone(module, x)
+        with torch.no_grad():
+            ns = [time_guards(module.forward, (x,), n=10_000, repeats=5) for _ in range(3)]
+        print(json.dumps({"case": label, "guards": len(guards),
+                          "kinds": dict(collections.Counter(g["kind"] for g in guards)),
+                          "attribute_guards": [g["source"] for g in guards if g["kind"] == "EQUALS_MATCH"],
+                          "ns_min": round(min(t["min_ns"] for t in ns), 1),
+                          "ns_median": round(statistics.median(t["median_ns"] for t in ns), 1),
+                          "instructions": counts.get(label), "load_avg_1m": round(os.getloadavg()[0], 2)}))
+
+
+if __name__ == "__main__":
+    main()

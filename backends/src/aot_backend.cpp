@@ -132,28 +132,9 @@ class AotBackend final : public core::Backend {
   }
 
   [[noreturn]] void failed(const core::BackendRequest& r) const {
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    PyErr_NormalizeException(&et, &ev, &tb);
-    if (tb != nullptr && ev != nullptr) PyException_SetTraceback(ev, tb);
-    std::string why = "Python error";
-    if (ev != nullptr) {
-      PyObject* s = PyObject_Str(ev);  // new ref
-      if (s != nullptr) why = std::string(Py_TYPE(ev)->tp_name) + ": " + PyUnicode_AsUTF8(s);
-      Py_XDECREF(s);
-      PyErr_Clear();
-    }
-    core::setBackendFailureCause(ev);  // steals ev: the __cause__ of BackendCompilerFailed
-    Py_XDECREF(et);
-    Py_XDECREF(tb);
-    if (!r.suppressErrors) {
-      throw UserError(UserErrorKind::kBackend,
-                      "backend '" + name_ + "' failed on the graph of '" + r.function + "': " + why, r.where,
-                      "the AOT layer raised while tracing or compiling the captured graph",
-                      "try backend=\"eager\" to check the capture itself, or set "
-                      "dynamo.config.suppress_errors = True to run this function eagerly");
-    }
-    throw Error("backend '" + name_ + "' raised " + why);
+    throwBackendFailed(r, name_, "the AOT layer raised while tracing or compiling the captured graph",
+                       "try backend=\"eager\" to check the capture itself, or set "
+                       "dynamo.config.suppress_errors = True to run this function eagerly");
   }
 
   std::string name_;

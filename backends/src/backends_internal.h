@@ -37,6 +37,12 @@ std::string inputSignature(PyObject* const* inputs, size_t count);
 /// (codegen/kernel_template.h), so that sizes with the same kernel text share compiled kernels.
 std::unique_ptr<core::CompiledGraphFn> makePerSizeFused(const core::BackendRequest& request);
 
+/// A backend's compile that raised in Python (the error is set now): takes that error and throws
+/// BackendCompilerFailed (UserError, with `explanation` and `hint`, the Python error as its
+/// __cause__), or with r.suppressErrors an Error (the function then runs eagerly, one warning).
+[[noreturn]] void throwBackendFailed(const core::BackendRequest& r, const std::string& backend,
+                                     const char* explanation, const char* hint);
+
 /// Whether DYNAMO_LOGS (comma-separated, read at each call) names the log `what` ("fusion": the
 /// fused backend's decisions; "output_code": its generated code) or "all".
 bool logEnabled(const char* what);

@@ -2,6 +2,7 @@
 // a torch.fx.GraphModule (core's FX bridge). Its errors: with suppress_errors the function runs
 // eagerly (one warning, through Error); without, BackendCompilerFailed (UserError) whose
 // __cause__ is what the backend raised.
+#include "backends_internal.h"
 #include "dynamo/backends/registry.h"
 #include "dynamo/core/graph_fx.h"
 
@@ -47,28 +48,9 @@ class CallableBackend final : public core::Backend {
 
  private:
   [[noreturn]] void failed(const core::BackendRequest& r) const {
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    PyErr_NormalizeException(&et, &ev, &tb);
-    if (tb != nullptr && ev != nullptr) PyException_SetTraceback(ev, tb);
-    std::string why = "Python error";
-    if (ev != nullptr) {
-      PyObject* str = PyObject_Str(ev);  // new ref
-      if (str != nullptr) why = std::string(Py_TYPE(ev)->tp_name) + ": " + PyUnicode_AsUTF8(str);
-      Py_XDECREF(str);
-      PyErr_Clear();
-    }
-    core::setBackendFailureCause(ev);  // steals ev: the __cause__ of BackendCompilerFailed
-    Py_XDECREF(et);
-    Py_XDECREF(tb);
-    if (!r.suppressErrors) {
-      throw UserError(UserErrorKind::kBackend,
-                      "backend '" + name_ + "' failed on the graph of '" + r.function + "': " + why, r.where,
-                      "the backend raised while compiling the captured graph",
-                      "fix the backend, try backend=\"eager\" to check the capture itself, or set "
-                      "dynamo.config.suppress_errors = True to run this function eagerly");
-    }
-    throw Error("backend '" + name_ + "' raised " + why);
+    throwBackendFailed(r, name_, "the backend raised while compiling the captured graph",
+                       "fix the backend, try backend=\"eager\" to check the capture itself, or set "
+                       "dynamo.config.suppress_errors = True to run this function eagerly");
   }
 
   core::PyObjectRef callable_;
@@ -76,6 +58,30 @@ class CallableBackend final : public core::Backend {
 };
 
 }  // namespace
+
+void throwBackendFailed(const core::BackendRequest& r, const std::string& backend, const char* explanation,
+                        const char* hint) {
+  PyObject *et, *ev, *tb;  // new refs (or null)
+  PyErr_Fetch(&et, &ev, &tb);
+  PyErr_NormalizeException(&et, &ev, &tb);
+  if (tb != nullptr && ev != nullptr) PyException_SetTraceback(ev, tb);
+  std::string why = "Python error";
+  if (ev != nullptr) {
+    PyObject* str = PyObject_Str(ev);  // new ref
+    if (str != nullptr) why = std::string(Py_TYPE(ev)->tp_name) + ": " + PyUnicode_AsUTF8(str);
+    Py_XDECREF(str);
+    PyErr_Clear();
+  }
+  core::setBackendFailureCause(ev);  // steals ev: the __cause__ of BackendCompilerFailed
+  Py_XDECREF(et);
+  Py_XDECREF(tb);
+  if (!r.suppressErrors) {
+    throw UserError(UserErrorKind::kBackend,
+                    "backend '" + backend + "' failed on the graph of '" + r.function + "': " + why, r.where,
+                    explanation, hint);
+  }
+  throw Error("backend '" + backend + "' raised " + why);
+}
 
 std::shared_ptr<core::Backend> makeCallableBackend(PyObject* callable, std::string name) {
   return std::make_shared<CallableBackend>(callable, std::move(name));

@@ -50,6 +50,7 @@
 #include "fused_dnnl_conv.h"
 #include "fused_dnnl_matmul.h"
 #endif
+#include "float_scan.h"
 #include "fused_program_cache.h"
 #include "dynamo/backends/fused.h"
 #include "dynamo/codegen/emit.h"
@@ -177,19 +178,6 @@ at::Tensor newOutput(const codegen::Buffer& buf) {
       buf.shape, buf.strides, &allocator, c10::DispatchKeySet(c10::DispatchKey::CPU), scalarType(buf.dtype)));
 }
 
-// True when none of the n floats at p is NaN or +-inf (all exponent bits set); vectorised as a
-// max over the exponent bits.
-bool allFinite(const float* p, int64_t n) {
-  uint32_t top = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, p + i, sizeof u);
-    top = std::max(top, u & 0x7f800000u);
-  }
-  return top != 0x7f800000u;
-}
-
-// True when t has the buffer's dtype, sizes and strides (strides of size-1 dims don't matter).
 // Whether autocast is on now (entered around the compiled function): eager's ops would cast their
 // inputs, which kernels do not do.
 bool autocastOn() {
@@ -621,7 +609,7 @@ class FusedFn final : public core::CompiledGraphFn {
       if (buf.strides[d] < 0) return false;
       span += (buf.shape[d] - 1) * buf.strides[d];
     }
-    return allFinite(static_cast<const float*>(f.ptrs[b]), span);
+    return allFinite(static_cast<const float*>(f.ptrs[b]), static_cast<size_t>(span));
   }
 
   // A conv step: oneDNN's primitive when it takes the step, else at::convolution with the

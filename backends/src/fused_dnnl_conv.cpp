@@ -2,6 +2,8 @@
 // weight on every call. Built only when CMake found oneDNN's headers and library
 // (DYNAMO_HAVE_DNNL); the runtime falls back to ATen's convolution whenever make() throws.
 #include "fused_dnnl_conv.h"
+#include "fused_dnnl_common.h"
+#include "float_scan.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -15,23 +17,7 @@ namespace {
 
 using dnnl::memory;
 
-const dnnl::engine& cpuEngine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
-
-// Max over the exponent bits of n floats (all set: NaN or inf); a loop the compiler vectorises.
-uint32_t topExponent(const float* p, size_t n) {
-  uint32_t top = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, p + i, sizeof u);
-    top = std::max(top, u & 0x7f800000u);
-  }
-  return top;
-}
 
 // out[o, :] = w[o, :] * scale[o] over rows of `inner` floats; returns the max exponent bits of
 // the products (a NaN or inf in w or scale, or a product that overflowed).

@@ -1,6 +1,7 @@
 // oneDNN matmul primitives of the fused backend's bmm steps (fused_dnnl_matmul.h). Built only
 // when CMake found oneDNN (DYNAMO_HAVE_DNNL); the runtime runs at::bmm_out whenever make() throws.
 #include "fused_dnnl_matmul.h"
+#include "fused_dnnl_common.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -11,11 +12,6 @@ namespace dynamo::backends {
 namespace {
 
 using dnnl::memory;
-
-const dnnl::engine& cpuEngine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 memory::desc plainDesc(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
   return memory::desc(memory::dims(sizes.begin(), sizes.end()), memory::data_type::f32,

@@ -88,6 +88,25 @@ DYN_FN float dyn_exp(float x) {
   __builtin_memcpy(&s2, &b2, 4);
   return y * s1 * s2;
 }
+// sigmoid for float32: 1 / (1 + exp(-x)) with dyn_exp's steps, but 2^n applied as 2^(n-1) * 2
+// (one integer add and shift instead of six; n-1 stays a normal exponent for n in [-124, 128])
+// and exp's argument clamped to [-86, 88.8] instead of [-104, 88.8]: below -86 exp gives less than
+// 2^-24, so 1 + exp is 1 either way. Bitwise the results of 1 / (1 + dyn_exp(-x)) for all 2^32
+// inputs (bench/sigmoid_exhaustive.cpp, GCC 12 with the kernel cache's flags), NaN, +-inf and
+// the denormal results included.
+DYN_FN float dyn_sigmoid(float x) {
+  float u = -x;
+  float xc = u < -86.0f ? -86.0f : (u > 88.8f ? 88.8f : u);
+  float fx = floorf(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - fx * 0.693359375f + fx * 2.12194440e-4f;
+  float z = r * r;
+  float y = (((((1.9875691500E-4f * r + 1.3981999507E-3f) * r + 8.3334519073E-3f) * r +
+               4.1665795894E-2f) * r + 1.6666665459E-1f) * r + 5.0000001201E-1f) * z + r + 1.0f;
+  int b = ((int)fx + 126) << 23;
+  float s;
+  __builtin_memcpy(&s, &b, 4);
+  return 1.0f / (1.0f + y * s * 2.0f);
+}
 // erf for float32, vectorisable: |x| < 0.5 by its Taylor series to x^11 (relative error below
 // 3e-8), else Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7; ATen uses Sleef's 1-ulp
 // erff: standalone erf and gelu stay within float32 tolerance of it).
@@ -181,7 +200,17 @@ static inline dyn_vf dyn_vexp(dyn_vf x) {
   dyn_vi b1 = (n1 + 127) << 23, b2 = (n2 + 127) << 23;
   return y * (dyn_vf)b1 * (dyn_vf)b2;
 }
-static inline dyn_vf dyn_vsigmoid(dyn_vf x) { return 1.0f / (1.0f + dyn_vexp(-x)); }
+// dyn_sigmoid's steps (float32: exp's argument clamped to [-86, 88.8], 2^n as 2^(n-1) * 2).
+static inline dyn_vf dyn_vsigmoid(dyn_vf x) {
+  dyn_vf xc = dyn_vmax(dyn_vmin(-x, dyn_vbc(88.8f)), dyn_vbc(-86.0f));
+  dyn_vf fx = __builtin_ia32_roundps256(xc * 1.44269504088896341f + 0.5f, 1);
+  dyn_vf r = xc - fx * 0.693359375f + fx * 2.12194440e-4f;
+  dyn_vf z = r * r;
+  dyn_vf y = (((((1.9875691500E-4f * r + 1.3981999507E-3f) * r + 8.3334519073E-3f) * r +
+                4.1665795894E-2f) * r + 1.6666665459E-1f) * r + 5.0000001201E-1f) * z + r + 1.0f;
+  dyn_vi b = (__builtin_convertvector(fx, dyn_vi) + 126) << 23;
+  return 1.0f / (1.0f + y * (dyn_vf)b * 2.0f);
+}
 #endif
 )";
 

@@ -445,6 +445,31 @@ def test_vector_exp_sigmoid_match_scalar_bits_over_range():
         _same_bits(f(x), g(_strided(x)))
 
 
+def test_sigmoid_edges_vector_and_scalar():
+    # float32 sigmoid computes exp(-x) clamped to [-86, 88.8] with 2^n as 2^(n-1) * 2: the band
+    # where 2^n overflows alone (x in [-88.72, -88.38]: results denormal), the lower clamp (x
+    # near 86: 1 + exp(-x) is 1), where exp(-x) overflows (x < -88.72: 0, as ATen), infinities,
+    # NaN, signed zeros and denormal inputs; the vector and the scalar loop give the same bits,
+    # and the values are eager's within float32 tolerance (denormal results: absolutely)
+    x = torch.cat([torch.tensor([-float("inf"), float("inf"), float("nan"), -0.0, 0.0, 1e-45, -1e-45, 1e-39,
+                                 -88.72, -88.73, -88.38, -88.37, -100.0, -104.0, -105.0, 86.0, 87.0, 17.0]),
+                   torch.linspace(-90, -84, 6001), torch.linspace(84, 90, 601), torch.linspace(15, 20, 501)])
+    f, g = fused(torch.sigmoid, x), fused(torch.sigmoid, _strided(x))
+    got = f(x)
+    if _HAS_AVX2:
+        assert _vector_source(f), "the contiguous kernel should have a vector loop"
+    assert not _vector_source(g)
+    _same_bits(got, g(_strided(x)))
+    want = torch.sigmoid(x)
+    torch.testing.assert_close(got, want, rtol=2e-6, atol=1e-37, equal_nan=True)
+    assert got[0].item() == 0.0 and got[1].item() == 1.0 and got[2].isnan()
+    assert (got[x < -88.73] == 0).all() and (got[x >= 84] == 1).all()
+    # float64 keeps libm's exp: within 1e-15 of eager
+    xd = x.double()
+    torch.testing.assert_close(fused(torch.sigmoid, xd)(xd), torch.sigmoid(xd), rtol=1e-15, atol=1e-300,
+                               equal_nan=True)
+
+
 def test_vector_loops_shapes_broadcasts_scalars():
     # 2-D with a remainder, a row broadcast (uniform along the last dim), a column broadcast, a
     # Python float read at call time (a kScalar), several outputs, zero-size and short last dims
