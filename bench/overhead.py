@@ -136,9 +136,11 @@ class Case:
         self.extra = extra  # {variant: callable} timed uncompiled with the same args
 
 
-def _cases(quick):
+def _cases(quick, calls=None):
     torch.manual_seed(0)
     tiny_n, mlp_n = (20_000, 5_000) if quick else (40_000, 10_000)  # calls per repeat
+    if calls:
+        tiny_n = mlp_n = calls
     x, y = torch.randn(1), torch.randn(1)
     mlp = MLP().eval()
     inp = torch.randn(1, 16)
@@ -308,6 +310,9 @@ def main(argv=None):
                    help="time with the wall clock instead of the thread's CPU time")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     p.add_argument("--case", action="append", help="run only this case (repeatable)")
+    p.add_argument("--calls", type=int, default=None,
+                   help="calls per repeat of every case (default 40000 / 10000, quick 20000 / 5000; "
+                        "the smoke test's few hundred check the output, not the figures)")
     p.add_argument("--callgrind", action="store_true",
                    help="also count instructions per guard check (mlp3_bt cases) under callgrind (minutes)")
     p.add_argument("--guard-count-child", action="store_true", help=argparse.SUPPRESS)
@@ -322,7 +327,7 @@ def main(argv=None):
         _clock = time.perf_counter_ns
     print(json.dumps(environment()), flush=True)
     rows = []
-    cases = [c for c in _cases(args.quick) if not args.case or c.name in args.case]
+    cases = [c for c in _cases(args.quick, args.calls) if not args.case or c.name in args.case]
     pair = guard_pair(args.quick, counts) if any(c.name.startswith("mlp3_bt") for c in cases) else None
     for case in cases:
         rows.append(run_case(case, repeats))

@@ -60,6 +60,13 @@ set(DYNAMO_PYTEST_COSTS_stack2
   test_fused_dynamic_scalars=20 test_aot_decomp=19 test_fused_cuda=19 test_aot_training=18
   test_graph_ir=18 test_aot_trace_cli=17 test_aot_eager=16 test_snippet_corpus=15)
 
+# OpenMP threads (torch's intra-op pool, the fused backend's `#pragma omp parallel` kernels) wait
+# by sleeping, not spinning: ctest -j2 runs two torch processes of 2 threads each on CI's 2 cores,
+# and libgomp's default spin-wait burned the other test's core (test_fused_dynamic on stack 2: 117 s
+# of CPU with the default, 27 s with PASSIVE; docs/stacks.md, "CI time"). The kernels still run
+# their parallel regions on every thread: only the idle wait changes.
+set(DYNAMO_TEST_OMP_ENV "OMP_WAIT_POLICY=PASSIVE")
+
 # dynamo_add_catch_test(NAME name SOURCES a.cpp ... LIBS dynamo::x ...)
 # One executable, one ctest entry (label "unit").
 function(dynamo_add_catch_test)
@@ -67,7 +74,8 @@ function(dynamo_add_catch_test)
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE dynamo_catch_main dynamo_warnings ${T_LIBS})
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
-  set_tests_properties(${T_NAME} PROPERTIES LABELS "unit;${DYNAMO_STACK_LABEL}")
+  set_tests_properties(${T_NAME} PROPERTIES LABELS "unit;${DYNAMO_STACK_LABEL}"
+    ENVIRONMENT "${DYNAMO_TEST_OMP_ENV}")
 endfunction()
 
 # dynamo_add_pytest(path/to/test_x.py [TIMEOUT s]): one ctest entry per pytest file, run with the
@@ -87,7 +95,7 @@ function(dynamo_add_pytest file)
     set(_stack stack2_slow)
   endif()
   set_tests_properties(${_test} PROPERTIES LABELS "python;${_stack}" TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "PYTHONPATH=${DYNAMO_PY_BUILD_DIR};DYNAMO_BUILD_DIR=${CMAKE_BINARY_DIR};DYNAMO_SOURCE_DIR=${CMAKE_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1")
+    ENVIRONMENT "PYTHONPATH=${DYNAMO_PY_BUILD_DIR};DYNAMO_BUILD_DIR=${CMAKE_BINARY_DIR};DYNAMO_SOURCE_DIR=${CMAKE_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1;${DYNAMO_TEST_OMP_ENV}")
   foreach(_entry IN LISTS DYNAMO_PYTEST_COSTS_${DYNAMO_STACK_LABEL})
     if(_entry MATCHES "^${_name}=([0-9]+)$")
       set_tests_properties(${_test} PROPERTIES COST ${CMAKE_MATCH_1})

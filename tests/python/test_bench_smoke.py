@@ -28,7 +28,8 @@ def run_bench(script, *args):
 
 
 def test_overhead_quick_prints_json_rows():
-    rows, out = run_bench("overhead.py", "--quick")
+    # one repeat of 500 calls per variant: the smoke test checks the rows and the table, not speed
+    rows, out = run_bench("overhead.py", "--quick", "--repeats", "1", "--calls", "500")
     assert [r["case"] for r in rows] == ["add_1elem", "mlp3_no_grad", "mlp3_grad", "mlp3_bt_static",
                                         "mlp3_bt_dynamic"]
     for r in rows:
@@ -36,6 +37,7 @@ def test_overhead_quick_prints_json_rows():
         for key in ("eager_us", "compiled_us", "added_us", "ratio", "hooked_us", "graph_us",
                     "wrapper_us", "hook_guards_us", "calls", "repeats", "clock"):
             assert key in r, key
+        assert (r["calls"], r["repeats"]) == (500, 1)
         assert r["compiles"] == 1  # the timed calls were cache hits, not recompiles
         assert r["graph_us"] is not None  # the CompiledGraph was found in the transformed code
     lines = out.splitlines()
