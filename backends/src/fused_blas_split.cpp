@@ -23,6 +23,12 @@ struct OpenBlas {
   SgemmFn sgemm = nullptr;
   SetThreadsFn setThreads = nullptr;
   GetThreadsFn getThreads = nullptr;
+  // openblas_get_parallel(): 0 sequential build, 1 its own pthreads, 2 OpenMP. Only the pthread
+  // build needs its threads turned off around a split GEMM: the OpenMP build already runs serially
+  // inside a parallel region, and its openblas_set_num_threads would also set the caller's
+  // omp_set_num_threads (torch's thread count for every later kernel on that thread).
+  bool ownThreads = false;
+  int procs = 0;  ///< openblas_get_num_procs(), 0 when unknown: the most GEMMs run at once
 };
 
 const OpenBlas& openBlas() {
@@ -33,7 +39,11 @@ const OpenBlas& openBlas() {
     o.sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
     o.setThreads = reinterpret_cast<SetThreadsFn>(dlsym(h, "openblas_set_num_threads"));
     o.getThreads = reinterpret_cast<GetThreadsFn>(dlsym(h, "openblas_get_num_threads"));
-    if (!o.sgemm || !o.setThreads || !o.getThreads) o = OpenBlas{};
+    if (!o.sgemm || !o.setThreads || !o.getThreads) return OpenBlas{};
+    auto parallel = reinterpret_cast<GetThreadsFn>(dlsym(h, "openblas_get_parallel"));
+    auto procs = reinterpret_cast<GetThreadsFn>(dlsym(h, "openblas_get_num_procs"));
+    o.ownThreads = parallel == nullptr || parallel() == 1;
+    o.procs = procs ? procs() : 0;
     return o;
   }();
   return lib;
@@ -44,6 +54,7 @@ const OpenBlas& openBlas() {
 class SerialOpenBlas {
  public:
   SerialOpenBlas() {
+    if (!openBlas().ownThreads) return;
     std::lock_guard<std::mutex> g(mu());
     if (users()++ == 0) {
       saved() = openBlas().getThreads();
@@ -51,6 +62,7 @@ class SerialOpenBlas {
     }
   }
   ~SerialOpenBlas() {
+    if (!openBlas().ownThreads) return;
     std::lock_guard<std::mutex> g(mu());
     if (--users() == 0) openBlas().setThreads(saved());
   }
@@ -94,7 +106,9 @@ bool blasSplitMm(const BlasMatrix& a, const BlasMatrix& b, float* out, int64_t o
   if (!layoutOf(a, ta, lda) || !layoutOf(b, tb, ldb)) return false;
   const bool byRows = m >= n;  // split the longer side of the result
   const int64_t len = byRows ? m : n;
-  const int parts = static_cast<int>(std::min<int64_t>(threads, len));
+  // At most one GEMM per processor OpenBLAS knows of (its buffer table is sized by that count).
+  const int64_t cap = openBlas().procs > 0 ? std::min(threads, openBlas().procs) : threads;
+  const int parts = static_cast<int>(std::min<int64_t>(cap, len));
   SerialOpenBlas serial;
   const OpenBlas& o = openBlas();
 #pragma omp parallel num_threads(parts)

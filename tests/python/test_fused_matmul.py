@@ -198,3 +198,41 @@ def test_mm_steps_on_the_openmp_pool_match_eager(monkeypatch, capfd):
         assert "mm step" not in capfd.readouterr().err
     finally:
         torch.set_num_threads(threads)
+
+
+def test_mm_steps_on_the_openmp_pool_from_two_threads():
+    # Two Python threads calling one compiled mm function at once: each call's split GEMM is
+    # right, and OpenBLAS's process-wide thread count (1 while any split GEMM runs) is back to
+    # what it was once both are done.
+    import ctypes
+    import threading
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        fn = lambda p, q: torch.ops.aten.mm(p, q) + 1  # noqa: E731
+        a, b = torch.randn(96, 64), torch.randn(64, 80)
+        f = fused(fn, a, b)
+        blas = ctypes.CDLL("libopenblas.so.0") if _openblas_loaded() else None
+        before = blas.openblas_get_num_threads() if blas else None
+        errors = []
+
+        def worker(seed):
+            g = torch.Generator().manual_seed(seed)
+            try:
+                for _ in range(20):
+                    p, q = torch.randn(96, 64, generator=g), torch.randn(64, 80, generator=g)
+                    close_to_reference(f(p, q), fn, p, q)
+            except Exception as e:  # reported below, with the thread's seed
+                errors.append((seed, e))
+
+        ts = [threading.Thread(target=worker, args=(s,)) for s in (1, 2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errors, errors
+        if blas:
+            assert blas.openblas_get_num_threads() == before
+    finally:
+        torch.set_num_threads(threads)
