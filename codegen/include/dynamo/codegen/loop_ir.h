@@ -170,12 +170,12 @@ enum class ConvPostOp {
   kClip,  ///< F.hardtanh(x, lo, hi) (nn.ReLU6: lo 0, hi 6) after it
 };
 
-/// A 2-d convolution the runtime computes with a prepared weight (oneDNN's primitive with the
-/// weight packed once, else ATen's convolution): an eval-mode batch_norm that only it feeds is
-/// folded into the weight and bias, a ReLU / hardtanh after it is the post-op, and its result
-/// is a planned buffer (the arena when only kernels, conv steps and pooling externs read it, else
-/// a pool block).
-/// The prepared weight is cached until a source tensor changes (data or version).
+/// A 2-d convolution the runtime computes with a prepared weight (oneDNN's primitive, the weight
+/// folded and reordered from the live tensors at every call into the step's workspace, else
+/// ATen's convolution): an eval-mode batch_norm that only it feeds is folded into the weight and
+/// bias, a ReLU / hardtanh after it is the post-op, and its result is a planned buffer (the arena
+/// when only kernels, conv steps and pooling externs read it, else a pool block). Nothing prepared
+/// is kept between calls (a write through `.data` or numpy leaves no trace to check).
 struct ConvStep {
   int input = -1;                  ///< activation buffer
   int weight = -1;                 ///< weight buffer (a graph input)
