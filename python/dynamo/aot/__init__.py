@@ -213,7 +213,7 @@ def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compil
     _phase(rec, "trace", start)
     plan = _Plan(traced, rec["backend"], rec["function"], f"{rec['file']}:{rec['line']}")
     rec.update(training=traced.training, mutated_inputs=[sources[i] for i in traced.mutated_inputs],
-               inplace_rewritten=traced.rewritten)
+               inplace_rewritten=traced.rewritten, trace_mode=traced.mode)
     if decompose:
         rec["decompositions"] = counts
     device = str(next((t.device for t in examples), "cpu"))

@@ -21,6 +21,7 @@ real tensors, exactly as eager runs them. Anything that would not give eager's r
 """
 import contextlib
 import copy
+import os
 
 import torch
 from torch.utils import _pytree as pytree
@@ -28,7 +29,7 @@ from torch.utils import _pytree as pytree
 from dynamo.aot import rewrites
 from dynamo.aot.fallback import Fallback
 
-__all__ = ["Fallback", "Traced", "trace", "preserve_rng_state", "check_inputs", "decompose_like_eager"]
+__all__ = ["Fallback", "Traced", "trace", "trace_mode", "preserve_rng_state", "check_inputs", "decompose_like_eager"]
 
 
 class Traced:
@@ -101,9 +102,10 @@ def decompose_like_eager(device_type):
         torch._ops.OpOverload.decompose = original
 
 
-def _clone(t):
+def _clone(t, requires_grad=None):
     """A copy with t's strides: make_fx records a reshape of a contiguous example as a view
-    (aten._reshape_alias with its strides), wrong on the real, strided input (a column slice)."""
+    (aten._reshape_alias with its strides), wrong on the real, strided input (a column slice).
+    On a fake tensor (inside its mode) the same metadata without data."""
     d = t.detach()
     c = d.clone(memory_format=torch.preserve_format)
     if c.stride() != d.stride() and d.numel():
@@ -114,7 +116,17 @@ def _clone(t):
             extent = 1 + sum((n - 1) * st for n, st in zip(d.size(), d.stride()))
             span = d.as_strided((extent,), (1,), d.storage_offset()).clone()
             c = span.as_strided(d.size(), d.stride(), 0)
-    return c.requires_grad_(True) if t.requires_grad else c
+    if requires_grad is None:
+        requires_grad = t.requires_grad
+    return c.requires_grad_(True) if requires_grad else c
+
+
+def _copy(t, mode):
+    """_clone(t); with a fake mode (entered by the caller), a fake tensor with the metadata
+    _clone(t) would have."""
+    if mode is None:
+        return _clone(t)
+    return _clone(mode.from_tensor(t), t.requires_grad)
 
 
 def _storage_key(t):
@@ -122,6 +134,8 @@ def _storage_key(t):
         return None
     # torch 2.x's Tensor.storage() warns that TypedStorage is deprecated: untyped_storage() there.
     storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    if _is_fake(t):  # no data pointer: the storage object itself (alive while compared)
+        return (t.device, "fake", storage._cdata)
     return (t.device, storage.data_ptr())
 
 
@@ -135,10 +149,11 @@ def _flat_outputs(out):
     return list(flat)
 
 
-def _reference_run(gm, examples, sources):
-    """Runs gm on clones, as eager would: which outputs require grad, what is mutated, aliasing."""
+def _reference_run(gm, examples, sources, mode=None):
+    """Runs gm on clones, as eager would: which outputs require grad, what is mutated, aliasing.
+    With a fake mode (entered by the caller), on fake clones: the same facts without computing."""
     # A non-leaf input stays a non-leaf (in-place ops on it are legal, unlike on a leaf).
-    ins = [_clone(t) * 1 if t.requires_grad and not t.is_leaf else _clone(t) for t in examples]
+    ins = [_copy(t, mode) * 1 if t.requires_grad and not t.is_leaf else _copy(t, mode) for t in examples]
     versions = [t._version for t in ins]
     with preserve_rng_state():
         try:
@@ -215,11 +230,111 @@ def _grad_tangents(graph, tangents, grads):
 def trace(gm, examples, sources, training, decompositions=None):
     """Traces gm at the ATen level. Returns a Traced with: graph (torch.fx.Graph), training,
     num_primals, num_user_outputs, num_fwd_outputs, diff_inputs, diff_outputs (indices),
-    out_requires_grad, mutated_inputs, rewritten (in-place ops made out-of-place)."""
+    out_requires_grad, mutated_inputs, rewritten (in-place ops made out-of-place), mode ("fake"
+    or "real": how it was traced).
+
+    On torch 2.x the reference run and make_fx run on fake tensors first (no computation: the
+    same ops, shapes and strides, from the meta kernels). Anything that trace cannot settle by
+    itself is traced again on real tensors, which decides as before: every Fallback (the reason
+    comes from the real run), any error (data-dependent ops such as nonzero or .item(), ops
+    without a meta kernel), tensor constants made in the graph, in-place writes through views
+    read again later. DYNAMO_AOT_TRACE=real traces on real tensors only; =check traces both
+    ways and raises if the graphs or their layouts differ (tests/python/test_aot_fake_trace.py)."""
+    how = trace_mode()
+    fake = None
+    if how != "real":
+        try:
+            fake = _trace(gm, examples, sources, training, decompositions, _fake_mode())
+        except Exception:  # noqa: BLE001 - the real trace decides: same result or same Fallback
+            fake = None
+        if fake is not None and how == "fake":
+            return fake
+    real = _trace(gm, examples, sources, training, decompositions, None)
+    if fake is not None:
+        _check_same(fake, real)
+    return real
+
+
+#: torch 1.13's fake tensors lack meta kernels for much of what the models here run: real there.
+_FAKE_SUPPORTED = int(torch.__version__.split(".")[0]) >= 2
+
+
+def trace_mode():
+    """"fake" (the default on torch 2.x), "real" (torch 1.13, or DYNAMO_AOT_TRACE=real) or
+    "check" (DYNAMO_AOT_TRACE=check: both, compared)."""
+    how = os.environ.get("DYNAMO_AOT_TRACE", "fake")
+    if how not in ("fake", "real", "check"):
+        raise ValueError(f"DYNAMO_AOT_TRACE={how!r}: expected fake, real or check")
+    return how if _FAKE_SUPPORTED else "real"
+
+
+class _NeedsReal(Exception):
+    """The fake trace met something only the real trace handles (constants, functionalization)."""
+
+
+def _fake_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    # No fallback kernels: an op without a meta kernel raises, and the real trace takes over.
+    return FakeTensorMode(allow_fallback_kernels=False)
+
+
+def _is_fake(t):
+    sub = getattr(torch, "_subclasses", None)
+    return sub is not None and isinstance(t, sub.fake_tensor.FakeTensor)
+
+
+def _writes_through_a_view(graph):
+    """Whether an in-place op of the FX graph writes a view (of an input or of a value)."""
+    import operator
+    views = set()
+    for n in graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is operator.getitem:
+            if n.args and n.args[0] in views:
+                views.add(n)  # an item of split / unbind / chunk
+            continue
+        schema = getattr(n.target, "_schema", None)
+        if schema is None:
+            continue
+        first_in = schema.arguments[0].alias_info if schema.arguments else None
+        if first_in is not None and first_in.is_write and n.args and n.args[0] in views:
+            return True
+        first_out = schema.returns[0].alias_info if schema.returns else None
+        if first_out is not None and not first_out.is_write:
+            views.add(n)
+    return False
+
+
+def _layout(traced):
+    """What a Traced says, as text: the graph's code, every node's tensor meta, the fields."""
+    lines = [traced.graph.python_code("self").src]
+    for n in traced.graph.nodes:
+        tm = n.meta.get("tensor_meta")
+        if hasattr(tm, "shape"):
+            tm = (tuple(tm.shape), tuple(tm.stride), tm.dtype, tm.requires_grad, tm.memory_format)
+        lines.append(f"{n.name}: {tm}")
+    for k, v in sorted(traced.__dict__.items()):
+        if k not in ("graph", "mode"):
+            lines.append(f"{k} = {v!r}")
+    return lines
+
+
+def _check_same(fake, real):
+    a, b = _layout(fake), _layout(real)
+    if a != b:
+        import difflib
+        diff = "\n".join(difflib.unified_diff(b, a, "real", "fake", lineterm="", n=1))
+        raise AssertionError(f"dynamo internal error: the fake trace differs from the real one "
+                             f"(DYNAMO_AOT_TRACE=check):\n{diff}")
+
+
+def _trace(gm, examples, sources, training, decompositions, mode):
     from functorch import make_fx
 
     rewrites.check_captured(gm)
-    ref_outs, out_rg, mutated, ref_ins, aliasing = _reference_run(gm, examples, sources)
+    with mode if mode is not None else contextlib.nullcontext():
+        ref_outs, out_rg, mutated, ref_ins, aliasing = _reference_run(gm, examples, sources, mode)
     if training and not any(out_rg):
         training = False
     if training and aliasing:
@@ -246,11 +361,14 @@ def trace(gm, examples, sources, training, decompositions=None):
 
     # The reference run's copies serve again where it changed nothing (one copy of the
     # parameters, not two); what it mutated, or made a non-leaf, is copied afresh.
-    ins = [ref_ins[i] if i not in mutated and ref_ins[i].is_leaf else _clone(t) for i, t in enumerate(examples)]
+    with mode if mode is not None else contextlib.nullcontext():
+        ins = [ref_ins[i] if i not in mutated and ref_ins[i].is_leaf else _copy(t, mode)
+               for i, t in enumerate(examples)]
     del ref_ins
     device_type = examples[0].device.type if examples else "cpu"
     with preserve_rng_state(), decompose_like_eager(device_type), \
-            torch.enable_grad() if training else contextlib.nullcontext():
+            torch.enable_grad() if training else contextlib.nullcontext(), \
+            mode if mode is not None else contextlib.nullcontext():
         try:
             if training:
                 tangents = [ref_outs[k].detach().contiguous() for k in diff_out]
@@ -263,10 +381,18 @@ def trace(gm, examples, sources, training, decompositions=None):
             raise Fallback(f"make_fx could not trace the graph: {type(e).__name__}: {e}") from e
     functionalized = False
     graph, owner = traced.graph, traced
+    if mode is not None and any(n.op == "get_attr" for n in graph.nodes):
+        raise _NeedsReal("tensor constants made in the graph: lifted from the real trace")
+    if mode is not None and _writes_through_a_view(graph):
+        # autograd records such a write differently for fake tensors (it replays the views
+        # where real tensors get as_strided): the real trace, as before
+        raise _NeedsReal("an in-place write through a view")
     if rewrites.dangling_writes(graph, n_in):
         trial = copy.deepcopy(graph)  # a failed attempt must not leave half-rewritten code behind
         if rewrites.sequence_dangling_writes(trial, n_in):
             graph = trial
+        elif mode is not None:
+            raise _NeedsReal("an in-place write through a view read again: the real trace decides")
         elif not decompositions:
             # functionalize re-decomposes every op with a CompositeImplicit kernel
             # (silu_backward): not eager's kernels, so not for the bitwise backends.
@@ -298,4 +424,4 @@ def trace(gm, examples, sources, training, decompositions=None):
                   out_requires_grad=out_rg, mutated_inputs=sorted(set(mutated)),
                   mutated_placeholders=[p.name for p in placeholders if p in mutated_nodes],
                   rewritten=rewritten, functionalized=functionalized, placeholders=[p.name for p in placeholders],
-                  grad_tangents=grad_tangents)
+                  grad_tangents=grad_tangents, mode="real" if mode is None else "fake")

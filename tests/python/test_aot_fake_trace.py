@@ -1,0 +1,219 @@
+"""The AOT trace over fake tensors (torch 2.x; python/dynamo/aot/tracing.py, docs/aot.md): the
+joint graph it gives is the real trace's, node for node (code, shapes, strides, dtypes) and field
+for field (mutations, gradients, outputs), and whatever the fake trace cannot settle is traced
+again on real tensors, giving today's graph or today's Fallback reason."""
+import pytest
+import torch
+
+import dynamo
+from dynamo.aot import tracing
+from dynamo.aot.fallback import Fallback
+
+pytestmark = pytest.mark.skipif(
+    int(torch.__version__.split(".")[0]) < 2,
+    reason="torch 1.13 traces on real tensors only (its fake tensors lack meta kernels the models need)")
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+def capture(fn, *args):
+    """The captured graph of fn and its example inputs, as the AOT layer receives them."""
+    got = []
+
+    def backend(gm, example_inputs):
+        got.append((gm, list(example_inputs)))
+        return gm.forward
+
+    dynamo.optimize(backend)(fn)(*args)
+    assert len(got) == 1, f"expected one graph, got {len(got)}"
+    return got[0]
+
+
+def sources(gm):
+    return [n.meta.get("dynamo_source", n.name) for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def trace(monkeypatch, how, gm, examples, training=True, decompose=False):
+    monkeypatch.setenv("DYNAMO_AOT_TRACE", how)
+    table = None
+    if decompose:
+        from dynamo.aot import decompositions
+        table = decompositions.table({})
+    with torch.enable_grad() if training else torch.no_grad():
+        return tracing.trace(gm, examples, sources(gm), training, table)
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.nn.functional.gelu(self.fc1(x))))
+
+
+def small_cnn():
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(inplace=True),
+        torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 5))
+
+
+def encoder():
+    return torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.1, batch_first=True)
+
+
+def inplace_and_views(x, w):
+    y = x * w
+    y.add_(1)
+    z = y.view(4, -1).t()
+    return z.relu_().sum(0), y[1:].transpose(0, 1)
+
+
+MODELS = {
+    "mlp_dropout": (lambda: Block().train(), lambda: (torch.randn(8, 16),)),
+    "cnn_batchnorm": (lambda: small_cnn().train(), lambda: (torch.randn(4, 3, 8, 8),)),
+    "transformer": (lambda: encoder().train(), lambda: (torch.randn(2, 5, 16),)),
+}
+
+
+@pytest.mark.parametrize("decompose", [False, True], ids=["aot_eager", "decomp"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_fake_trace_of_a_training_model_equals_the_real_one(monkeypatch, name, decompose):
+    make_model, make_inputs = MODELS[name]
+    torch.manual_seed(0)
+    model, args = make_model(), make_inputs()
+    gm, examples = capture(lambda *a: model(*a), *args)
+    rng = torch.random.get_rng_state()
+    real = trace(monkeypatch, "real", gm, examples, decompose=decompose)
+    fake = trace(monkeypatch, "fake", gm, examples, decompose=decompose)
+    assert (real.mode, fake.mode) == ("real", "fake")
+    assert tracing._layout(fake) == tracing._layout(real)
+    assert torch.equal(torch.random.get_rng_state(), rng)  # neither trace draws random numbers
+    # "check" traces both and compares them itself; it returns the real trace
+    assert trace(monkeypatch, "check", gm, examples, decompose=decompose).mode == "real"
+
+
+def inplace_on_fresh_values(x, w):
+    y = x * w
+    y.add_(1)
+    u = y.view(4, -1).t()
+    return u.sum(0), (y * 2).relu_(), y[1:].transpose(0, 1)
+
+
+def test_fake_trace_keeps_in_place_ops_views_and_batchnorm_mutations(monkeypatch):
+    x, w = torch.randn(4, 6), torch.randn(4, 6, requires_grad=True)
+    gm, examples = capture(inplace_on_fresh_values, x, w)
+    real, fake = trace(monkeypatch, "real", gm, examples), trace(monkeypatch, "fake", gm, examples)
+    assert fake.mode == "fake" and tracing._layout(fake) == tracing._layout(real)
+    assert fake.rewritten  # the in-place ops on fresh values, made out-of-place as in the real trace
+
+    model = small_cnn().train()
+    gm, examples = capture(lambda a: model(a), torch.randn(4, 3, 8, 8))
+    real, fake = trace(monkeypatch, "real", gm, examples), trace(monkeypatch, "fake", gm, examples)
+    assert fake.mode == "fake" and fake.mutated_inputs == real.mutated_inputs != []  # running stats
+
+
+def test_an_in_place_write_through_a_view_is_traced_on_real_tensors(monkeypatch):
+    # autograd records relu_ on the view t() with as_strided for real tensors and by replaying the
+    # views for fake ones: a different graph, so the fake trace hands over to the real one
+    x, w = torch.randn(4, 6), torch.randn(4, 6, requires_grad=True)
+    gm, examples = capture(inplace_and_views, x, w)
+    real, got = trace(monkeypatch, "real", gm, examples), trace(monkeypatch, "fake", gm, examples)
+    assert got.mode == "real" and tracing._layout(got) == tracing._layout(real)
+    assert "as_strided" in got.graph.python_code("self").src
+
+
+def test_inference_trace_is_fake_and_keeps_outputs_aliasing_inputs(monkeypatch):
+    def f(x):
+        return x.view(-1), (x + 1).t()
+
+    gm, examples = capture(f, torch.randn(3, 4))
+    real = trace(monkeypatch, "real", gm, examples, training=False)
+    fake = trace(monkeypatch, "fake", gm, examples, training=False)
+    assert (fake.mode, fake.training) == ("fake", False)
+    assert tracing._layout(fake) == tracing._layout(real)
+
+
+def test_aliasing_output_of_a_training_graph_falls_back_with_the_real_traces_reason(monkeypatch):
+    def f(x):
+        return x.view(-1), x * 2
+
+    gm, examples = capture(f, torch.randn(3, 4, requires_grad=True))
+    reasons = []
+    for how in ("real", "fake"):
+        with pytest.raises(Fallback) as e:
+            trace(monkeypatch, how, gm, examples)
+        reasons.append(str(e.value))
+    assert reasons[0] == reasons[1] == ("graph output 0 aliases input 'x' (a view or the same tensor): the AOT "
+                                        "wrapper cannot give it eager's aliasing and autograd history")
+
+
+def nonzero_out(x):
+    return x * 2, torch.nonzero(x * 1)
+
+
+def item_scale(x):
+    return (x * (x * x).sum().item(),)
+
+
+@pytest.mark.parametrize("fn", [nonzero_out, item_scale], ids=["nonzero", "item"])
+def test_data_dependent_ops_are_traced_again_on_real_tensors(monkeypatch, fn):
+    gm = torch.fx.symbolic_trace(fn)
+    examples = [torch.tensor([0.0, 1.0, 2.0], requires_grad=True)]
+    answers = []
+    for how in ("real", "fake"):
+        try:
+            got = trace(monkeypatch, how, gm, examples)
+            answers.append(("traced", got.mode, tracing._layout(got)))
+        except Fallback as e:
+            answers.append(("fallback", str(e)))
+    # the fake trace cannot size nonzero's output nor read .item(): the real trace decides
+    assert answers[0] == answers[1]
+    if fn is nonzero_out:
+        assert answers[0] == ("fallback", "operator aten::nonzero has an output shape that depends on tensor values")
+    else:
+        assert answers[0][:2] in {("traced", "real"), ("fallback", answers[0][-1])}
+
+
+def test_tensor_constants_are_traced_on_real_tensors(monkeypatch):
+    def f(x):
+        return x * torch.tensor([1.0, 2.0, 3.0])
+
+    gm, examples = capture(f, torch.randn(2, 3, requires_grad=True))
+    got = trace(monkeypatch, "fake", gm, examples)
+    assert got.mode == "real"
+    assert len(got.constants) == 1 and torch.equal(got.constants[0], torch.tensor([1.0, 2.0, 3.0]))
+
+
+def test_compiled_training_step_uses_the_fake_trace_and_matches_eager(monkeypatch):
+    monkeypatch.setenv("DYNAMO_AOT_TRACE", "check")  # a fake trace unlike the real one would raise
+    torch.manual_seed(0)
+    model = Block().train()
+    x = torch.randn(8, 16)
+    ref = __import__("copy").deepcopy(model)
+    torch.manual_seed(1)
+    want = ref(x)
+    want.sum().backward()
+    torch.manual_seed(1)
+    got = dynamo.compile(model, backend="aot_eager")(x)
+    got.sum().backward()
+    assert torch.equal(got, want)
+    for a, b in zip(model.parameters(), ref.parameters()):
+        assert torch.equal(a.grad, b.grad)
+    monkeypatch.setenv("DYNAMO_AOT_TRACE", "fake")
+    dynamo.reset()
+    from dynamo import aot
+    dynamo.compile(Block().train(), backend="aot_eager")(x).sum().backward()
+    assert aot.last_records()[-1]["trace_mode"] == "fake"
+
+
+def test_an_unknown_trace_mode_is_refused(monkeypatch):
+    monkeypatch.setenv("DYNAMO_AOT_TRACE", "sometimes")
+    with pytest.raises(ValueError, match=r"^DYNAMO_AOT_TRACE='sometimes': expected fake, real or check$"):
+        tracing.trace_mode()
