@@ -23,8 +23,10 @@ C++ compiler runs):
     backend       the backend's compile of the captured graph (backend_ms: for a training step
                   the AOT layer's trace .. forward lowering; the backward is compiled later)
     aot           the AOT record's phases_ms: graph_cache lookup, trace (make_fx of the joint
-                  graph with the decompositions, real tensors), import, partition, compile_forward,
-                  compile_backward (at the first backward)
+                  graph with the decompositions: on fake tensors on torch 2.x, real tensors on
+                  torch 1.13 or where the fake trace hands over; "trace_modes" in the JSON says
+                  which), import, partition, compile_forward, compile_backward (at the first
+                  backward)
     kernels       per fused graph: kernels, compiler runs (translation units; 0 when every kernel
                   was in the cache), the longest run's wall ms, the runs' summed wall ms
 
@@ -103,7 +105,8 @@ def child(case, warm_up):
         "capture_ms": round(sum(float(r.get("capture_ms") or 0) for r in records), 1),
         "backend_ms": round(sum(float(r.get("backend_ms") or 0) for r in records), 1),
         "aot_phases_ms": aot_phases, "graphs": graphs,
-        "graph_cache": [r.get("graph_cache") for r in mine]}))
+        "graph_cache": [r.get("graph_cache") for r in mine],
+        "trace_modes": [r.get("trace_mode") for r in mine if "trace_mode" in r]}))
 
 
 def _row(case, temp, got):
