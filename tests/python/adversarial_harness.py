@@ -289,6 +289,35 @@ def _fp_close(got, eager, ref, path):
             f"error {err[i].item():.3g} > bound {bound[i].item():.3g}")
 
 
+_LEAF = object()
+
+
+def _containers(compare, got, eager, ref, path):
+    """The walk fp_compare and bitwise share: a type mismatch's message, or each item of a list,
+    tuple or dict compared by compare(got, eager, ref, path) (None or the first message); _LEAF
+    when `eager` is no container (ref: the reference's matching value, or None)."""
+    if type(got) is not type(eager):
+        return f"{path}: type {type(got).__name__} vs eager {type(eager).__name__}"
+    if isinstance(eager, (list, tuple)):
+        if len(got) != len(eager):
+            return f"{path}: len {len(got)} vs eager {len(eager)}"
+        refs = [None] * len(eager) if ref is None else ref
+        for k, (a, b, c) in enumerate(zip(got, eager, refs)):
+            m = compare(a, b, c, f"{path}[{k}]")
+            if m:
+                return m
+        return None
+    if isinstance(eager, dict):
+        if list(got) != list(eager):
+            return f"{path}: keys {list(got)} vs eager {list(eager)}"
+        for k in eager:
+            m = compare(got[k], eager[k], None if ref is None else ref[k], f"{path}[{k!r}]")
+            if m:
+                return m
+        return None
+    return _LEAF
+
+
 def fp_compare(got, eager, ref, path="out"):
     """None when `got` (fused) matches eager within the kernels' tolerance of the float64
     reference `ref`: |got - ref| <= 4 max|eager - ref| + rtol |ref| + atol max(1, max|ref|)
@@ -298,24 +327,9 @@ def fp_compare(got, eager, ref, path="out"):
         if not isinstance(got, torch.Tensor):
             return f"{path}: {type(got).__name__} vs eager Tensor"
         return _fp_close(got, eager, ref, path)
-    if type(got) is not type(eager):
-        return f"{path}: type {type(got).__name__} vs eager {type(eager).__name__}"
-    if isinstance(eager, (list, tuple)):
-        if len(got) != len(eager):
-            return f"{path}: len {len(got)} vs eager {len(eager)}"
-        for k, (a, b, c) in enumerate(zip(got, eager, ref)):
-            m = fp_compare(a, b, c, f"{path}[{k}]")
-            if m:
-                return m
-        return None
-    if isinstance(eager, dict):
-        if list(got) != list(eager):
-            return f"{path}: keys {list(got)} vs eager {list(eager)}"
-        for k in eager:
-            m = fp_compare(got[k], eager[k], ref[k], f"{path}[{k!r}]")
-            if m:
-                return m
-        return None
+    m = _containers(fp_compare, got, eager, ref, path)
+    if m is not _LEAF:
+        return m
     if isinstance(eager, float):
         if math.isnan(eager):
             return None if math.isnan(got) else f"{path}: {got!r} vs eager nan"
@@ -341,24 +355,9 @@ def bitwise(got, eager, path="out"):
                 return f"{path}: NaN pattern differs\n{got}\nvs eager\n{eager}"
             g, e = g.nan_to_num(0.0), e.nan_to_num(0.0)
         return None if torch.equal(g, e) else f"{path}: values differ\n{got}\nvs eager\n{eager}"
-    if type(got) is not type(eager):
-        return f"{path}: type {type(got).__name__} vs eager {type(eager).__name__}"
-    if isinstance(eager, (list, tuple)):
-        if len(got) != len(eager):
-            return f"{path}: len {len(got)} vs eager {len(eager)}"
-        for k, (a, b) in enumerate(zip(got, eager)):
-            m = bitwise(a, b, f"{path}[{k}]")
-            if m:
-                return m
-        return None
-    if isinstance(eager, dict):
-        if list(got) != list(eager):
-            return f"{path}: keys {list(got)} vs eager {list(eager)}"
-        for k in eager:
-            m = bitwise(got[k], eager[k], f"{path}[{k!r}]")
-            if m:
-                return m
-        return None
+    m = _containers(lambda a, b, _, p: bitwise(a, b, p), got, eager, None, path)
+    if m is not _LEAF:
+        return m
     if isinstance(eager, float) and math.isnan(eager):
         return None if isinstance(got, float) and math.isnan(got) else f"{path}: {got!r} vs eager nan"
     return None if got == eager else f"{path}: {got!r} vs eager {eager!r}"
