@@ -4,7 +4,8 @@
 of torch-level ops) once on clones of its inputs, to learn what eager does (which outputs require
 grad, which inputs are mutated, whether outputs alias inputs or each other: a training graph
 falls back then), then traces it with
-``make_fx`` on fresh clones, in real mode, the RNG state saved and put back around both runs:
+``make_fx`` (on fake tensors on torch 2.x, else on fresh clones in real mode: ``trace``), the RNG
+state saved and put back around both runs:
 
 - training: ``joint(primals, tangents)`` runs the graph, then
   ``torch.autograd.grad(differentiable outputs, inputs that require grad, tangents)``; the FX
@@ -122,10 +123,7 @@ def _clone(t, requires_grad=None):
 
 
 def _copy(t, mode):
-    """_clone(t); with a fake mode (entered by the caller), a fake tensor with the metadata
-    _clone(t) would have."""
-    if mode is None:
-        return _clone(t)
+    """A fake tensor of `mode` (entered by the caller) with the metadata _clone(t) would give."""
     return _clone(mode.from_tensor(t), t.requires_grad)
 
 
@@ -134,8 +132,6 @@ def _storage_key(t):
         return None
     # torch 2.x's Tensor.storage() warns that TypedStorage is deprecated: untyped_storage() there.
     storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-    if _is_fake(t):  # no data pointer: the storage object itself (alive while compared)
-        return (t.device, "fake", storage._cdata)
     return (t.device, storage.data_ptr())
 
 
@@ -149,11 +145,10 @@ def _flat_outputs(out):
     return list(flat)
 
 
-def _reference_run(gm, examples, sources, mode=None):
-    """Runs gm on clones, as eager would: which outputs require grad, what is mutated, aliasing.
-    With a fake mode (entered by the caller), on fake clones: the same facts without computing."""
+def _reference_run(gm, examples, sources):
+    """Runs gm on clones, as eager would: which outputs require grad, what is mutated, aliasing."""
     # A non-leaf input stays a non-leaf (in-place ops on it are legal, unlike on a leaf).
-    ins = [_copy(t, mode) * 1 if t.requires_grad and not t.is_leaf else _copy(t, mode) for t in examples]
+    ins = [_clone(t) * 1 if t.requires_grad and not t.is_leaf else _clone(t) for t in examples]
     versions = [t._version for t in ins]
     with preserve_rng_state():
         try:
@@ -233,12 +228,12 @@ def trace(gm, examples, sources, training, decompositions=None):
     out_requires_grad, mutated_inputs, rewritten (in-place ops made out-of-place), mode ("fake"
     or "real": how it was traced).
 
-    On torch 2.x the reference run and make_fx run on fake tensors first (no computation: the
-    same ops, shapes and strides, from the meta kernels). Anything that trace cannot settle by
-    itself is traced again on real tensors, which decides as before: every Fallback (the reason
-    comes from the real run), any error (data-dependent ops such as nonzero or .item(), ops
-    without a meta kernel), tensor constants made in the graph, in-place writes through views
-    read again later. DYNAMO_AOT_TRACE=real traces on real tensors only; =check traces both
+    The reference run is always on real tensors (eager's values decide its errors). On torch
+    2.x make_fx then traces the joint graph on fake tensors first (no computation: the same ops,
+    shapes and strides, from the meta kernels). Anything that trace cannot settle by itself is
+    traced again on real tensors, which decides as before: every Fallback (the reason comes from
+    the real run), any error (data-dependent ops such as nonzero or .item(), ops without a meta
+    kernel), tensor constants made in the graph, in-place writes through views. DYNAMO_AOT_TRACE=real traces on real tensors only; =check traces both
     ways and raises if the graphs or their layouts differ (tests/python/test_aot_fake_trace.py)."""
     how = trace_mode()
     fake = None
@@ -276,11 +271,6 @@ def _fake_mode():
     from torch._subclasses.fake_tensor import FakeTensorMode
     # No fallback kernels: an op without a meta kernel raises, and the real trace takes over.
     return FakeTensorMode(allow_fallback_kernels=False)
-
-
-def _is_fake(t):
-    sub = getattr(torch, "_subclasses", None)
-    return sub is not None and isinstance(t, sub.fake_tensor.FakeTensor)
 
 
 def _writes_through_a_view(graph):
@@ -333,8 +323,9 @@ def _trace(gm, examples, sources, training, decompositions, mode):
     from functorch import make_fx
 
     rewrites.check_captured(gm)
-    with mode if mode is not None else contextlib.nullcontext():
-        ref_outs, out_rg, mutated, ref_ins, aliasing = _reference_run(gm, examples, sources, mode)
+    # Always on real tensors: eager's values decide its errors (an embedding index out of
+    # range, binary_cross_entropy's input outside [0, 1]), which a fake run would not raise.
+    ref_outs, out_rg, mutated, ref_ins, aliasing = _reference_run(gm, examples, sources)
     if training and not any(out_rg):
         training = False
     if training and aliasing:
@@ -361,17 +352,22 @@ def _trace(gm, examples, sources, training, decompositions, mode):
 
     # The reference run's copies serve again where it changed nothing (one copy of the
     # parameters, not two); what it mutated, or made a non-leaf, is copied afresh.
-    with mode if mode is not None else contextlib.nullcontext():
-        ins = [ref_ins[i] if i not in mutated and ref_ins[i].is_leaf else _copy(t, mode)
-               for i, t in enumerate(examples)]
+    if mode is None:
+        ins = [ref_ins[i] if i not in mutated and ref_ins[i].is_leaf else _clone(t) for i, t in enumerate(examples)]
+    else:  # fake copies with the metadata of the real ones
+        with mode:
+            ins = [_copy(t, mode) for t in examples]
     del ref_ins
+    tangents = [ref_outs[k].detach().contiguous() for k in diff_out] if training else None
+    if mode is not None and tangents:
+        with mode:
+            tangents = [mode.from_tensor(t) for t in tangents]
     device_type = examples[0].device.type if examples else "cpu"
     with preserve_rng_state(), decompose_like_eager(device_type), \
             torch.enable_grad() if training else contextlib.nullcontext(), \
             mode if mode is not None else contextlib.nullcontext():
         try:
             if training:
-                tangents = [ref_outs[k].detach().contiguous() for k in diff_out]
                 traced = make_fx(joint, decompositions or {})(ins, tangents)
             else:
                 traced = make_fx(forward, decompositions or {})(ins)
