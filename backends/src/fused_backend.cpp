@@ -584,7 +584,7 @@ class FusedFn final : public core::CompiledGraphFn {
       for (const codegen::Buffer& b : program_.buffers) {
         const int root = b.storage >= 0 ? b.storage : b.id;
         if (b.arenaOffset < 0 || range[root].first < 0 || range[root].first > s || range[root].second < s) continue;
-        const int64_t bytes = std::max(b.numel() * codegen::dtypeSize(b.dtype), codegen::spanBytes(b));
+        const int64_t bytes = codegen::arenaBytes(b);
         live.emplace_back(b.arenaOffset, b.arenaOffset + (bytes + 63) / 64 * 64);
       }
       std::sort(live.begin(), live.end());
