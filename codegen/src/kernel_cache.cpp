@@ -26,6 +26,7 @@
 #include <tuple>
 
 #include "dynamo/common/error.h"
+#include "dynamo/common/logs.h"
 
 namespace dynamo::codegen {
 namespace fs = std::filesystem;
@@ -345,6 +346,11 @@ std::vector<LoadedKernel> compileUnit(const CompileJob& job, const std::vector<s
       // A damaged .gch is an error to GCC, and so is a symbol the lean link does not resolve:
       // compile again without either (the same object code, the driver's default link).
       if (status != 0 && !(prelude.empty() && lean.empty())) {
+        if (common::logEnabled("fusion")) {  // the unresolved symbol, else the first error line
+          const size_t at = output.find("undefined reference to") == std::string::npos ? 0 : output.find("undefined reference to");
+          std::fprintf(stderr, "[dynamo fusion] kernel %s: %s; compiling again with the default link, no prelude\n",
+                       job.symbol.c_str(), output.substr(at, output.find('\n', at) - at).c_str());
+        }
         cmd = quote(compilerPath()) + " " + flagText + files;
         std::tie(status, output) = run(cmd);
       }
