@@ -875,6 +875,20 @@ class FusedFn final : public core::CompiledGraphFn {
     return value.get();
   }
 
+  // The arena slots lent to an extern call that raised, given memory of their own: the error's
+  // traceback keeps the call's frames, whose locals may hold the lent tensors (or views of them)
+  // after this call has handed its arena to the next one. Each slot's storage, shared by every
+  // view, is moved to a private copy of this call's bytes, so no live tensor aliases the arena.
+  static void unlend(const std::vector<at::Tensor>& lent) {
+    for (const at::Tensor& t : lent) {
+      c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+      const size_t bytes = storage->nbytes();
+      at::DataPtr own = c10::GetCPUAllocator()->allocate(bytes);
+      if (bytes > 0) std::memcpy(own.get(), storage->data_ptr().get(), bytes);
+      storage->set_data_ptr_noswap(std::move(own));
+    }
+  }
+
   // The Python value of node n (borrowed from the frame or the caller).
   PyObject* valueOf(const core::NodeRef& n, Frame& f) const {
     int slot = slot_.at(n.get());
@@ -924,7 +938,10 @@ class FusedFn final : public core::CompiledGraphFn {
       PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i - first), args[i].release());  // steals
     }
     PyObject* r = PyObject_Call(callable.get(), tuple.get(), PyDict_GET_SIZE(kwargs.get()) ? kwargs.get() : nullptr);  // new ref
-    if (!r) return false;
+    if (!r) {
+      unlend(lent);
+      return false;
+    }
     f.values[s.node] = core::PyObjectRef::steal(r);
     if (!lent.empty()) r = ownResult(n, lent, f.values[s.node]);
     if (s.result >= 0) {
