@@ -40,7 +40,7 @@ set(DYNAMO_STACK2_SLOW
 # tests once schedules by its own measured times instead. Approximate figures suffice: refresh them
 # when a file's time changes a lot.
 set(DYNAMO_PYTEST_COSTS_stack1
-  test_aot_torchvision=140 test_torchvision=106 test_minify_cli=78 test_bench_smoke=57
+  test_torchvision=215 test_aot_torchvision=20 test_minify_cli=78 test_bench_smoke=57
   test_fused_dynamic=57 test_fused_ops=53 test_minify_kernel=50 test_dynamic_shape_reads=46
   test_minify_bisect=42 test_minify_accuracy=41 test_minify_errors=40 test_explain_cli=39
   test_fused_program_cache=39 test_minify_fused=33 test_adversarial_fused=32 test_crash_trace=32
