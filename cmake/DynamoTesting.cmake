@@ -68,7 +68,7 @@ set(DYNAMO_PYTEST_COSTS_stack2
 # with no arguments leaves them out (-LE batched), with arguments it leaves the batches out.
 # A group is added here only after it passed as one process on both stacks (a file must not
 # depend on a fresh process: dynamo config, compile listeners, patched torch).
-set(DYNAMO_PYTEST_BATCHES capture small)
+set(DYNAMO_PYTEST_BATCHES capture small aot_fused)
 set(DYNAMO_PYTEST_BATCH_capture
   test_capture_autocast test_capture_breaks test_capture_cases test_capture_clean_breaks
   test_capture_constructs test_capture_inference_mode test_capture_numpy test_capture_regressions
@@ -77,6 +77,9 @@ set(DYNAMO_PYTEST_BATCH_small
   test_dynamic_symfloats test_dynamic_symints test_dynamic_transformer test_dynamic_shapes
   test_guards test_fewer_breaks test_explain_api test_listings test_graph_ir test_fused_golden
   test_fused_inplace test_fused_conv_weight_writes)
+set(DYNAMO_PYTEST_BATCH_aot_fused
+  test_aot_eager test_aot_decomp test_aot_training test_backends test_profile_api
+  test_testing_module test_fused_pool_arena test_fused_stream_stores test_fused_matmul test_docs)
 
 # OpenMP threads (torch's intra-op pool, the fused backend's `#pragma omp parallel` kernels) wait
 # by sleeping, not spinning: ctest -j2 runs two torch processes of 2 threads each on CI's 2 cores,
