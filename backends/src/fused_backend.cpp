@@ -45,6 +45,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "backends_internal.h"
 #ifdef DYNAMO_HAVE_DNNL
@@ -265,6 +266,12 @@ class FusedFn final : public core::CompiledGraphFn {
     std::vector<core::PyObjectRef> values;  // body node values (extern results, wrapped outputs)
     PyObject* const* inputs = nullptr;
     std::vector<int64_t> scalars;  // Program::scalars' values: an int64, or a double's bits
+    // The result buffer of the step just run when a oneDNN conv with a clip post-op (finite
+    // bounds) wrote it: every value is within the bounds, so the next step, when it is a conv
+    // with a post-op reading that buffer, skips its NaN/inf scan of it (set by runDnnlConv,
+    // moved to finiteInput before each step).
+    int clippedResult = -1;
+    int finiteInput = -1;  // the step being run may take this buffer as finite without a scan
   };
 
   // The values of the Python numbers kernels read (Program::scalars) into f.scalars; false when
@@ -356,6 +363,7 @@ class FusedFn final : public core::CompiledGraphFn {
     if (runToken_ != 0 && timedCalls_.load(std::memory_order_relaxed) < core::kTimedKernelCalls)
       kernelUs.assign(fns_.size(), 0.0);
     for (const codegen::Step& s : program_.steps) {
+      f.finiteInput = std::exchange(f.clippedResult, -1);
       if (s.isKernel) {
         runKernel(s.kernel, f, kernelUs.empty() ? nullptr : &kernelUs[s.kernel]);
       } else if (s.conv >= 0) {
@@ -610,8 +618,10 @@ class FusedFn final : public core::CompiledGraphFn {
     // A ReLU or clip post-op inside oneDNN maps a NaN conv output to its lower bound, where
     // eager's relu/hardtanh keep NaN. A NaN or inf in the input or the weights is what makes one
     // (finite operands overflow to NaN only through inf - inf in a sum): such a call runs ATen.
+    // The input is scanned unless the step just before clipped it into finite bounds (mobilenet's
+    // depthwise convs read their expand conv's ReLU6 output, the largest activations it has).
     const bool post = c.post != codegen::ConvPostOp::kNone;
-    if (post && !bufferFinite(f, c.input)) return false;
+    if (post && c.input != f.finiteInput && !bufferFinite(f, c.input)) return false;
     const LiveWeights lw = liveWeights(c, f);
     // Into the planned buffer: its arena slot, or a pool block when it escapes.
     if (rb.kind != BufferKind::kIntermediate) {
@@ -629,8 +639,15 @@ class FusedFn final : public core::CompiledGraphFn {
     }
     try {
       NoGil nogil;
-      return d->run(static_cast<const float*>(f.ptrs[c.input]), static_cast<float*>(f.ptrs[c.result]), lw.pointers(),
-                    post, ws);
+      if (!d->run(static_cast<const float*>(f.ptrs[c.input]), static_cast<float*>(f.ptrs[c.result]), lw.pointers(),
+                  post, ws)) {
+        return false;
+      }
+      // oneDNN's clip leaves every value in [lo, hi] (its operands were checked finite above)
+      if (c.post == codegen::ConvPostOp::kClip && std::isfinite(c.clipLo) && std::isfinite(c.clipHi)) {
+        f.clippedResult = c.result;
+      }
+      return true;
     } catch (const std::exception& e) {
       // (seen on stack 2: oneDNN's gemm-based grouped conv could not execute) The step runs
       // through ATen from now on, this call included: the input is untouched and ATen
