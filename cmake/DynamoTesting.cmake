@@ -54,7 +54,7 @@ set(DYNAMO_PYTEST_COSTS_stack2
   test_minify_fork_server=51 test_kernel_recording=50 test_torchvision_fused=46
   test_dynamic_model_code=40 test_fused_conv_dnnl=39 test_passes=33 test_fused_conv=32
   test_fused_training=32 test_minify_bisect_torchvision=32 test_bytecode=29
-  test_adversarial_dynamic=28 test_fused_backend=28 test_fused_kernel_pch=27
+  test_adversarial_dynamic=28 test_fused_backend=28 test_fused_kernel_prelude=27
   test_explain_schemas=26 test_torchvision_families=23 test_trace_store=23
   test_explain_consistency=22 test_torch_modules=22 test_dynamic_shapes=21
   test_fused_dynamic_scalars=20 test_aot_decomp=19 test_fused_cuda=19 test_aot_training=18
