@@ -18,8 +18,8 @@ launcher's own, passed over the socket), files, the trace store, atexit hooks an
 (the child leaves the server's loop and ends as `python` does). dynamo is never imported in the
 server (it reads DYNAMO_* at import), and tempfile and random reseed in a fork. Anything else
 runs the real interpreter (the launcher execs it): interpreter options (`-X faulthandler`), or an
-environment that differs from the server's outside DYNAMO_* and PYTHONPATH (torch read the
-server's at import). PYFORK=0 in the tests' environment turns the server off.
+environment that differs from the server's outside DYNAMO_*, MINIFY_* and PYTHONPATH (torch
+read the server's at import). PYFORK=0 in the tests' environment turns the server off.
 
 The fork-safety checks are fork_server.py's (python/dynamo/minifier/), loaded from that file
 alone: the server refuses to start when its imports started a thread or imported dynamo.
@@ -35,8 +35,10 @@ HERE = os.path.dirname(_SELF)
 _HEADER = struct.Struct("!Q")
 # torch's modules a compile imports on first use (python/dynamo/minifier/script_runner.py WARM).
 WARM = ("torch._functorch.aot_autograd", "functorch", "torch.fx.passes.shape_prop")
-# Variables that may differ between the server and a forked child.
+# Variables that may differ between the server and a forked child: nothing the server imported
+# reads them (DYNAMO_*: dynamo, never imported there; MINIFY_*: the tests' minify_faults.py).
 _FREE = ("PYTHONPATH", "PWD", "OLDPWD", "_")
+_FREE_PREFIXES = ("DYNAMO_", "MINIFY_")
 
 
 def _send(sock, obj, fds=()):
@@ -113,7 +115,8 @@ def _why_not(request, base_env):
         return "interpreter options"
     env = request["env"]
     for key in set(env) | set(base_env):
-        if not key.startswith("DYNAMO_") and key not in _FREE and env.get(key) != base_env.get(key):
+        if not key.startswith(_FREE_PREFIXES) and key not in _FREE and \
+                env.get(key) != base_env.get(key):
             return f"{key} differs"
     return ""
 
