@@ -20,11 +20,7 @@ import statistics
 import torch
 
 import dynamo
-from _timing import interleaved_blocks
-
-
-def chain6(x):
-    return ((x * 2 + 1).relu() * 0.5 - 0.25).sigmoid()
+from _timing import chain6, chain6_setup, interleaved_blocks
 
 
 def main():
@@ -33,13 +29,10 @@ def main():
     ap.add_argument("--blocks", type=int, default=7, help="interleaved blocks of calls per variant")
     ap.add_argument("--calls", type=int, default=20, help="calls per block")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    x, src = torch.randn(8 << 20), torch.randn(8 << 20)
-    dst = torch.empty_like(src)
+    x, copy_ = chain6_setup(args.threads)
     compiled = dynamo.optimize("fused")(chain6)
     torch.testing.assert_close(compiled(x), chain6(x), rtol=1e-4, atol=1e-5)
-    timed = interleaved_blocks({"fused": lambda: compiled(x), "copy": lambda: dst.copy_(src)},
+    timed = interleaved_blocks({"fused": lambda: compiled(x), "copy": copy_},
                                args.blocks, args.calls)
     fused, copy = timed["fused"][1], timed["copy"][1]
     f, c = statistics.median(fused), statistics.median(copy)

@@ -15,7 +15,8 @@ rounds, so that each prelude's effect on the next timed call shows on its own:
                  hold neither operand: what bench/fused.py --clean-cache puts before every call)
 
 For each (prelude, timed function): wall median and minimum, and the process CPU time median
-(user + system, all threads). Nothing is asserted: figures only (one JSON line).
+(user + system, all threads). The compiled result is checked against eager first (assert_close);
+the timings are figures only (one JSON line).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/fused_chain6_harness.py --threads 2 --rounds 15
 """
@@ -28,10 +29,7 @@ import time
 import torch
 
 import dynamo
-
-
-def chain6(x):
-    return ((x * 2 + 1).relu() * 0.5 - 0.25).sigmoid()
+from _timing import chain6, chain6_setup
 
 
 def timed(fn):
@@ -45,13 +43,10 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    x, src = torch.randn(8 << 20), torch.randn(8 << 20)
-    dst = torch.empty_like(src)
+    x, copy_ = chain6_setup(args.threads)
     compiled = dynamo.optimize("fused")(chain6)
-    compiled(x)
-    timed_fns = {"fused": lambda: compiled(x), "copy": lambda: dst.copy_(src)}
+    torch.testing.assert_close(compiled(x), chain6(x), rtol=1e-4, atol=1e-5)
+    timed_fns = {"fused": lambda: compiled(x), "copy": copy_}
 
     def dirty():
         ts = [torch.empty(8 << 20).fill_(1.0) for _ in range(6)]

@@ -23,11 +23,7 @@ import statistics
 import torch
 
 import dynamo
-from _timing import interleaved_blocks
-
-
-def chain6(x):
-    return ((x * 2 + 1).relu() * 0.5 - 0.25).sigmoid()
+from _timing import chain6, chain6_setup, interleaved_blocks
 
 
 def chain6_stream(x):  # a code object of its own: Dynamo caches compiled code per code object
@@ -47,14 +43,11 @@ def main():
     ap.add_argument("--blocks", type=int, default=9, help="interleaved blocks of calls per variant")
     ap.add_argument("--calls", type=int, default=10, help="calls per block")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    x, src = torch.randn(8 << 20), torch.randn(8 << 20)
-    dst = torch.empty_like(src)
+    x, copy_ = chain6_setup(args.threads)
     (plain, a), (stream, b) = compiled_with(False, x), compiled_with(True, x)
     os.environ.pop("DYNAMO_FUSED_STREAM_STORES")
     assert torch.equal(a.view(torch.int32), b.view(torch.int32)), "streaming stores changed the result"
-    variants = {"plain": lambda: plain(x), "stream": lambda: stream(x), "copy": lambda: dst.copy_(src)}
+    variants = {"plain": lambda: plain(x), "stream": lambda: stream(x), "copy": copy_}
     timed = interleaved_blocks(variants, args.blocks, args.calls)
     med = {k: statistics.median(walls) for k, (walls, _) in timed.items()}
     mn = {k: min(walls) for k, (walls, _) in timed.items()}

@@ -16,7 +16,6 @@ What is compared, per call:
 - side effects (buffers such as running statistics, parameters after optimizer steps, inputs
   changed in place), with the same rules.
 Cases failing today are strict xfails (XFAIL below) naming the cause."""
-import copy
 import math
 
 import pytest
@@ -26,136 +25,12 @@ import torch.nn.functional as F
 
 import dynamo
 from dynamo import _C
+from adversarial_harness import fp_check, fp_compare as compare, fp_params, fp_registry, randn
 
 # A case that dynamo cannot compile at all (it warns and runs eagerly) fails instead of passing
 # trivially.
 pytestmark = pytest.mark.filterwarnings("error:dynamo. could not compile")
-CASES = {}
-CALLS = 2
-TOL = {torch.bfloat16: (2e-2, 2e-2), torch.float16: (2e-3, 2e-3)}
-DEFAULT_TOL = (1e-4, 1e-5)
-
-
-def case(calls=CALLS):
-    def deco(build):
-        CASES[build.__name__] = (build, calls)
-        return build
-    return deco
-
-
-def up(t):
-    """The reference's view of an input: floating tensors in float64, the rest as is."""
-    if isinstance(t, torch.Tensor) and t.is_floating_point():
-        return t.detach().double().requires_grad_(t.requires_grad) if t.is_leaf else t.double()
-    return t
-
-
-def same_input(t):
-    return t
-
-
-def _close(got, eager, ref, path):
-    if got.dtype != eager.dtype or got.shape != eager.shape:
-        return f"{path}: {got.dtype}{tuple(got.shape)} vs eager {eager.dtype}{tuple(eager.shape)}"
-    if not got.is_floating_point():
-        return None if torch.equal(got, eager) else f"{path}: values differ\n{got}\nvs eager\n{eager}"
-    g, e, r = got.detach().double(), eager.detach().double(), ref.detach().double()
-    if not torch.equal(g.isnan(), r.isnan()) and not torch.equal(g.isnan(), e.isnan()):
-        return f"{path}: NaN pattern differs\n{got}\nvs eager\n{eager}"
-    fin = ~(g.isnan() | r.isnan() | e.isnan())
-    inf = fin & (g.isinf() | e.isinf() | r.isinf())
-    if not bool(((g == e) | (g == r))[inf].all()):
-        return f"{path}: infinities differ\n{got}\nvs eager\n{eager}"
-    fin &= ~inf
-    g, e, r = g[fin], e[fin], r[fin]
-    if g.numel() == 0:
-        return None
-    rtol, atol = TOL.get(eager.dtype, DEFAULT_TOL)
-    bound = 4 * (e - r).abs().max() + rtol * r.abs() + atol * max(1.0, r.abs().max().item())
-    err = (g - r).abs()
-    if bool((err <= bound).all()):
-        return None
-    i = int((err - bound).argmax())
-    return (f"{path}: fused {g[i].item()!r} vs fp64 {r[i].item()!r} (eager {e[i].item()!r}), "
-            f"error {err[i].item():.3g} > bound {bound[i].item():.3g}")
-
-
-def compare(got, eager, ref, path="out"):
-    """None when `got` (fused) matches eager under the rules of this file, else a message."""
-    if isinstance(eager, torch.Tensor):
-        if not isinstance(got, torch.Tensor):
-            return f"{path}: {type(got).__name__} vs eager Tensor"
-        return _close(got, eager, ref, path)
-    if type(got) is not type(eager):
-        return f"{path}: type {type(got).__name__} vs eager {type(eager).__name__}"
-    if isinstance(eager, (list, tuple)):
-        if len(got) != len(eager):
-            return f"{path}: len {len(got)} vs eager {len(eager)}"
-        for k, (a, b, c) in enumerate(zip(got, eager, ref)):
-            m = compare(a, b, c, f"{path}[{k}]")
-            if m:
-                return m
-        return None
-    if isinstance(eager, dict):
-        if list(got) != list(eager):
-            return f"{path}: keys {list(got)} vs eager {list(eager)}"
-        for k in eager:
-            m = compare(got[k], eager[k], ref[k], f"{path}[{k!r}]")
-            if m:
-                return m
-        return None
-    if isinstance(eager, float):
-        if math.isnan(eager):
-            return None if math.isnan(got) else f"{path}: {got!r} vs eager nan"
-        return None if abs(got - ref) <= 4 * abs(eager - ref) + 1e-4 * abs(ref) + 1e-5 else f"{path}: {got!r} vs eager {eager!r}"
-    return None if got == eager else f"{path}: {got!r} vs eager {eager!r}"
-
-
-def _drive(build, calls, mode):
-    """mode: "eager", "fused" or "ref" (float64 reference, eagerly)."""
-    torch.manual_seed(0)
-    built = build()
-    target, drive = built[0], built[1]
-    observe = built[2] if len(built) > 2 and built[2] is not None else (lambda: None)
-    cast = same_input
-    if mode == "ref":
-        cast = up
-        for m in (target,) + tuple(built[3] if len(built) > 3 else ()):
-            if isinstance(m, nn.Module):
-                m.double()
-    f = dynamo.compile(target, backend="fused") if mode == "fused" else target
-    log = []
-    for i in range(calls):
-        torch.manual_seed(100 + i)
-        try:
-            r = ("ok", drive(f, i, cast))
-        except Exception as e:  # noqa: BLE001 - the exception is what is compared
-            r = ("raise", type(e), str(e))
-        log.append((r, observe()))
-    return log
-
-
-def check(name):
-    build, calls = CASES[name]
-    dynamo.reset()
-    eager = _drive(build, calls, "eager")
-    ref = _drive(build, calls, "ref")
-    dynamo.reset()
-    before = _C._codegen.counters()["units_loaded"]
-    fused = _drive(build, calls, "fused")
-    dynamo.reset()
-    for i, ((re_, oe), (rr, orf), (rf, of)) in enumerate(zip(eager, ref, fused)):
-        if re_[0] != rf[0] or (re_[0] == "raise" and re_[1:] != rf[1:]):
-            raise AssertionError(f"call {i}: eager {re_} vs fused {rf}")
-        if re_[0] == "ok":
-            assert rr[0] == "ok", f"call {i}: the float64 reference raised {rr}"
-            m = compare(rf[1], re_[1], rr[1], f"call {i} result") or compare(of, oe, orf, f"call {i} side effects")
-            assert m is None, m
-    return _C._codegen.counters()["units_loaded"] - before
-
-
-def randn(*shape, dtype=torch.float32):
-    return torch.randn(*shape).to(dtype)
+CASES, case = fp_registry()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1092,16 +967,14 @@ def tied_embedding_and_head_weights():
 XFAIL = {}
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=XFAIL[n])] if n in XFAIL else [])
-    for n in CASES])
+@pytest.mark.parametrize("name", fp_params(CASES, XFAIL))
 def test_case(name):
-    check(name)
+    fp_check(CASES, name, "fused", check_strides=False)
 
 
 def test_the_suite_runs_generated_kernels():
     # A suite that silently fell back to eager everywhere would pass the cases above.
-    check("residual_mlp_layernorm_gelu_dropout_eval")
+    fp_check(CASES, "residual_mlp_layernorm_gelu_dropout_eval", "fused", check_strides=False)
     assert _C._codegen.counters()["units_loaded"] > 0
 
 

@@ -6,8 +6,9 @@ autograd regions, gradients w.r.t. inputs, a second backward, changing shapes, g
 middle of a model), inference and training, each case run through both backends and compared call
 by call with eager:
 - aot_eager: bitwise (results, gradients, side effects; NaN where eager has NaN);
-- fused: the rules of test_adversarial_fused.py (floating values within the kernels' tolerance of a
-  float64 reference run of the same program, integer / bool / Python values exactly);
+- fused: adversarial_harness.fp_compare, as in test_adversarial_fused.py (floating values within
+  the kernels' tolerance of a float64 reference run of the same program, integer / bool / Python
+  values exactly);
 - exceptions: the same type and message as eager.
 Cases failing today are strict xfails (XFAIL below) naming the cause."""
 import math
@@ -17,127 +18,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import dynamo
-from test_adversarial_fused import compare as fused_compare, same_input, up
+from adversarial_harness import bitwise, fp_check, fp_params, fp_registry, randn
 
 # A case that dynamo cannot compile at all (it warns and runs eagerly) fails instead of passing
 # trivially.
 pytestmark = pytest.mark.filterwarnings("error:dynamo. could not compile")
-CASES = {}
+CASES, case = fp_registry()
 BACKENDS = ("aot_eager", "fused")
-
-
-def case(calls=2):
-    def deco(build):
-        CASES[build.__name__] = (build, calls)
-        return build
-    return deco
-
-
-def bitwise(got, eager, path="out"):
-    """None when `got` equals eager bit for bit (NaN where eager has NaN), else a message."""
-    if isinstance(eager, torch.Tensor):
-        if not isinstance(got, torch.Tensor):
-            return f"{path}: {type(got).__name__} vs eager Tensor"
-        if got.dtype != eager.dtype or got.shape != eager.shape:
-            return f"{path}: {got.dtype}{tuple(got.shape)} vs eager {eager.dtype}{tuple(eager.shape)}"
-        if got.requires_grad != eager.requires_grad:
-            return f"{path}: requires_grad {got.requires_grad} vs eager {eager.requires_grad}"
-        if got.numel() > 1 and got.stride() != eager.stride():
-            return f"{path}: strides {got.stride()} vs eager {eager.stride()}"
-        g, e = got.detach(), eager.detach()
-        if g.is_floating_point():
-            if not torch.equal(g.isnan(), e.isnan()):
-                return f"{path}: NaN pattern differs\n{got}\nvs eager\n{eager}"
-            g, e = g.nan_to_num(0.0), e.nan_to_num(0.0)
-        return None if torch.equal(g, e) else f"{path}: values differ\n{got}\nvs eager\n{eager}"
-    if type(got) is not type(eager):
-        return f"{path}: type {type(got).__name__} vs eager {type(eager).__name__}"
-    if isinstance(eager, (list, tuple)):
-        if len(got) != len(eager):
-            return f"{path}: len {len(got)} vs eager {len(eager)}"
-        for k, (a, b) in enumerate(zip(got, eager)):
-            m = bitwise(a, b, f"{path}[{k}]")
-            if m:
-                return m
-        return None
-    if isinstance(eager, dict):
-        if list(got) != list(eager):
-            return f"{path}: keys {list(got)} vs eager {list(eager)}"
-        for k in eager:
-            m = bitwise(got[k], eager[k], f"{path}[{k!r}]")
-            if m:
-                return m
-        return None
-    if isinstance(eager, float) and math.isnan(eager):
-        return None if isinstance(got, float) and math.isnan(got) else f"{path}: {got!r} vs eager nan"
-    return None if got == eager else f"{path}: {got!r} vs eager {eager!r}"
-
-
-def strides(got, eager, path):
-    """None when every tensor of `got` has eager's strides (where eager's layout is unambiguous)."""
-    if isinstance(eager, torch.Tensor):
-        ok = eager.numel() <= 1 or got.stride() == eager.stride()
-        return None if ok else f"{path}: strides {got.stride()} vs eager {eager.stride()}"
-    if isinstance(eager, (list, tuple)) and isinstance(got, (list, tuple)):
-        for k, (a, b) in enumerate(zip(got, eager)):
-            m = strides(a, b, f"{path}[{k}]")
-            if m:
-                return m
-    return None
-
-
-def _drive(build, calls, mode, backend=None):
-    """mode: "eager", "compiled" (through `backend`) or "ref" (float64 reference, eagerly)."""
-    torch.manual_seed(0)
-    built = build()
-    target, drive = built[0], built[1]
-    observe = built[2] if len(built) > 2 and built[2] is not None else (lambda: None)
-    cast = same_input
-    if mode == "ref":
-        cast = up
-        for m in (target,) + tuple(built[3] if len(built) > 3 else ()):
-            if isinstance(m, nn.Module):
-                m.double()
-    f = dynamo.compile(target, backend=backend) if mode == "compiled" else target
-    log = []
-    for i in range(calls):
-        torch.manual_seed(100 + i)
-        try:
-            r = ("ok", drive(f, i, cast))
-        except Exception as e:  # noqa: BLE001 - the exception is what is compared
-            r = ("raise", type(e), str(e))
-        log.append((r, observe()))
-    return log
-
-
-def check(name, backend):
-    build, calls = CASES[name]
-    dynamo.reset()
-    eager = _drive(build, calls, "eager")
-    ref = _drive(build, calls, "ref") if backend == "fused" else None
-    dynamo.reset()
-    got = _drive(build, calls, "compiled", backend)
-    dynamo.reset()
-    for i in range(calls):
-        (re_, oe), (rg, og) = eager[i], got[i]
-        if re_[0] != rg[0] or (re_[0] == "raise" and re_[1:] != rg[1:]):
-            raise AssertionError(f"call {i}: eager {re_} vs {backend} {rg}")
-        if re_[0] != "ok":
-            continue
-        if backend == "fused":
-            rr, orf = ref[i]
-            assert rr[0] == "ok", f"call {i}: the float64 reference raised {rr}"
-            m = (fused_compare(rg[1], re_[1], rr[1], f"call {i} result")
-                 or fused_compare(og, oe, orf, f"call {i} side effects"))
-        else:
-            m = bitwise(rg[1], re_[1], f"call {i} result") or bitwise(og, oe, f"call {i} side effects")
-        m = m or strides(rg[1], re_[1], f"call {i} result")
-        assert m is None, m
-
-
-def randn(*shape, dtype=torch.float32):
-    return torch.randn(*shape).to(dtype)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1223,12 +1110,9 @@ def two_backwards_through_different_outputs_of_one_call():
 XFAIL = {}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=XFAIL[n])] if n in XFAIL else [])
-    for n in CASES])
+@pytest.mark.parametrize("name, backend", fp_params(CASES, XFAIL, BACKENDS))
 def test_case(name, backend):
-    check(name, backend)
+    fp_check(CASES, name, backend)
 
 
 def test_the_bitwise_comparison_catches_a_one_ulp_difference():

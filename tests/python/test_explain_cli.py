@@ -320,3 +320,13 @@ def test_dynamic_shapes_text_and_json():
         "notes": []}
     assert fns["scaled"]["dynamic_shapes"]["dynamic"] == []
     assert len(fns["scaled"]["dynamic_shapes"]["specialised"]) == 1
+
+
+def test_dynamic_shapes_compile_and_guard_counts_as_the_docs_state():
+    # docs/explain.md ("Dynamic shapes") quotes these two function lines: f's 8 guards and scaled's
+    # 10 (2 compiles each).
+    out = run(TOOL, "--mask", "explain_dynamic.py").stdout
+    for fn, guards in (("f", 8), ("scaled", 10)):
+        line = line_of("explain_dynamic.py", f"def {fn}(")
+        head = f"\n  {fn} (explain_dynamic.py:{line}): 2 compiles (2 ok), 2 graphs, {guards} guards, <time> ("
+        assert head in out, out
