@@ -9,15 +9,19 @@
 # A failure on either stack fails the command. Extra arguments go to both ctest runs, e.g.
 #   ./test.sh -L unit        only the C++ unit tests
 #   ./test.sh -R trace       only tests whose name matches
+# With no arguments the groups of small pytest files in DYNAMO_PYTEST_BATCHES run in one process
+# per group (ctest label "batch") and their per-file entries (label "batched") are left out; with
+# arguments the per-file entries run and the batches are left out (cmake/DynamoTesting.cmake).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/scripts/lib.sh"
 jobs="$(nproc 2>/dev/null || echo 2)"
+if [ "$#" -eq 0 ]; then skip='^batched$'; else skip='^batch$'; fi
 
 dynamo_install_deps
 dynamo_build "$here" "$here/build"
 rc1=0
-(cd "$here/build" && ctest -j "$jobs" --output-on-failure --timeout 900 "$@") || rc1=$?
+(cd "$here/build" && ctest -j "$jobs" --output-on-failure --timeout 900 -LE "$skip" "$@") || rc1=$?
 
 rc2=0
 if [ "${DYNAMO_STACK2:-auto}" != "0" ]; then
@@ -28,7 +32,7 @@ if [ "${DYNAMO_STACK2:-auto}" != "0" ]; then
     if [ "${DYNAMO_STACK2:-auto}" = "1" ]; then rc2=1; fi
     dynamo_log "stack 2 NOT RUN: its environment could not be created (see above)"
   elif dynamo_build_stack2 "$here" "$here/build-py312"; then
-    (cd "$here/build-py312" && ctest -j "$jobs" --output-on-failure --timeout 900 -L '^stack2$' "$@") || rc2=$?
+    (cd "$here/build-py312" && ctest -j "$jobs" --output-on-failure --timeout 900 -L '^stack2$' -LE "$skip" "$@") || rc2=$?
   else
     rc2=1
   fi

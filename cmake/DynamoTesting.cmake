@@ -42,7 +42,7 @@ set(DYNAMO_STACK2_SLOW
 # tests once schedules by its own measured times instead. Approximate figures suffice: refresh them
 # when a file's time changes a lot.
 set(DYNAMO_PYTEST_COSTS_stack1
-  test_aot_torchvision=140 test_torchvision=106 test_minify_cli=78 test_bench_smoke=57
+  test_torchvision=215 test_aot_torchvision=20 test_minify_cli=78 test_bench_smoke=57
   test_fused_dynamic=57 test_fused_ops=53 test_minify_kernel=50 test_dynamic_shape_reads=46
   test_minify_bisect=42 test_minify_accuracy=41 test_minify_errors=40 test_explain_cli=39
   test_fused_program_cache=39 test_minify_fused=33 test_adversarial_fused=32 test_crash_trace=32
@@ -56,11 +56,32 @@ set(DYNAMO_PYTEST_COSTS_stack2
   test_minify_fork_server=51 test_kernel_recording=50 test_torchvision_fused=46
   test_dynamic_model_code=40 test_fused_conv_dnnl=39 test_passes=33 test_fused_conv=32
   test_fused_training=32 test_minify_bisect_torchvision=32 test_bytecode=29
-  test_adversarial_dynamic=28 test_fused_backend=28 test_fused_kernel_pch=27
+  test_adversarial_dynamic=28 test_fused_backend=28 test_fused_kernel_prelude=27
   test_explain_schemas=26 test_torchvision_families=23 test_trace_store=23
   test_explain_consistency=22 test_torch_modules=22 test_dynamic_shapes=21
   test_fused_dynamic_scalars=20 test_aot_decomp=19 test_fused_cuda=19 test_aot_training=18
   test_graph_ir=18 test_aot_trace_cli=17 test_aot_eager=16 test_snippet_corpus=15)
+
+# Batches: groups of small pytest files that ./test.sh runs in one pytest process per group (the
+# ctest entry py.batch.<group>, label "batch") instead of one process per file: a process's fixed
+# cost (torch's import, pytest's start) is most of a small file's time (the 9 test_capture_* files
+# on stack 1: 35.1 s of CPU as 9 processes, 12.0 s as one; docs/stacks.md, "CI time with a cold
+# kernel cache"). The per-file entries stay, labelled "batched" besides, for `ctest -R`; ./test.sh
+# with no arguments leaves them out (-LE batched), with arguments it leaves the batches out.
+# A group is added here only after it passed as one process on both stacks (a file must not
+# depend on a fresh process: dynamo config, compile listeners, patched torch).
+set(DYNAMO_PYTEST_BATCHES capture small aot_fused)
+set(DYNAMO_PYTEST_BATCH_capture
+  test_capture_autocast test_capture_breaks test_capture_cases test_capture_clean_breaks
+  test_capture_constructs test_capture_inference_mode test_capture_numpy test_capture_regressions
+  test_capture_runtime)
+set(DYNAMO_PYTEST_BATCH_small
+  test_dynamic_symfloats test_dynamic_symints test_dynamic_transformer test_dynamic_shapes
+  test_guards test_fewer_breaks test_explain_api test_listings test_graph_ir test_fused_golden
+  test_fused_inplace test_fused_conv_weight_writes)
+set(DYNAMO_PYTEST_BATCH_aot_fused
+  test_aot_eager test_aot_decomp test_aot_training test_backends test_profile_api
+  test_testing_module test_fused_pool_arena test_fused_stream_stores test_fused_matmul test_docs)
 
 # OpenMP threads (torch's intra-op pool, the fused backend's `#pragma omp parallel` kernels) wait
 # by sleeping, not spinning: ctest -j2 runs two torch processes of 2 threads each on CI's 2 cores,
@@ -80,6 +101,10 @@ function(dynamo_add_catch_test)
     ENVIRONMENT "${DYNAMO_TEST_OMP_ENV}")
 endfunction()
 
+# The environment of every pytest entry: the build tree's package first on the path.
+set(DYNAMO_PYTEST_ENV
+  "PYTHONPATH=${DYNAMO_PY_BUILD_DIR};DYNAMO_BUILD_DIR=${CMAKE_BINARY_DIR};DYNAMO_SOURCE_DIR=${CMAKE_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1;${DYNAMO_TEST_OMP_ENV}")
+
 # dynamo_add_pytest(path/to/test_x.py [TIMEOUT s]): one ctest entry per pytest file, run with the
 # build tree's package first on the path.
 function(dynamo_add_pytest file)
@@ -96,11 +121,36 @@ function(dynamo_add_pytest file)
   if(DYNAMO_STACK2 AND _name IN_LIST DYNAMO_STACK2_SLOW)
     set(_stack stack2_slow)
   endif()
-  set_tests_properties(${_test} PROPERTIES LABELS "python;${_stack}" TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "PYTHONPATH=${DYNAMO_PY_BUILD_DIR};DYNAMO_BUILD_DIR=${CMAKE_BINARY_DIR};DYNAMO_SOURCE_DIR=${CMAKE_SOURCE_DIR};PYTHONDONTWRITEBYTECODE=1;${DYNAMO_TEST_OMP_ENV}")
+  set(_labels "python;${_stack}")
+  foreach(_group IN LISTS DYNAMO_PYTEST_BATCHES)
+    if(_name IN_LIST DYNAMO_PYTEST_BATCH_${_group})
+      list(APPEND _labels batched)
+    endif()
+  endforeach()
+  set_tests_properties(${_test} PROPERTIES LABELS "${_labels}" TIMEOUT ${T_TIMEOUT}
+    ENVIRONMENT "${DYNAMO_PYTEST_ENV}")
   foreach(_entry IN LISTS DYNAMO_PYTEST_COSTS_${DYNAMO_STACK_LABEL})
     if(_entry MATCHES "^${_name}=([0-9]+)$")
       set_tests_properties(${_test} PROPERTIES COST ${CMAKE_MATCH_1})
     endif()
+  endforeach()
+endfunction()
+
+# dynamo_add_pytest_batches(dir): the entry py.batch.<group> of each group of DYNAMO_PYTEST_BATCHES,
+# one pytest process over the group's files in dir (labels python, batch and the stack's).
+function(dynamo_add_pytest_batches dir)
+  foreach(_group IN LISTS DYNAMO_PYTEST_BATCHES)
+    set(_files "")
+    foreach(_name IN LISTS DYNAMO_PYTEST_BATCH_${_group})
+      if(NOT EXISTS ${dir}/${_name}.py)
+        message(FATAL_ERROR "pytest batch '${_group}': ${dir}/${_name}.py does not exist")
+      endif()
+      list(APPEND _files ${dir}/${_name}.py)
+    endforeach()
+    add_test(NAME py.batch.${_group}
+      COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${_files}
+      WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+    set_tests_properties(py.batch.${_group} PROPERTIES LABELS "python;batch;${DYNAMO_STACK_LABEL}"
+      TIMEOUT 600 ENVIRONMENT "${DYNAMO_PYTEST_ENV}")
   endforeach()
 endfunction()

@@ -16,7 +16,6 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 
 namespace dynamo::backends {
@@ -284,14 +283,6 @@ std::shared_ptr<core::Backend> makeAotEagerDefaultPartitionerBackend() {
 }
 std::shared_ptr<core::Backend> makeAotEagerDecompPartitionBackend() {
   return std::make_shared<AotBackend>("aot_eager_decomp_partition");
-}
-
-bool logEnabled(const char* what) {
-  const char* v = std::getenv("DYNAMO_LOGS");
-  if (!v) return false;
-  std::string s = std::string(",") + v + ",";
-  return s.find(std::string(",") + what + ",") != std::string::npos ||
-         s.find(",all,") != std::string::npos;
 }
 
 bool plainSymbol(const std::string& e) {

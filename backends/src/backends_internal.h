@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "dynamo/common/logs.h"
 #include "dynamo/core/backend.h"
 #include "dynamo/core/graph_runner.h"
 
@@ -43,9 +44,8 @@ std::unique_ptr<core::CompiledGraphFn> makePerSizeFused(const core::BackendReque
 [[noreturn]] void throwBackendFailed(const core::BackendRequest& r, const std::string& backend,
                                      const char* explanation, const char* hint);
 
-/// Whether DYNAMO_LOGS (comma-separated, read at each call) names the log `what` ("fusion": the
-/// fused backend's decisions; "output_code": its generated code) or "all".
-bool logEnabled(const char* what);
+/// DYNAMO_LOGS names the log `what` or "all" (dynamo/common/logs.h).
+using common::logEnabled;
 
 /// True when a dimension's size expression is one symbol ("s0"), not an expression ("2*s0").
 bool plainSymbol(const std::string& e);

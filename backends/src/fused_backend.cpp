@@ -45,6 +45,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "backends_internal.h"
 #ifdef DYNAMO_HAVE_DNNL
@@ -265,6 +266,12 @@ class FusedFn final : public core::CompiledGraphFn {
     std::vector<core::PyObjectRef> values;  // body node values (extern results, wrapped outputs)
     PyObject* const* inputs = nullptr;
     std::vector<int64_t> scalars;  // Program::scalars' values: an int64, or a double's bits
+    // The result buffer of the step just run when a oneDNN conv with a clip post-op (finite
+    // bounds) wrote it: every value is within the bounds, so the next step, when it is a conv
+    // with a post-op reading that buffer, skips its NaN/inf scan of it (set by runDnnlConv,
+    // moved to finiteInput before each step).
+    int clippedResult = -1;
+    int finiteInput = -1;  // the step being run may take this buffer as finite without a scan
   };
 
   // The values of the Python numbers kernels read (Program::scalars) into f.scalars; false when
@@ -356,6 +363,7 @@ class FusedFn final : public core::CompiledGraphFn {
     if (runToken_ != 0 && timedCalls_.load(std::memory_order_relaxed) < core::kTimedKernelCalls)
       kernelUs.assign(fns_.size(), 0.0);
     for (const codegen::Step& s : program_.steps) {
+      f.finiteInput = std::exchange(f.clippedResult, -1);
       if (s.isKernel) {
         runKernel(s.kernel, f, kernelUs.empty() ? nullptr : &kernelUs[s.kernel]);
       } else if (s.conv >= 0) {
@@ -584,7 +592,7 @@ class FusedFn final : public core::CompiledGraphFn {
       for (const codegen::Buffer& b : program_.buffers) {
         const int root = b.storage >= 0 ? b.storage : b.id;
         if (b.arenaOffset < 0 || range[root].first < 0 || range[root].first > s || range[root].second < s) continue;
-        const int64_t bytes = std::max(b.numel() * codegen::dtypeSize(b.dtype), codegen::spanBytes(b));
+        const int64_t bytes = codegen::arenaBytes(b);
         live.emplace_back(b.arenaOffset, b.arenaOffset + (bytes + 63) / 64 * 64);
       }
       std::sort(live.begin(), live.end());
@@ -610,8 +618,10 @@ class FusedFn final : public core::CompiledGraphFn {
     // A ReLU or clip post-op inside oneDNN maps a NaN conv output to its lower bound, where
     // eager's relu/hardtanh keep NaN. A NaN or inf in the input or the weights is what makes one
     // (finite operands overflow to NaN only through inf - inf in a sum): such a call runs ATen.
+    // The input is scanned unless the step just before clipped it into finite bounds (mobilenet's
+    // depthwise convs read their expand conv's ReLU6 output, the largest activations it has).
     const bool post = c.post != codegen::ConvPostOp::kNone;
-    if (post && !bufferFinite(f, c.input)) return false;
+    if (post && c.input != f.finiteInput && !bufferFinite(f, c.input)) return false;
     const LiveWeights lw = liveWeights(c, f);
     // Into the planned buffer: its arena slot, or a pool block when it escapes.
     if (rb.kind != BufferKind::kIntermediate) {
@@ -629,8 +639,15 @@ class FusedFn final : public core::CompiledGraphFn {
     }
     try {
       NoGil nogil;
-      return d->run(static_cast<const float*>(f.ptrs[c.input]), static_cast<float*>(f.ptrs[c.result]), lw.pointers(),
-                    post, ws);
+      if (!d->run(static_cast<const float*>(f.ptrs[c.input]), static_cast<float*>(f.ptrs[c.result]), lw.pointers(),
+                  post, ws)) {
+        return false;
+      }
+      // oneDNN's clip leaves every value in [lo, hi] (its operands were checked finite above)
+      if (c.post == codegen::ConvPostOp::kClip && std::isfinite(c.clipLo) && std::isfinite(c.clipHi)) {
+        f.clippedResult = c.result;
+      }
+      return true;
     } catch (const std::exception& e) {
       // (seen on stack 2: oneDNN's gemm-based grouped conv could not execute) The step runs
       // through ATen from now on, this call included: the input is untouched and ATen
@@ -875,6 +892,20 @@ class FusedFn final : public core::CompiledGraphFn {
     return value.get();
   }
 
+  // The arena slots lent to an extern call that raised, given memory of their own: the error's
+  // traceback keeps the call's frames, whose locals may hold the lent tensors (or views of them)
+  // after this call has handed its arena to the next one. Each slot's storage, shared by every
+  // view, is moved to a private copy of this call's bytes, so no live tensor aliases the arena.
+  static void unlend(const std::vector<at::Tensor>& lent) {
+    for (const at::Tensor& t : lent) {
+      c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+      const size_t bytes = storage->nbytes();
+      at::DataPtr own = c10::GetCPUAllocator()->allocate(bytes);
+      if (bytes > 0) std::memcpy(own.get(), storage->data_ptr().get(), bytes);
+      storage->set_data_ptr_noswap(std::move(own));
+    }
+  }
+
   // The Python value of node n (borrowed from the frame or the caller).
   PyObject* valueOf(const core::NodeRef& n, Frame& f) const {
     int slot = slot_.at(n.get());
@@ -924,7 +955,10 @@ class FusedFn final : public core::CompiledGraphFn {
       PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i - first), args[i].release());  // steals
     }
     PyObject* r = PyObject_Call(callable.get(), tuple.get(), PyDict_GET_SIZE(kwargs.get()) ? kwargs.get() : nullptr);  // new ref
-    if (!r) return false;
+    if (!r) {
+      unlend(lent);
+      return false;
+    }
     f.values[s.node] = core::PyObjectRef::steal(r);
     if (!lent.empty()) r = ownResult(n, lent, f.values[s.node]);
     if (s.result >= 0) {

@@ -8,6 +8,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <stdexcept>
 #include <unordered_map>
@@ -19,14 +20,21 @@ using dnnl::memory;
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
+// Below this many floats a weight is folded on the calling thread (a parallel region costs more).
+constexpr size_t kParallelFoldFloats = size_t{1} << 16;
+
 // out[o, :] = w[o, :] * scale[o] over rows of `inner` floats; returns the max exponent bits of
-// the products (a NaN or inf in w or scale, or a product that overflowed).
+// the products (a NaN or inf in w or scale, or a product that overflowed). Large weights are
+// split over the output channels on OpenMP's threads (as many as torch.set_num_threads asked).
 uint32_t scaleRows(const float* w, const float* scale, size_t rows, size_t inner, float* out) {
   uint32_t top = 0;
-  for (size_t o = 0; o < rows; ++o) {
-    const float s = scale[o];
-    const float* src = w + o * inner;
-    float* dst = out + o * inner;
+  const auto n = static_cast<std::ptrdiff_t>(rows);
+#pragma omp parallel for schedule(static) reduction(max : top) if (rows * inner >= kParallelFoldFloats)
+  for (std::ptrdiff_t o = 0; o < n; ++o) {
+    const auto row = static_cast<size_t>(o);
+    const float s = scale[row];
+    const float* src = w + row * inner;
+    float* dst = out + row * inner;
     for (size_t i = 0; i < inner; ++i) {
       const float v = src[i] * s;
       dst[i] = v;

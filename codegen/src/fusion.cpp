@@ -538,10 +538,10 @@ class Fuser {
       if (first[b] < 0) continue;
       const int root = p.buffers[b].storage >= 0 ? p.buffers[b].storage : static_cast<int>(b);
       if (p.buffers[root].kind != BufferKind::kIntermediate) continue;  // in an output's block
-      need[root] = std::max({need[root], p.buffers[b].numel() * dtypeSize(p.buffers[b].dtype), spanBytes(p.buffers[b])});
+      need[root] = std::max(need[root], arenaBytes(p.buffers[b]));
       if (root == static_cast<int>(b)) order.push_back(root);
     }
-    const std::vector<std::pair<int, int>> range = arenaLiveRanges(p);
+    const std::vector<std::pair<int, int>> range = slotRanges(p, first, last);
     for (size_t b = 0; b < p.buffers.size(); ++b) std::tie(first[b], last[b]) = range[b];
     struct Live { int64_t offset, size; int end; };
     std::vector<Live> live;
@@ -600,13 +600,8 @@ void stepRanges(const Program& p, std::vector<int>* first, std::vector<int>* las
   }
 }
 
-}  // namespace dynamo::codegen::detail
-
-namespace dynamo::codegen {
-
-std::vector<std::pair<int, int>> arenaLiveRanges(const Program& p) {
-  std::vector<int> first, last;
-  detail::stepRanges(p, &first, &last);
+std::vector<std::pair<int, int>> slotRanges(const Program& p, const std::vector<int>& first,
+                                            const std::vector<int>& last) {
   std::vector<std::pair<int, int>> range(p.buffers.size(), {-1, -1});
   for (size_t b = 0; b < p.buffers.size(); ++b) {
     if (first[b] < 0) continue;
@@ -617,6 +612,20 @@ std::vector<std::pair<int, int>> arenaLiveRanges(const Program& p) {
     r.second = std::max(r.second, last[b]);
   }
   return range;
+}
+
+}  // namespace dynamo::codegen::detail
+
+namespace dynamo::codegen {
+
+std::vector<std::pair<int, int>> arenaLiveRanges(const Program& p) {
+  std::vector<int> first, last;
+  detail::stepRanges(p, &first, &last);
+  return detail::slotRanges(p, first, last);
+}
+
+int64_t arenaBytes(const Buffer& b) {
+  return std::max(b.numel() * dtypeSize(b.dtype), spanBytes(b));
 }
 
 }  // namespace dynamo::codegen

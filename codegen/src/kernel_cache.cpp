@@ -21,11 +21,11 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <sstream>
 #include <thread>
 #include <tuple>
 
 #include "dynamo/common/error.h"
+#include "dynamo/common/logs.h"
 
 namespace dynamo::codegen {
 namespace fs = std::filesystem;
@@ -133,7 +133,8 @@ int64_t cacheLimitBytes() {
 }
 
 // Whether `p` is a file the size limit counts and eviction may remove: a kernel library, a
-// whole-graph or program entry, or the precompiled prelude (prelude-<key>.h.gch; its tiny .h stays).
+// whole-graph or program entry, or a precompiled prelude left by an earlier version
+// (prelude-<key>.h.gch, ~15 MB: kernels include no header since, so nothing uses it).
 bool evictable(const fs::path& p) {
   const fs::path ext = p.extension();
   if (ext == ".so" || ext == ".graph" || ext == ".program") return true;
@@ -185,47 +186,10 @@ struct FileLock {
   int fd = -1;
 };
 
-// ---- the precompiled prelude ----------------------------------------------------------------
-// Every generated C++ kernel starts with `#include <math.h>`, which in C++17 parses libstdc++'s
-// <cmath> with its special functions: about two thirds of the compiler's CPU for a small kernel
-// (docs/performance.md, "Where a fused compile spends its time"). With GCC the header is
-// precompiled once per cache directory, compiler, flag set and CPU:
-//
-//   <cache dir>/prelude-<key>.h      `#include <math.h>`
-//   <cache dir>/prelude-<key>.h.gch  GCC's precompiled form, found by `-include prelude-<key>.h`
-//
-// and a unit whose first line of code is `#include <math.h>` is compiled with that -include: the
-// same declarations, so the same object code (the kernel's key leaves the prelude out). GCC falls
-// back to the header's text when the .gch does not fit the flags. Other compilers (clang), a
-// failed precompile and DYNAMO_KERNEL_PCH=0 compile without it.
-// The .gch (~15 MB) counts toward the cache's size limit like a kernel: every compile that uses it
-// marks it recently used, eviction removes it when it is the oldest (the next compile that needs
-// it builds it again; a compiler run that had already opened it is not disturbed), and a .gch
-// larger than a quarter of the limit is removed at once and the process compiles without it (a
-// cache too small to hold it would otherwise evict and rebuild it over and over).
-
-constexpr const char* kPrelude = "#include <math.h>\n";
-
-// Whether `source`'s first line that is not blank or a // comment is kPrelude's line.
-bool startsWithPrelude(const std::string& source) {
-  std::istringstream in(source);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line.rfind("//", 0) == 0) continue;
-    return line + "\n" == kPrelude;
-  }
-  return false;
-}
-
+// Whether $DYNAMO_CXX (or c++) is GCC: the lean link below is written for its driver.
 bool compilerIsGcc() {
   const std::string& v = compilerVersion();
   return v.find("Free Software Foundation") != std::string::npos && v.find("clang") == std::string::npos;
-}
-
-bool pchWanted() {
-  const char* on = std::getenv("DYNAMO_KERNEL_PCH");
-  if (on && std::string(on) == "0") return false;
-  return compilerIsGcc();
 }
 
 // ---- the lean link ----------------------------------------------------------------------------
@@ -245,49 +209,6 @@ std::string leanLinkFlags() {
     return std::string(" -nodefaultlibs -Wl,-z,defs -lgomp -lm -lgcc -lc");
   }();
   return flags;
-}
-
-// The `-include <header>` flag of the precompiled prelude ("" when there is none), under the
-// prelude key's lock: the .gch built when absent (first use, or evicted since), marked recently
-// used when present. A failed or oversized precompile turns the prelude off for the process.
-std::string preludeFlag(const std::string& flagText) {
-  static std::mutex mu;
-  static std::optional<bool> usable;
-  std::lock_guard<std::mutex> g(mu);
-  if (!usable) usable = pchWanted();
-  if (!*usable) return std::string();
-  fs::path dir = kernelCacheDir();
-  const std::string key = sha256Hex(std::string(kPrelude) + "\n--\n" + compilerVersion() + "\n--\n" + flagText +
-                                    "\n--\n" + cpuFeatures());
-  fs::path header = dir / ("prelude-" + key + ".h");
-  fs::path gch = dir / ("prelude-" + key + ".h.gch");
-  FileLock lock(dir / ("prelude-" + key + ".lock"));
-  std::error_code ec;
-  if (!fs::exists(header, ec)) {
-    std::ofstream f(header);
-    f << kPrelude;
-  }
-  if (fs::exists(gch, ec)) {
-    fs::last_write_time(gch, fs::file_time_type::clock::now(), ec);  // recently used
-  } else {
-    fs::path tmp = dir / ("prelude-" + key + "." + std::to_string(::getpid()) + ".gch.tmp");
-    auto [status, output] =
-        run(quote(compilerPath()) + " " + flagText + "-x c++-header " + quote(header.string()) + " -o " + quote(tmp.string()));
-    if (status != 0 || (fs::rename(tmp, gch, ec), ec)) {
-      fs::remove(tmp, ec);
-      usable = false;  // compile without it
-      return std::string();
-    }
-    const auto size = static_cast<int64_t>(fs::file_size(gch, ec));
-    if (ec || size > cacheLimitBytes() / 4) {
-      fs::remove(gch, ec);
-      usable = false;
-      return std::string();
-    }
-    evict(dir, gch);
-  }
-  if (!fs::exists(header, ec)) return std::string();
-  return "-include " + quote(header.string()) + " ";
 }
 
 // One translation unit: `job.source` defining every symbol in `symbols` (one kernel, or several
@@ -336,15 +257,18 @@ std::vector<LoadedKernel> compileUnit(const CompileJob& job, const std::vector<s
         f << job.source;
       }
       auto start = std::chrono::steady_clock::now();
-      const std::string prelude =
-          job.extraFlags.empty() && startsWithPrelude(job.source) ? preludeFlag(flagText) : std::string();
       const std::string files = quote(src.string()) + " -o " + quote(tmp.string());
       const std::string lean = job.extraFlags.empty() ? leanLinkFlags() : std::string();
-      std::string cmd = quote(compilerPath()) + " " + flagText + prelude + files + lean;
+      std::string cmd = quote(compilerPath()) + " " + flagText + files + lean;
       auto [status, output] = run(cmd);
-      // A damaged .gch is an error to GCC, and so is a symbol the lean link does not resolve:
-      // compile again without either (the same object code, the driver's default link).
-      if (status != 0 && !(prelude.empty() && lean.empty())) {
+      // A symbol the lean link does not resolve is a link error: compile again with the driver's
+      // default link (the same object code).
+      if (status != 0 && !lean.empty()) {
+        if (common::logEnabled("fusion")) {  // the unresolved symbol, else the first error line
+          const size_t at = output.find("undefined reference to") == std::string::npos ? 0 : output.find("undefined reference to");
+          std::fprintf(stderr, "[dynamo fusion] kernel %s: %s; compiling again with the default link\n",
+                       job.symbol.c_str(), output.substr(at, output.find('\n', at) - at).c_str());
+        }
         cmd = quote(compilerPath()) + " " + flagText + files;
         std::tie(status, output) = run(cmd);
       }
@@ -397,7 +321,7 @@ std::string combineSources(const std::vector<const CompileJob*>& jobs) {
 
 // How many translation units the kernels of one compileKernels call are split into: one per
 // kKernelsPerUnit kernels, at most one per core. Each compiler run costs ~0.1 s of CPU before it
-// sees a kernel (process start, the prelude, assembler, linker), so a small graph is one run (its
+// sees a kernel (process start, the helpers' text, assembler, linker), so a small graph is one run (its
 // fixed cost paid once; in wall time a unit of 2-4 kernels waits longer than 2 parallel runs
 // would) and a large one is split across the cores; $DYNAMO_KERNEL_UNITS overrides (a large
 // number: one unit per kernel).
@@ -408,7 +332,7 @@ size_t unitCount(size_t jobs) {
   size_t n = std::max(1u, std::thread::hardware_concurrency());
   n = std::min(n, (jobs + kKernelsPerUnit - 1) / kKernelsPerUnit);
   if (const char* u = std::getenv("DYNAMO_KERNEL_UNITS"); u && std::atoll(u) > 0) n = static_cast<size_t>(std::atoll(u));
-  return std::max<size_t>(1, std::min(n, jobs));
+  return std::min(n, jobs);  // n >= 1 and jobs >= 1
 }
 
 // A file name of the cache for readCacheFile / writeCacheFile: a hex key and one extension.

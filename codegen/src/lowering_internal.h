@@ -184,5 +184,8 @@ Program fuseProgram(Lowered lowered, const LoweringOptions& options);
 /// Per buffer: the first step that writes it and the last that touches it (-1: none), from
 /// kernels, conv steps and extern calls' reads (the memory plan's liveness).
 void stepRanges(const Program& p, std::vector<int>* first, std::vector<int>* last);
+/// stepRanges' per-buffer ranges folded into arenaLiveRanges' per-slot ranges.
+std::vector<std::pair<int, int>> slotRanges(const Program& p, const std::vector<int>& first,
+                                            const std::vector<int>& last);
 
 }  // namespace dynamo::codegen::detail

@@ -150,6 +150,24 @@ bool compilerIsGcc() {
   pclose(f);
   return v.find("Free Software Foundation") != std::string::npos && v.find("clang") == std::string::npos;
 }
+
+// What `fn` writes to this process's stderr (file descriptor 2).
+template <typename Fn>
+std::string stderrOf(Fn&& fn) {
+  std::fflush(stderr);
+  FILE* capture = std::tmpfile();
+  const int saved = dup(2);
+  dup2(fileno(capture), 2);
+  fn();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::rewind(capture);
+  std::string text;
+  for (int c; (c = std::fgetc(capture)) != EOF;) text += static_cast<char>(c);
+  std::fclose(capture);
+  return text;
+}
 }  // namespace
 
 TEST_CASE("the lean link: a kernel library needs no libstdc++, and a unit that does still compiles") {
@@ -166,8 +184,16 @@ TEST_CASE("the lean link: a kernel library needs no libstdc++, and a unit that d
                     "\nint* lean_link_kept;  // escapes: GCC may not elide the allocation\n"
                     "extern \"C\" void lean_link_needs_new(void* const* args) {\n"
                     "  lean_link_kept = new int(41);\n  *static_cast<int*>(args[0]) = *lean_link_kept + 1;\n}\n";
-  auto needsNew = compileKernels({{src, "lean_link_needs_new", {}}});
+  std::vector<LoadedKernel> needsNew;
+  setenv("DYNAMO_LOGS", "fusion", 1);
+  const std::string log = stderrOf([&] { needsNew = compileKernels({{src, "lean_link_needs_new", {}}}); });
+  unsetenv("DYNAMO_LOGS");
   REQUIRE(needsNew[0].symbol);
+  if (leanOn) {  // DYNAMO_LOGS=fusion says which symbol the lean link missed and that it fell back
+    CHECK(log.find("[dynamo fusion] kernel lean_link_needs_new: ") != std::string::npos);
+    CHECK(log.find("undefined reference to") != std::string::npos);
+    CHECK(log.find("; compiling again with the default link\n") != std::string::npos);
+  }
   CHECK_FALSE(needsNew[0].cacheHit);
   int out = 0;
   void* args[] = {&out};

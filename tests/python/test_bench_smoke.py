@@ -196,3 +196,19 @@ def test_fused_peak_measures_eager_and_fused_in_fresh_processes():
         assert key in r, key
     assert r["eager_peak_MiB"] >= 30 and r["fused_peak_MiB"] >= 0
     assert "mean_var" in proc.stdout.splitlines()[-1]
+
+
+def test_fused_mm_epilogue_times_every_step_of_mlp_block():
+    # Figures only; what is checked: the script's own comparisons against eager passed (it exits
+    # non-zero otherwise), every step of part 1 and every row block of part 2 has a row, and each
+    # table's CPU shares are relative to its base row.
+    proc = subprocess.run([sys.executable, str(BENCH / "fused_mm_epilogue.py"), "--threads", "1", "--repeats", "1",
+                           "--chunk-rows", "256"], capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    names = ["eager block", "fused block", "fused products alone (mm #0, mm #1)", "fused k0: gelu(mm0 + b1), 512x4096",
+             "fused k1: x + (mm1 + b2), 512x1024", "copy of 8 MiB (512x4096)", "mm #0 whole",
+             "mm #0 whole + one epilogue pass", "mm #0 per 256 rows", "mm #0 per 256 rows + its epilogue"]
+    rows = [next(line for line in lines if line.startswith(n + " ")) for n in names]
+    assert rows[1].split()[-1] == "1.000" and rows[6].split()[-1] == "1.000"
+    assert lines[0].startswith("threads 1, OPENBLAS_NUM_THREADS=1")

@@ -202,6 +202,36 @@ def test_nan_and_inf_through_a_post_op_stay_as_in_eager(shape, post):
         assert torch.equal(got.isnan(), want.isnan())
 
 
+@pytest.mark.parametrize("where", ["input", "weight"])
+def test_nan_reaches_the_conv_after_a_clipped_conv(where):
+    # A conv with a post-op skips the NaN/inf scan of its input only when the step just before
+    # was a oneDNN conv whose clip bounded that very buffer (mobilenet's expand -> depthwise).
+    # When the first conv ran through ATen instead (a NaN in its input or its weight), its
+    # clamp_ keeps NaN, the second conv must see it, and the NaNs land where eager's do.
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(conv_bn(8, 24, 1, bias=False), torch.nn.ReLU6(),
+                            conv_bn(24, 24, 3, padding=1, groups=24, bias=False), torch.nn.ReLU6(),
+                            conv_bn(24, 8, 1, bias=False)).eval()
+
+    def f(t):
+        return m(t) + 1
+
+    x = torch.randn(2, 8, 10, 9)
+    with torch.no_grad():
+        g = dynamo.optimize("fused")(f)
+        close(g(x), f(x))
+        if where == "input":
+            x[1, 3, 4, 4] = float("nan")
+        else:
+            m[0][0].weight[5, 2, 0, 0] = float("nan")
+        got, want = g(x), f(x)
+        assert want.isnan().any()
+        assert torch.equal(got.isnan(), want.isnan())  # (a NaN weight reaches every output)
+        fin = want.isfinite()
+        if fin.any():
+            close(got[fin], want[fin])
+
+
 def test_two_threads_call_one_compiled_function():
     torch.manual_seed(0)
     m = torch.nn.Sequential(conv_bn(16, 32, 3, padding=1), torch.nn.ReLU(), conv_bn(32, 32, 3, groups=32, padding=1),

@@ -4,9 +4,12 @@ A warm compile in a new process finds the AOT layer's result on disk (no trace) 
 the cold compile: outputs and gradients bitwise equal. A truncated entry is ignored with a warning
 and compiled again; a changed graph, dtype, size, requires_grad or partition option misses. The
 tests count hits and misses (graph_cache.counters()), never time. Each run uses its own
-$DYNAMO_KERNEL_CACHE, so nothing is shared with other tests or earlier runs."""
+$DYNAMO_KERNEL_CACHE, so nothing is shared with other tests or earlier runs (the two tests that
+start from SCRIPT's cold run start from copies of one module-scoped cold run: each new process
+costs seconds of torch import and kernel compiles)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -50,12 +53,31 @@ def _assert_bitwise_equal(a, b):
         assert a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]), k
 
 
-def test_a_warm_compile_in_a_new_process_skips_the_trace_and_is_bitwise_the_cold_one(tmp_path):
-    cold, _ = _run(tmp_path, SCRIPT, "cold.pt")
+@pytest.fixture(scope="module")
+def cold_run(tmp_path_factory):
+    """SCRIPT run once on an empty cache: (directory holding cache/ as the run left it and cold.pt,
+    the run's output)."""
+    d = tmp_path_factory.mktemp("cold_run")
+    cold, _ = _run(d, SCRIPT, "cold.pt")
+    return d, cold
+
+
+@pytest.fixture
+def after_the_cold_run(tmp_path, cold_run):
+    """tmp_path with a copy of cold_run's cache/ and cold.pt: where a test that starts from a cold
+    run begins."""
+    shutil.copytree(cold_run[0] / "cache", tmp_path / "cache")
+    shutil.copy(cold_run[0] / "cold.pt", tmp_path / "cold.pt")
+    return tmp_path
+
+
+def test_a_warm_compile_in_a_new_process_skips_the_trace_and_is_bitwise_the_cold_one(cold_run, after_the_cold_run):
+    d, cold = cold_run
+    tmp_path = after_the_cold_run
     assert cold["counters"] == {"hits": 0, "misses": 2, "stores": 2, "rejected": 0, "uncacheable": 0}
     assert cold["cache"] == ["miss", "miss"] and cold["training"] == [True, False]
-    assert len(list((tmp_path / "cache").glob("*.graph"))) == 2
-    assert list((tmp_path / "cache").glob("*.tmp")) == []
+    assert len(list((d / "cache").glob("*.graph"))) == 2
+    assert list((d / "cache").glob("*.tmp")) == []
     warm, _ = _run(tmp_path, SCRIPT, "warm.pt")
     assert warm["counters"] == {"hits": 2, "misses": 0, "stores": 0, "rejected": 0, "uncacheable": 0}
     assert warm["cache"] == ["hit", "hit"] and warm["training"] == [True, False]
@@ -63,8 +85,8 @@ def test_a_warm_compile_in_a_new_process_skips_the_trace_and_is_bitwise_the_cold
     _assert_bitwise_equal(tmp_path / "cold.pt", tmp_path / "warm.pt")
 
 
-def test_a_truncated_or_corrupt_entry_is_ignored_with_a_warning_and_compiled_again(tmp_path):
-    _run(tmp_path, SCRIPT, "cold.pt")
+def test_a_truncated_or_corrupt_entry_is_ignored_with_a_warning_and_compiled_again(after_the_cold_run):
+    tmp_path = after_the_cold_run
     entries = sorted((tmp_path / "cache").glob("*.graph"))
     assert len(entries) == 2
     data = entries[0].read_bytes()

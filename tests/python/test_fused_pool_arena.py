@@ -175,3 +175,38 @@ def test_a_graph_output_the_pool_reads_stays_a_pool_block():
     got, want = f(x), fn(x)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)
+
+
+def test_a_pooling_extern_that_raises_leaves_no_tensor_over_the_arena(monkeypatch):
+    # F.max_pool2d reads y in its arena slot, lent by pointer for the call. When it raises, the
+    # error's traceback keeps the frames whose locals hold y, while the arena goes back to serve
+    # the next call: y must have memory of its own by then, holding the failing call's values
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 9, 11)
+
+    def fn(t):
+        y = t * 2 - 1
+        return F.max_pool2d(y, 2) + 1, torch.sum(torch.exp(y))
+
+    f = program_text(fn, x)
+    [[b]] = pool_reads(f.report["program"])
+    assert buffers(f.report["program"])[b][0] == "intermediate", f.report["program"]
+    held, real = [], torch.max_pool2d
+
+    def failing(t, *args, **kwargs):  # F.max_pool2d calls torch.max_pool2d
+        held.append(t)
+        raise RuntimeError("the pool failed")
+
+    with torch.no_grad():
+        monkeypatch.setattr(torch, "max_pool2d", failing)
+        with pytest.raises(RuntimeError, match="^the pool failed$"):
+            f(x)
+        monkeypatch.setattr(torch, "max_pool2d", real)
+        y = held[0]
+        assert torch.equal(y, x * 2 - 1)
+        f(-x)  # the next call writes its own y into the arena
+        assert torch.equal(y, x * 2 - 1)
+        y.fill_(7.0)  # and writing to the kept tensor changes no later call
+        got, want = f(-x), fn(-x)
+    close(got[0], want[0])
+    close(got[1], want[1])

@@ -1,10 +1,14 @@
 """The fused backend's kernels in the trace store: each kernel's source (a cpp_kernel code row)
 and its metadata (the graph it belongs to, the nodes it computes, cache hit or miss, compile
-time), read back with TraceReader.kernels_of_compile (docs/trace-store.md, "Kernels")."""
+time), read back with TraceReader.kernels_of_compile (docs/trace-store.md, "Kernels").
+The first two tests read one pair of runs (a module-scoped fixture: each new process costs seconds
+of torch import and kernel compiles)."""
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from dynamo import _C
 
@@ -55,8 +59,17 @@ def _graph_nodes(serialized):
     return [n["name"] for n in json.loads(serialized)["nodes"]]
 
 
-def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(tmp_path):
-    store = _run(tmp_path, tmp_path / "a.db")
+@pytest.fixture(scope="module")
+def cold_then_warm(tmp_path_factory):
+    """SCRIPT's eval part run twice on one empty kernel cache, each run with its own trace store:
+    4 calls (fewer than the 5 a kernel's run time is taken over), then 7 calls, which find the
+    kernels in the disk cache. (cold store, warm store)"""
+    d = tmp_path_factory.mktemp("cold_then_warm")
+    return _run(d, d / "cold.db", calls=4), _run(d, d / "warm.db", calls=7)
+
+
+def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(cold_then_warm):
+    store, again = cold_then_warm
     run, (compile,) = _compiles(store)
     kernels = store.kernels_of_compile(compile["id"])
     # The net lowers to a reduction kernel (conv epilogue arithmetic + mean) and a pointwise one
@@ -71,7 +84,7 @@ def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(tmp
         assert set(k["nodes"]) <= names, k
         assert not k["cache_hit"] and k["compile_us"] > 0 and k["lower_us"] > 0
         assert k["cache_key"] and k["loops"].startswith("outer [")
-        assert k["run_us"] == -1 and k["run_calls"] == 0  # one call: fewer than the 5 timed
+        assert k["run_us"] == -1 and k["run_calls"] == 0  # four calls: fewer than the 5 timed
     # The fusion groups: the inlined pointwise nodes are in the kernel that computes them.
     assert kernels[0]["nodes"] == ["mul", "add", "relu", "mean"]
     assert kernels[1]["nodes"][-2:] == ["sigmoid", "mul_1"]
@@ -81,7 +94,6 @@ def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(tmp
     assert [c["content"] for c in code] == [k["source"] for k in kernels]
 
     # A second process finds both kernels in the disk cache: recorded as hits, no compile time.
-    again = _run(tmp_path, tmp_path / "b.db")
     _, (compile2,) = _compiles(again)
     hits = again.kernels_of_compile(compile2["id"])
     assert [k["name"] for k in hits] == ["k0_mean", "k1_mul_1"]
@@ -89,9 +101,8 @@ def test_fused_compile_records_its_kernels_with_nodes_source_and_cache_state(tmp
     assert [k["cache_key"] for k in hits] == [k["cache_key"] for k in kernels]
 
 
-def test_traced_kernels_record_their_mean_run_time_over_the_first_five_calls(tmp_path):
-    for calls in (4, 7):
-        store = _run(tmp_path, tmp_path / f"r{calls}.db", calls=calls)
+def test_traced_kernels_record_their_mean_run_time_over_the_first_five_calls(cold_then_warm):
+    for calls, store in zip((4, 7), cold_then_warm):
         run, (compile,) = _compiles(store)
         kernels = store.kernels_of_compile(compile["id"])
         assert [k["name"] for k in kernels] == ["k0_mean", "k1_mul_1"]

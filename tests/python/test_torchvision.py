@@ -2,6 +2,10 @@
 bitwise: outputs in eval mode; outputs, buffer updates (BatchNorm statistics) and gradients in
 train mode.
 
+The models of torchvision_cases.AOT_TRAIN_SET also run the train step under aot_eager here,
+checked against the same eager step (test_aot_torchvision.py's assertions; that file runs the
+rest of the set): one build and one eager step serve both backends.
+
 CI runs the smallest builder of every family (about 4 minutes on 2 cores). Every builder of
 torchvision 0.14 (80 of them; about 45 minutes) runs with DYNAMO_ALL_TORCHVISION=1; its last
 results are in docs/models.md.
@@ -13,15 +17,9 @@ import pytest
 import torch
 
 import dynamo
+import dynamo.aot as aot
 from capture_harness import Recorder, same
-from torchvision_cases import all_builders, build, input_for
-
-FAMILY_REPRESENTATIVES = [
-    "alexnet", "convnext_tiny", "densenet121", "efficientnet_b0", "efficientnet_v2_s", "googlenet",
-    "inception_v3", "maxvit_t", "mnasnet0_5", "mobilenet_v2", "mobilenet_v3_small", "regnet_x_400mf",
-    "regnet_y_400mf", "resnet18", "resnext50_32x4d", "shufflenet_v2_x0_5", "squeezenet1_1",
-    "swin_t", "swin_v2_t", "vgg11_bn", "vit_b_32", "wide_resnet50_2",
-]
+from torchvision_cases import AOT_TRAIN_SET, FAMILY_REPRESENTATIVES, all_builders, build, input_for
 
 MODELS = all_builders() if os.environ.get("DYNAMO_ALL_TORCHVISION") else FAMILY_REPRESENTATIVES
 
@@ -63,6 +61,7 @@ def test_eval_one_graph_identical_outputs(name):
 def test_train_identical_outputs_buffers_and_gradients(name):
     dynamo.reset()
     eager, model = pair(name, train=True)
+    aot_model = copy.deepcopy(model) if name in AOT_TRAIN_SET else None  # before any step
     x = input_for(name)
     compiled = dynamo.compile(model, fullgraph=True)
     with Recorder() as rec:
@@ -74,9 +73,27 @@ def test_train_identical_outputs_buffers_and_gradients(name):
     assert all(same(g, e) for e, g in zip(flat(expected), flat(got)))
     sum(o.sum() for o in flat(expected)).backward()
     sum(o.sum() for o in flat(got)).backward()
+    assert_same_state(eager, model)
+    if aot_model is not None:
+        # aot_eager's train step against the same eager step: outputs, buffers and gradients
+        # bitwise, every AOT record a training graph without fallback
+        dynamo.reset()
+        before = len(aot.last_records())
+        compiled_aot = dynamo.compile(aot_model, backend="aot_eager", fullgraph=True)
+        torch.manual_seed(1)
+        got_aot = compiled_aot(x)
+        assert all(same(g, e) for e, g in zip(flat(expected), flat(got_aot))), "aot_eager outputs"
+        sum(o.sum() for o in flat(got_aot)).backward()
+        assert_same_state(eager, aot_model, "aot_eager: ")
+        records = aot.last_records()[before:]
+        assert records and all(r["fallback"] is None and r["training"] for r in records)
+
+
+def assert_same_state(eager, model, what=""):
+    """Buffers (BatchNorm statistics) and gradients of model bitwise equal to eager's."""
     for (n, b_e), (_, b_c) in zip(eager.named_buffers(), model.named_buffers()):
-        assert same(b_c, b_e), f"buffer {n} differs"
+        assert same(b_c, b_e), f"{what}buffer {n} differs"
     for (n, p_e), (_, p_c) in zip(eager.named_parameters(), model.named_parameters()):
-        assert (p_e.grad is None) == (p_c.grad is None), n
+        assert (p_e.grad is None) == (p_c.grad is None), what + n
         if p_e.grad is not None:
-            assert same(p_c.grad, p_e.grad), f"gradient of {n} differs"
+            assert same(p_c.grad, p_e.grad), f"{what}gradient of {n} differs"

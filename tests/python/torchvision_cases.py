@@ -14,6 +14,24 @@ def all_builders():
                   if callable(f) and not isinstance(f, type) and n.islower() and n.startswith(FAMILIES))
 
 
+#: The smallest builder of every family and the second generation of a few (test_torchvision.py's
+#: eval and train sweeps).
+FAMILY_REPRESENTATIVES = [
+    "alexnet", "convnext_tiny", "densenet121", "efficientnet_b0", "efficientnet_v2_s", "googlenet",
+    "inception_v3", "maxvit_t", "mnasnet0_5", "mobilenet_v2", "mobilenet_v3_small", "regnet_x_400mf",
+    "regnet_y_400mf", "resnet18", "resnext50_32x4d", "shufflenet_v2_x0_5", "squeezenet1_1",
+    "swin_t", "swin_v2_t", "vgg11_bn", "vit_b_32", "wide_resnet50_2",
+]
+
+#: The aot_eager train-step sweep (docs/aot.md): one model per family (the cheapest to compile),
+#: plus the other generation of mobilenet and efficientnet. test_torchvision.py checks the models
+#: it also sweeps against its own eager step (one eager reference for both backends);
+#: test_aot_torchvision.py checks the rest.
+AOT_TRAIN_SET = ["resnet18", "resnext50_32x4d", "wide_resnet50_2", "densenet121", "mobilenet_v2",
+                 "mobilenet_v3_small", "mnasnet0_5", "efficientnet_b0", "efficientnet_v2_s",
+                 "regnet_x_400mf", "shufflenet_v2_x0_5", "squeezenet1_1", "googlenet", "inception_v3",
+                 "vgg11", "alexnet", "convnext_tiny", "vit_b_32", "swin_t", "maxvit_t"]
+
 def input_for(name, batch=2):
     """The smallest input the model accepts, to keep CPU time down."""
     if name.startswith(("vit", "maxvit")):

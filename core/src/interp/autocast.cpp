@@ -1,6 +1,7 @@
 // torch.autocast blocks in the trace (see autocast.h).
 #include "autocast.h"
 
+#include "py_lookup.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
@@ -24,17 +25,9 @@ PyObject* exitFn() {
   return f;
 }
 
-// A module attribute looked up once (new ref kept for the process), or null.
-PyObject* lookup(const char* module, const char* name) {
-  PyObjectRef m = PyObjectRef::steal(PyImport_ImportModule(module));
-  PyObject* o = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // new ref, kept
-  PyErr_Clear();
-  return o;
-}
-
 // torch.autocast (torch.amp.autocast_mode.autocast): the base of the CPU and CUDA classes.
 PyObject* autocastBase() {
-  static PyObject* c = lookup("torch", "autocast");
+  static PyObject* c = lookupAttr("torch", "autocast");
   return c;
 }
 
@@ -67,10 +60,10 @@ bool tracedEnabled(CompileContext& ctx, const std::string& device) {
 // the answer follows the installed torch.
 bool cpuDtypeAccepted(PyObject* dtype) {
   // torch 2.x: get/set_autocast_dtype(device, ...) (the _cpu_ forms are deprecated there).
-  static PyObject* getDev = lookup("torch", "get_autocast_dtype");
-  static PyObject* setDev = lookup("torch", "set_autocast_dtype");
-  static PyObject* getCpu = lookup("torch", "get_autocast_cpu_dtype");
-  static PyObject* setCpu = lookup("torch", "set_autocast_cpu_dtype");
+  static PyObject* getDev = lookupAttr("torch", "get_autocast_dtype");
+  static PyObject* setDev = lookupAttr("torch", "set_autocast_dtype");
+  static PyObject* getCpu = lookupAttr("torch", "get_autocast_cpu_dtype");
+  static PyObject* setCpu = lookupAttr("torch", "set_autocast_cpu_dtype");
   const bool byDevice = getDev != nullptr && setDev != nullptr;
   if (!byDevice && (getCpu == nullptr || setCpu == nullptr)) return true;
   PyObjectRef prev = PyObjectRef::steal(byDevice ? PyObject_CallFunction(getDev, "s", "cpu") : PyObject_CallNoArgs(getCpu));

@@ -6,6 +6,7 @@
 
 #include "autocast.h"
 #include "inference_mode.h"
+#include "py_lookup.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
@@ -13,14 +14,6 @@ namespace dynamo::core::interp {
 namespace {
 
 using Kw = std::vector<std::pair<std::string, ValueRef>>;
-
-// A module attribute looked up once (new ref kept for the process), or null.
-PyObject* lookup(const char* module, const char* name) {
-  PyObjectRef m = PyObjectRef::steal(PyImport_ImportModule(module));
-  PyObject* o = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // new ref, kept
-  PyErr_Clear();
-  return o;
-}
 
 std::string str(PyObject* o) {
   PyObjectRef s = PyObjectRef::steal(checkPy(PyObject_Str(o)));
@@ -80,7 +73,7 @@ PyObject* pythonApplyOf(PyObject* functionType) {
 
 // True when `cls` keeps the setup_context torch's Function classes inherit (forward takes ctx).
 bool inheritsSetupContext(PyObject* cls) {
-  static PyObject* base = lookup("torch.autograd.function", "_SingleLevelFunction");
+  static PyObject* base = lookupAttr("torch.autograd.function", "_SingleLevelFunction");
   if (base == nullptr) return true;  // torch 1.13: no setup_context at all
   PyObjectRef mine = PyObjectRef::steal(PyObject_GetAttrString(cls, "setup_context"));
   PyObjectRef inherited = PyObjectRef::steal(PyObject_GetAttrString(base, "setup_context"));
@@ -92,7 +85,7 @@ bool inheritsSetupContext(PyObject* cls) {
 // only adds functorch's dead-wrapper unwrapping (none in a trace) before the builtin, for Function
 // classes whose forward takes ctx; setup_context-style classes are not taken here.
 PyObject* autogradFunctionOfImpl(PyObject* fn) {
-  static PyObject* functionType = lookup("torch.autograd.function", "Function");
+  static PyObject* functionType = lookupAttr("torch.autograd.function", "Function");
   if (functionType == nullptr) return nullptr;
   PyObject* self = nullptr;
   if (PyCFunction_Check(fn)) {
@@ -156,7 +149,7 @@ ValueRef applyAutogradFunction(Tracer& tr, const ValueRef& fnValue, PyObject* cl
       ctx.breakHere(BreakKind::kUnsupported, "a tensor operation inside a try block (or a `with` block of a context manager that handles exceptions); its exception handlers must stay in force");
 
   // ctx.needs_input_grad as eager's forward sees it.
-  static PyObject* ctxType = lookup("torch.autograd.function", "FunctionCtx");
+  static PyObject* ctxType = lookupAttr("torch.autograd.function", "FunctionCtx");
   if (ctxType == nullptr) ctx.breakHere(BreakKind::kUnsupportedCall, "torch.autograd.function.FunctionCtx not found");
   bool needsGrad = false;
   PyObjectRef needs = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
@@ -228,7 +221,7 @@ ValueRef applyAutogradFunction(Tracer& tr, const ValueRef& fnValue, PyObject* cl
   if (meta.tensor) meta.tensor->device = str(device.get());
   // The target is a Python function calling Fn.apply (dynamo/autograd_function.py): torch.fx can
   // name it, and the AOT backends recognise it.
-  static PyObject* trampoline = lookup("dynamo.autograd_function", "trampoline");
+  static PyObject* trampoline = lookupAttr("dynamo.autograd_function", "trampoline");
   if (trampoline == nullptr) ctx.breakHere(BreakKind::kUnsupportedCall, "dynamo.autograd_function not found");
   PyObjectRef target = PyObjectRef::steal(checkPy(PyObject_CallOneArg(trampoline, cls)));
   NodeRef node = ctx.graph.callFunction(Target::fromCallable(target.get()), std::move(gargs), {}, meta);
@@ -273,7 +266,7 @@ bool legacyTensorType(PyObject* cls, PyObjectRef& dtype, PyObjectRef& device) {
     const std::string tn = ((PyTypeObject*)cls)->tp_name;
     if ((mod != "torch" && mod != "torch.cuda") || tn.size() < 7 || tn.compare(tn.size() - 6, 6, "Tensor") != 0)
       return false;
-    static PyObject* tensortype = lookup("torch", "FloatTensor");
+    static PyObject* tensortype = lookupAttr("torch", "FloatTensor");
     if (tensortype == nullptr || Py_TYPE(cls) != Py_TYPE(tensortype)) return false;
   }
   PyObjectRef probe = PyObjectRef::steal(PyObject_CallNoArgs(cls));
@@ -288,7 +281,7 @@ bool legacyTensorType(PyObject* cls, PyObjectRef& dtype, PyObjectRef& device) {
 
 // Sizes given as ints, or as one torch.Size: the tuple of ints; null otherwise.
 PyObjectRef sizesOf(const std::vector<ValueRef>& args) {
-  static PyObject* sizeType = lookup("torch", "Size");
+  static PyObject* sizeType = lookupAttr("torch", "Size");
   if (args.size() == 1 && args[0]->isConst() && (PyObject*)Py_TYPE(args[0]->py()) == sizeType)
     return PyObjectRef::steal(checkPy(PySequence_Tuple(args[0]->py())));
   PyObjectRef t = PyObjectRef::steal(checkPy(PyTuple_New(args.size())));
@@ -366,7 +359,7 @@ ValueRef variable(CompileContext& ctx, const std::vector<ValueRef>& args, const 
 // numpy's ufuncs (np.sqrt, np.floor, np.log2 ...) and its pure reductions: evaluated now when every
 // argument is a constant (sizes are constants of the trace, guarded through the tensors).
 bool pureNumpy(PyObject* fn) {
-  static PyObject* ufuncType = lookup("numpy", "ufunc");
+  static PyObject* ufuncType = lookupAttr("numpy", "ufunc");
   if (ufuncType != nullptr && PyObject_TypeCheck(fn, (PyTypeObject*)ufuncType)) return true;
   // numpy >= 1.25 wraps its array functions in _ArrayFunctionDispatcher objects (not functions).
   const bool dispatcher = std::strcmp(Py_TYPE(fn)->tp_name, "numpy._ArrayFunctionDispatcher") == 0;
@@ -391,7 +384,7 @@ ValueRef callNumpy(CompileContext& ctx, const ValueRef& fnValue, const std::vect
   PyObjectRef r = callReal(fn, args, kwargs);
   if (!r) ctx.breakHere(BreakKind::kException, name + "() raised on constants");
   if (isConstantObject(r.get())) return makeConst(r.get());
-  static PyObject* genericType = lookup("numpy", "generic");
+  static PyObject* genericType = lookupAttr("numpy", "generic");
   // A numpy scalar: an immutable value (np.float64 is a float); passed to torch as a number.
   if (genericType != nullptr && PyObject_TypeCheck(r.get(), (PyTypeObject*)genericType)) return makeObject(r.get());
   ctx.breakHere(BreakKind::kUnsupportedCall, name + "() returned a " + Py_TYPE(r.get())->tp_name + " (numpy arrays are not captured)");
@@ -401,8 +394,8 @@ ValueRef callNumpy(CompileContext& ctx, const ValueRef& fnValue, const std::vect
 // the real array, made now, as an object made in the trace (it may only reach torch.from_numpy
 // below; anything else breaks, and one that outlives the graph makes the frame run as Python).
 ValueRef numpyArray(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
-  static PyObject* array = lookup("numpy", "array");
-  static PyObject* asarray = lookup("numpy", "asarray");
+  static PyObject* array = lookupAttr("numpy", "array");
+  static PyObject* asarray = lookupAttr("numpy", "asarray");
   if (fn == nullptr || (fn != array && fn != asarray) || args.size() != 1) return nullptr;
   for (const auto& kv : kwargs)
     if (kv.first != "dtype") return nullptr;
@@ -422,12 +415,12 @@ ValueRef numpyArray(CompileContext& ctx, PyObject* fn, const std::vector<ValueRe
 // array's dtype, shape and strides; the array's type and `flags.writeable` are guarded too. An
 // array made in the function is not known to the graph: a break.
 ValueRef fromNumpy(CompileContext& ctx, const std::vector<ValueRef>& args, const Kw& kwargs) {
-  static PyObject* ndarray = lookup("numpy", "ndarray");
+  static PyObject* ndarray = lookupAttr("numpy", "ndarray");
   if (ndarray == nullptr || args.size() != 1 || !kwargs.empty() || args[0]->kind != ValueKind::kObject ||
       !args[0]->obj || Py_TYPE(args[0]->py()) != (PyTypeObject*)ndarray)
     return nullptr;
   const ValueRef& arr = args[0];
-  static PyObject* fn = lookup("torch", "from_numpy");
+  static PyObject* fn = lookupAttr("torch", "from_numpy");
   if (!arr->source && arr->name == kMadeInTrace) {
     // np.array([...]) of constants made in the function (numpyArray): a fresh array on each call
     // in eager, which only this tensor sees: torch.tensor(data, dtype=...) of the same values.
@@ -622,7 +615,7 @@ ValueRef sliceModuleContainer(CompileContext& ctx, const ValueRef& container, Py
 }
 
 ValueRef defaultDictMissing(CompileContext& ctx, const ValueRef& dict, const PyObjectRef& key) {
-  static PyObject* defaultDictType = lookup("collections", "defaultdict");
+  static PyObject* defaultDictType = lookupAttr("collections", "defaultdict");
   if (dict->kind != ValueKind::kDict || dict->obj.get() != defaultDictType || !dict->self) return nullptr;
   if (dict->self->isConst() && dict->self->py() == Py_None) return nullptr;  // no factory: KeyError
   Tracer& current = const_cast<Tracer&>(*ctx.tracers.back());
@@ -637,8 +630,8 @@ ValueRef callModuleWithHooks(Tracer& tr, const ValueRef& module, std::vector<Val
   PyObject* m = module->py();
   // Backward hooks wrap the inputs and outputs in autograd functions (torch.utils.hooks.BackwardHook).
   // (Backward pre-hooks: torch 2.x's register_full_backward_pre_hook, run by the same wrapper.)
-  static PyObject* globalBackward = lookup("torch.nn.modules.module", "_global_backward_hooks");
-  static PyObject* globalBackwardPre = lookup("torch.nn.modules.module", "_global_backward_pre_hooks");
+  static PyObject* globalBackward = lookupAttr("torch.nn.modules.module", "_global_backward_hooks");
+  static PyObject* globalBackwardPre = lookupAttr("torch.nn.modules.module", "_global_backward_pre_hooks");
   auto nonEmpty = [](PyObject* d) { return d != nullptr && PyDict_Check(d) && PyDict_Size(d) > 0; };
   PyObjectRef own = PyObjectRef::steal(PyObject_GetAttrString(m, "_backward_hooks"));
   PyErr_Clear();
@@ -681,13 +674,13 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   const TorchApi& api = torchApi();
   if (pureNumpy(fn))
     if (ValueRef r = callNumpy(ctx, fnValue, args, kwargs)) return r;
-  static PyObject* fromNumpyFn = lookup("torch", "from_numpy");
-  static PyObject* asTensorFn = lookup("torch", "as_tensor");
+  static PyObject* fromNumpyFn = lookupAttr("torch", "from_numpy");
+  static PyObject* asTensorFn = lookupAttr("torch", "as_tensor");
   if (fn == fromNumpyFn || (fn == asTensorFn && args.size() == 1 && kwargs.empty()))
     if (ValueRef r = fromNumpy(ctx, args, kwargs)) return r;
   if (ValueRef r = numpyArray(ctx, fn, args, kwargs)) return r;
   if (fn == (PyObject*)&PySet_Type && kwargs.empty()) return setFromIterable(ctx, args);
-  static PyObject* defaultDictType = lookup("collections", "defaultdict");
+  static PyObject* defaultDictType = lookupAttr("collections", "defaultdict");
   if (fn == defaultDictType && args.size() <= 1 && kwargs.empty()) {
     // defaultdict(factory): a dict Value holding its factory (missing keys: defaultDictMissing).
     auto d = std::make_shared<Value>();
@@ -698,7 +691,7 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
       ctx.breakHere(BreakKind::kUnsupported, "defaultdict with the factory " + describe(*d->self));
     return d;
   }
-  static PyObject* sortedFn = lookup("builtins", "sorted");
+  static PyObject* sortedFn = lookupAttr("builtins", "sorted");
   if (fn == sortedFn && !allConcrete(args, kwargs))
     if (ValueRef r = sortedByConstantFirst(ctx, args, kwargs)) return r;
   if ((fn == (PyObject*)&PyMap_Type || fn == (PyObject*)&PyFilter_Type) && !allConcrete(args, kwargs))
@@ -706,7 +699,7 @@ ValueRef callConstruct(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef
   if ((fn == (PyObject*)&PyZip_Type || fn == (PyObject*)&PyEnum_Type) && anyLazy(args))
     return lazyZipOrEnumerate(ctx, fn == (PyObject*)&PyZip_Type, args, kwargs);
   if (PyType_Check(fn)) {
-    static PyObject* variableType = lookup("torch.autograd", "Variable");
+    static PyObject* variableType = lookupAttr("torch.autograd", "Variable");
     if (fn == variableType) return variable(ctx, args, kwargs);
     if (ValueRef r = autocastManager(ctx, fn, args, kwargs)) return r;
     if (ValueRef r = inferenceModeManager(ctx, fn, args, kwargs)) return r;

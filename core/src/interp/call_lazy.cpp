@@ -52,6 +52,27 @@ bool anyLazy(const std::vector<ValueRef>& args) {
   return false;
 }
 
+namespace {
+
+// The arguments of zip / enumerate / map / filter as iterators (an iterator stays as it is).
+void asIterators(CompileContext& ctx, std::vector<ValueRef>& parts) {
+  for (ValueRef& p : parts)
+    if (p->kind != ValueKind::kIterator)
+      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
+}
+
+// The next item of each iterator, pulled in order; false as soon as one is exhausted.
+bool nextOfEach(const std::vector<ValueRef>& parts, std::vector<ValueRef>* items) {
+  for (const ValueRef& p : parts) {
+    ValueRef v;
+    if (!nextItem(p, &v)) return false;
+    items->push_back(v);
+  }
+  return true;
+}
+
+}  // namespace
+
 // zip(...) / enumerate(...) over a generator: lazy too, pulling their arguments in Python's order.
 ValueRef lazyZipOrEnumerate(CompileContext& ctx, bool isZip, const std::vector<ValueRef>& args, const Kw& kwargs) {
   std::vector<ValueRef> parts;
@@ -67,21 +88,15 @@ ValueRef lazyZipOrEnumerate(CompileContext& ctx, bool isZip, const std::vector<V
     start = startV ? PyLong_AsLong(startV->py()) : 0;
     parts = {args[0]};
   }
-  for (ValueRef& p : parts)
-    if (p->kind != ValueKind::kIterator)
-      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
+  asIterators(ctx, parts);
   ValueRef it = makeLazyIterator(std::make_shared<LazyIterator>());
   LazyIterator& source = *it->as<IteratorData>().lazy;
   auto index = std::make_shared<long>(start);
   source.pull = [parts, isZip, index](bool* exhausted) -> ValueRef {
     std::vector<ValueRef> items;
-    for (const ValueRef& p : parts) {
-      ValueRef v;
-      if (!nextItem(p, &v)) {
-        *exhausted = true;
-        return nullptr;
-      }
-      items.push_back(v);
+    if (!nextOfEach(parts, &items)) {
+      *exhausted = true;
+      return nullptr;
     }
     if (isZip) return makeTuple(std::move(items));
     PyObjectRef i = PyObjectRef::steal(checkPy(PyLong_FromLong((*index)++)));
@@ -97,9 +112,7 @@ ValueRef lazyMapOrFilter(CompileContext& ctx, bool isMap, const std::vector<Valu
   if (!kwargs.empty() || args.size() < 2 || (!isMap && args.size() != 2)) return nullptr;
   ValueRef fn = args[0];
   std::vector<ValueRef> parts(args.begin() + 1, args.end());
-  for (ValueRef& p : parts)
-    if (p->kind != ValueKind::kIterator)
-      p = makeIterator(p, p->kind == ValueKind::kList ? std::vector<ValueRef>{} : iterateValue(ctx, p));
+  asIterators(ctx, parts);
   ValueRef it = makeLazyIterator(std::make_shared<LazyIterator>());
   LazyIterator& source = *it->as<IteratorData>().lazy;
   CompileContext* c = &ctx;  // outlives every Value of the compile
@@ -107,13 +120,9 @@ ValueRef lazyMapOrFilter(CompileContext& ctx, bool isMap, const std::vector<Valu
     Tracer& current = const_cast<Tracer&>(*c->tracers.back());
     while (true) {
       std::vector<ValueRef> items;
-      for (const ValueRef& p : parts) {
-        ValueRef v;
-        if (!nextItem(p, &v)) {
-          *exhausted = true;
-          return nullptr;
-        }
-        items.push_back(v);
+      if (!nextOfEach(parts, &items)) {
+        *exhausted = true;
+        return nullptr;
       }
       if (isMap) return callValue(current, fn, std::move(items), {});
       // filter(None, xs) keeps the truthy items; filter(f, xs) those for which f is truthy.

@@ -335,6 +335,10 @@ class Compiler : public FrameCompiler {
       }
       if (brk && brk->needsRestart) {
         rec.breaks.push_back(recordOf(brk->info));
+        if (brk->info.wholeFrame && brk->info.rootFrame) {  // an inlined call reads this frame
+          if (opts_.fullgraph) raiseFullgraph(brk->info);
+          return skip(rec, brk->info.detail + "; the function runs as Python");
+        }
         GraphBreak forced = brk->info;
         forced.wholeFrame = false;  // the callee needs its frame; this frame can break at the call
         topts.forcedBreaks[brk->instruction] = forced;

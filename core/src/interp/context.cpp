@@ -57,7 +57,7 @@ void CompileContext::breakHere(BreakKind kind, std::string detail) const {
   throw b;
 }
 
-void CompileContext::breakWholeFrame(std::string detail) const {
+void CompileContext::breakWholeFrame(std::string detail, bool rootFrame) const {
   PyErr_Clear();
   GraphBreak b;
   b.kind = BreakKind::kUnsupportedCall;
@@ -65,6 +65,7 @@ void CompileContext::breakWholeFrame(std::string detail) const {
   b.where = here();
   b.userStack = userStack;
   b.wholeFrame = true;
+  b.rootFrame = rootFrame;
   throw b;
 }
 

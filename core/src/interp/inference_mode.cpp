@@ -1,6 +1,7 @@
 // torch.inference_mode blocks in the trace (see inference_mode.h).
 #include "inference_mode.h"
 
+#include "py_lookup.h"
 #include "torch_api.h"
 
 namespace dynamo::core::interp {
@@ -9,16 +10,8 @@ namespace {
 
 using Kw = std::vector<std::pair<std::string, ValueRef>>;
 
-// A module attribute looked up once (new ref kept for the process), or null.
-PyObject* lookup(const char* module, const char* name) {
-  PyObjectRef m = PyObjectRef::steal(PyImport_ImportModule(module));
-  PyObject* o = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // new ref, kept
-  PyErr_Clear();
-  return o;
-}
-
 bool realInferenceMode() {
-  static PyObject* isEnabled = lookup("torch", "is_inference_mode_enabled");
+  static PyObject* isEnabled = lookupAttr("torch", "is_inference_mode_enabled");
   PyObjectRef r = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(isEnabled)));
   return r.get() == Py_True;
 }
@@ -34,7 +27,7 @@ void guardEntryMode(CompileContext& ctx) {
 }  // namespace
 
 ValueRef inferenceModeManager(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args, const Kw& kwargs) {
-  static PyObject* cls = lookup("torch", "inference_mode");
+  static PyObject* cls = lookupAttr("torch", "inference_mode");
   if (cls == nullptr || fn != cls) return nullptr;
   ValueRef mode = args.empty() ? nullptr : args[0];
   for (const auto& [k, v] : kwargs) {
@@ -47,7 +40,7 @@ ValueRef inferenceModeManager(CompileContext& ctx, PyObject* fn, const std::vect
 }
 
 ValueRef enterInferenceMode(CompileContext& ctx, const ValueRef& mgr) {
-  static PyObject* enter = lookup("dynamo.context_nodes", "enter_inference_mode");
+  static PyObject* enter = lookupAttr("dynamo.context_nodes", "enter_inference_mode");
   if (enter == nullptr) ctx.breakHere(BreakKind::kUnsupportedCall, "dynamo.context_nodes not found");
   guardEntryMode(ctx);
   // mode: the grad mode to restore; restore: the inference mode to restore.
@@ -62,7 +55,7 @@ ValueRef enterInferenceMode(CompileContext& ctx, const ValueRef& mgr) {
 }
 
 void exitInferenceMode(CompileContext& ctx, const GradModeData& exit) {
-  static PyObject* leave = lookup("dynamo.context_nodes", "exit_inference_mode");
+  static PyObject* leave = lookupAttr("dynamo.context_nodes", "exit_inference_mode");
   DYNAMO_INTERNAL_ASSERT(ctx.inferenceBlocks > 0 && leave != nullptr, "inference_mode __exit__ without an open block");
   ctx.graph.callFunction(Target::fromCallable(leave), {}, {}, ctx.metaHere(nullptr));
   --ctx.inferenceBlocks;
@@ -71,7 +64,7 @@ void exitInferenceMode(CompileContext& ctx, const GradModeData& exit) {
 }
 
 ValueRef inferenceModeQuery(CompileContext& ctx, PyObject* fn, const std::vector<ValueRef>& args) {
-  static PyObject* isEnabled = lookup("torch", "is_inference_mode_enabled");
+  static PyObject* isEnabled = lookupAttr("torch", "is_inference_mode_enabled");
   if (fn != isEnabled || !args.empty()) return nullptr;
   guardEntryMode(ctx);
   return makeConst(ctx.inferenceMode ? Py_True : Py_False);
@@ -81,7 +74,7 @@ PyObjectRef tracedInferenceMode(CompileContext& ctx) {
   if (ctx.inferenceBlocks == 0 && ctx.enteredInferenceMode < 0) return {};
   const bool real = realInferenceMode();
   if (real == ctx.inferenceMode) return {};
-  static PyObject* raii = lookup("torch._C", "_InferenceMode");
+  static PyObject* raii = lookupAttr("torch._C", "_InferenceMode");
   return PyObjectRef::steal(checkPy(PyObject_CallOneArg(raii, ctx.inferenceMode ? Py_True : Py_False)));
 }
 

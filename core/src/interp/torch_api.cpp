@@ -1,6 +1,8 @@
 // Well-known Python objects for the interpreter (see torch_api.h).
 #include "torch_api.h"
 
+#include "py_lookup.h"
+
 #include <cstring>
 
 namespace dynamo::core::interp {
@@ -44,6 +46,13 @@ TorchApi load() {
 }
 
 }  // namespace
+
+PyObject* lookupAttr(const char* module, const char* name) {
+  PyObjectRef m = PyObjectRef::steal(PyImport_ImportModule(module));
+  PyObject* o = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // new ref, kept
+  PyErr_Clear();
+  return o;
+}
 
 const TorchApi& torchApi() {
   static TorchApi api = load();

@@ -47,6 +47,7 @@ struct GraphBreak {
   std::vector<SourceLocation> userStack; ///< user frames, outermost first
   bool inlined = false;                  ///< raised inside an inlined call (restart needed)
   bool wholeFrame = false;               ///< the frame must run as Python (it reads its own frame)
+  bool rootFrame = false;                ///< with wholeFrame: the root frame itself, even from an inlined call
 };
 
 /// A change to an object outside the graph, replayed after the graph runs, in order.
@@ -191,7 +192,9 @@ class CompileContext {
 
   [[noreturn]] void breakHere(BreakKind kind, std::string detail) const;
   /// A break after which the frame cannot be resumed in pieces (locals(), eval, exec).
-  [[noreturn]] void breakWholeFrame(std::string detail) const;
+  /// rootFrame: the root frame is the one read, even when the break is inside an inlined call
+  /// (sys._getframe(1) in inspect.currentframe()).
+  [[noreturn]] void breakWholeFrame(std::string detail, bool rootFrame = false) const;
 
  private:
   FrameValues frame_;

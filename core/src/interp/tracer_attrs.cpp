@@ -123,34 +123,65 @@ PyObject* typeDictItem(PyTypeObject* t, const std::string& name) {
 #endif
 }
 
+// super().name (v: a super object made while tracing, v->self the traced receiver), looked up the
+// way super does it, in the MRO of __self_class__ past __thisclass__, never by getattr on the
+// super object: that would run a property's getter now, while tracing, and bind descriptors to the
+// object seen while tracing. A function binds to the receiver (stays unbound when the receiver is
+// the class itself, in a classmethod); a property runs its Python getter on the receiver; static
+// and class methods unwrap; C methods bind to the receiver; a plain class attribute is read from
+// its class. Each is guarded on the class it was found in. Any other descriptor breaks the graph.
+ValueRef superAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
+  CompileContext& ctx = tr.ctx();
+  PyObject* sup = v->py();  // borrowed ref
+  PyObjectRef thisclass = PyObjectRef::steal(checkPy(PyObject_GetAttrString(sup, "__thisclass__")));
+  PyObjectRef selfClass = PyObjectRef::steal(checkPy(PyObject_GetAttrString(sup, "__self_class__")));
+  if (!PyType_Check(selfClass.get()))
+    ctx.breakHere(BreakKind::kUnsupportedAttribute, "super()." + name + " of an unbound super object");
+  const bool receiverIsClass = v->self->py() == selfClass.get();  // super() in a classmethod
+  PyObject* mro = ((PyTypeObject*)selfClass.get())->tp_mro;  // borrowed ref
+  bool after = false;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* cls = PyTuple_GET_ITEM(mro, i);  // borrowed ref
+    if (!after) {
+      after = cls == thisclass.get();
+      continue;
+    }
+    PyObject* d = typeDictItem((PyTypeObject*)cls, name);  // borrowed ref
+    if (d == nullptr) continue;
+    const Source klass = Source::object(cls, ((PyTypeObject*)cls)->tp_name);
+    if (Py_TYPE(d)->tp_descr_get == nullptr || PyType_Check(d)) return ctx.wrap(d, Source::attr(klass, name));  // super().k
+    // The descriptor itself, read from the class's __dict__ (getattr would make a new bound method
+    // of a classmethod every call).
+    PyObjectRef key = PyObjectRef::steal(checkPy(PyUnicode_FromString(name.c_str())));
+    ctx.guard(Source::item(Source::attr(klass, "__dict__"), key.get()), makeIdMatch(d));
+    if (PyFunction_Check(d)) return receiverIsClass ? makeObject(d) : methodOf(v->self, d);
+    const std::string tn = Py_TYPE(d)->tp_name;
+    if (PyObject_TypeCheck(d, &PyProperty_Type) && !receiverIsClass) {
+      PyObjectRef fget = PyObjectRef::steal(checkPy(PyObject_GetAttrString(d, "fget")));
+      if (PyFunction_Check(fget.get())) return callValue(tr, makeObject(fget.get()), {v->self}, {});
+    } else if (tn == "staticmethod") {
+      PyObjectRef f = PyObjectRef::steal(checkPy(PyObject_GetAttrString(d, "__func__")));
+      return ctx.wrap(f.get(), Source{}, false);
+    } else if (tn == "classmethod") {
+      PyObjectRef f = PyObjectRef::steal(checkPy(PyObject_GetAttrString(d, "__func__")));
+      if (receiverIsClass) return methodOf(v->self, f.get());
+      const Source& src = v->self->source;
+      ValueRef klass = makeObject(selfClass.get(), src ? Source::attr(src, "__class__") : Source{});
+      klass->idGuarded = static_cast<bool>(src);
+      return methodOf(klass, f.get());
+    } else if (!receiverIsClass && (PyObject_TypeCheck(d, &PyMethodDescr_Type) ||
+                                    PyObject_TypeCheck(d, &PyWrapperDescr_Type))) {
+      return methodOf(v->self, d);  // object.__setattr__, dict.update, ...
+    }
+    ctx.breakHere(BreakKind::kUnsupportedAttribute, "super()." + name + " is a " + tn + " descriptor");
+  }
+  ctx.breakHere(BreakKind::kUnsupportedAttribute, "super()." + name + " could not be resolved");
+}
+
 ValueRef objectAttr(Tracer& tr, const ValueRef& v, const std::string& name) {
   CompileContext& ctx = tr.ctx();
   PyObject* obj = v->py();
-  if (v->name == "__super__") {
-    // super().name: look it up past the class, bind to the traced receiver.
-    PyObjectRef r = PyObjectRef::steal(PyObject_GetAttrString(obj, name.c_str()));
-    if (!r) ctx.breakHere(BreakKind::kUnsupportedAttribute, "super() has no attribute ." + name);
-    if (PyMethod_Check(r.get())) return methodOf(v->self, PyMethod_GET_FUNCTION(r.get()));
-    // C methods bound to the receiver (object.__setattr__, dict.update ...): bind the class
-    // attribute found after __thisclass__ in the MRO to the traced receiver, never the object
-    // seen while tracing.
-    PyObjectRef thisclass = PyObjectRef::steal(checkPy(PyObject_GetAttrString(obj, "__thisclass__")));
-    PyObject* mro = ((PyTypeObject*)Py_TYPE(v->self->py()))->tp_mro;  // borrowed ref
-    bool after = false;
-    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
-      PyObject* cls = PyTuple_GET_ITEM(mro, i);  // borrowed ref
-      if (after) {
-        PyObject* d = typeDictItem((PyTypeObject*)cls, name);  // borrowed
-        if (d != nullptr) {
-          if (Py_TYPE(d)->tp_descr_get != nullptr && !PyType_Check(d)) return methodOf(v->self, d);
-          // A class attribute (super().k): read from that class object and guarded there.
-          return ctx.wrap(d, Source::attr(Source::object(cls, ((PyTypeObject*)cls)->tp_name), name));
-        }
-      }
-      if (cls == thisclass.get()) after = true;
-    }
-    ctx.breakHere(BreakKind::kUnsupportedAttribute, "super()." + name + " could not be resolved");
-  }
+  if (v->name == "__super__") return superAttr(tr, v, name);
   auto overlay = ctx.attrOverlay.find({obj, name});
   if (overlay != ctx.attrOverlay.end()) return overlay->second;
 

@@ -5,6 +5,7 @@
 //   operator.* on tensors                                a graph node; on constants, folded
 //   pure builtins and math on constants                  evaluated now, the result a constant
 //   print, logging, .item(), unknown C functions         a graph break
+#include <climits>
 #include <cstring>
 
 #include "autocast.h"
@@ -227,10 +228,15 @@ ValueRef inlineCode(Tracer& tr, PyCodeObject* code, PyObject* globals,
   }
 }
 
-ValueRef inlineFunction(Tracer& tr, PyObject* fn, const Source& fnSource, std::vector<ValueRef> args,
+ValueRef inlineFunction(Tracer& tr, PyObject* fn, const Source& reachedAs, std::vector<ValueRef> args,
                         Kw kwargs) {
   CompileContext& ctx = tr.ctx();
   PyCodeObject* code = (PyCodeObject*)PyFunction_GET_CODE(fn);  // borrowed ref
+  // A function reached without a source (a method found on its class, a property's getter) is
+  // held by the source itself: its defaults and closure cells are read (and guarded) through it
+  // at run time. Without one, a list in a closure cell would be taken as a constant and its traced
+  // contents written back over the real list every call.
+  const Source fnSource = reachedAs ? reachedAs : Source::object(fn, PyUnicode_AsUTF8(code->co_qualname));
   if (!ctx.options.noInlinePrefixes.empty() && PyUnicode_Check(code->co_filename)) {
     const std::string file = PyUnicode_AsUTF8(code->co_filename);
     for (const std::string& prefix : ctx.options.noInlinePrefixes)
@@ -907,6 +913,16 @@ ValueRef callObject(Tracer& tr, const ValueRef& fnValue, std::vector<ValueRef> a
   std::string name = callableName(fn);
   if (isModuleName(mod, "logging") || isModuleName(mod, "warnings"))
     ctx.breakHere(BreakKind::kLogging, "call to " + mod + "." + name + "()");
+  // The frame itself (inspect.currentframe() and inspect.stack() reach it through sys._getframe):
+  // its locals and line are the user's only when the function runs as written. sys._getframe(n)
+  // in an inlined call reads n frames up: the root frame once n reaches it (or n is not known).
+  if (mod == "sys" && (name == "_getframe" || name == "_getframemodulename")) {
+    long depth = 0;
+    if (!kwargs.empty() || args.size() > 1) depth = LONG_MAX;
+    else if (args.size() == 1) depth = args[0]->isConst() && PyLong_CheckExact(args[0]->py()) ? PyLong_AsLong(args[0]->py()) : LONG_MAX;
+    const long inlinedCalls = static_cast<long>(ctx.tracers.size()) - 1;
+    ctx.breakWholeFrame("call to sys." + name + "(), which needs the real frame", depth < 0 || depth >= inlinedCalls);
+  }
   // torch helpers that are constant while capturing (only torch's own, by module).
   const bool fromTorch = mod == "torch" || mod.rfind("torch.", 0) == 0 || mod.rfind("torch._C", 0) == 0;
   if (fromTorch && (mod == "torch.jit._script" || mod == "torch._jit_internal" || mod == "torch.jit") &&

@@ -9,8 +9,7 @@
 // The same directory holds the fused backend's whole-graph entries (<key>.graph, written by
 // python/dynamo/aot/graph_cache.py through readCacheFile / writeCacheFile) and its lowered
 // programs (<key>.program, backends/src/fused_program_cache.cpp): same lock per key,
-// temp file + rename, and the same size limit and eviction; so is the precompiled prelude of the
-// kernels (prelude-<key>.h.gch, GCC only: kernel_cache.cpp).
+// temp file + rename, and the same size limit and eviction.
 // Loaded libraries stay loaded for the life of the process (one handle per key).
 #pragma once
 

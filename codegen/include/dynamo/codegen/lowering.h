@@ -48,6 +48,10 @@ Program lowerGraph(const core::Graph& graph, const LoweringOptions& options = {}
 /// and the last that reads it (a chain's members' accesses included); {-1, -1} for the others.
 /// The runtime places each conv step's oneDNN workspace in the arena bytes free at its step.
 std::vector<std::pair<int, int>> arenaLiveRanges(const Program& p);
+/// The bytes buffer `b` covers in its arena slot (before the slot's 64-byte rounding): its
+/// elements, or its strided span when that is larger. The plan sizes a slot by the largest of its
+/// chain's members; the runtime places conv workspaces around the same extents.
+int64_t arenaBytes(const Buffer& b);
 
 /// One entry of lowered_ops.def: the op name and the forms it is lowered from.
 struct LoweredOpInfo {
