@@ -26,10 +26,12 @@ endif()
 # and the torchvision sweeps: about 20 of the 37 minutes of stack 2's whole suite on 2 cores
 # (docs/stacks.md). Labelled stack2_slow: left out of ./test.sh's stack-2 run.
 # (test_minify_bisect and test_minify_bisect_torchvision left the list when dynamo-bisect came down
-# to one torch import per bisection: docs/bisect.md, "The runs: a fork server".)
+# to one torch import per bisection: docs/bisect.md, "The runs: a fork server"; test_profile_cli
+# and test_minify_errors when the tools' tests forked their Python children from one server per
+# file: docs/stacks.md, "The tools' tests: forked Python children".)
 set(DYNAMO_STACK2_SLOW
-  test_explain_cli test_logs test_minify_cli test_minify_errors test_crash_trace
-  test_recording test_profile_cli test_minify_accuracy test_minify_fused test_minify_aot
+  test_explain_cli test_logs test_minify_cli test_crash_trace
+  test_recording test_minify_accuracy test_minify_fused test_minify_aot
   test_minify_kernel
   test_torchvision test_aot_torchvision test_dynamic_torchvision)
 

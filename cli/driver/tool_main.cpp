@@ -266,9 +266,12 @@ int toolMain(const ToolSpec& spec, int argc, char** argv, const std::string& pyt
       return kExitBadInput;
     }
   }
+  // DYNAMO_SCRIPT_PYTHON: another interpreter for the script (the tests' forked stand-in,
+  // tests/python/pyfork.py); it must take python's `-m module args` command line.
+  const char* scriptPython = std::getenv("DYNAMO_SCRIPT_PYTHON");
   try {
     if (!o.db.empty()) return report(spec, o, o.db, o.runId);
-    return runAndReport(spec, o, python);
+    return runAndReport(spec, o, scriptPython != nullptr && *scriptPython != '\0' ? scriptPython : python);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: %s\n\n%s", spec.name.c_str(), e.what(), toolUsage(spec).c_str());
     return kExitUsage;

@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pyfork
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SMALL_MODEL = os.path.join(HERE, "minify_small_model.py")
 
@@ -12,11 +14,14 @@ def tool(name):
     return os.path.join(build, "cli", name)
 
 
-def run(name, *args, cwd, env=None, timeout=300):
+def run(name, *args, cwd, env=None, timeout=300, fresh=False):
+    """Runs a tool; in a fork of the tests' pre-imported server (pyfork.py), or with fresh as a
+    fresh process as a user runs it."""
     e = dict(os.environ)
     e.update(env or {})
     e["PYTHONPATH"] = os.pathsep.join([HERE, *[p for p in sys.path if p]])
-    proc = subprocess.run([tool(name), *map(str, args)], cwd=cwd, env=e, capture_output=True,
+    cmd = [tool(name)] if fresh else [pyfork.launcher(), tool(name)]
+    proc = subprocess.run([*cmd, *map(str, args)], cwd=cwd, env=e, capture_output=True,
                           text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -24,7 +29,7 @@ def run(name, *args, cwd, env=None, timeout=300):
 def run_repro(path, cwd):
     e = dict(os.environ)
     e["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    proc = subprocess.run([sys.executable, str(path)], cwd=cwd, env=e, capture_output=True,
+    proc = subprocess.run([pyfork.launcher(), str(path)], cwd=cwd, env=e, capture_output=True,
                           text=True, timeout=120)
     return proc.returncode, proc.stderr + proc.stdout
 

@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 
+import pyfork
+
 from stacks import STACK2
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -29,10 +31,14 @@ def program(name):
     return str(path)
 
 
-def run(tool, *args, cwd=None, timeout=300):
-    """Runs a report program; returns the CompletedProcess (text mode)."""
+def run(tool, *args, cwd=None, timeout=300, fresh=False):
+    """Runs a report program; returns the CompletedProcess (text mode). The script runs in a fork
+    of the tests' pre-imported server (pyfork.py), or with fresh in a fresh interpreter as the
+    program runs it for a user."""
     env = dict(os.environ)
     env.pop("DYNAMO_TRACE", None)
+    if not fresh:
+        env["DYNAMO_SCRIPT_PYTHON"] = pyfork.launcher()
     return subprocess.run([program(tool), *map(str, args)], cwd=cwd or SCRIPTS, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

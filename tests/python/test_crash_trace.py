@@ -17,6 +17,7 @@ import time
 import pytest
 
 import dynamo.trace
+import pyfork
 from report_cli_util import run as run_tool
 
 PYTHON = sys.executable
@@ -55,7 +56,8 @@ def run_script(tmp_path, source, *args, relative=False, python_args=()):
     script = tmp_path / "crash.py"
     script.write_text(source)
     env = dict(os.environ, DYNAMO_TRACE="t.db" if relative else str(tmp_path / "t.db"))
-    return subprocess.run([PYTHON, *python_args, str(script), *map(str, args)], cwd=tmp_path,
+    # In a fork of the tests' server (pyfork.py); python_args make it a fresh interpreter.
+    return subprocess.run([pyfork.launcher(), *python_args, str(script), *map(str, args)], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -14,9 +14,11 @@ TOOL = "dynamo-explain"
 
 @pytest.fixture(scope="module")
 def loop_db(tmp_path_factory):
-    """explain_loop.py run once, its store kept for every format."""
+    """explain_loop.py run once, its store kept for every format: the script in a fresh
+    interpreter, as the program runs it for a user (the other runs fork it: pyfork.py;
+    test_run_directly_matches_db compares the two)."""
     db = tmp_path_factory.mktemp("explain") / "loop.db"
-    r = run(TOOL, "--save-db", db, "explain_loop.py")
+    r = run(TOOL, "--save-db", db, "explain_loop.py", fresh=True)
     assert r.returncode == 0, r.stderr
     assert "total 2004.0" in r.stderr  # the script's own output goes to stderr
     return db

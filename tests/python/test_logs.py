@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pyfork
+
 SCRIPT = """\
 import torch
 import dynamo
@@ -37,7 +39,7 @@ def _run(tmp_path, logs=None, script=SCRIPT, extra_env=None):
     if logs is not None:
         env["DYNAMO_LOGS"] = logs
     env.update(extra_env or {})
-    p = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True,
+    p = subprocess.run([pyfork.launcher(), "prog.py"], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     return p.stderr

@@ -13,8 +13,9 @@ from minify_util import SMALL_MODEL, repro_nodes, run, run_repro  # noqa: E402
 
 
 def test_exception_in_backend_shrinks_to_the_relu(tmp_path):
+    # The real program in a fresh process, as a user runs it (the other tests fork it: pyfork.py).
     code, _, err = run("dynamo-minify", "-o", tmp_path / "repro.py", SMALL_MODEL, "raise_on_relu",
-                       cwd=tmp_path)
+                       cwd=tmp_path, fresh=True)
     assert code == 0, err
     assert ("graph 0 (13 nodes, backend raise_on_relu) fails: builtins.RuntimeError: fault "
             "injected: this backend cannot compile relu (N nodes)") in err

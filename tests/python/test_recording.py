@@ -17,6 +17,7 @@ import dynamo
 import dynamo.recording
 import dynamo.trace
 from dynamo import _C, graph_io
+import pyfork
 
 # Both the subprocess script and the in-process tests compile this function: a data-dependent
 # branch (graph break at the `if`), then a second size (a recompile with a guard failure).
@@ -38,7 +39,7 @@ def _run(args, env_extra, timeout=300, cwd=None):
     env = dict(os.environ)
     env.pop("DYNAMO_TRACE", None)
     env.update(env_extra)
-    return subprocess.run([sys.executable, *args], env=env, cwd=cwd, capture_output=True,
+    return subprocess.run([pyfork.launcher(), *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -229,6 +229,10 @@ class Zygote:
                                                                    ready
     """
 
+    #: The tool's ends of the pipes of the zygotes forked so far: a later zygote closes them, or
+    #: an earlier one would never see its input end (cli/dynamo-minify forks two).
+    _tool_fds: set = set()
+
     def __init__(self, pid, stdin, stdout):
         self.pid, self.stdin, self.stdout = pid, stdin, stdout
         self.adopted = False   # a ForkServer owns it (and ends it)
@@ -246,6 +250,11 @@ class Zygote:
         if pid == 0:
             os.close(req_w)
             os.close(rep_r)
+            for fd in cls._tool_fds - {req_r, rep_w}:   # a closed zygote's numbers are reused
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
             code = 0
             try:
                 inp, out = os.fdopen(req_r, "rb"), os.fdopen(rep_w, "wb")
@@ -266,6 +275,7 @@ class Zygote:
             os._exit(code)
         os.close(req_r)
         os.close(rep_w)
+        cls._tool_fds.update((req_w, rep_r))
         return cls(pid, os.fdopen(req_w, "wb"), os.fdopen(rep_r, "rb"))
 
     def wait(self) -> int:

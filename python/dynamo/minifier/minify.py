@@ -8,8 +8,10 @@ standalone repro.py that fails the same way (docs/minify.md).
 finds the first failing graph (an exception, a crash, or with --accuracy a divergence from fp64
 eager); 3. re-runs that graph alone twice (a different outcome means the failure is
 nondeterministic); 4. shrinks it with the delta engine (engine.py), every query in a fork of a
-server that imported torch (a crash is a result); 5. writes repro.py and runs it in a fresh
-process to check it reproduces the same failure.
+server that imported torch and dynamo (a crash is a result); 5. writes repro.py and runs it in a
+fresh process to check it reproduces the same failure. The script's run (2) and the repro's (5)
+are forks of a second server that imported torch but not dynamo (script_runner.ForkRunner); both
+servers are forked from cli/dynamo-minify, so one minification imports torch once.
 """
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 
@@ -270,27 +271,26 @@ def save_state(workdir, state):
     os.replace(tmp, os.path.join(workdir, "state.json"))
 
 
-def verify_repro(path, fp: Fingerprint, timeout):
-    """(reproduces, what happened): runs repro.py in a fresh interpreter."""
+def verify_repro(path, fp: Fingerprint, timeout, runner=None):
+    """(reproduces, what happened): runs repro.py in a fresh process (the runner's: a fork of the
+    run server, which has not imported dynamo, or a fresh interpreter)."""
     result_file = path + ".result.json"
     if os.path.exists(result_file):
         os.remove(result_file)
     env = _child_env()
     env["DYNAMO_REPRO_RESULT"] = result_file
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
-    try:
-        proc = subprocess.run([sys.executable, path], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    runner = runner or _script_runner.SubprocessRunner()
+    status, _ = runner.run(path, [], env, os.devnull, timeout=timeout)
+    if status is None:
         return False, "timed out"
-    if proc.returncode < 0:
-        r = QueryResult("crash", signal=-proc.returncode)
+    if status < 0:
+        r = QueryResult("crash", signal=-status)
     elif os.path.exists(result_file):
         with open(result_file, encoding="utf-8") as f:
             r = QueryResult(**json.load(f))
         os.remove(result_file)
     else:
-        r = QueryResult("exit", exit_code=proc.returncode)
+        r = QueryResult("exit", exit_code=status)
     got = result_fingerprint(r)
     return got == fp, (got.describe() if got else "no failure")
 
@@ -301,7 +301,7 @@ def _passes_changed(state) -> bool:
                for e in _capture.read_events(state["capture_dir"]))
 
 
-def _write_repro(args, state, small, fp, cmd, kernel):
+def _write_repro(args, state, small, fp, cmd, kernel, runner=None):
     """Writes repro.py (and its inputs file) and runs it in a fresh process: (reproduces, what
     it gave)."""
     files = _repro.write(small, state["backend"], state["config"], state["tol"], fp.describe(),
@@ -316,7 +316,7 @@ def _write_repro(args, state, small, fp, cmd, kernel):
         else:
             import torch
             torch.save(content, path)
-    return verify_repro(args.output, fp, args.timeout)
+    return verify_repro(args.output, fp, args.timeout, runner)
 
 
 def _load_unit(d):
@@ -331,7 +331,7 @@ def _load_unit(d):
     return Unit(blob["gm"], tuple(blob["inputs"])), blob
 
 
-def _start(args, workdir, trace_crash=None):
+def _start(args, workdir, trace_crash=None, runner=None):
     """The state of a new run: captures, finds the failing graph. None: nothing to minify."""
     capture_dir = os.path.join(workdir, "capture")
     if args.resume and os.path.exists(os.path.join(args.resume, "events.jsonl")):
@@ -343,7 +343,7 @@ def _start(args, workdir, trace_crash=None):
             shutil.rmtree(capture_dir)
         _say(f"running {args.script} with capture on (--after={args.after}"
              f"{', --accuracy' if args.accuracy else ''})")
-        status, tail = run_capture(args.script, args.args, capture_dir, args, args.trace)
+        status, tail = run_capture(args.script, args.args, capture_dir, args, args.trace, runner)
     found = failing_graph(capture_dir, status)
     if trace_crash is not None:
         from dynamo.minifier import from_trace
@@ -395,21 +395,23 @@ def _start(args, workdir, trace_crash=None):
     return (state, unit), 0
 
 
-def main(argv=None, zygote=None):
-    """The tool. zygote: the query server, forked by cli/dynamo-minify before it imported dynamo
-    (fork_server.Zygote); ended here when it is not used (--no-isolate, an error)."""
+def main(argv=None, zygote=None, run_zygote=None):
+    """The tool. zygote: the query server, run_zygote: the server of the script's runs (the
+    capture and the repro's check), both forked by cli/dynamo-minify before it imported dynamo
+    (fork_server.Zygote); ended here when they are not used (--no-isolate, an error)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return _main(args, zygote)
+        return _main(args, zygote, run_zygote)
     except UsageError as e:
         _say(f"error: {e}")
         return 2
     finally:
-        if zygote is not None:
-            zygote.close()   # a no-op once a ForkServer adopted it
+        for z in (zygote, run_zygote):
+            if z is not None:
+                z.close()   # a no-op once a ForkServer adopted it
 
 
-def _main(args, zygote=None):
+def _main(args, zygote=None, run_zygote=None):
     if args.print_passes:
         for p in defs.reduction_passes():
             print(f"{p.name:22} {'(--after=kernel only) ' if p.kernel_only else ''}{p.description}")
@@ -444,14 +446,32 @@ def _main(args, zygote=None):
         args.trace = os.path.join(workdir, "trace.db")
     start = time.monotonic()
     server = launch_server(args, workdir, zygote)
+    runner = None
     try:
-        return _minify(args, workdir, resume_work, start, passes, server, trace_crash)
+        # The script's runs in forks of a server that imported torch and the script's imports
+        # but not dynamo (script_runner.ForkRunner, as dynamo-bisect's runs): a fresh process
+        # for everything dynamo reads at import; a fresh interpreter where that cannot be.
+        script = args.script or (args.resume and _resume_script(args.resume))
+        runner = _script_runner.make_runner(script or "", _child_env(), True, PROG,
+                                            run_zygote)
+        return _minify(args, workdir, resume_work, start, passes, server, trace_crash, runner)
     finally:
         if server is not None:
             server.close()
+        if runner is not None:
+            runner.close()
 
 
-def _minify(args, workdir, resume_work, start, passes, server, trace_crash):
+def _resume_script(workdir):
+    """The script of the stopped run in workdir (its state.json), or None."""
+    try:
+        with open(os.path.join(workdir, "state.json"), encoding="utf-8") as f:
+            return json.load(f).get("script")
+    except (OSError, ValueError):
+        return None
+
+
+def _minify(args, workdir, resume_work, start, passes, server, trace_crash, runner):
     if resume_work:
         with open(os.path.join(workdir, "state.json"), encoding="utf-8") as f:
             state = json.load(f)
@@ -462,7 +482,7 @@ def _minify(args, workdir, resume_work, start, passes, server, trace_crash):
             args.output = state["output"]
         _say(f"resuming from {workdir}: {unit.size()} nodes, {state['queries']} queries so far")
     else:
-        started, code = _start(args, workdir, trace_crash)
+        started, code = _start(args, workdir, trace_crash, runner)
         if started is None:
             shutil.rmtree(workdir, ignore_errors=True)
             return code
@@ -503,12 +523,12 @@ def _minify(args, workdir, resume_work, start, passes, server, trace_crash):
     if state["stage"] == "kernel":
         from dynamo.minifier import kernel_stage
         kernel = kernel_stage.single_kernel(small)
-    ok, what = _write_repro(args, state, small, m.fp, cmd, kernel)
+    ok, what = _write_repro(args, state, small, m.fp, cmd, kernel, runner)
     if kernel is not None and not ok:
         _say(f"the repro of kernel {kernel['name']} alone does not reproduce the failure (it gave: "
              f"{what}); writing the repro that runs the graph through the code generator instead")
         kernel = None
-        ok, what = _write_repro(args, state, small, m.fp, cmd, None)
+        ok, what = _write_repro(args, state, small, m.fp, cmd, None, runner)
     state["queries"] = m.queries
     state["result"] = {"nodes": small.size(), "ops": small.op_kinds(), "reproduces": ok,
                        "elapsed_s": round(time.monotonic() - start, 2)}

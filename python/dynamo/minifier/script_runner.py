@@ -2,12 +2,14 @@
 dynamo-minify's original run): each run sees only its own environment (DYNAMO_BISECT_BACKEND,
 DYNAMO_DISABLE_PASSES, DYNAMO_REPRO_DIR, ...) and a crash of the script is a result.
 
-Two runners with the same `run(script, args, env, log_path) -> (exit status, stderr tail)`:
+Two runners with the same `run(script, args, env, log_path, timeout=None) -> (exit status, stderr
+tail)` (status -N: killed by signal N; None: ran past the timeout):
 
   SubprocessRunner   `python -m dynamo._run_script -- script args` in a fresh interpreter: every
                      run imports torch again (about 3 s on stack 1, 9 s or more on stack 2).
-  ForkRunner         a fork server (fork_server.py; cli/dynamo-bisect forks it from itself
-                     once torch is imported: one torch import per bisection) that imported
+  ForkRunner         a fork server (fork_server.py; cli/dynamo-bisect and cli/dynamo-minify
+                     fork it from themselves once torch is imported: one torch import per
+                     bisection or minification) that imported
                      torch, WARM and the script's top-level imports once; each run is a fork
                      of it that applies the run's environment, imports dynamo and runs the
                      script. dynamo is never imported in the server: dynamo.config and
@@ -96,11 +98,15 @@ class SubprocessRunner:
             self.server, self.zygote = _query_server(self.base_env, zygote=self.zygote), None
         return _query(self.server, self.base_env, target, args, kwargs, log_path, timeout)
 
-    def run(self, script, script_args, env, log_path=None):
+    def run(self, script, script_args, env, log_path=None, timeout=None):
         env = dict(env, PYTHONPATH=_python_path(env))
         cmd = [sys.executable, "-m", "dynamo._run_script", "--", script, *script_args]
-        proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
+        try:
+            proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, "timed out"
         err = proc.stderr.decode(errors="replace")
         if log_path:
             with open(log_path, "w", encoding="utf-8") as f:
@@ -219,11 +225,11 @@ class ForkRunner:
         timeout is a result, as for ForkServer.query)."""
         return _query(self.server, self.base_env, target, args, kwargs, log_path, timeout)
 
-    def run(self, script, script_args, env, log_path):
+    def run(self, script, script_args, env, log_path, timeout=None):
         if self.differs_outside_dynamo(env):
-            return SubprocessRunner().run(script, script_args, env, log_path)
+            return SubprocessRunner().run(script, script_args, env, log_path, timeout)
         r = self.server.query_with_env(dict(env, PYTHONPATH=_python_path(env)), "dynamo.minifier.script_runner:run_in_child",
-                                       script, list(script_args), log_path)
+                                       script, list(script_args), log_path, timeout=timeout)
         try:
             with open(log_path, encoding="utf-8", errors="replace") as f:
                 tail = _tail(f.read())
@@ -236,7 +242,7 @@ class ForkRunner:
         if r.kind == "exit":
             return r.exit_code, tail
         if r.kind == "timeout":
-            return -9, tail
+            return None, tail
         return 1, _tail(r.message) or tail   # _run_script itself raised
 
     def close(self):

@@ -6,6 +6,7 @@
 //   tool [options] --db trace.db         report from an existing store, run nothing
 //
 //   parent (this program)                      child: DYNAMO_PYTHON -m dynamo._run_script
+//                                              ($DYNAMO_SCRIPT_PYTHON instead when set)
 //   ---------------------                      ------------------------------------------
 //   mkdtemp; fork/exec -------------------->   DYNAMO_TRACE=<tmp>/trace.db, status file
 //   wait (SIGINT ignored)                      runs the script as __main__ (traceback to stderr)
