@@ -79,6 +79,8 @@ set(DYNAMO_PYTEST_BATCH_small
   test_dynamic_symfloats test_dynamic_symints test_dynamic_transformer test_dynamic_shapes
   test_guards test_fewer_breaks test_explain_api test_listings test_graph_ir test_fused_golden
   test_fused_inplace test_fused_conv_weight_writes)
+set(DYNAMO_PYTEST_BATCH_COSTS_stack1 capture=12 small=24 aot_fused=28)
+set(DYNAMO_PYTEST_BATCH_COSTS_stack2 capture=23 small=46 aot_fused=46)
 set(DYNAMO_PYTEST_BATCH_aot_fused
   test_aot_eager test_aot_decomp test_aot_training test_backends test_profile_api
   test_testing_module test_fused_pool_arena test_fused_stream_stores test_fused_matmul test_docs)
@@ -152,5 +154,12 @@ function(dynamo_add_pytest_batches dir)
       WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
     set_tests_properties(py.batch.${_group} PROPERTIES LABELS "python;batch;${DYNAMO_STACK_LABEL}"
       TIMEOUT 600 ENVIRONMENT "${DYNAMO_PYTEST_ENV}")
+    # A batch's cost (seconds of CPU the group took as one process, h-ci's figures) so that a clean
+    # clone's longest-first schedule does not start it last.
+    foreach(_entry IN LISTS DYNAMO_PYTEST_BATCH_COSTS_${DYNAMO_STACK_LABEL})
+      if(_entry MATCHES "^${_group}=([0-9]+)$")
+        set_tests_properties(py.batch.${_group} PROPERTIES COST ${CMAKE_MATCH_1})
+      endif()
+    endforeach()
   endforeach()
 endfunction()

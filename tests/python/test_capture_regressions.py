@@ -64,11 +64,14 @@ def test_global_of_another_module_read_by_its_function():
     mod = types.ModuleType("dyn_other_mod")
     exec("K = 10.0\ndef times_k(x):\n    return x * K\ndef make():\n    return lambda x: x * K\n", mod.__dict__)
     sys.modules["dyn_other_mod"] = mod
-    dynamo.reset()
-    c = dynamo.compile(lambda x: mod.times_k(x) + mod.make()(x))
-    assert torch.equal(c(X), X * 20)
-    mod.K = 3.0
-    assert torch.equal(c(X), X * 6)
+    try:
+        dynamo.reset()
+        c = dynamo.compile(lambda x: mod.times_k(x) + mod.make()(x))
+        assert torch.equal(c(X), X * 20)
+        mod.K = 3.0
+        assert torch.equal(c(X), X * 6)
+    finally:  # this file runs in one process with others (py.batch.capture)
+        del sys.modules["dyn_other_mod"]
 
 
 def test_dict_merge_later_value_wins():
