@@ -213,7 +213,9 @@ def test_compiled_training_step_uses_the_fake_trace_and_matches_eager(monkeypatc
     assert aot.last_records()[-1]["trace_mode"] == "fake"
 
 
-def test_an_unknown_trace_mode_is_refused(monkeypatch):
+def test_an_unknown_trace_mode_is_refused_with_a_user_error(monkeypatch):
     monkeypatch.setenv("DYNAMO_AOT_TRACE", "sometimes")
-    with pytest.raises(ValueError, match=r"^DYNAMO_AOT_TRACE='sometimes': expected fake, real or check$"):
+    with pytest.raises(dynamo.UserError) as e:
         tracing.trace_mode()
+    assert str(e.value) == ("error: DYNAMO_AOT_TRACE='sometimes' is not a trace mode\n"
+                            "  = hint: set it to fake, real or check, or unset it")

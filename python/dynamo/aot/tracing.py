@@ -27,6 +27,7 @@ import os
 import torch
 from torch.utils import _pytree as pytree
 
+from dynamo import _C
 from dynamo.aot import rewrites
 from dynamo.aot.fallback import Fallback
 
@@ -259,7 +260,8 @@ def trace_mode():
     "check" (DYNAMO_AOT_TRACE=check: both, compared)."""
     how = os.environ.get("DYNAMO_AOT_TRACE", "fake")
     if how not in ("fake", "real", "check"):
-        raise ValueError(f"DYNAMO_AOT_TRACE={how!r}: expected fake, real or check")
+        raise _C.UserError(f"error: DYNAMO_AOT_TRACE={how!r} is not a trace mode\n"
+                           f"  = hint: set it to fake, real or check, or unset it")
     return how if _FAKE_SUPPORTED else "real"
 
 
