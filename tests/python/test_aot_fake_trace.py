@@ -125,7 +125,8 @@ def test_an_in_place_write_through_a_view_is_traced_on_real_tensors(monkeypatch)
     x, w = torch.randn(4, 6), torch.randn(4, 6, requires_grad=True)
     gm, examples = capture(inplace_and_views, x, w)
     real, got = trace(monkeypatch, "real", gm, examples), trace(monkeypatch, "fake", gm, examples)
-    assert got.mode == "real" and tracing._layout(got) == tracing._layout(real)
+    assert got.mode == "real (fake failed: _NeedsReal: an in-place write through a view)"
+    assert tracing._layout(got) == tracing._layout(real)
     assert "as_strided" in got.graph.python_code("self").src
 
 
@@ -170,7 +171,7 @@ def test_data_dependent_ops_are_traced_again_on_real_tensors(monkeypatch, fn):
     for how in ("real", "fake"):
         try:
             got = trace(monkeypatch, how, gm, examples)
-            answers.append(("traced", got.mode, tracing._layout(got)))
+            answers.append(("traced", got.mode.split(" ")[0], tracing._layout(got)))
         except Fallback as e:
             answers.append(("fallback", str(e)))
     # the fake trace cannot size nonzero's output nor read .item(): the real trace decides
@@ -187,7 +188,7 @@ def test_tensor_constants_are_traced_on_real_tensors(monkeypatch):
 
     gm, examples = capture(f, torch.randn(2, 3, requires_grad=True))
     got = trace(monkeypatch, "fake", gm, examples)
-    assert got.mode == "real"
+    assert got.mode == "real (fake failed: _NeedsReal: tensor constants made in the graph: lifted from the real trace)"
     assert len(got.constants) == 1 and torch.equal(got.constants[0], torch.tensor([1.0, 2.0, 3.0]))
 
 
@@ -219,3 +220,31 @@ def test_an_unknown_trace_mode_is_refused_with_a_user_error(monkeypatch):
         tracing.trace_mode()
     assert str(e.value) == ("error: DYNAMO_AOT_TRACE='sometimes' is not a trace mode\n"
                             "  = hint: set it to fake, real or check, or unset it")
+
+
+def test_a_handover_is_logged_and_recorded_with_its_reason(monkeypatch, capsys):
+    from dynamo import aot, logs
+    logs.set_logs("aot_graphs")
+    try:
+        monkeypatch.setenv("DYNAMO_AOT_TRACE", "fake")
+        x = torch.randn(2, 3, requires_grad=True)
+        dynamo.compile(lambda a: a * torch.tensor([1.0, 2.0, 3.0]), backend="aot_eager")(x).sum().backward()
+    finally:
+        logs.set_logs("")
+    want = "real (fake failed: _NeedsReal: tensor constants made in the graph: lifted from the real trace)"
+    assert aot.last_records()[-1]["trace_mode"] == want
+    assert ("[dynamo] aot: the fake trace handed over to the real trace: _NeedsReal: tensor constants made "
+            "in the graph: lifted from the real trace\n") in capsys.readouterr().err
+
+
+def test_an_unexpected_error_of_the_fake_trace_propagates(monkeypatch):
+    # a bug of the fake path (here: a TypeError from the fake mode) is not hidden behind the real trace
+    def broken():
+        raise TypeError("a bug in the fake path")
+
+    monkeypatch.setattr(tracing, "_fake_mode", broken)
+    gm, examples = capture(lambda a: a * 2, torch.randn(2, 3, requires_grad=True))
+    with pytest.raises(TypeError, match="a bug in the fake path"):
+        trace(monkeypatch, "fake", gm, examples)
+    assert trace(monkeypatch, "real", gm, examples).mode == "real"
+

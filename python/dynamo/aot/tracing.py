@@ -27,7 +27,7 @@ import os
 import torch
 from torch.utils import _pytree as pytree
 
-from dynamo import _C
+from dynamo import _C, logs
 from dynamo.aot import rewrites
 from dynamo.aot.fallback import Fallback
 
@@ -241,14 +241,35 @@ def trace(gm, examples, sources, training, decompositions=None):
     if how != "real":
         try:
             fake = _trace(gm, examples, sources, training, decompositions, _fake_mode())
-        except Exception:  # noqa: BLE001 - the real trace decides: same result or same Fallback
+        except _fake_failures() as e:  # the real trace decides: same result or same Fallback
+            why = _short_reason(e)
+            if logs.enabled("aot_graphs"):
+                logs._emit([f"{logs.PREFIX} aot: the fake trace handed over to the real trace: {why}"])
             fake = None
         if fake is not None and how == "fake":
             return fake
     real = _trace(gm, examples, sources, training, decompositions, None)
     if fake is not None:
         _check_same(fake, real)
+    elif how != "real":
+        real.mode = f"real (fake failed: {why})"
     return real
+
+
+def _fake_failures():
+    """What the fake trace may raise and the real trace settle: anything else is a bug of the fake
+    path and propagates (it used to be swallowed, sending every graph to the real trace)."""
+    from torch._subclasses import fake_tensor as ft
+    return (Fallback, _NeedsReal, ft.DataDependentOutputException, ft.DynamicOutputShapeException,
+            ft.UnsupportedOperatorException, ft.UnsupportedFakeTensorException, RuntimeError,
+            NotImplementedError)
+
+
+def _short_reason(e, limit=120):
+    text = str(e).strip().splitlines()
+    text = text[0] if text else ""
+    text = text if len(text) <= limit else text[:limit - 3] + "..."
+    return type(e).__name__ + (f": {text}" if text else "")
 
 
 #: torch 1.13's fake tensors lack meta kernels for much of what the models here run: real there.
@@ -376,6 +397,8 @@ def _trace(gm, examples, sources, training, decompositions, mode):
         except Fallback:
             raise
         except Exception as e:  # noqa: BLE001 - the graph still runs, on the eager runner
+            if mode is not None and not isinstance(e, _fake_failures()):
+                raise  # a bug of the fake path: not hidden behind the real trace
             raise Fallback(f"make_fx could not trace the graph: {type(e).__name__}: {e}") from e
     functionalized = False
     graph, owner = traced.graph, traced
