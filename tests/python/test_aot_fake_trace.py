@@ -248,3 +248,19 @@ def test_an_unexpected_error_of_the_fake_trace_propagates(monkeypatch):
         trace(monkeypatch, "fake", gm, examples)
     assert trace(monkeypatch, "real", gm, examples).mode == "real"
 
+
+def test_an_output_layout_unlike_eagers_hands_over_to_the_real_trace(monkeypatch):
+    # eager's output 0 given other strides (the same values, column-major): the fake trace's
+    # output layout no longer matches it, and the real trace decides
+    run = tracing._reference_run
+
+    def column_major(*a):
+        outs, *rest = run(*a)
+        return [outs[0].t().contiguous().t()] + outs[1:], *rest
+
+    gm, examples = capture(lambda a: (a * 2, a + 1), torch.randn(3, 4, requires_grad=True))
+    assert trace(monkeypatch, "fake", gm, examples).mode == "fake"
+    monkeypatch.setattr(tracing, "_reference_run", column_major)
+    got = trace(monkeypatch, "fake", gm, examples)
+    assert got.mode == ("real (fake failed: _NeedsReal: output 0 is ((3, 4), (4, 1)) (shape, strides) on fake "
+                        "tensors, ((3, 4), (1, 3)) in eager)")

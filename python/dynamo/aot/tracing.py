@@ -342,6 +342,18 @@ def _check_same(fake, real):
                              f"(DYNAMO_AOT_TRACE=check):\n{diff}")
 
 
+def _check_output_layouts(graph, ref_outs):
+    """_NeedsReal unless every user output of the fake trace has the shape and strides of the
+    reference run's (eager's) output: the compiled graph must never lay an output out otherwise."""
+    out_node = next(n for n in graph.nodes if n.op == "output")
+    for k, (node, ref) in enumerate(zip(out_node.args[0], ref_outs)):
+        tm = node.meta.get("tensor_meta") if isinstance(node, torch.fx.Node) else None
+        got = (tuple(tm.shape), tuple(tm.stride)) if hasattr(tm, "shape") else None
+        want = (tuple(ref.shape), tuple(ref.stride()))
+        if got != want:
+            raise _NeedsReal(f"output {k} is {got} (shape, strides) on fake tensors, {want} in eager")
+
+
 def _trace(gm, examples, sources, training, decompositions, mode):
     from functorch import make_fx
 
@@ -400,6 +412,8 @@ def _trace(gm, examples, sources, training, decompositions, mode):
             if mode is not None and not isinstance(e, _fake_failures()):
                 raise  # a bug of the fake path: not hidden behind the real trace
             raise Fallback(f"make_fx could not trace the graph: {type(e).__name__}: {e}") from e
+    if mode is not None:
+        _check_output_layouts(traced.graph, ref_outs)
     functionalized = False
     graph, owner = traced.graph, traced
     if mode is not None and any(n.op == "get_attr" for n in graph.nodes):
