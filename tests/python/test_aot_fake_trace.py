@@ -264,3 +264,24 @@ def test_an_output_layout_unlike_eagers_hands_over_to_the_real_trace(monkeypatch
     got = trace(monkeypatch, "fake", gm, examples)
     assert got.mode == ("real (fake failed: _NeedsReal: output 0 is ((3, 4), (4, 1)) (shape, strides) on fake "
                         "tensors, ((3, 4), (1, 3)) in eager)")
+
+
+def test_the_whole_graph_cache_is_skipped_in_check_mode(monkeypatch):
+    # a check must trace both ways: the fused preset's cache (whose entries the fake trace made)
+    # is neither read nor written then
+    from dynamo import aot
+    from dynamo.aot import graph_cache
+    calls = []
+    monkeypatch.setattr(graph_cache, "load", lambda k: calls.append("load"))  # None: a miss
+    monkeypatch.setattr(graph_cache, "store", lambda k, entry: calls.append("store"))
+    monkeypatch.delenv("DYNAMO_GRAPH_CACHE", raising=False)
+    monkeypatch.delenv("DYNAMO_REPRO_AFTER", raising=False)
+    x = torch.randn(4, 6, requires_grad=True)
+    for how, want in (("fake", (["load", "store"], "miss", "fake")), ("check", ([], None, "real"))):
+        monkeypatch.setenv("DYNAMO_AOT_TRACE", how)
+        assert graph_cache.enabled() == (how == "fake")
+        dynamo.reset()
+        calls.clear()
+        dynamo.compile(lambda a: (a * 2).sin(), backend="fused")(x).sum().backward()
+        rec = aot.last_records()[-1]
+        assert (calls, rec.get("graph_cache"), rec["trace_mode"]) == want

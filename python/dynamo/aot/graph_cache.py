@@ -18,7 +18,8 @@ kernel cache's (codegen/kernel_cache.h: _C._codegen.cache_read / cache_write). A
 checksum, format or key does not match is ignored with a warning and compiled again (then
 overwritten). A graph calling anything but torch, operator, math, builtins or dynamo functions
 (named so that the name resolves back to the same object), with an argument of another type, or
-whose trace lifted tensor constants, is not cached. DYNAMO_GRAPH_CACHE=0 turns the cache off.
+whose trace lifted tensor constants, is not cached. DYNAMO_GRAPH_CACHE=0 turns the cache off;
+DYNAMO_AOT_TRACE=check skips it (neither read nor written: the check traces every graph).
 """
 import hashlib
 import json
@@ -62,7 +63,10 @@ class StoredGraph:
 
 
 def enabled():
-    return os.environ.get("DYNAMO_GRAPH_CACHE", "1") != "0" and not os.environ.get("DYNAMO_REPRO_AFTER")
+    """Off with DYNAMO_GRAPH_CACHE=0, under the minifier, and with DYNAMO_AOT_TRACE=check: a check
+    must trace both ways, not read back an entry (which the fake trace made)."""
+    return (os.environ.get("DYNAMO_GRAPH_CACHE", "1") != "0" and not os.environ.get("DYNAMO_REPRO_AFTER")
+            and os.environ.get("DYNAMO_AOT_TRACE") != "check")
 
 
 def counters():
