@@ -285,3 +285,18 @@ def test_the_whole_graph_cache_is_skipped_in_check_mode(monkeypatch):
         dynamo.compile(lambda a: (a * 2).sin(), backend="fused")(x).sum().backward()
         rec = aot.last_records()[-1]
         assert (calls, rec.get("graph_cache"), rec["trace_mode"]) == want
+
+
+def test_the_reference_run_runs_once_when_the_fake_trace_hands_over(monkeypatch):
+    run, calls = tracing._reference_run, []
+
+    def counted(*a):
+        calls.append(1)
+        return run(*a)
+
+    monkeypatch.setattr(tracing, "_reference_run", counted)
+    gm, examples = capture(lambda a: a * torch.tensor([1.0, 2.0, 3.0]), torch.randn(2, 3, requires_grad=True))
+    for how in ("fake", "check", "real"):
+        calls.clear()
+        assert trace(monkeypatch, how, gm, examples).mode.startswith("real")
+        assert len(calls) == 1, how

@@ -229,18 +229,27 @@ def trace(gm, examples, sources, training, decompositions=None):
     out_requires_grad, mutated_inputs, rewritten (in-place ops made out-of-place), mode ("fake"
     or "real": how it was traced).
 
-    The reference run is always on real tensors (eager's values decide its errors). On torch
-    2.x make_fx then traces the joint graph on fake tensors first (no computation: the same ops,
-    shapes and strides, from the meta kernels). Anything that trace cannot settle by itself is
-    traced again on real tensors, which decides as before: every Fallback (the reason comes from
-    the real run), any error (data-dependent ops such as nonzero or .item(), ops without a meta
-    kernel), tensor constants made in the graph, in-place writes through views. DYNAMO_AOT_TRACE=real traces on real tensors only; =check traces both
-    ways and raises if the graphs or their layouts differ (tests/python/test_aot_fake_trace.py)."""
+    The reference run is always on real tensors (eager's values decide its errors), once. On
+    torch 2.x make_fx then traces the joint graph on fake tensors first (no computation: the same
+    ops, shapes and strides, from the meta kernels). Anything that trace cannot settle by itself
+    is traced again on real tensors, which decides as before: every Fallback (the reason comes
+    from the real run), torch's fake-tensor errors and make_fx's RuntimeError /
+    NotImplementedError (data-dependent ops such as nonzero or .item(), ops without a meta
+    kernel), tensor constants made in the graph, in-place writes through views, user outputs
+    whose shape or strides differ from eager's. Any other error of the fake trace propagates. A
+    handover is logged (DYNAMO_LOGS=aot_graphs) and its mode reads "real (fake failed: <why>)".
+    DYNAMO_AOT_TRACE=real traces on real tensors only; =check traces both ways and raises if the
+    graphs or their layouts differ (tests/python/test_aot_fake_trace.py)."""
     how = trace_mode()
+    rewrites.check_captured(gm)
+    # Always on real tensors, once (the real trace after a handover reuses it): eager's values
+    # decide its errors (an embedding index out of range, binary_cross_entropy's input outside
+    # [0, 1]), which a fake run would not raise.
+    ref = _reference_run(gm, examples, sources)
     fake = None
     if how != "real":
         try:
-            fake = _trace(gm, examples, sources, training, decompositions, _fake_mode())
+            fake = _trace(gm, examples, sources, training, decompositions, _fake_mode(), ref)
         except _fake_failures() as e:  # the real trace decides: same result or same Fallback
             why = _short_reason(e)
             if logs.enabled("aot_graphs"):
@@ -248,7 +257,7 @@ def trace(gm, examples, sources, training, decompositions=None):
             fake = None
         if fake is not None and how == "fake":
             return fake
-    real = _trace(gm, examples, sources, training, decompositions, None)
+    real = _trace(gm, examples, sources, training, decompositions, None, ref)
     if fake is not None:
         _check_same(fake, real)
     elif how != "real":
@@ -354,13 +363,12 @@ def _check_output_layouts(graph, ref_outs):
             raise _NeedsReal(f"output {k} is {got} (shape, strides) on fake tensors, {want} in eager")
 
 
-def _trace(gm, examples, sources, training, decompositions, mode):
+def _trace(gm, examples, sources, training, decompositions, mode, ref):
+    """One trace, on fake tensors (mode: a FakeTensorMode) or real ones (None); ref is
+    _reference_run's result, shared by both (the real trace, which comes last, empties its copies)."""
     from functorch import make_fx
 
-    rewrites.check_captured(gm)
-    # Always on real tensors: eager's values decide its errors (an embedding index out of
-    # range, binary_cross_entropy's input outside [0, 1]), which a fake run would not raise.
-    ref_outs, out_rg, mutated, ref_ins, aliasing = _reference_run(gm, examples, sources)
+    ref_outs, out_rg, mutated, ref_ins, aliasing = ref
     if training and not any(out_rg):
         training = False
     if training and aliasing:
@@ -389,6 +397,7 @@ def _trace(gm, examples, sources, training, decompositions, mode):
     # parameters, not two); what it mutated, or made a non-leaf, is copied afresh.
     if mode is None:
         ins = [ref_ins[i] if i not in mutated and ref_ins[i].is_leaf else _clone(t) for i, t in enumerate(examples)]
+        ref_ins.clear()  # the copies not reused are freed before the trace, as before
     else:  # fake copies with the metadata of the real ones
         with mode:
             ins = [_copy(t, mode) for t in examples]
