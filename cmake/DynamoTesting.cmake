@@ -70,7 +70,7 @@ set(DYNAMO_PYTEST_COSTS_stack2
 # with no arguments leaves them out (-LE batched), with arguments it leaves the batches out.
 # A group is added here only after it passed as one process on both stacks (a file must not
 # depend on a fresh process: dynamo config, compile listeners, patched torch).
-set(DYNAMO_PYTEST_BATCHES capture small aot_fused)
+set(DYNAMO_PYTEST_BATCHES capture small aot_fused adversarial)
 set(DYNAMO_PYTEST_BATCH_capture
   test_capture_autocast test_capture_breaks test_capture_cases test_capture_clean_breaks
   test_capture_constructs test_capture_inference_mode test_capture_numpy test_capture_regressions
@@ -84,6 +84,14 @@ set(DYNAMO_PYTEST_BATCH_COSTS_stack2 capture=23 small=46 aot_fused=46)
 set(DYNAMO_PYTEST_BATCH_aot_fused
   test_aot_eager test_aot_decomp test_aot_training test_backends test_profile_api
   test_testing_module test_fused_pool_arena test_fused_stream_stores test_fused_matmul test_docs)
+# The small adversarial files (eager backend; each case resets dynamo before and after it, and the
+# harness reseeds random, numpy and torch before every build and call: adversarial_harness.py).
+set(DYNAMO_PYTEST_BATCH_adversarial
+  test_adversarial_aliasing test_adversarial_breaks test_adversarial_calls
+  test_adversarial_containers test_adversarial_datadep test_adversarial_exceptions
+  test_adversarial_models test_adversarial_monkeypatch test_adversarial_numpy
+  test_adversarial_realmodels test_adversarial_realmodels_loops test_adversarial_round3
+  test_adversarial_round4 test_adversarial_s7 test_adversarial_training)
 
 # OpenMP threads (torch's intra-op pool, the fused backend's `#pragma omp parallel` kernels) wait
 # by sleeping, not spinning: ctest -j2 runs two torch processes of 2 threads each on CI's 2 cores,
