@@ -107,6 +107,11 @@ def _fork_safety():
     return mod
 
 
+# In the server: the variables its imports set in os.environ, with their values. A request may
+# carry them with these values too (its sender imported torch as well, e.g. the test process).
+_set_by_imports = {}
+
+
 def _why_not(request, base_env):
     """Why the request needs the real interpreter ("" when a fork will do)."""
     argv = request["argv"]
@@ -116,7 +121,8 @@ def _why_not(request, base_env):
     env = request["env"]
     for key in set(env) | set(base_env):
         if not key.startswith(_FREE_PREFIXES) and key not in _FREE and \
-                env.get(key) != base_env.get(key):
+                env.get(key) != base_env.get(key) and \
+                (key not in _set_by_imports or env[key] != _set_by_imports[key]):
             return f"{key} differs"
     return ""
 
@@ -289,12 +295,12 @@ def server_main(sock_path):
     if ready["unsafe"]:
         print(f"pyfork: not serving: {ready['unsafe']}", file=sys.stderr, flush=True)
         return 1
-    set_by_imports = {k: v for k, v in os.environ.items() if base_env.get(k) != v}
+    _set_by_imports.update((k, v) for k, v in os.environ.items() if base_env.get(k) != v)
     base_path = _base_path()
     request = _serve(sock_path, base_env)
     if request is None:
         return 0
-    _become(request, base_path, set_by_imports)
+    _become(request, base_path, _set_by_imports)
     del fork_server
     try:
         _run(request["argv"])
