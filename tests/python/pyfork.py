@@ -37,7 +37,10 @@ _HEADER = struct.Struct("!Q")
 WARM = ("torch._functorch.aot_autograd", "functorch", "torch.fx.passes.shape_prop")
 # Variables that may differ between the server and a forked child: nothing the server imported
 # reads them (DYNAMO_*: dynamo, never imported there; MINIFY_*: the tests' minify_faults.py).
-_FREE = ("PYTHONPATH", "PWD", "OLDPWD", "_")
+# PYTEST_CURRENT_TEST names the running test (the server started in an earlier one); LINES and
+# COLUMNS are what readline exports to the C environment when pytest imports it: a child process
+# started without env= inherits them, os.environ does not show them.
+_FREE = ("PYTHONPATH", "PWD", "OLDPWD", "_", "PYTEST_CURRENT_TEST", "LINES", "COLUMNS")
 _FREE_PREFIXES = ("DYNAMO_", "MINIFY_")
 
 
