@@ -8,6 +8,7 @@
 #include "graph_call.h"
 #include "inference_mode.h"
 #include "dynamic.h"
+#include "example_memo.h"
 #include "sym_values.h"
 #include "torch_api.h"
 #include "tracer.h"
@@ -921,8 +922,19 @@ PyObjectRef exampleResult(CompileContext& ctx, PyObject* fn, const std::string& 
   // Warnings the op gives are the graph's to give when it runs (once, as eager does), not the
   // stand-in call's: they are silenced while the example is computed.
   WarningsSilenced silenced;
-  PyObject* result = PyObject_Call(callable.get(), callArgs.get(),
-                                   PyDict_Size(exKwargs.get()) ? exKwargs.get() : nullptr);  // new
+  // The same call on examples of the same metadata made before gives its result's metadata
+  // (example_memo.h: torch 2.x runs many meta kernels in Python).
+  const bool deviceMove = method == "to" || method == "cuda" || method == "cpu";
+  PyObject* memoFn = method.empty() ? fn : nullptr;  // borrowed
+  const std::string memoKey = anyTensorArg && !deviceMove && !autocastMayApply(ctx)
+                                  ? exampleMemoKey(memoFn, method, exArgs.get(), exKwargs.get(), ctx.gradEnabled)
+                                  : std::string();
+  PyObject* result = memoKey.empty() ? nullptr : exampleMemoLookup(memoKey, memoFn, exArgs.get()).release();  // new
+  if (result == nullptr) {
+    result = PyObject_Call(callable.get(), callArgs.get(), PyDict_Size(exKwargs.get()) ? exKwargs.get() : nullptr);
+    if (result != nullptr && !memoKey.empty())
+      exampleMemoStore(memoKey, memoFn, method, result, exArgs.get(), exKwargs.get(), ctx.gradEnabled);
+  }
   if (anyTensorArg && autocastMayApply(ctx)) {
     PyObject *aet = nullptr, *aev = nullptr, *atb = nullptr;
     PyErr_Fetch(&aet, &aev, &atb);  // the meta call's error, if it failed

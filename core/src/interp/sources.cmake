@@ -3,6 +3,7 @@ target_sources(dynamo_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/value.cpp
   ${CMAKE_CURRENT_LIST_DIR}/torch_api.cpp
   ${CMAKE_CURRENT_LIST_DIR}/context.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/example_memo.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dynamic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sym_values.cpp
   ${CMAKE_CURRENT_LIST_DIR}/size_rules.cpp
