@@ -877,8 +877,14 @@ void emitScalarLoops(std::ostringstream& o, const Kernel& k, int64_t work) {
   // Pointwise: parallel over all dims but the last (kept for the vectoriser) unless there is one.
   size_t par = pointwise ? (nOuter > 1 ? nOuter - 1 : nOuter) : nOuter;
   std::string ind = "  ";
+  // A one-dim pointwise loop is `parallel for simd`: the loop body is outlined into OpenMP's
+  // region function, where GCC no longer sees the __restrict__ of the pointers, so plain
+  // `parallel for` made it compile the body twice more (a scalar copy behind a run-time alias
+  // check, beside the vector loop and its epilogue); `simd` states what `parallel for` already
+  // does (iterations independent), as the inner `omp simd` of the multi-dim case below does.
   if (par > 0) {
-    o << ind << "#pragma omp parallel for" << (par > 1 ? " collapse(" + std::to_string(par) + ")" : "")
+    o << ind << "#pragma omp parallel for" << (pointwise && nOuter == 1 ? " simd" : "")
+      << (par > 1 ? " collapse(" + std::to_string(par) + ")" : "")
       << " schedule(static) if(" << sizeInt(work) << " >= 32768LL)\n";
   }
   for (size_t d = 0; d < nOuter; ++d) {
