@@ -382,7 +382,10 @@ def _trace(gm, examples, sources, training, decompositions, mode, ref):
     diff_out = [k for k, rg in enumerate(out_rg) if rg] if training else []
 
     def forward(primals):
-        return _flat_outputs(gm(*primals))
+        # gm.forward, not gm(): the graph module is an nn.Module, so gm() would run the global
+        # module hooks (register_module_forward_hook) on it and trace them into the graph, where
+        # the captured graph already holds the user's modules' hooks.
+        return _flat_outputs(gm.forward(*primals))
 
     def joint(primals, tangents):
         outs = forward(primals)

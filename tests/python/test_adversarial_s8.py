@@ -1,0 +1,59 @@
+"""Adversarial pass, session 8 (outsider testing of the capture core on both stacks): real model
+code around nn.Module state (hooks registered and removed between calls, state_dict loads,
+train/eval, buffers, properties, __getattr__/__setattr__ overrides, modules in dicts and lists),
+grad modes around graph breaks, constants that change between calls, random streams, in-place ops
+on input views, aliasing, and exceptions raised after side effects. About 150 programs were written
+(scratch files, not kept); the cases here are the ones that found a wrong result, each reduced,
+plus neighbours that pin the fixed paths. Each case is compared with eager call by call (results,
+exceptions, side effects) under the backends eager and aot_eager, and under fused where tensors
+flow through arithmetic a kernel could take."""
+import pytest
+import torch
+import torch.nn as nn
+
+from adversarial_harness import check_case_under, params, registry
+
+CASES, case = registry()
+BACKENDS = ("eager", "aot_eager")
+FUSED = ("global_forward_pre_hook_registered_between_calls",)
+
+
+def _global_hooks_between_calls(post):
+    m = nn.Linear(2, 2)
+    handles = []
+
+    def drive(f, i):
+        if i == 1:
+            handles.append(nn.modules.module.register_module_forward_pre_hook(lambda mod, inp: (inp[0] * 3,)))
+            if post:
+                handles.append(nn.modules.module.register_module_forward_hook(lambda mod, inp, out: out + 1))
+        try:
+            return f(torch.ones(1, 2))
+        finally:
+            if i == 2:
+                for h in handles:
+                    h.remove()
+    return m, drive
+
+
+@case
+def global_forward_pre_hook_registered_between_calls():
+    # Was (aot_eager, fused): the AOT tracer called the graph module (an nn.Module) with gm(...), so
+    # the global pre-hook ran once more on it and was traced into the graph: the input was scaled
+    # twice (9x, not 3x).
+    return _global_hooks_between_calls(post=False)
+
+
+@case
+def global_forward_pre_and_post_hooks_registered_between_calls():
+    return _global_hooks_between_calls(post=True)
+
+
+@pytest.mark.parametrize("case,backend", params(CASES, {}, BACKENDS))
+def test_adversarial_s8(case, backend, monkeypatch):
+    check_case_under(case, backend, monkeypatch)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in FUSED], ids=lambda c: c.name)
+def test_adversarial_s8_fused(case, monkeypatch):
+    check_case_under(case, "fused", monkeypatch)
