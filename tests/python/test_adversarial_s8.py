@@ -15,7 +15,8 @@ from adversarial_harness import check_case_under, params, registry
 
 CASES, case = registry()
 BACKENDS = ("eager", "aot_eager")
-FUSED = ("global_forward_pre_hook_registered_between_calls",)
+FUSED = ("global_forward_pre_hook_registered_between_calls",
+         "full_reductions_after_in_place_resize_and_transpose_of_inputs")
 
 
 def _global_hooks_between_calls(post):
@@ -47,6 +48,22 @@ def global_forward_pre_hook_registered_between_calls():
 @case
 def global_forward_pre_and_post_hooks_registered_between_calls():
     return _global_hooks_between_calls(post=True)
+
+
+@case
+def full_reductions_after_in_place_resize_and_transpose_of_inputs():
+    # Was (fused): a kernel reading x after x.resize_(2, 2) took x's sizes from the graph input
+    # (6 elements), so x.sum() summed the storage's old elements (15, not 6).
+    def fn(x, y, z):
+        x.resize_(2, 2)
+        y.t_()
+        z.resize_(3, 3)  # grows: a new storage (only its first 4 elements are set)
+        return x.sum(), x.amax(), x.mean(), y.sum(), y.sum(0), z.view(-1)[:4].sum(), x.shape, y.stride()
+
+    def drive(f, i):
+        x, y, z = torch.arange(6.0), torch.arange(6.0).reshape(2, 3), torch.ones(4)
+        return f(x, y, z), x, y, z.shape
+    return fn, drive
 
 
 @pytest.mark.parametrize("case,backend", params(CASES, {}, BACKENDS))
