@@ -16,7 +16,9 @@ from adversarial_harness import check_case_under, params, registry
 CASES, case = registry()
 BACKENDS = ("eager", "aot_eager")
 FUSED = ("global_forward_pre_hook_registered_between_calls",
-         "full_reductions_after_in_place_resize_and_transpose_of_inputs")
+         "full_reductions_after_in_place_resize_and_transpose_of_inputs",
+         "buffer_accumulates_a_value_that_requires_grad_then_a_caught_raise",
+         "requires_grad_set_on_an_intermediate_inside_the_function")
 
 
 def _global_hooks_between_calls(post):
@@ -63,6 +65,56 @@ def full_reductions_after_in_place_resize_and_transpose_of_inputs():
     def drive(f, i):
         x, y, z = torch.arange(6.0), torch.arange(6.0).reshape(2, 3), torch.ones(4)
         return f(x, y, z), x, y, z.shape
+    return fn, drive
+
+
+@case
+def buffer_accumulates_a_value_that_requires_grad_then_a_caught_raise():
+    # Was (aot_eager, fused): the buffer's in-place update was replayed as a copy into it, so the
+    # buffer did not get the autograd history eager gives it (requires_grad True in eager).
+    log = []
+
+    class M(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.lin = nn.Linear(2, 2)
+            s.n = 0
+            s.register_buffer("acc", torch.zeros(2))
+
+        def helper(s, x):
+            s.n += 1
+            s.acc.add_(x.sum(0))
+            log.append(s.n)
+            if x.shape[0] == 2:
+                raise KeyError(f"batch {x.shape[0]}")
+            return x
+
+        def forward(s, x):
+            y = s.lin(x)
+            try:
+                y = s.helper(y)
+            except KeyError as e:
+                log.append(str(e))
+            return y * 2
+
+    m = M()
+    return m, lambda f, i: f(torch.ones(i + 1, 2)), lambda: (list(log), m.n, m.acc.requires_grad, m.acc.detach().clone())
+
+
+@case
+def requires_grad_set_on_an_intermediate_inside_the_function():
+    # Was (aot_eager, fused): no input requires grad, so the graph was compiled for inference and
+    # its outputs did not require grad (eager's do, through the new leaf y).
+    def fn(x):
+        y = x * 2
+        y.requires_grad_()
+        z = (y * y).sum()
+        return z, z.requires_grad, y.is_leaf, torch.ones(2, requires_grad=True) * x
+
+    def drive(f, i):
+        z, rg, leaf, w = f(torch.ones(2))
+        z.backward()
+        return z, rg, leaf, w, w.requires_grad
     return fn, drive
 
 
