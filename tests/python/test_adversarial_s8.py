@@ -2,7 +2,7 @@
 code around nn.Module state (hooks registered and removed between calls, state_dict loads,
 train/eval, buffers, properties, __getattr__/__setattr__ overrides, modules in dicts and lists),
 grad modes around graph breaks, constants that change between calls, random streams, in-place ops
-on input views, aliasing, and exceptions raised after side effects. About 150 programs were written
+on input views, aliasing, and exceptions raised after side effects. About 100 programs were written
 (scratch files, not kept); the cases here are the ones that found a wrong result, each reduced,
 plus neighbours that pin the fixed paths. Each case is compared with eager call by call (results,
 exceptions, side effects) under the backends eager and aot_eager, and under fused where tensors
