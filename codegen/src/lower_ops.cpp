@@ -147,6 +147,28 @@ std::string inplaceBase(const core::Node& n) {
   return kOps.count(name) ? name : std::string();
 }
 
+bool changesSizesInPlace(const core::Node& n) {
+  static const std::unordered_set<std::string> kOps = {
+      "resize_", "resize_as_", "t_", "transpose_", "swapdims_", "swapaxes_", "unsqueeze_",
+      "squeeze_", "as_strided_", "set_"};
+  std::string name;
+  if (n.op() == core::NodeOp::kCallMethod) {
+    name = n.method();
+  } else if (n.op() == core::NodeOp::kCallFunction) {
+    const core::Target& t = n.target();
+    if (t.kind() == core::TargetKind::kAtenOp) {
+      name = t.schemaName().rfind("aten::", 0) == 0 ? t.schemaName().substr(6) : "";
+      name = name.substr(0, name.find('.'));
+    } else if (t.kind() == core::TargetKind::kMethod) {
+      name = t.method();
+    } else {
+      const std::string& q = t.qualifiedName();
+      name = q.substr(q.rfind('.') + 1);
+    }
+  }
+  return kOps.count(name) > 0;
+}
+
 namespace {
 
 // ---- argument binding -------------------------------------------------------------------------

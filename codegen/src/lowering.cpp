@@ -345,7 +345,7 @@ class Lowerer final : public LoweringContext {
         auto it = values_.find(resolve(a.asNode()).get());
         if (it != values_.end()) return it->second;
         if (std::optional<LValue> s = scalarValue(a.asNode())) return *s;
-        return memoryValue(a.asNode());
+        return memoryValue(resolve(a.asNode()));
       }
       case core::ArgKind::kBool: v.kind = LValue::Kind::kNumber; v.dtype = DType::kBool; v.number = a.asBool(); return v;
       case core::ArgKind::kInt: v.kind = LValue::Kind::kNumber; v.dtype = DType::kInt64; v.number = static_cast<double>(a.asInt()); return v;
@@ -577,6 +577,12 @@ class Lowerer final : public LoweringContext {
     externItem_[n.get()] = static_cast<int>(out_.items.size());
     out_.items.push_back(it);
     out_.program.externs.emplace_back(n->name(), why);
+    // x.resize_(2, 2), x.t_(): the tensor keeps its identity but not its sizes or strides, so
+    // later readers of x read the op's result (the same tensor, with the new meta), not the
+    // placeholder's meta (a full reduction after resize_ summed the old number of elements).
+    if (changesSizesInPlace(*n) && !n->args().empty() && n->args()[0].isNode()) {
+      redirect_[n->args()[0].asNode().get()] = n;
+    }
   }
 
   // ATen ops given a channels-last 4-d input return channels-last results (convolution, pooling,
@@ -590,7 +596,7 @@ class Lowerer final : public LoweringContext {
     n.forEachInput([&](const core::NodeRef& a) {
       if (!first) return;
       auto v = values_.find(resolve(a).get());
-      auto m = memory_.find(a.get());
+      auto m = memory_.find(resolve(a).get());
       int b = v != values_.end() ? v->second.buffer : m != memory_.end() ? m->second.buffer : -1;
       if (b < 0 || out_.program.buffers[b].shape.size() != 4) return;
       first = false;
@@ -618,7 +624,7 @@ class Lowerer final : public LoweringContext {
       realize(a, escape);
       return values_.at(resolve(a).get()).buffer;
     }
-    return memoryValue(a).buffer;
+    return memoryValue(resolve(a)).buffer;
   }
 
   // A 2-d convolution (lower_conv.cpp) as a conv step, with the eval-mode batch_norm that is its

@@ -110,6 +110,9 @@ std::optional<LValue> lowerNode(const core::Node& n, const std::vector<LValue>& 
 /// The functional op of an in-place node ("relu" for relu_, F.relu(inplace=True), aten::relu_;
 /// "add" for add_, operator.iadd), or empty.
 std::string inplaceBase(const core::Node& n);
+/// True for the in-place ops that change their tensor's sizes or strides (resize_, t_,
+/// unsqueeze_, set_, ...): later readers of the tensor see the op's result meta, not the old one.
+bool changesSizesInPlace(const core::Node& n);
 
 /// True when argument `at` of n is the literal True (a positional inplace flag).
 bool positionalInplace(const core::Node& n, size_t at);

@@ -369,6 +369,13 @@ def _trace(gm, examples, sources, training, decompositions, mode, ref):
     from functorch import make_fx
 
     ref_outs, out_rg, mutated, ref_ins, aliasing = ref
+    for i in mutated:
+        if ref_ins[i].requires_grad and not examples[i].requires_grad:
+            raise Fallback(f"the graph writes a value that requires grad into input '{sources[i]}' in "
+                           f"place: eager gives the input an autograd history, the AOT wrapper cannot")
+    if any(out_rg) and not any(t.requires_grad for t in examples):
+        raise Fallback(f"graph output {out_rg.index(True)} requires grad though no input does "
+                       f"(requires_grad_ inside the graph): the AOT wrapper's outputs would not")
     if training and not any(out_rg):
         training = False
     if training and aliasing:
@@ -382,7 +389,10 @@ def _trace(gm, examples, sources, training, decompositions, mode, ref):
     diff_out = [k for k, rg in enumerate(out_rg) if rg] if training else []
 
     def forward(primals):
-        return _flat_outputs(gm(*primals))
+        # gm.forward, not gm(): the graph module is an nn.Module, so gm() would run the global
+        # module hooks (register_module_forward_hook) on it and trace them into the graph, where
+        # the captured graph already holds the user's modules' hooks.
+        return _flat_outputs(gm.forward(*primals))
 
     def joint(primals, tangents):
         outs = forward(primals)
