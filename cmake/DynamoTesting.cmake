@@ -45,7 +45,9 @@ set(DYNAMO_PYTEST_COSTS_stack1
   test_torchvision=215 test_aot_torchvision=20 test_minify_cli=78 test_bench_smoke=57
   test_fused_dynamic=57 test_fused_ops=53 test_minify_kernel=50 test_dynamic_shape_reads=46
   test_minify_bisect=42 test_minify_accuracy=41 test_minify_errors=40 test_explain_cli=39
-  test_fused_program_cache=39 test_minify_fused=33 test_adversarial_fused=32 test_crash_trace=32
+  test_fused_program_cache=39 test_minify_fused=33 test_adversarial_fused=32
+  test_adversarial_fused_s6=47 test_adversarial_nested=18 test_adversarial_dynamic=15
+  test_crash_trace=32
   test_logs=32 test_minify_aot=29 test_dynamic_model_code=28 test_minify_fork_server=27
   test_fused_graph_cache=25 test_dynamic_torchvision=23 test_kernel_recording=22
   test_fused_conv_dnnl=20 test_bytecode=16 test_fused_conv=16 test_minify_bisect_torchvision=16
@@ -53,6 +55,7 @@ set(DYNAMO_PYTEST_COSTS_stack1
 set(DYNAMO_PYTEST_COSTS_stack2
   test_bench_smoke=129 test_fused_program_cache=112 test_minify_bisect=109 test_fused_dynamic=86
   test_fused_ops=60 test_fused_graph_cache=58 test_dynamic_shape_reads=57 test_adversarial_fused=53
+  test_adversarial_fused_s6=65 test_adversarial_nested=25
   test_minify_fork_server=51 test_kernel_recording=50 test_torchvision_fused=46
   test_dynamic_model_code=40 test_fused_conv_dnnl=39 test_passes=33 test_fused_conv=32
   test_fused_training=32 test_minify_bisect_torchvision=32 test_bytecode=29
@@ -70,7 +73,7 @@ set(DYNAMO_PYTEST_COSTS_stack2
 # with no arguments leaves them out (-LE batched), with arguments it leaves the batches out.
 # A group is added here only after it passed as one process on both stacks (a file must not
 # depend on a fresh process: dynamo config, compile listeners, patched torch).
-set(DYNAMO_PYTEST_BATCHES capture small aot_fused)
+set(DYNAMO_PYTEST_BATCHES capture small aot_fused adversarial misc)
 set(DYNAMO_PYTEST_BATCH_capture
   test_capture_autocast test_capture_breaks test_capture_cases test_capture_clean_breaks
   test_capture_constructs test_capture_inference_mode test_capture_numpy test_capture_regressions
@@ -79,11 +82,24 @@ set(DYNAMO_PYTEST_BATCH_small
   test_dynamic_symfloats test_dynamic_symints test_dynamic_transformer test_dynamic_shapes
   test_guards test_fewer_breaks test_explain_api test_listings test_graph_ir test_fused_golden
   test_fused_inplace test_fused_conv_weight_writes)
-set(DYNAMO_PYTEST_BATCH_COSTS_stack1 capture=12 small=24 aot_fused=28)
-set(DYNAMO_PYTEST_BATCH_COSTS_stack2 capture=23 small=46 aot_fused=46)
+set(DYNAMO_PYTEST_BATCH_COSTS_stack1 capture=12 small=24 aot_fused=28 adversarial=17 misc=32)
+set(DYNAMO_PYTEST_BATCH_COSTS_stack2 capture=23 small=46 aot_fused=46 adversarial=39 misc=135)
 set(DYNAMO_PYTEST_BATCH_aot_fused
   test_aot_eager test_aot_decomp test_aot_training test_backends test_profile_api
   test_testing_module test_fused_pool_arena test_fused_stream_stores test_fused_matmul test_docs)
+# The small adversarial files (eager backend; each case resets dynamo before and after it, and the
+# harness reseeds random, numpy and torch before every build and call: adversarial_harness.py).
+set(DYNAMO_PYTEST_BATCH_adversarial
+  test_adversarial_aliasing test_adversarial_breaks test_adversarial_calls
+  test_adversarial_containers test_adversarial_datadep test_adversarial_exceptions
+  test_adversarial_models test_adversarial_monkeypatch test_adversarial_numpy
+  test_adversarial_realmodels test_adversarial_realmodels_loops test_adversarial_round3
+  test_adversarial_round4 test_adversarial_s7 test_adversarial_training)
+# Small files of several components that restore what they change (monkeypatch.setenv, config in a
+# finally).
+set(DYNAMO_PYTEST_BATCH_misc
+  test_aot_fake_trace test_aot_per_size_cli test_hardening test_torchvision_fused
+  test_explain_schemas test_explain_consistency test_snippet_corpus test_torch_modules)
 
 # OpenMP threads (torch's intra-op pool, the fused backend's `#pragma omp parallel` kernels) wait
 # by sleeping, not spinning: ctest -j2 runs two torch processes of 2 threads each on CI's 2 cores,
