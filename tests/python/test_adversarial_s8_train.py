@@ -596,6 +596,38 @@ def user_in_place_write_to_a_returned_view_of_an_intermediate():
         return y.detach(), _backward_or_error(y, lin)
     return fn, drive, None, (lin,)
 
+
+@case()
+def two_forwards_before_their_backwards_keep_their_saved_values_apart():
+    m = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 12), nn.Sigmoid(), nn.Linear(12, 3))
+
+    def drive(f, i, c):
+        ya, yb = f(c(randn(4, 6))), f(c(randn(4, 6)))
+        ya.pow(2).sum().backward()
+        ga = _grads(m)
+        m.zero_grad()
+        yb.sum().backward()
+        gb = _grads(m)
+        m.zero_grad()
+        return ya.detach(), yb.detach(), ga, gb
+    return m, drive
+
+
+@case()
+def binary_cross_entropy_at_zero_and_one_and_prod_backward_with_zeros():
+    def fn(p, t, x):
+        return (F.binary_cross_entropy(p, t, reduction="none"), F.binary_cross_entropy(p, t, weight=t + 1),
+                x.prod(-1), x.cumprod(-1))
+
+    def drive(f, i, c):
+        p = c(torch.tensor([0.0, 1.0, 0.0, 1.0, 0.5, 1e-30])).requires_grad_()
+        t = c(torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0]))
+        x = c(torch.tensor([[1.0, 0.0, 2.0, 3.0], [0.0, 2.0, 0.0, 1.0], [1.5, 2.0, -1.0, 0.5]])).requires_grad_()
+        out = f(p, t, x)
+        sum(o.sum() for o in out).backward()
+        return [o.detach() for o in out], p.grad, x.grad
+    return fn, drive
+
 # ----------------------------------------------------------------------------------------------
 # Numerics
 
