@@ -8,7 +8,7 @@
 # partitioner, the anchor of bench/aot_eager.py. xauth: xvfb-run needs it (xvfb only recommends it)
 # for the inspector's end-to-end test; libegl-dev and libglu1-mesa-dev: CMake's FindOpenGL (run by
 # Qt6Gui's config) records their libraries in CMakeCache.txt when present. valgrind: the
-# instruction counts of docs/performance.md (callgrind). scripts/check_deps.py (ctest setup.deps_check)
+# instruction counts of docs/performance.md (callgrind). libssl-dev: SHA-256 (common/src/hash.cpp). scripts/check_deps.py (ctest setup.deps_check)
 # fails when the build or the tests use a file of a package this list does not bring in.
 DYNAMO_APT_PACKAGES=(
   g++ cmake ninja-build ccache pkg-config
@@ -19,6 +19,7 @@ DYNAMO_APT_PACKAGES=(
   libopenblas0-pthread
   libdnnl-dev
   libsqlite3-dev sqlite3
+  libssl-dev
   catch2
   nlohmann-json3-dev
   qt6-base-dev libgraphviz-dev xvfb xauth libegl-dev libglu1-mesa-dev

@@ -55,6 +55,7 @@
 #include "float_scan.h"
 #include "fused_blas_split.h"
 #include "fused_program_cache.h"
+#include "fused_torch_linear.h"
 #include "dynamo/backends/fused.h"
 #include "dynamo/codegen/emit.h"
 #include "dynamo/codegen/kernel_cache.h"
@@ -215,10 +216,13 @@ class FusedFn final : public core::CompiledGraphFn {
   // runToken: nonzero when the trace store records these kernels (reportBackendKernels): the
   // first core::kTimedKernelCalls calls time each kernel and report the means once.
   // sizeParams: per kernel, its size parameters (empty for a kernel with literal sizes).
+  // inference: not a graph of the AOT layer (its mm steps may take torch's oneDNN linear).
   FusedFn(const core::Graph& graph, codegen::Program program, std::vector<KernelFn> fns, uint64_t runToken,
-          std::vector<std::vector<int64_t>> sizeParams)
+          std::vector<std::vector<int64_t>> sizeParams, bool inference)
       : graph_(graph), program_(std::move(program)), fns_(std::move(fns)), sizeParams_(std::move(sizeParams)),
         eager_(graph), runToken_(runToken) {
+    dnnlLinear_ = inference && !std::getenv("DYNAMO_FUSED_NO_DNNL") && !std::getenv("DYNAMO_FUSED_NO_DNNL_MM") &&
+                  torchDnnlLinearAvailable();
     for (size_t i = 0; i < graph.inputs().size(); ++i) slot_[graph.inputs()[i].get()] = -1 - static_cast<int>(i);
     for (size_t i = 0; i < graph.body().size(); ++i) slot_[graph.body()[i].get()] = static_cast<int>(i);
     for (const codegen::Kernel& k : program_.kernels) {
@@ -708,22 +712,33 @@ class FusedFn final : public core::CompiledGraphFn {
   }
 
   // The product into a buffer of the caching pool (already faulted in after the first call), by
-  // at::mm_out with the GIL released; a linear's N-d input is a matrix of its rows.
+  // at::mm_out with the GIL released; a linear's N-d input is a matrix of its rows. An inference
+  // graph's large mm step whose right operand is a contiguous [n, k] weight read transposed
+  // takes torch's oneDNN linear instead where torch has it (fused_torch_linear.h): its result
+  // is the op's own new tensor.
   void runMatmul(int k, Frame& f) const {
     const codegen::MatmulStep& m = program_.matmuls[k];
     const codegen::Buffer& rb = program_.buffers[m.result];
-    at::Tensor out = newOutput(rb);
+    const at::Tensor& a = f.tensors[m.a];
+    const at::Tensor& b = f.tensors[m.b];
+    at::Tensor a2, b2;
+    if (!m.batched) {
+      a2 = a.dim() == 2 ? a : a.reshape({-1, a.size(-1)});
+      b2 = m.transposeB ? b.t() : b;
+    }
+    const bool viaDnnl = dnnlLinear_ && !m.batched && contiguousBuffer(rb) && torchDnnlLinearFits(a2, b2.t());
+    at::Tensor out = viaDnnl ? at::Tensor() : newOutput(rb);
     PyThreadState* ts = PyEval_SaveThread();
     try {
       at::NoGradGuard noGrad;
-      const at::Tensor& a = f.tensors[m.a];
-      const at::Tensor& b = f.tensors[m.b];
       if (m.batched) {
         if (!runDnnlBmm(k, a, b, out, f)) at::bmm_out(out, a, b);
+      } else if (std::optional<at::Tensor> y = viaDnnl ? torchDnnlLinear(a2, b2.t()) : std::nullopt) {
+        out = y->view(rb.shape);
+        logMmStep(k, "oneDNN linear (torch's mkldnn::_linear_pointwise)");
       } else {
-        at::Tensor a2 = a.dim() == 2 ? a : a.reshape({-1, a.size(-1)});
+        if (!out.defined()) out = newOutput(rb);
         at::Tensor out2 = out.dim() == 2 ? out : out.view({-1, out.size(-1)});
-        at::Tensor b2 = m.transposeB ? b.t() : b;
         if (!runSplitMm(k, a2, b2, out2)) at::mm_out(out2, a2, b2);
       }
     } catch (...) {
@@ -733,6 +748,15 @@ class FusedFn final : public core::CompiledGraphFn {
     PyEval_RestoreThread(ts);
     f.tensors[m.result] = out;
     f.ptrs[m.result] = out.data_ptr();
+  }
+
+  static bool contiguousBuffer(const codegen::Buffer& rb) {
+    int64_t expect = 1;
+    for (size_t d = rb.shape.size(); d-- > 0;) {
+      if (rb.shape[d] != 1 && rb.strides[d] != expect) return false;
+      expect *= rb.shape[d];
+    }
+    return true;
   }
 
   // An mm step's product on the OpenMP pool (fused_blas_split.h: OpenBLAS's own threads would
@@ -748,14 +772,15 @@ class FusedFn final : public core::CompiledGraphFn {
     BlasMatrix am{a.data_ptr<float>(), a.size(0), a.size(1), a.stride(0), a.stride(1)};
     BlasMatrix bm{b.data_ptr<float>(), b.size(0), b.size(1), b.stride(0), b.stride(1)};
     const bool done = blasSplitMm(am, bm, out.data_ptr<float>(), out.stride(0), threads);
-    if (logEnabled("fusion")) {
-      std::lock_guard<std::mutex> g(mu_);
-      if (splitLogged_.insert(k).second) {
-        std::fprintf(stderr, "[dynamo fusion] mm step %d: %s\n", k,
-                     done ? "OpenBLAS on the OpenMP pool" : "ATen (operand strides)");
-      }
-    }
+    logMmStep(k, done ? "OpenBLAS on the OpenMP pool" : "ATen (operand strides)");
     return done;
+  }
+
+  // DYNAMO_LOGS=fusion: the path mm step k took, at its first call.
+  void logMmStep(int k, const char* path) const {
+    if (!logEnabled("fusion")) return;
+    std::lock_guard<std::mutex> g(mu_);
+    if (splitLogged_.insert(k).second) std::fprintf(stderr, "[dynamo fusion] mm step %d: %s\n", k, path);
   }
 
   // bmm step k through oneDNN's batched matmul (fused_dnnl_matmul.h), made at its first call
@@ -1008,6 +1033,9 @@ class FusedFn final : public core::CompiledGraphFn {
   bool splitMm_ = blasSplitAvailable() && !(std::getenv("DYNAMO_FUSED_BLAS_POOL") &&
                                             std::string(std::getenv("DYNAMO_FUSED_BLAS_POOL")) == "0");
   mutable std::unordered_set<int> splitLogged_;  // mm steps whose path was logged (mu_)
+  // an inference graph's mm steps through torch's oneDNN linear where torch has it (runMatmul;
+  // DYNAMO_FUSED_NO_DNNL_MM=1 or DYNAMO_FUSED_NO_DNNL, read per compile: at::mm_out)
+  bool dnnlLinear_ = false;
   uint64_t runToken_ = 0;                       // nonzero: time the first calls (the trace store)
   mutable std::atomic<bool> trimmed_{false};    // the heap was trimmed after the first call
   mutable std::once_flag scratchOnce_;          // placeConvScratch() ran
@@ -1298,7 +1326,8 @@ std::unique_ptr<core::CompiledGraphFn> compileFused(const core::BackendRequest& 
     report->externs = program.externs;
     report->arenaBytes = program.arenaBytes;
   }
-  return std::make_unique<FusedFn>(graph, std::move(program), std::move(fns), runToken, std::move(sizeParams));
+  return std::make_unique<FusedFn>(graph, std::move(program), std::move(fns), runToken, std::move(sizeParams),
+                                   !options.insideAutograd);
 }
 
 std::shared_ptr<core::Backend> makeFusedBackend() { return std::make_shared<FusedBackend>(); }

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "dynamo/common/hash.h"
 #include "dynamo/core/graph.h"
 #include "dynamo/core/graph_printer.h"
 #include "dynamo/core/graph_serializer.h"
@@ -164,16 +165,7 @@ OpCategory categorizeOp(std::string_view op, std::string_view target) {
   return OpCategory::kOther;
 }
 
-std::string textHash(std::string_view text) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
+std::string textHash(std::string_view text) { return sha256Hex(text).substr(0, 16); }
 
 std::shared_ptr<const InspectGraph> InspectGraph::make(std::vector<InspectNode> nodes,
                                                        std::string hash, std::vector<InspectKernel> kernels) {

@@ -127,6 +127,38 @@ TEST_CASE("mm and random ops are never recomputed", "[partition]") {
   CHECK(!contains(p.recomputed, "mm"));
 }
 
+TEST_CASE("a value an mm of the backward reads is saved, not recomputed", "[partition]") {
+  // The MLP step's shape: h = gelu-like pointwise of the forward mm; the backward reads h in an
+  // mm (the weight gradient) and the pre-activation a in pointwise ops.
+  auto build = [](bool mmReadsH) {
+    GraphBuilder b;
+    NodeRef x = b.placeholder("x", meta({4, 4}), "primals_1");
+    NodeRef w = b.placeholder("w", meta({4, 4}), "primals_2");
+    NodeRef t = b.placeholder("t", meta({4, 4}), "tangents_1");
+    NodeRef a = call(b, "aten::mm", {n(x), n(w)}, meta({4, 4}));
+    NodeRef h = call(b, "aten::relu", {n(a)}, meta({4, 4}));
+    NodeRef y = call(b, "aten::mul.Tensor", {n(h), n(h)}, meta({4, 4}));
+    NodeRef ga = call(b, "aten::mul.Tensor", {n(t), n(a)}, meta({4, 4}));
+    NodeRef gw = mmReadsH ? call(b, "aten::mm", {n(h), n(ga)}, meta({4, 4}))
+                          : call(b, "aten::mul.Tensor", {n(ga), n(h)}, meta({4, 4}));
+    b.output(Arg::tuple({n(y), Arg::none(), n(gw)}));
+    return b.build();
+  };
+  JointSignature sig{2, 1};
+  Graph joint = build(true);
+  Partition p = partitionJoint(joint, sig);
+  CHECK(p.saved == std::vector<std::string>{"mm", "relu"});
+  CHECK(p.recomputed.empty());
+  checkAgainstJoint(joint, sig, p, {0.5, -1.5}, {2.0});
+  checkAgainstJoint(joint, sig, p, {0.5, 1.5}, {2.0});
+  // Read only by pointwise backward ops, the same value is recomputed from the saved mm.
+  Graph pointwise = build(false);
+  Partition q = partitionJoint(pointwise, sig);
+  CHECK(q.saved == std::vector<std::string>{"mm"});
+  CHECK(q.recomputed == std::vector<std::string>{"relu"});
+  checkAgainstJoint(pointwise, sig, q, {0.5, 1.5}, {2.0});
+}
+
 TEST_CASE("None gradients, primals as gradients and forward outputs, views", "[partition]") {
   GraphBuilder b;
   NodeRef x = b.placeholder("x", meta({8}), "primals_1");

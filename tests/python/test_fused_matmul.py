@@ -236,3 +236,35 @@ def test_mm_steps_on_the_openmp_pool_from_two_threads():
             assert blas.openblas_get_num_threads() == before
     finally:
         torch.set_num_threads(threads)
+
+
+def _torch_has_dnnl_linear():
+    return hasattr(torch.ops, "mkldnn") and hasattr(torch.ops.mkldnn, "_linear_pointwise") and \
+        torch.backends.mkldnn.is_available()
+
+
+def test_large_inference_mm_steps_take_torchs_onednn_linear(monkeypatch, capfd):
+    # An inference graph's mm step of at least 2^24 multiply-adds whose right operand is a
+    # contiguous [n, k] weight read transposed runs torch's mkldnn::_linear_pointwise where torch
+    # registers it (torch 2.x; backends/src/fused_torch_linear.h); torch 1.13 has no such op and
+    # keeps at::mm_out. Either way the MLP block matches eager and the fp64 reference, and a weight
+    # changed in place between calls is read again (nothing packed is kept).
+    monkeypatch.setenv("DYNAMO_LOGS", "fusion")
+    fc1, fc2 = torch.nn.Linear(256, 1024), torch.nn.Linear(1024, 256)
+    args = [torch.randn(128, 256), fc1.weight.detach().clone(), fc1.bias.detach(),
+            fc2.weight.detach().clone(), fc2.bias.detach()]
+    f = fused(mlp, *args)
+    close_to_reference(f(*args), mlp, *args)
+    args[1].mul_(-0.5)
+    args[3].add_(0.25)
+    close_to_reference(f(*args), mlp, *args)
+    err = capfd.readouterr().err
+    dnnl_steps = err.count("oneDNN linear (torch's mkldnn::_linear_pointwise)")
+    assert dnnl_steps == (2 if _torch_has_dnnl_linear() else 0), err
+    # below 2^24 multiply-adds (here 32 * 64 * 256), and with DYNAMO_FUSED_NO_DNNL_MM=1 (read per
+    # compile): at::mm_out
+    small = [torch.randn(32, 64), torch.randn(256, 64), torch.randn(256), torch.randn(64, 256), torch.randn(64)]
+    close_to_reference(fused(mlp, *small)(*small), mlp, *small)
+    monkeypatch.setenv("DYNAMO_FUSED_NO_DNNL_MM", "1")
+    close_to_reference(fused(mlp, *args)(*args), mlp, *args)
+    assert "oneDNN linear" not in capfd.readouterr().err

@@ -53,8 +53,9 @@ def test_fused_one_graph_within_tolerance(name, monkeypatch, capfd):
     assert len(rec.graphs) == 1
     # the fused backend lowered the graph (no eager-runner fallback): its program was logged
     log = capfd.readouterr().err.splitlines()
-    programs = [line for line in log if line.startswith("[dynamo fusion] ")
-                and not line.startswith("[dynamo fusion] conv step ")]  # (each conv step's choice)
+    programs = [line for line in log if line.startswith("[dynamo fusion] ")  # (not each conv / mm
+                and not line.startswith(("[dynamo fusion] conv step ",     # step's choice)
+                                         "[dynamo fusion] mm step ", "[dynamo fusion] bmm step "))]
     assert len(programs) == 1, log[:5]
     assert any(line.startswith(("kernel ", "conv #")) for line in log)
     ok, err_fused, err_eager, diff, scale = fused_comparison(got, expected, ref)

@@ -61,11 +61,41 @@ NodeSet mutatedAliases(const core::Graph& joint) {
   return mutated;
 }
 
+/// Forward values (views excepted) that a backward op outside the recompute list's pointwise and
+/// reduction groups reads, directly or through view ops: mm, convolution_backward, a batch
+/// norm backward and the like. Such an op needs the value in memory, so recomputing it in the
+/// backward is never free: it costs a full pass and a buffer there, where saving it costs only
+/// the buffer (the forward made it anyway). The MLP step's gelu output, which the backward's
+/// weight-gradient mm reads, was recomputed by an erf pass over 256x4096 floats per step.
+NodeSet materializedInBackward(const core::Graph& joint, const JointView& view) {
+  NodeSet out;
+  for (const NodeRef& v : view.forwardNodes) {
+    if (v->op() == core::NodeOp::kPlaceholder || partition::isView(*v)) continue;
+    std::vector<NodeRef> walk{v};
+    NodeSet seen{v.get()};
+    bool materialized = false;
+    while (!walk.empty() && !materialized) {
+      NodeRef cur = walk.back();
+      walk.pop_back();
+      for (const NodeRef& user : joint.users(cur)) {
+        if (view.backwardSet.count(user.get()) && !partition::fusible(*user)) {
+          materialized = true;
+          break;
+        }
+        if (partition::isView(*user) && seen.insert(user.get()).second) walk.push_back(user);
+      }
+    }
+    if (materialized) out.insert(v.get());
+  }
+  return out;
+}
+
 /// True when v must not be recomputed in the backward.
-bool banned(const core::Graph& joint, const NodeRef& v, const PartitionOptions& opts, const NodeSet& mutated) {
+bool banned(const core::Graph& joint, const NodeRef& v, const PartitionOptions& opts, const NodeSet& mutated,
+            const NodeSet& materialized) {
   if (v->op() == core::NodeOp::kPlaceholder) return true;
   if (!partition::recomputeListed(*v, opts.disabledRecomputeOps)) return true;
-  if (mutated.count(v.get())) return true;
+  if (mutated.count(v.get()) || materialized.count(v.get())) return true;
   bool readsMutated = false;
   int64_t inputBytes = 0;
   v->forEachInput([&](const NodeRef& in) {
@@ -107,6 +137,7 @@ std::vector<NodeRef> minCutSaved(const core::Graph& joint, const JointView& view
       }
     }
   NodeSet mutated = mutatedAliases(joint);
+  NodeSet materialized = materializedInBackward(joint, view);
   const int source = 2 * n, sink = 2 * n + 1;
   partition::MaxFlow flow(2 * n + 2);
   for (int i = 0; i < n; ++i) {
@@ -114,7 +145,7 @@ std::vector<NodeRef> minCutSaved(const core::Graph& joint, const JointView& view
     int64_t bytes = partition::isSymbolicInt(v) ? partition::kSymIntBytes
                                                 : partition::tensorBytes(v).value_or(partition::kUnknownBytes);
     flow.addEdge(2 * i, 2 * i + 1, nodeWeight(v, bytes, dist[i]));
-    if (banned(joint, fwd[i], opts, mutated)) flow.addEdge(source, 2 * i, partition::kInfinite);
+    if (banned(joint, fwd[i], opts, mutated, materialized)) flow.addEdge(source, 2 * i, partition::kInfinite);
     v.forEachInput([&](const NodeRef& in) {
       if (auto it = index.find(in.get()); it != index.end()) flow.addEdge(2 * it->second + 1, 2 * i, partition::kInfinite);
     });
@@ -134,13 +165,14 @@ NodeSet recomputeSet(const core::Graph& joint, const JointView& view, std::vecto
   NodeSet savedSet;
   for (const NodeRef& s : saved) savedSet.insert(s.get());
   NodeSet mutated = mutatedAliases(joint);
+  NodeSet materialized = materializedInBackward(joint, view);
   NodeSet recomputed;
   std::vector<NodeRef> stack(view.backwardReads.rbegin(), view.backwardReads.rend());
   while (!stack.empty()) {
     NodeRef v = stack.back();
     stack.pop_back();
     if (savedSet.count(v.get()) || recomputed.count(v.get())) continue;
-    if (banned(joint, v, opts, mutated)) {
+    if (banned(joint, v, opts, mutated, materialized)) {
       savedSet.insert(v.get());
       saved.push_back(v);
       continue;

@@ -49,6 +49,20 @@ bool recomputeListed(const core::Node& n, const std::vector<std::string>& disabl
   return std::find(disabled.begin(), disabled.end(), schema) == disabled.end();
 }
 
+bool fusible(const core::Node& n) {
+  if (n.op() != core::NodeOp::kCallFunction || n.target().kind() != core::TargetKind::kAtenOp) {
+    return isSymbolicInt(n);
+  }
+  static const std::unordered_set<std::string> kFusible = [] {
+    std::unordered_set<std::string> set;
+#define DYNAMO_RECOMPUTE_OP(schema, group) \
+  if (std::string(#group) != "view") set.insert(schema);
+#include "partition/recompute_ops.def"
+    return set;
+  }();
+  return kFusible.count(n.target().schemaName()) > 0;
+}
+
 bool isMutating(const core::Node& n) {
   if (n.op() == core::NodeOp::kCallMethod) return !n.method().empty() && n.method().back() == '_';
   if (n.op() != core::NodeOp::kCallFunction) return false;

@@ -17,6 +17,12 @@ const std::vector<std::string>& recomputeOpNames();
 /// True when node n's op is listed in recompute_ops.def and not named in disabled.
 bool recomputeListed(const core::Node& n, const std::vector<std::string>& disabled);
 
+/// True when n's op is in recompute_ops.def outside its view group (pointwise, reduction,
+/// symbolic), or n is a symbolic int: a fused backend computes it inside a kernel, where a
+/// recomputed operand costs no buffer. Every other op (mm, convolution_backward, ...) reads its
+/// operands from memory.
+bool fusible(const core::Node& n);
+
 /// True for ops that write one of their arguments (ATen names whose base ends in '_', such as
 /// "aten::add_.Tensor" or "aten::copy_").
 bool isMutating(const core::Node& n);

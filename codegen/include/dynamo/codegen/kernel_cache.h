@@ -54,7 +54,8 @@ void writeCacheFile(const std::string& name, const std::string& bytes);
 std::string kernelCacheDir();
 /// The flags every kernel is compiled with.
 const std::vector<std::string>& kernelCompileFlags();
-/// Hex SHA-256 of `data` (the cache's key function; tested against FIPS 180-2 vectors).
+/// Hex SHA-256 of `data` (the cache's key function: OpenSSL's, dynamo/common/hash.h; tested
+/// against FIPS 180-2 vectors).
 std::string sha256Hex(const std::string& data);
 
 }  // namespace dynamo::codegen

@@ -161,7 +161,7 @@ InspectGraphPtr buildInspectGraph(const core::Graph& graph, std::string hash);
 /// (kInvalidArgument) for text that is not a graph.
 InspectGraphPtr inspectGraphFromJson(const std::string& json);
 
-/// A short, stable hash of a text (FNV-1a 64, hex).
+/// A short, stable hash of a text (the first 16 hex digits of its SHA-256).
 std::string textHash(std::string_view text);
 
 /// The module path of every node of `graph`, in node order ("" for the top level), derived from
