@@ -568,6 +568,7 @@ def user_in_place_write_to_outputs_the_eager_backward_saves():
     return fn, drive, None, (lin,)
 
 
+@case()
 def user_in_place_write_to_an_output_the_compiled_backward_saves_but_eager_does_not():
     lin = nn.Linear(4, 5)
 
@@ -577,7 +578,7 @@ def user_in_place_write_to_an_output_the_compiled_backward_saves_but_eager_does_
 
     def drive(f, i, c):
         outs = f(c(randn(3, 4)))
-        outs[0].add_(1)  # eager saves none of h's readers' inputs h; the partition saves h
+        outs[0].add_(1)  # no eager backward reads h (tanh and relu save their outputs)
         return outs[0].detach(), _backward_or_error(sum(o.sum() for o in outs), lin)
     return fn, drive, None, (lin,)
 
@@ -761,16 +762,3 @@ XFAIL = {
 def test_case(name, backend):
     fp_check(CASES, name, backend)
 
-
-def test_in_place_write_to_an_output_eager_does_not_save_fused():
-    fp_check({"case": (user_in_place_write_to_an_output_the_compiled_backward_saves_but_eager_does_not, 2)},
-             "case", "fused")
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "aot_eager's partition saves the output h and recomputes tanh / relu from it in the backward: "
-    "autograd's version check then raises after the user's h.add_(1), where eager saved only tanh(h) "
-    "and relu(h) and runs (loud, not silent: the recomputed values would be wrong)"))
-def test_in_place_write_to_an_output_eager_does_not_save_aot_eager():
-    fp_check({"case": (user_in_place_write_to_an_output_the_compiled_backward_saves_but_eager_does_not, 2)},
-             "case", "aot_eager")
