@@ -3,8 +3,8 @@
 # (C++ unit tests and pytest files) through ctest, on both supported stacks (docs/stacks.md):
 #   1. Debian's Python 3.11 + torch 1.13 in build/ (the default stack);
 #   2. pyenv's Python 3.12 + torch 2.x from PyPI in build-py312/ (its virtual environment is made
-#      once under ~/.cache/dynamo/; the files labelled stack2_slow are left out, see
-#      cmake/DynamoTesting.cmake). DYNAMO_STACK2=0 skips stack 2; DYNAMO_STACK2=1 fails when its
+#      once under ~/.cache/dynamo/; files labelled stack2_slow would be left out: none today, see
+#      DYNAMO_STACK2_SLOW in cmake/DynamoTesting.cmake). DYNAMO_STACK2=0 skips stack 2; DYNAMO_STACK2=1 fails when its
 #      environment cannot be made (by default that is reported and stack 1 decides).
 # A failure on either stack fails the command. Extra arguments go to both ctest runs, e.g.
 #   ./test.sh -L unit        only the C++ unit tests

@@ -18,7 +18,7 @@ launcher's own, passed over the socket), files, the trace store, atexit hooks an
 (the child leaves the server's loop and ends as `python` does). dynamo is never imported in the
 server (it reads DYNAMO_* at import), and tempfile and random reseed in a fork. Anything else
 runs the real interpreter (the launcher execs it): interpreter options (`-X faulthandler`), or an
-environment that differs from the server's outside DYNAMO_*, MINIFY_* and PYTHONPATH (torch
+environment that differs from the one the server started with outside DYNAMO_*, MINIFY_* and PYTHONPATH (torch
 read the server's at import). PYFORK=0 in the tests' environment turns the server off.
 
 The fork-safety checks are fork_server.py's (python/dynamo/minifier/), loaded from that file
@@ -37,7 +37,10 @@ _HEADER = struct.Struct("!Q")
 WARM = ("torch._functorch.aot_autograd", "functorch", "torch.fx.passes.shape_prop")
 # Variables that may differ between the server and a forked child: nothing the server imported
 # reads them (DYNAMO_*: dynamo, never imported there; MINIFY_*: the tests' minify_faults.py).
-_FREE = ("PYTHONPATH", "PWD", "OLDPWD", "_")
+# PYTEST_CURRENT_TEST names the running test (the server started in an earlier one); LINES and
+# COLUMNS are what readline exports to the C environment when pytest imports it: a child process
+# started without env= inherits them, os.environ does not show them.
+_FREE = ("PYTHONPATH", "PWD", "OLDPWD", "_", "PYTEST_CURRENT_TEST", "LINES", "COLUMNS")
 _FREE_PREFIXES = ("DYNAMO_", "MINIFY_")
 
 
@@ -107,6 +110,11 @@ def _fork_safety():
     return mod
 
 
+# In the server: the variables its imports set in os.environ, with their values. A request may
+# carry them with these values too (its sender imported torch as well, e.g. the test process).
+_set_by_imports = {}
+
+
 def _why_not(request, base_env):
     """Why the request needs the real interpreter ("" when a fork will do)."""
     argv = request["argv"]
@@ -116,7 +124,8 @@ def _why_not(request, base_env):
     env = request["env"]
     for key in set(env) | set(base_env):
         if not key.startswith(_FREE_PREFIXES) and key not in _FREE and \
-                env.get(key) != base_env.get(key):
+                env.get(key) != base_env.get(key) and \
+                (key not in _set_by_imports or env[key] != _set_by_imports[key]):
             return f"{key} differs"
     return ""
 
@@ -207,11 +216,14 @@ def _base_path():
     return [p for p in sys.path[1:] if p not in own]
 
 
-def _become(request, base_path):
-    """In the child: the environment, directory, sys.path and argv of `python argv`."""
+def _become(request, base_path, set_by_imports):
+    """In the child: the environment, directory, sys.path and argv of `python argv`.
+    set_by_imports: the variables the server's imports set in os.environ (torch 2.x's
+    TORCHINDUCTOR_CACHE_DIR), set again as the same imports in a fresh interpreter would."""
     import importlib
     os.environ.clear()
     os.environ.update(request["env"])
+    os.environ.update(set_by_imports)
     os.chdir(request["cwd"])
     argv = request["argv"]
     if argv[0] == "-c":
@@ -277,15 +289,21 @@ def _exit(code):
 
 def server_main(sock_path):
     fork_server = _fork_safety()
+    # The environment the server started with is what a request is compared with: torch 2.x's
+    # imports set TORCHINDUCTOR_CACHE_DIR in os.environ (torch._inductor's cache_dir(), when
+    # unset), which no launcher's environment has; compared with the server's environment after
+    # its imports, every request on stack 2 "differed" and ran the real interpreter.
+    base_env = dict(os.environ)
     ready = fork_server._preload(["torch", *("~" + n for n in WARM), "!dynamo"])
     if ready["unsafe"]:
         print(f"pyfork: not serving: {ready['unsafe']}", file=sys.stderr, flush=True)
         return 1
-    base_env, base_path = dict(os.environ), _base_path()
+    _set_by_imports.update((k, v) for k, v in os.environ.items() if base_env.get(k) != v)
+    base_path = _base_path()
     request = _serve(sock_path, base_env)
     if request is None:
         return 0
-    _become(request, base_path)
+    _become(request, base_path, _set_by_imports)
     del fork_server
     try:
         _run(request["argv"])

@@ -17,12 +17,18 @@ import dynamo.aot as aot
 
 sys.path.insert(0, os.path.dirname(__file__))
 from capture_harness import same  # noqa: E402
+from stacks import full_set_on_stack1  # noqa: E402
 from torchvision_cases import (AOT_TRAIN_SET, FAMILIES, FAMILY_REPRESENTATIVES, all_builders,  # noqa: E402
                                build, input_for)
 
 #: AOT_TRAIN_SET less the models test_torchvision.py's train sweep checks under aot_eager.
 HERE = [n for n in AOT_TRAIN_SET if n not in FAMILY_REPRESENTATIVES]
-MODELS = all_builders() if os.environ.get("DYNAMO_ALL_TORCHVISION") else HERE
+MODELS = all_builders() if os.environ.get("DYNAMO_ALL_TORCHVISION") else [
+    # vgg11: stack 2's default run checks the aot_eager train step of STACK2_TRAIN's models in
+    # test_torchvision.py; vgg's layers (conv, ReLU, max pooling, dropout, linear) are among theirs.
+    pytest.param(n, marks=full_set_on_stack1("aot_eager's train step is checked on "
+                                             "torchvision_cases.STACK2_TRAIN's models"))
+    for n in HERE]
 
 
 def flat(out):

@@ -170,3 +170,51 @@ def test_cache_files_are_named_by_a_key_and_one_extension():
     assert _C._codegen.cache_read(name) == b"one\x00two"
     os.remove(os.path.join(_C._codegen.cache_dir(), name))
     assert _C._codegen.cache_read(name) is None
+
+
+DIRECTORY = r"""
+import os, sys, json
+from dynamo import _C
+d = _C._codegen.cache_dir()
+for i in range(int(sys.argv[1])):
+    _C._codegen.cache_write(f"{i:064x}.graph", b"x" * 300_000)
+    _C._codegen.cache_read(f"{i + 1000:064x}.graph")     # a miss
+print(json.dumps(sorted(os.listdir(d))))
+"""
+
+
+def _directory_run(cache, n, mb):
+    env = dict(os.environ, DYNAMO_KERNEL_CACHE=str(cache), DYNAMO_KERNEL_CACHE_MB=str(mb))
+    r = subprocess.run([sys.executable, "-c", DIRECTORY, str(n)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_keys_share_256_lock_files_and_old_debris_goes_at_the_first_write(tmp_path):
+    # An earlier version left a lock file per key ever looked up (63,000 in a long-used cache,
+    # read by every scan of the directory) and a died compile leaves its temp files: a process's
+    # first write removes those an hour old; fresh ones may belong to a running process.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    old = [cache / ("ab" * 32 + ".lock"), cache / ("cd" * 32 + ".123.0.cpp"), cache / ("ef" * 32 + ".so.7.1.tmp")]
+    fresh = cache / ("12" * 32 + ".lock")
+    for f in old + [fresh]:
+        f.write_bytes(b"")
+    for f in old:
+        os.utime(f, (1_000_000_000, 1_000_000_000))
+    names = _directory_run(cache, 40, 512)
+    assert [n for n in names if n.endswith(".graph")] == [f"{i:064x}.graph" for i in range(40)]
+    locks = [n for n in names if n.startswith("lock-")]
+    assert 1 <= len(locks) <= 80 and all(len(n) == len("lock-00") for n in locks)   # 80 keys, 256 stripes
+    assert not any(f.exists() for f in old) and fresh.exists()
+    assert set(names) == {f"{i:064x}.graph" for i in range(40)} | set(locks) | {fresh.name}
+
+
+def test_a_process_writing_past_the_limit_evicts_the_oldest_entries(tmp_path):
+    # The directory is read at a process's first write and again once its own writes may have
+    # passed the limit: 40 entries of 300 KB against a 4 MB limit keep the newest 10-13.
+    names = _directory_run(tmp_path / "cache", 40, 4)
+    kept = [n for n in names if n.endswith(".graph")]
+    assert 8 <= len(kept) <= 13, kept
+    assert kept == [f"{i:064x}.graph" for i in range(40 - len(kept), 40)]

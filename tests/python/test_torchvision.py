@@ -6,9 +6,12 @@ The models of torchvision_cases.AOT_TRAIN_SET also run the train step under aot_
 checked against the same eager step (test_aot_torchvision.py's assertions; that file runs the
 rest of the set): one build and one eager step serve both backends.
 
-CI runs the smallest builder of every family (about 4 minutes on 2 cores). Every builder of
-torchvision 0.14 (80 of them; about 45 minutes) runs with DYNAMO_ALL_TORCHVISION=1; its last
-results are in docs/models.md.
+CI runs the smallest builder of every family (about 4 minutes on 2 cores on stack 1). Stack 2's
+default run sweeps one builder per family in eval mode (torchvision_cases.ONE_PER_FAMILY) and the
+train step of torchvision_cases.STACK2_TRAIN (the others are skipped there with the reason;
+DYNAMO_STACK2_FULL=1 runs them). Every builder (80 of them; about 45 minutes on stack 1, 31 on
+stack 2 in eval mode) runs with DYNAMO_ALL_TORCHVISION=1; the last results are in docs/models.md
+and docs/stacks.md.
 """
 import copy
 import os
@@ -19,9 +22,25 @@ import torch
 import dynamo
 import dynamo.aot as aot
 from capture_harness import Recorder, same
-from torchvision_cases import AOT_TRAIN_SET, FAMILY_REPRESENTATIVES, all_builders, build, input_for
+from stacks import full_set_on_stack1
+from torchvision_cases import (AOT_TRAIN_SET, FAMILIES, FAMILY_REPRESENTATIVES, ONE_PER_FAMILY,
+                               STACK2_TRAIN, all_builders, build, input_for)
 
-MODELS = all_builders() if os.environ.get("DYNAMO_ALL_TORCHVISION") else FAMILY_REPRESENTATIVES
+ALL = bool(os.environ.get("DYNAMO_ALL_TORCHVISION"))
+MODELS = all_builders() if ALL else FAMILY_REPRESENTATIVES
+
+
+def cases(names, stack2_names, reason):
+    """names as parameters; those outside stack2_names skipped on stack 2's default run."""
+    if ALL:
+        return names
+    return [n if n in stack2_names else pytest.param(n, marks=full_set_on_stack1(reason)) for n in names]
+
+
+EVAL_CASES = cases(MODELS, ONE_PER_FAMILY, "one builder per family in eval mode (the second "
+                   "generation of a family captures the same layer kinds)")
+TRAIN_CASES = cases(MODELS, STACK2_TRAIN, "the train step of torchvision_cases.STACK2_TRAIN, one "
+                    "model per kind of train-mode state")
 
 
 def flat(out):
@@ -40,9 +59,13 @@ def pair(name, train):
 
 def test_representatives_exist_in_this_torchvision():
     assert set(FAMILY_REPRESENTATIVES) <= set(all_builders())
+    # stack 2's subsets: every family once in eval mode, train models among the representatives
+    assert sorted(max((f for f in FAMILIES if n.startswith(f)), key=len) for n in ONE_PER_FAMILY) == \
+        sorted(FAMILIES)
+    assert set(STACK2_TRAIN) <= set(FAMILY_REPRESENTATIVES)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", EVAL_CASES)
 def test_eval_one_graph_identical_outputs(name):
     dynamo.reset()
     eager, model = pair(name, train=False)
@@ -57,7 +80,7 @@ def test_eval_one_graph_identical_outputs(name):
         assert same(g, e) and same(a, e)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", TRAIN_CASES)
 def test_train_identical_outputs_buffers_and_gradients(name):
     dynamo.reset()
     eager, model = pair(name, train=True)

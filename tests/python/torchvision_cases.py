@@ -23,6 +23,20 @@ FAMILY_REPRESENTATIVES = [
     "swin_t", "swin_v2_t", "vgg11_bn", "vit_b_32", "wide_resnet50_2",
 ]
 
+#: One builder of each of the 18 FAMILIES (FAMILY_REPRESENTATIVES less the second generation of
+#: efficientnet, mobilenet, regnet and swin): what stack 2's default run (CI) sweeps in eval mode,
+#: the guide's floor "CI runs one per family" (test_torchvision.py).
+ONE_PER_FAMILY = [n for n in FAMILY_REPRESENTATIVES
+                  if n not in ("efficientnet_v2_s", "mobilenet_v2", "regnet_y_400mf", "swin_v2_t")]
+
+#: The train-mode models of stack 2's default run (test_torchvision.py, eager and aot_eager): one
+#: of each kind of train-mode state the classifiers have. BatchNorm statistics (resnet18),
+#: dropout's random numbers and hardswish + squeeze-excitation (mobilenet_v3_small), channel
+#: shuffle (shufflenet), stochastic depth and SiLU (efficientnet_b0), the auxiliary outputs of
+#: a tuple result (googlenet). The other families' train steps run the same autograd paths
+#: through the same captured graphs; stack 1 runs them all, DYNAMO_STACK2_FULL=1 on stack 2 too.
+STACK2_TRAIN = ["resnet18", "mobilenet_v3_small", "shufflenet_v2_x0_5", "efficientnet_b0", "googlenet"]
+
 #: The aot_eager train-step sweep (docs/aot.md): one model per family (the cheapest to compile),
 #: plus the other generation of mobilenet and efficientnet. test_torchvision.py checks the models
 #: it also sweeps against its own eager step (one eager reference for both backends);

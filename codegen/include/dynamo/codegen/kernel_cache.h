@@ -2,10 +2,12 @@
 // cache shared by processes.
 //
 //   key  = sha256(source of the unit, compiler version, flags, CPU features)
-//   path = <cache dir>/<key>.so   (written to a temp file and renamed; a lock file per key)
+//   path = <cache dir>/<key>.so   (written to a temp file and renamed; under a flock of one of 256
+//          lock files, lock-<xx>, chosen by the key)
 //   cache dir: $DYNAMO_KERNEL_CACHE, else $XDG_CACHE_HOME/dynamo/kernels, else
 //              ~/.cache/dynamo/kernels; size limit $DYNAMO_KERNEL_CACHE_MB (default 512), the
-//              oldest files evicted first.
+//              oldest files evicted first (a process reads the whole directory at its first
+//              write, then only when its own writes may have passed the limit).
 // The same directory holds the fused backend's whole-graph entries (<key>.graph, written by
 // python/dynamo/aot/graph_cache.py through readCacheFile / writeCacheFile) and its lowered
 // programs (<key>.program, backends/src/fused_program_cache.cpp): same lock per key,
