@@ -24,7 +24,7 @@ import time
 import torch
 
 from dynamo import _C, autograd_function, context_nodes, eval_frame, logs, recording
-from dynamo.aot import decompositions, graph_cache, importer, rewrites, runtime, split, tracing
+from dynamo.aot import decompositions, graph_cache, importer, rewrites, runtime, saved_outputs, split, tracing
 from dynamo.aot.tracing import Fallback
 
 __all__ = ["compile_graph", "probe_graph", "PRESETS", "Fallback", "last_records", "make_backend"]
@@ -229,6 +229,8 @@ def _compile(gm, examples, sources, rec, mode, decompose, fw_compiler, bw_compil
             _store(cache_key, traced, rec, {"forward": graph.serialize()})
         return _inference(graph, plan, rec, traced.constants, fw_compiler)
     rec["joint"] = graph
+    rec["watched_outputs"] = saved_outputs.outputs_read_by_backward(graph, traced.num_user_outputs,
+                                                                    traced.num_fwd_outputs)
     start = time.perf_counter()
     part = _partition(graph, traced, mode)
     _phase(rec, "partition", start)
@@ -248,7 +250,7 @@ _PLAN_FIELDS = ("training", "num_primals", "num_user_outputs", "num_fwd_outputs"
                 "functionalized", "placeholders", "grad_tangents")
 #: The compile record's fields an entry keeps.
 _REC_FIELDS = ("training", "mutated_inputs", "inplace_rewritten", "decompositions", "saved", "recomputed",
-               "bytes_saved", "summary")
+               "bytes_saved", "summary", "watched_outputs")
 
 
 def _cache_key(gm, examples, sources, rec, mode, decompose):
@@ -284,6 +286,9 @@ def _from_entry(entry, rec, fw_compiler, bw_compiler):
     if not traced.training:
         return _inference(_C._graph.read_graph(entry["forward"]).resolve(), plan, rec, [], fw_compiler)
     rec["joint"] = graph_cache.StoredGraph(entry["joint"])
+    if "watched_outputs" not in rec:  # an entry stored before the field existed
+        rec["watched_outputs"] = saved_outputs.outputs_read_by_backward(
+            _C._graph.read_graph(entry["joint"]), traced.num_user_outputs, traced.num_fwd_outputs)
     return _training(entry["forward"], entry["backward"], plan, rec, [], fw_compiler, bw_compiler)
 
 
@@ -321,7 +326,8 @@ def _training(forward_json, backward_json, plan, rec, constants, fw_compiler, bw
         if logs.enabled("aot_graphs"):
             logs._emit([f"{logs.PREFIX} aot: compiled the backward of {rec['function']} in {ms:.1f} ms"])
 
-    return _with_constants(runtime.make_training_fn(fw, compile_backward, plan, backward_compiled),
+    watched = rec.get("watched_outputs", ())
+    return _with_constants(runtime.make_training_fn(fw, compile_backward, plan, backward_compiled, watched),
                            constants)
 
 

@@ -100,10 +100,27 @@ def _outplace_of(node):
     if not name.endswith("_") or name.endswith("__") or len(written_args(node)) != 1:
         return None
     packet = getattr(torch.ops.aten, name[:-1], None)
-    overload = getattr(packet, node.target._overloadname, None) if packet is not None else None
+    overload = _same_arguments(packet, node.target) if packet is not None else None
     if overload is None or any(r.alias_info is not None for r in overload._schema.returns):
         return None  # t_ -> t is a view, not a fresh value
     return overload
+
+
+def _arguments(schema):
+    return [(a.name, str(a.type), a.kwarg_only) for a in schema.arguments]
+
+
+def _same_arguments(packet, inplace):
+    """The overload of `packet` taking the arguments of `inplace`: the one of the same overload
+    name, or another where the names differ (pow_.Scalar(Tensor self, Scalar exponent) is
+    pow.Tensor_Scalar, while pow.Scalar is (Scalar self, Tensor exponent)); None if no overload does."""
+    want = _arguments(inplace._schema)
+    preferred = inplace._overloadname
+    for name in [preferred] + [o for o in packet.overloads() if o != preferred]:
+        overload = getattr(packet, name, None)
+        if overload is not None and _arguments(overload._schema) == want:
+            return overload
+    return None
 
 
 def functionalize_inplace(graph, protected):

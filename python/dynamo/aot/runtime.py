@@ -122,8 +122,10 @@ def _unpack_saved(ctx):
     return [next(tensors) if is_t else next(others) for is_t in ctx.layout]
 
 
-def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
-    """fw: the forward callable; compile_backward(): the backward callable, called once, lazily."""
+def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None, watched=()):
+    """fw: the forward callable; compile_backward(): the backward callable, called once, lazily.
+    watched: indices of user outputs eager autograd would save (saved_outputs.py): saved too, so
+    an in-place write to one before backward() raises autograd's error, as in eager."""
     n_user, n_fwd = plan.num_user_outputs, plan.num_fwd_outputs
     diff_out = list(plan.diff_outputs)
     nondiff = [k for k in range(n_user) if k not in set(diff_out)]
@@ -138,7 +140,10 @@ def make_training_fn(fw, compile_backward, plan, on_backward_compiled=None):
             # Leaves that require grad (parameters) are kept on ctx: torch 1.13 fails to unpack a
             # saved leaf under saved_tensors_hooks ("No grad accumulator for a saved leaf").
             kept = [isinstance(s, torch.Tensor) and not (s.is_leaf and s.requires_grad) for s in saved]
-            ctx.save_for_backward(*[s for s, k in zip(saved, kept) if k])
+            # The watched outputs go last: _unpack_saved reads only the saved values before them.
+            watch = [outs[k] for k in watched
+                     if isinstance(outs[k], torch.Tensor) and not (outs[k].is_leaf and outs[k].requires_grad)]
+            ctx.save_for_backward(*[s for s, k in zip(saved, kept) if k], *watch)
             ctx.layout = kept
             ctx.others = [s for s, k in zip(saved, kept) if not k]
             # save_for_backward's version check, for what is kept on ctx.
