@@ -27,7 +27,8 @@ CompileContext*& currentContext() {
 CompileContext::CompileContext(const FrameValues& frame, PyCodeObject* rootCode,
                                TraceOptions opts)
     : options(std::move(opts)), frame_(frame), rootCode_(rootCode) {
-  int r = PyObject_IsTrue(checkPy(PyObject_CallNoArgs(torchApi().isGradEnabled)));
+  PyObjectRef enabled = PyObjectRef::steal(checkPy(PyObject_CallNoArgs(torchApi().isGradEnabled)));  // new ref
+  int r = PyObject_IsTrue(enabled.get());
   gradEnabled = r == 1;
   initialGradEnabled = gradEnabled;
   guards.add(Source{}, makeGradModeFromCurrent());
