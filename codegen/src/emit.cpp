@@ -882,10 +882,13 @@ void emitScalarLoops(std::ostringstream& o, const Kernel& k, int64_t work) {
   // `parallel for` made it compile the body twice more (a scalar copy behind a run-time alias
   // check, beside the vector loop and its epilogue); `simd` states what `parallel for` already
   // does (iterations independent), as the inner `omp simd` of the multi-dim case below does.
+  // Its `if` is `if(parallel: ...)`: an unmodified `if` of a combined construct applies to every
+  // construct that accepts one (OpenMP 5.0), simd included, so a small loop would run scalar.
   if (par > 0) {
-    o << ind << "#pragma omp parallel for" << (pointwise && nOuter == 1 ? " simd" : "")
+    const bool simd = pointwise && nOuter == 1;
+    o << ind << "#pragma omp parallel for" << (simd ? " simd" : "")
       << (par > 1 ? " collapse(" + std::to_string(par) + ")" : "")
-      << " schedule(static) if(" << sizeInt(work) << " >= 32768LL)\n";
+      << " schedule(static) if(" << (simd ? "parallel: " : "") << sizeInt(work) << " >= 32768LL)\n";
   }
   for (size_t d = 0; d < nOuter; ++d) {
     if (pointwise && d + 1 == nOuter && nOuter > 1) o << ind << "#pragma omp simd\n";
