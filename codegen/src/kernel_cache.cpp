@@ -92,14 +92,26 @@ bool evictable(const fs::path& p) {
   return ext == ".gch" && p.filename().string().rfind("prelude-", 0) == 0;
 }
 
-// Whether `p` is debris a full scan removes once it is an hour old: a per-key lock file of the
-// earlier lock scheme (one `<key>.lock` per key ever looked up: ~63,000 empty files in a
-// long-used cache, which every scan then read), or a compile's temp source or output left by a
-// process that died mid-compile.
+// Whether `name` is a cache key (64 lowercase hex digits) and a dot, then more.
+bool keyPrefixed(const std::string& name) {
+  return name.size() > 65 && name[64] == '.' &&
+         std::all_of(name.begin(), name.begin() + 64, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Whether `e` is debris of this cache that a full scan removes once it is an hour old: a per-key
+// lock file of the earlier lock scheme (`<key>.lock`, one per key ever looked up: ~63,000 empty
+// files in a long-used cache, which every scan then read), or the temp source or output of a
+// compile or write whose process died. Only the cache's own names: a directory the user pointed
+// $DYNAMO_KERNEL_CACHE at keeps its other files.
 bool staleDebris(const fs::directory_entry& e, std::error_code& ec) {
   const std::string name = e.path().filename().string();
-  const fs::path ext = e.path().extension();
-  const bool debris = (ext == ".lock" && name.rfind("lock-", 0) != 0) || ext == ".tmp" || ext == ".cpp";
+  // <key>.lock; a compile's <key>.<pid>.<n>.cpp and <key>.<pid>.<n>.so.tmp; a write's <name>.<pid>.<n>.tmp
+  const bool debris = keyPrefixed(name) && (name.size() == 69 ? endsWith(name, ".lock")
+                                                              : endsWith(name, ".cpp") || endsWith(name, ".tmp"));
   if (!debris) return false;
   const auto age = fs::file_time_type::clock::now() - e.last_write_time(ec);
   return !ec && age > std::chrono::hours(1);

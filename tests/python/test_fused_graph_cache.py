@@ -199,16 +199,17 @@ def test_keys_share_256_lock_files_and_old_debris_goes_at_the_first_write(tmp_pa
     cache.mkdir()
     old = [cache / ("ab" * 32 + ".lock"), cache / ("cd" * 32 + ".123.0.cpp"), cache / ("ef" * 32 + ".so.7.1.tmp")]
     fresh = cache / ("12" * 32 + ".lock")
-    for f in old + [fresh]:
+    users = [cache / "model.cpp", cache / "notes.tmp", cache / "run.lock"]   # not the cache's names: kept
+    for f in old + [fresh] + users:
         f.write_bytes(b"")
-    for f in old:
+    for f in old + users:
         os.utime(f, (1_000_000_000, 1_000_000_000))
     names = _directory_run(cache, 40, 512)
     assert [n for n in names if n.endswith(".graph")] == [f"{i:064x}.graph" for i in range(40)]
     locks = [n for n in names if n.startswith("lock-")]
     assert 1 <= len(locks) <= 80 and all(len(n) == len("lock-00") for n in locks)   # 80 keys, 256 stripes
-    assert not any(f.exists() for f in old) and fresh.exists()
-    assert set(names) == {f"{i:064x}.graph" for i in range(40)} | set(locks) | {fresh.name}
+    assert not any(f.exists() for f in old) and fresh.exists() and all(f.exists() for f in users)
+    assert set(names) == {f"{i:064x}.graph" for i in range(40)} | set(locks) | {fresh.name} | {f.name for f in users}
 
 
 def test_a_process_writing_past_the_limit_evicts_the_oldest_entries(tmp_path):
