@@ -3,8 +3,11 @@ torch call on meta tensors once per distinct key (callable, every argument's siz
 offset, dtype, requires_grad, the grad mode and default dtype). What capture reads from a result's
 example (strides, dtype, shape) becomes a constant of the graph, so a key that missed one of
 them would bake another call's value in: each test makes a first call that fills the memo, then
-one that differs in exactly one field, and compares both with eager. The memo lives for the
-process, across dynamo.reset()."""
+one that differs in exactly one field, and compares both with eager. The memo lives across
+captures until dynamo.reset(): a second capture of the same function here uses a copy of its code
+(fresh()), so that the memo is still filled."""
+import types
+
 import pytest
 import torch
 
@@ -17,6 +20,12 @@ def _fresh():
     dynamo.reset()
     yield
     dynamo.reset()
+
+
+def fresh(fn):
+    """fn with a code object of its own: captured anew, with the memo as the last capture left it."""
+    return types.FunctionType(fn.__code__.replace(co_name=fn.__code__.co_name + "_again"), fn.__globals__,
+                              fn.__name__, fn.__defaults__, fn.__closure__)
 
 
 def one_graph(fn, *args):
@@ -44,11 +53,10 @@ def test_dtype_follows_the_default_dtype():
 
     x = torch.arange(6)
     assert one_graph(f, x)[0] == torch.float32
-    dynamo.reset()  # a new capture; the memo stays
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        got = one_graph(f, x)
+        got = one_graph(fresh(f), x)
     finally:
         torch.set_default_dtype(old)
     assert got[0] == torch.float64
@@ -65,15 +73,14 @@ def test_batch_norm_of_other_channels_after_a_hit():
     got, want = one_graph(f, x, w), f(x, w)
     assert got[:2] == want[:2]
     torch.testing.assert_close(got[2], want[2], rtol=0, atol=0)
-    dynamo.reset()
     x5, w5 = torch.randn(2, 5, 4, 4), torch.rand(5) + 0.5
-    got = one_graph(f, x5, w5)
+    got = one_graph(fresh(f), x5, w5)
     assert got[0] == got[1] == (2, 5, 4, 4)
     bad = torch.rand(4) + 0.5  # 4 weights for 5 channels: eager raises, so must the compiled call
     with pytest.raises(RuntimeError):
         f(x5, bad)
     with pytest.raises(Exception):
-        dynamo.compile(f, fullgraph=True, backend="eager")(x5, bad)
+        dynamo.compile(fresh(f), fullgraph=True, backend="eager")(x5, bad)
 
 
 def test_in_place_update_of_a_leaf_that_requires_grad_still_raises():
@@ -83,12 +90,11 @@ def test_in_place_update_of_a_leaf_that_requires_grad_still_raises():
 
     plain = torch.randn(3, 4)
     torch.testing.assert_close(dynamo.compile(f, backend="eager")(plain.clone()), f(plain.clone()), rtol=0, atol=0)
-    dynamo.reset()
     leaf = torch.randn(3, 4, requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         f(leaf)
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
-        dynamo.compile(f, backend="eager")(leaf)
+        dynamo.compile(fresh(f), backend="eager")(leaf)
 
 
 def test_in_place_hit_returns_the_updated_input():
@@ -102,3 +108,20 @@ def test_in_place_hit_returns_the_updated_input():
     want = f(a.clone(), b.clone())
     assert got[:2] == want[:2]
     torch.testing.assert_close(got[2], want[2], rtol=0, atol=0)
+
+
+def test_a_conjugate_view_is_not_a_plain_tensor_of_its_metadata():
+    # resolve_conj returns a plain tensor itself and copies a conjugate view: a memo keyed on
+    # sizes, strides and dtype alone returned the view, and the mul_ then wrote through it into z.
+    def f(a, z):
+        a.resolve_conj()
+        c = z.conj().resolve_conj()
+        c.mul_(2)
+        return z.clone(), c, z.conj().imag.resolve_neg() * 1
+
+    a, z = torch.randn(3, dtype=torch.complex64), torch.randn(3, dtype=torch.complex64)
+    want = f(a.clone(), z.clone())
+    got = dynamo.compile(f, backend="eager")(a.clone(), z.clone())
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+

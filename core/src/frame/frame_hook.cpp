@@ -11,6 +11,7 @@
 
 #include "dynamo/common/error.h"
 #include "eval_frame.h"
+#include "interp/example_memo.h"
 
 namespace dynamo::core {
 
@@ -201,7 +202,10 @@ void skipCode(PyObject* code) { CodeState::getOrCreate(code).setSkipped(true); }
 
 void disableCode(PyObject* code) { CodeState::getOrCreate(code).setDisabled(true); }
 
-void resetFrameCaches() { CodeState::resetAll(); }
+void resetFrameCaches() {
+  CodeState::resetAll();
+  interp::exampleMemoClear();
+}
 
 void setErrorTranslator(ErrorTranslator translator) {
   gTranslator = translator != nullptr ? translator : defaultTranslator;

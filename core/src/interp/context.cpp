@@ -926,8 +926,14 @@ PyObjectRef exampleResult(CompileContext& ctx, PyObject* fn, const std::string& 
   // The same call on examples of the same metadata made before gives its result's metadata
   // (example_memo.h: torch 2.x runs many meta kernels in Python).
   const bool deviceMove = method == "to" || method == "cuda" || method == "cpu";
-  PyObject* memoFn = method.empty() ? fn : nullptr;  // borrowed
-  const std::string memoKey = anyTensorArg && !deviceMove && !autocastMayApply(ctx)
+  // A method is checked by identity too (torch.Tensor.<method> now: a user may replace it).
+  PyObjectRef methodFn;
+  if (!method.empty()) {
+    methodFn = PyObjectRef::steal(PyObject_GetAttrString(torchApi().tensorType, method.c_str()));  // new ref
+    if (!methodFn) PyErr_Clear();
+  }
+  PyObject* memoFn = method.empty() ? fn : methodFn.get();  // borrowed
+  const std::string memoKey = anyTensorArg && !deviceMove && memoFn != nullptr && !autocastMayApply(ctx)
                                   ? exampleMemoKey(memoFn, method, exArgs.get(), exKwargs.get(), ctx.gradEnabled)
                                   : std::string();
   PyObject* result = memoKey.empty() ? nullptr : exampleMemoLookup(memoKey, memoFn, exArgs.get()).release();  // new

@@ -77,7 +77,12 @@ bool appendRepr(std::string& out, PyObject* o) {
 bool appendTensor(std::string& out, PyObject* t) {
   const TorchApi& api = torchApi();
   if (Py_TYPE(t) != (PyTypeObject*)api.tensorType && Py_TYPE(t) != (PyTypeObject*)api.parameterType) return false;
-  if (!isTrue(attr(t, "is_meta")) || isTrue(callMethod(t, "has_names"))) return false;
+  // A conjugate or negative view (z.conj(), z.conj().imag) has the metadata of a plain tensor but
+  // not its behaviour (resolve_conj returns a plain tensor unchanged and copies a conj view):
+  // not keyed.
+  if (!isTrue(attr(t, "is_meta")) || isTrue(callMethod(t, "has_names")) || isTrue(callMethod(t, "is_conj")) ||
+      isTrue(callMethod(t, "is_neg")) || isTrue(callMethod(t, "_is_zerotensor")))
+    return false;
   PyObjectRef shape = attr(t, "shape"), stride = callMethod(t, "stride"), offset = callMethod(t, "storage_offset");
   PyObjectRef dtype = attr(t, "dtype"), rg = attr(t, "requires_grad");
   if (!shape || !stride || !offset || !dtype || !rg || !PyLong_CheckExact(offset.get())) return false;
@@ -178,13 +183,19 @@ std::string exampleMemoKey(PyObject* fn, const std::string& method, PyObject* ar
     PyObject *k, *v;  // borrowed refs
     Py_ssize_t pos = 0;
     while (PyDict_Next(kwargs, &pos, &k, &v)) {
-      if (!PyUnicode_Check(k)) return {};
-      key += std::string(" ") + PyUnicode_AsUTF8(k) + "=";
+      const char* name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : nullptr;
+      if (name == nullptr) {
+        PyErr_Clear();
+        return {};
+      }
+      key += std::string(" ") + name + "=";
       if (!appendValue(key, v, 0)) return {};
     }
   }
   return key;
 }
+
+void exampleMemoClear() { memo().clear(); }
 
 PyObjectRef exampleMemoLookup(const std::string& key, PyObject* fn, PyObject* args) {
   auto it = memo().find(key);

@@ -22,8 +22,8 @@
 
 namespace dynamo::core::interp {
 
-/// The memo key of calling the function `fn` (borrowed; null with `method`: the Tensor method of
-/// that name of the first example) with the examples `args` (a tuple, self first for a method) and
+/// The memo key of calling the function `fn` (borrowed; with `method`, torch.Tensor's attribute of
+/// that name, called on the first example: a hit needs the same object) with the examples `args` (a tuple, self first for a method) and
 /// `kwargs` (a dict) with grad mode `grad`; "" when the call cannot be memoized. Never raises.
 std::string exampleMemoKey(PyObject* fn, const std::string& method, PyObject* args, PyObject* kwargs, bool grad);
 /// The result memoized under `key` for `fn` with the examples `args` (new ref): a new meta tensor
@@ -34,5 +34,8 @@ PyObjectRef exampleMemoLookup(const std::string& key, PyObject* fn, PyObject* ar
 /// (an in-place op). Never raises.
 void exampleMemoStore(const std::string& key, PyObject* fn, const std::string& method, PyObject* result,
                       PyObject* args, PyObject* kwargs, bool grad);
+
+/// Forgets every entry (dynamo.reset(): the entries keep their functions alive).
+void exampleMemoClear();
 
 }  // namespace dynamo::core::interp
