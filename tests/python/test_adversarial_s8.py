@@ -18,7 +18,9 @@ BACKENDS = ("eager", "aot_eager")
 FUSED = ("global_forward_pre_hook_registered_between_calls",
          "full_reductions_after_in_place_resize_and_transpose_of_inputs",
          "buffer_accumulates_a_value_that_requires_grad_then_a_caught_raise",
-         "requires_grad_set_on_an_intermediate_inside_the_function")
+         "requires_grad_set_on_an_intermediate_inside_the_function",
+         "a_leaf_made_inside_the_function_beside_an_input_that_requires_grad",
+         "a_view_taken_before_a_growing_resize_keeps_the_old_storage")
 
 
 def _global_hooks_between_calls(post):
@@ -116,6 +118,36 @@ def requires_grad_set_on_an_intermediate_inside_the_function():
         z.backward()
         return z, rg, leaf, w, w.requires_grad
     return fn, drive
+
+
+@case
+def a_leaf_made_inside_the_function_beside_an_input_that_requires_grad():
+    # Was (aot_eager, fused; review): an input requires grad, so the graph was traced for training,
+    # and the leaf z made inside it came back a non-leaf without .grad (eager: a leaf, .grad [1, 1, 1]).
+    def fn(x, y):
+        z = y.clone().requires_grad_()
+        w = torch.ones(3, requires_grad=True)
+        return z, x * 2, (w * x).sum()
+
+    def drive(f, i):
+        z, a, s = f(torch.ones(3, requires_grad=True), torch.arange(3.0))
+        (z.sum() + a.sum() + s).backward()
+        return z, a, s, z.is_leaf, z.grad
+    return fn, drive
+
+
+@case
+def a_view_taken_before_a_growing_resize_keeps_the_old_storage():
+    # Was (fused; review): v kept reading x's data pointer after resize_ had moved x to a new,
+    # larger storage (freed memory: [0.12, 0.0] where eager gives [5, 5]). Graphs that give a
+    # tensor new storage in place run on the eager runner under fused.
+    def fn(x):
+        v = x[:2]
+        x.resize_(100000)
+        x[:2].fill_(5.0)
+        return v * 1, x[:2] * 1
+
+    return fn, lambda f, i: f(torch.arange(6.0))
 
 
 @pytest.mark.parametrize("case,backend", params(CASES, {}, BACKENDS))

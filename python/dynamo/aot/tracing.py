@@ -146,6 +146,38 @@ def _flat_outputs(out):
     return list(flat)
 
 
+def _leaves(tensors):
+    """The leaf tensors autograd reaches from the grad_fn of `tensors` (AccumulateGrad's variables)."""
+    seen, found = set(), []
+    stack = [t.grad_fn for t in tensors if t.grad_fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        var = getattr(fn, "variable", None)
+        if var is not None:
+            found.append(var)
+        stack.extend(f for f, _ in fn.next_functions)
+    return found
+
+
+def _check_no_new_leaves(ins, outs):
+    """Fallback when an output of the reference run is, or reaches through autograd, a leaf that
+    requires grad and is none of the inputs (nor behind them): a tensor the graph made with
+    requires_grad_() or requires_grad=True. Eager's backward accumulates its .grad (and a returned
+    one is a leaf); the AOT wrapper's outputs would be non-leaves whose history stops at the inputs."""
+    if not any(o.requires_grad for o in outs):
+        return
+    allowed = {id(t) for t in ins} | {id(v) for v in _leaves(ins)}
+    for k, o in enumerate(outs):
+        for leaf in ([o] if o.requires_grad and o.grad_fn is None else _leaves([o])):
+            if id(leaf) not in allowed:
+                raise Fallback(f"graph output {k} {'is' if leaf is o else 'depends on'} a tensor the graph "
+                               f"made that requires grad (requires_grad_ inside the graph): eager "
+                               f"accumulates its .grad, the AOT wrapper cannot")
+
+
 def _reference_run(gm, examples, sources):
     """Runs gm on clones, as eager would: which outputs require grad, what is mutated, aliasing."""
     # A non-leaf input stays a non-leaf (in-place ops on it are legal, unlike on a leaf).
@@ -161,6 +193,7 @@ def _reference_run(gm, examples, sources):
         except Exception as e:  # noqa: BLE001 - eager raises it too, from the eager runner
             raise Fallback(f"the graph raised {type(e).__name__} when run on copies of its inputs: {e}") from e
     mutated = [i for i, t in enumerate(ins) if t._version != versions[i]]
+    _check_no_new_leaves(ins, outs)
     where = {}
     for i, t in enumerate(ins):
         key = _storage_key(t)
