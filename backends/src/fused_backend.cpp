@@ -1058,31 +1058,11 @@ bool needsGrad(const core::Graph& graph) { return !requiresGradNode(graph).empty
 // Why kernels cannot run this graph's ops as eager does, or empty: a node that enters an autocast
 // block (dynamo.context_nodes; the ops after it dispatch under autocast, which generated kernels do
 // not do) or an inference-mode block (its results must be inference tensors).
-// Whether `n` gives a tensor new storage in place (x.resize_(...), x.resize_as_(y), x.set_(y)).
-bool replacesStorage(const core::Node& n) {
-  std::string name;
-  if (n.op() == core::NodeOp::kCallMethod) {
-    name = n.method();
-  } else if (n.op() == core::NodeOp::kCallFunction) {
-    const core::Target& t = n.target();
-    if (t.kind() == core::TargetKind::kMethod) {
-      name = t.method();
-    } else if (t.kind() == core::TargetKind::kAtenOp) {  // "aten::resize_" or "aten::set_.source_Tensor"
-      const std::string& schema = t.schemaName();
-      name = schema.rfind("aten::", 0) == 0 ? schema.substr(6, schema.find('.') - 6) : "";
-    } else {  // "torch.Tensor.resize_"
-      const std::string& q = t.qualifiedName();
-      name = q.substr(q.rfind('.') + 1);
-    }
-  }
-  return name == "resize_" || name == "resize_as_" || name == "set_";
-}
-
 std::string contextBlockReason(const core::Graph& graph) {
   for (const core::NodeRef& n : graph.body()) {
     // A view taken before keeps the old storage (freed when resize_ grows it) in eager; the
     // program's buffers and views are planned once for the graph and cannot follow it.
-    if (replacesStorage(*n))
+    if (codegen::replacesStorage(*n))
       return "node '" + n->name() + "' gives a tensor new storage in place (resize_, resize_as_ or set_): "
              "the kernels' buffers cannot follow it";
     if (n->op() != core::NodeOp::kCallFunction) continue;

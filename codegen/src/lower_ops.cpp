@@ -147,26 +147,31 @@ std::string inplaceBase(const core::Node& n) {
   return kOps.count(name) ? name : std::string();
 }
 
+namespace {
+
+// The bare name of a call: a method's name, an ATen op's without namespace and overload
+// ("aten::set_.source_Tensor" -> "set_"), a function's last dotted part; "" for other nodes.
+std::string bareCallName(const core::Node& n) {
+  if (n.op() == core::NodeOp::kCallMethod) return n.method();
+  if (n.op() != core::NodeOp::kCallFunction) return {};
+  const core::Target& t = n.target();
+  if (t.kind() == core::TargetKind::kAtenOp) {
+    const std::string& s = t.schemaName();
+    return s.rfind("aten::", 0) == 0 ? s.substr(6, s.find('.') == std::string::npos ? std::string::npos : s.find('.') - 6)
+                                     : std::string();
+  }
+  if (t.kind() == core::TargetKind::kMethod) return t.method();
+  const std::string& q = t.qualifiedName();
+  return q.substr(q.rfind('.') + 1);
+}
+
+}  // namespace
+
 bool changesSizesInPlace(const core::Node& n) {
   static const std::unordered_set<std::string> kOps = {
       "resize_", "resize_as_", "t_", "transpose_", "swapdims_", "swapaxes_", "unsqueeze_",
       "squeeze_", "as_strided_", "set_"};
-  std::string name;
-  if (n.op() == core::NodeOp::kCallMethod) {
-    name = n.method();
-  } else if (n.op() == core::NodeOp::kCallFunction) {
-    const core::Target& t = n.target();
-    if (t.kind() == core::TargetKind::kAtenOp) {
-      name = t.schemaName().rfind("aten::", 0) == 0 ? t.schemaName().substr(6) : "";
-      name = name.substr(0, name.find('.'));
-    } else if (t.kind() == core::TargetKind::kMethod) {
-      name = t.method();
-    } else {
-      const std::string& q = t.qualifiedName();
-      name = q.substr(q.rfind('.') + 1);
-    }
-  }
-  return kOps.count(name) > 0;
+  return kOps.count(bareCallName(n)) > 0;
 }
 
 namespace {
@@ -1079,3 +1084,12 @@ std::optional<LValue> lowerNode(const core::Node& n, const Args& args0, const Kw
 }
 
 }  // namespace dynamo::codegen::detail
+
+namespace dynamo::codegen {
+
+bool replacesStorage(const core::Node& n) {
+  const std::string name = detail::bareCallName(n);
+  return name == "resize_" || name == "resize_as_" || name == "set_";
+}
+
+}  // namespace dynamo::codegen

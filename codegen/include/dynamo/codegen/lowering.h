@@ -39,6 +39,11 @@ struct LoweringOptions {
   std::vector<ScalarInput> scalarInputs;
 };
 
+/// True for a call that gives a tensor new storage in place (x.resize_(...), x.resize_as_(y),
+/// x.set_(y)): a view taken before keeps the old storage, which a program's planned buffers
+/// cannot follow (the fused backend runs such a graph on the eager runner).
+bool replacesStorage(const core::Node& n);
+
 /// Lowers `graph`. Never fails on an unsupported op (it becomes an extern step); internal errors
 /// only for bugs.
 Program lowerGraph(const core::Graph& graph, const LoweringOptions& options = {});
